@@ -1,0 +1,17 @@
+// Renders an OsSummary for people (text tables) and for programs (JSON).
+#pragma once
+
+#include <ostream>
+
+#include "analysis/os_summary.h"
+
+namespace gpuos {
+
+// Per-process and per-thread tables, then the syscall ranking ("the most
+// expensive OS calls"), then drops and read errors.
+void WriteOsTextReport(const OsSummary& summary, std::ostream& out);
+
+// The JSON document of `gpuos-trace report --format json`.
+void WriteOsJsonReport(const OsSummary& summary, std::ostream& out);
+
+}  // namespace gpuos

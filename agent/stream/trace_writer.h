@@ -1,0 +1,60 @@
+// Writes a .gpuos file incrementally: the header first, then one framed
+// EventBatch record whenever enough events are buffered, so that the trace
+// of a recording that crashes or is killed stays readable up to its last
+// complete record.  See record_framing.h for the byte layout.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "gpuos_trace.pb.h"
+
+namespace gpuos {
+
+class TraceWriter {
+ public:
+  struct Options {
+    // A batch is written out once it holds this many events or bytes.
+    size_t max_batch_events = 4096;
+    size_t max_batch_bytes = 1 << 20;
+  };
+
+  // Creates (truncates) `path`.  The file is created with mode 0644.
+  static absl::StatusOr<std::unique_ptr<TraceWriter>> Create(const std::string& path,
+                                                             Options options);
+  static absl::StatusOr<std::unique_ptr<TraceWriter>> Create(const std::string& path) {
+    return Create(path, Options());
+  }
+  ~TraceWriter();  // Flushes and closes; errors are lost, call Close() to see them.
+
+  absl::Status WriteHeader(const v1::TraceHeader& header);
+  // Buffers one event; writes the batch when it is full.
+  absl::Status Append(const v1::Event& event);
+  // Writes the buffered events now (no-op when none).
+  absl::Status Flush();
+  absl::Status WriteTrailer(const v1::TraceTrailer& trailer);
+  // Flushes and closes the file.
+  absl::Status Close();
+
+  uint64_t events_written() const { return events_written_; }
+  uint64_t bytes_written() const { return bytes_written_; }
+  int fd() const { return fd_; }
+
+ private:
+  TraceWriter(int fd, std::string path, Options options);
+  absl::Status WriteRecord(const v1::Record& record);
+
+  int fd_;
+  std::string path_;
+  Options options_;
+  v1::Record pending_;  // holds the batch being filled
+  size_t pending_bytes_ = 0;
+  uint64_t events_written_ = 0;
+  uint64_t bytes_written_ = 0;
+  std::string scratch_;
+};
+
+}  // namespace gpuos

@@ -1,0 +1,58 @@
+/* Shared between the BPF programs and the agent: the header every ring-buffer
+ * record starts with, and the kinds of record.  Plain C, fixed-size fields only,
+ * so that the kernel side and the user side agree byte for byte. */
+#ifndef GPUOS_BPF_EVENT_HEADER_H
+#define GPUOS_BPF_EVENT_HEADER_H
+
+#ifndef __VMLINUX_H__
+#include <linux/types.h>
+#endif
+
+#define GPUOS_COMM_LEN 16
+
+enum gpuos_event_kind {
+	GPUOS_EV_PROCESS_START = 1, /* proc.h: struct proc_event */
+	GPUOS_EV_THREAD_START = 2,  /* proc.h: struct proc_event */
+	GPUOS_EV_EXEC = 3,          /* proc.h: struct exec_event */
+	GPUOS_EV_COMM_CHANGE = 4,   /* proc.h: struct proc_event */
+	GPUOS_EV_THREAD_EXIT = 5,   /* proc.h: struct proc_event */
+	GPUOS_EV_PROCESS_EXIT = 6,  /* proc.h: struct proc_event */
+	GPUOS_EV_OFF_CPU = 7,       /* sched.h: struct off_cpu_event */
+	GPUOS_EV_PAGE_FAULTS = 8,   /* faults.h: struct page_fault_event */
+	GPUOS_EV_MMAP = 9,          /* mm.h: struct mm_event */
+	GPUOS_EV_MUNMAP = 10,       /* mm.h: struct mm_event */
+	GPUOS_EV_FUTEX_WAIT = 11,   /* futex.h: struct futex_wait_event */
+	GPUOS_EV_KIND_COUNT = 12,
+};
+
+/* ts_ns is bpf_ktime_get_ns(): CLOCK_MONOTONIC.  pid is the thread group id
+ * (what user space calls the pid), tid the thread id. */
+struct event_header {
+	__u64 ts_ns;
+	__u32 pid;
+	__u32 tid;
+	__u32 kind;
+	__u32 cpu;
+};
+
+/* Index into the per-CPU `drop_counts` array: why an event could not be
+ * recorded.  The agent sums these over CPUs and reports them. */
+enum gpuos_drop_reason {
+	GPUOS_DROP_RINGBUF_FULL = 0,      /* + event kind: one slot per kind */
+	GPUOS_DROP_MAP_FULL_BASE = GPUOS_EV_KIND_COUNT, /* + gpuos_map_id */
+	GPUOS_DROP_SLOTS = GPUOS_EV_KIND_COUNT + 8,
+};
+
+/* Maps whose insertions can fail when full; counted per map. */
+enum gpuos_map_id {
+	GPUOS_MAP_TRACKED = 0,
+	GPUOS_MAP_SYSCALL_IN_FLIGHT = 1,
+	GPUOS_MAP_SYSCALL_STATS = 2,
+	GPUOS_MAP_SCHED_STATE = 3,
+	GPUOS_MAP_FAULT_STATE = 4,
+	GPUOS_MAP_MM_IN_FLIGHT = 5,
+	GPUOS_MAP_FUTEX_IN_FLIGHT = 6,
+	GPUOS_MAP_FUTEX_WAKES = 7,
+};
+
+#endif

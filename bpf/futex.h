@@ -1,0 +1,34 @@
+/* futex waits (one record each) and wakes (counted per thread). */
+#ifndef GPUOS_BPF_FUTEX_H
+#define GPUOS_BPF_FUTEX_H
+#include "event_header.h"
+
+/* header.ts_ns is the syscall entry; result is the return value (0, or
+ * -ETIMEDOUT, -EAGAIN, -EINTR...).  op is the futex op without the
+ * PRIVATE/CLOCK_REALTIME flags; futex_waitv calls have op = GPUOS_FUTEX_WAITV. */
+#define GPUOS_FUTEX_WAITV 0x100
+struct futex_wait_event {
+	struct event_header hdr;
+	__u64 duration_ns;
+	__u64 uaddr;
+	__s64 result;
+	__u32 op;
+	__u32 has_timeout;
+};
+
+struct futex_in_flight {
+	__u64 start_ns;
+	__u64 uaddr;
+	__u32 op;
+	__u32 has_timeout;
+};
+
+/* Per-thread wake totals, read by the agent: wake calls and threads woken. */
+struct futex_wake_stats {
+	__u64 calls;
+	__u64 woken;
+	__u32 pid;
+	__u32 pad;
+};
+
+#endif

@@ -1,0 +1,39 @@
+/* Off-CPU intervals of traced threads, with run-queue wait and cause. */
+#ifndef GPUOS_BPF_SCHED_H
+#define GPUOS_BPF_SCHED_H
+#include "event_header.h"
+
+enum gpuos_off_cpu_cause {
+	GPUOS_OFFCPU_UNKNOWN = 0,
+	GPUOS_OFFCPU_PREEMPTED = 1,   /* switched out while runnable */
+	GPUOS_OFFCPU_FUTEX = 2,       /* blocked inside futex()/futex_waitv() */
+	GPUOS_OFFCPU_SYSCALL = 3,     /* blocked inside another syscall (syscall_nr) */
+	GPUOS_OFFCPU_PAGE_FAULT = 4,  /* blocked outside any syscall after a user page fault */
+};
+
+/* One interval off the CPU: header.ts_ns is the switch-out time.  Sent at
+ * switch-in.  runqueue_ns is the part of the interval spent runnable but not
+ * running (from wakeup, or from switch-out when preempted). */
+struct off_cpu_event {
+	struct event_header hdr;
+	__u64 duration_ns;
+	__u64 runqueue_ns;
+	__s64 prev_state;  /* the task state at switch-out; 0 = runnable */
+	__s32 syscall_nr;  /* -1 when not in a syscall */
+	__u32 cause;       /* enum gpuos_off_cpu_cause */
+	__u32 voluntary;   /* 1 = blocked, 0 = preempted */
+	__u32 woken_by_tid; /* the thread that woke it, 0 when not known */
+};
+
+/* Per-thread state kept between switch-out and switch-in. */
+struct sched_state {
+	__u64 switched_out_ns;
+	__u64 woken_ns;
+	__s64 prev_state;
+	__s32 syscall_nr;
+	__u32 cause;
+	__u32 woken_by_tid;
+	__u32 pid;
+};
+
+#endif
