@@ -11,23 +11,23 @@
 #define GPUOS_COMM_LEN 16
 
 enum gpuos_event_kind {
-	GPUOS_EV_PROCESS_START = 1, /* proc.h: struct proc_event */
-	GPUOS_EV_THREAD_START = 2,  /* proc.h: struct proc_event */
-	GPUOS_EV_EXEC = 3,          /* proc.h: struct exec_event */
-	GPUOS_EV_COMM_CHANGE = 4,   /* proc.h: struct proc_event */
-	GPUOS_EV_THREAD_EXIT = 5,   /* proc.h: struct proc_event */
-	GPUOS_EV_PROCESS_EXIT = 6,  /* proc.h: struct proc_event */
-	GPUOS_EV_OFF_CPU = 7,       /* sched.h: struct off_cpu_event */
-	GPUOS_EV_PAGE_FAULTS = 8,   /* faults.h: struct page_fault_event */
-	GPUOS_EV_MMAP = 9,          /* mm.h: struct mm_event */
-	GPUOS_EV_MUNMAP = 10,       /* mm.h: struct mm_event */
-	GPUOS_EV_FUTEX_WAIT = 11,   /* futex.h: struct futex_wait_event */
+	GPUOS_EV_PROCESS_START = 1, /* proc.h: struct gpuos_proc_event */
+	GPUOS_EV_THREAD_START = 2,  /* proc.h: struct gpuos_proc_event */
+	GPUOS_EV_EXEC = 3,          /* proc.h: struct gpuos_exec_event */
+	GPUOS_EV_COMM_CHANGE = 4,   /* proc.h: struct gpuos_proc_event */
+	GPUOS_EV_THREAD_EXIT = 5,   /* proc.h: struct gpuos_proc_event */
+	GPUOS_EV_PROCESS_EXIT = 6,  /* proc.h: struct gpuos_proc_event */
+	GPUOS_EV_OFF_CPU = 7,       /* offcpu.h: struct gpuos_off_cpu_event */
+	GPUOS_EV_PAGE_FAULTS = 8,   /* faults.h: struct gpuos_page_fault_event */
+	GPUOS_EV_MMAP = 9,          /* mm.h: struct gpuos_mm_event */
+	GPUOS_EV_MUNMAP = 10,       /* mm.h: struct gpuos_mm_event */
+	GPUOS_EV_FUTEX_WAIT = 11,   /* futex.h: struct gpuos_futex_wait_event */
 	GPUOS_EV_KIND_COUNT = 12,
 };
 
 /* ts_ns is bpf_ktime_get_ns(): CLOCK_MONOTONIC.  pid is the thread group id
  * (what user space calls the pid), tid the thread id. */
-struct event_header {
+struct gpuos_event_header {
 	__u64 ts_ns;
 	__u32 pid;
 	__u32 tid;

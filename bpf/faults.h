@@ -8,14 +8,14 @@
  * when the thread is switched out, and when it exits, so every fault is
  * attributed to an interval that holds no off-CPU time. major is the growth
  * of the kernel's per-task maj_flt counter over the same window. */
-struct page_fault_event {
-	struct event_header hdr;
+struct gpuos_page_fault_event {
+	struct gpuos_event_header hdr;
 	__u64 last_ns;
 	__u32 count;
 	__u32 major;
 };
 
-struct fault_state {
+struct gpuos_fault_state {
 	__u64 first_ns;
 	__u64 last_ns;
 	__u32 count;

@@ -7,8 +7,11 @@
  * -ETIMEDOUT, -EAGAIN, -EINTR...).  op is the futex op without the
  * PRIVATE/CLOCK_REALTIME flags; futex_waitv calls have op = GPUOS_FUTEX_WAITV. */
 #define GPUOS_FUTEX_WAITV 0x100
-struct futex_wait_event {
-	struct event_header hdr;
+/* futex2's futex_wait()/futex_wake() syscalls (Linux 6.7). */
+#define GPUOS_FUTEX2_WAIT 0x101
+#define GPUOS_FUTEX2_WAKE 0x102
+struct gpuos_futex_wait_event {
+	struct gpuos_event_header hdr;
 	__u64 duration_ns;
 	__u64 uaddr;
 	__s64 result;
@@ -16,7 +19,7 @@ struct futex_wait_event {
 	__u32 has_timeout;
 };
 
-struct futex_in_flight {
+struct gpuos_futex_call {
 	__u64 start_ns;
 	__u64 uaddr;
 	__u32 op;
@@ -24,7 +27,7 @@ struct futex_in_flight {
 };
 
 /* Per-thread wake totals, read by the agent: wake calls and threads woken. */
-struct futex_wake_stats {
+struct gpuos_futex_wake_stats {
 	__u64 calls;
 	__u64 woken;
 	__u32 pid;

@@ -5,8 +5,8 @@
 
 /* header.ts_ns is the syscall entry. result is the syscall's return value
  * (the mapped address for mmap, 0 for munmap, -errno on failure). */
-struct mm_event {
-	struct event_header hdr;
+struct gpuos_mm_event {
+	struct gpuos_event_header hdr;
 	__u64 duration_ns;
 	__u64 addr;
 	__u64 length;
@@ -17,7 +17,7 @@ struct mm_event {
 	__u32 pad;
 };
 
-struct mm_in_flight {
+struct gpuos_mm_call {
 	__u64 start_ns;
 	__u64 addr;
 	__u64 length;

@@ -9,8 +9,8 @@
  * THREAD_EXIT, PROCESS_EXIT: comm is the last name; exit_code is the
  * kernel's task->exit_code (a wait(2) status). PROCESS_EXIT is sent by the
  * last thread of the group to exit, after its THREAD_EXIT. */
-struct proc_event {
-	struct event_header hdr;
+struct gpuos_proc_event {
+	struct gpuos_event_header hdr;
 	__u64 clone_flags;
 	__u32 parent_pid;
 	__u32 parent_tid;
@@ -21,8 +21,8 @@ struct proc_event {
 };
 
 #define GPUOS_EXEC_FILENAME_LEN 256
-struct exec_event {
-	struct event_header hdr;
+struct gpuos_exec_event {
+	struct gpuos_event_header hdr;
 	__u32 old_tid; /* the thread that called execve (it becomes the leader) */
 	__u32 filename_len;
 	char comm[GPUOS_COMM_LEN];

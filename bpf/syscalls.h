@@ -4,12 +4,12 @@
 #define GPUOS_BPF_SYSCALLS_H
 #include "event_header.h"
 
-struct syscall_key {
+struct gpuos_syscall_key {
 	__u32 tid;
 	__s32 nr;
 };
 
-struct syscall_stats {
+struct gpuos_syscall_stats {
 	__u64 calls;
 	__u64 total_ns;
 	__u64 max_ns;
@@ -19,7 +19,7 @@ struct syscall_stats {
 
 /* The syscall a thread is inside now; the scheduler program reads it to name
  * the cause of an off-CPU interval. */
-struct syscall_in_flight {
+struct gpuos_syscall_call {
 	__u64 start_ns;
 	__s32 nr;
 	__u32 pad;

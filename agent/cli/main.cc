@@ -1,2 +1,68 @@
-// gpuos-trace: entry point.  Placeholder until the CLI lands.
-int main() { return 1; }
+// gpuos-trace: entry point.  Parses the command line and hands over to
+// recording (record/recorder.h) or reporting (export/os_report.h).
+#include <time.h>
+
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "analysis/os_summary.h"
+#include "cli/options.h"
+#include "export/os_report.h"
+#include "record/recorder.h"
+
+namespace {
+
+std::string NowSuffix() {
+  time_t now = time(nullptr);
+  struct tm local {};
+  localtime_r(&now, &local);
+  char buf[32];
+  strftime(buf, sizeof(buf), "%Y%m%d-%H%M%S", &local);
+  return buf;
+}
+
+int RunReport(const gpuos::ReportCommand& report) {
+  auto summary = gpuos::SummarizeTraceFile(report.path);
+  if (!summary.ok()) {
+    fprintf(stderr, "gpuos-trace: %s\n", std::string(summary.status().message()).c_str());
+    return 1;
+  }
+  if (report.format == gpuos::ReportFormat::kJson) {
+    gpuos::WriteOsJsonReport(*summary, std::cout);
+  } else {
+    gpuos::WriteOsTextReport(*summary, std::cout);
+  }
+  std::cout.flush();
+  if (!summary->read_error.empty()) {
+    // The readable part was reported; say loudly that the file is damaged.
+    fprintf(stderr, "gpuos-trace: %s: %s\n", report.path.c_str(), summary->read_error.c_str());
+    return 3;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv, argv + argc);
+  auto parsed = gpuos::ParseCommandLine(args, NowSuffix());
+  if (!parsed.ok()) {
+    fprintf(stderr, "gpuos-trace: %s\n", std::string(parsed.status().message()).c_str());
+    return 2;
+  }
+  switch (parsed->kind) {
+    case gpuos::ParsedCommandLine::Kind::kHelp:
+      fputs(gpuos::kUsage, stdout);
+      return 0;
+    case gpuos::ParsedCommandLine::Kind::kVersion:
+      printf("gpuos-trace %s\n", GPUOS_VERSION);
+      return 0;
+    case gpuos::ParsedCommandLine::Kind::kReport:
+      return RunReport(parsed->report);
+    case gpuos::ParsedCommandLine::Kind::kRecord:
+      return gpuos::RunRecord(parsed->record);
+  }
+  return 2;
+}

@@ -1,6 +1,6 @@
 /* Off-CPU intervals of traced threads, with run-queue wait and cause. */
-#ifndef GPUOS_BPF_SCHED_H
-#define GPUOS_BPF_SCHED_H
+#ifndef GPUOS_BPF_OFFCPU_H
+#define GPUOS_BPF_OFFCPU_H
 #include "event_header.h"
 
 enum gpuos_off_cpu_cause {
@@ -14,8 +14,8 @@ enum gpuos_off_cpu_cause {
 /* One interval off the CPU: header.ts_ns is the switch-out time.  Sent at
  * switch-in.  runqueue_ns is the part of the interval spent runnable but not
  * running (from wakeup, or from switch-out when preempted). */
-struct off_cpu_event {
-	struct event_header hdr;
+struct gpuos_off_cpu_event {
+	struct gpuos_event_header hdr;
 	__u64 duration_ns;
 	__u64 runqueue_ns;
 	__s64 prev_state;  /* the task state at switch-out; 0 = runnable */
@@ -26,7 +26,7 @@ struct off_cpu_event {
 };
 
 /* Per-thread state kept between switch-out and switch-in. */
-struct sched_state {
+struct gpuos_sched_state {
 	__u64 switched_out_ns;
 	__u64 woken_ns;
 	__s64 prev_state;

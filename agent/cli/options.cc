@@ -1,0 +1,201 @@
+// gpuos-trace's command line; see options.h.
+#include "cli/options.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstddef>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
+
+namespace gpuos {
+
+const char kUsage[] =
+    "usage: gpuos-trace [options] [--] COMMAND [ARGS...]   record COMMAND and its whole process tree\n"
+    "       gpuos-trace report FILE [--format text|json]      per-process, per-thread and syscall tables\n"
+    "\n"
+    "record options:\n"
+    "  -o, --output FILE       trace file to write (default: gpuos-trace-<date>-<time>.gpuos)\n"
+    "      --run-as-root       under sudo, run COMMAND as root instead of the invoking user\n"
+    "      --buffer-size SIZE  BPF ring buffer size, a power of two (default 64M)\n"
+    "      --fault-window DUR  page faults are counted in windows this long (default 1ms)\n"
+    "      --btf FILE          kernel BTF to use instead of /sys/kernel/btf/vmlinux\n"
+    "  -q, --quiet             no summary on stderr\n"
+    "  -v, --verbose           print libbpf's messages\n"
+    "  -h, --help              this text\n"
+    "      --version           print the version\n";
+
+namespace {
+
+absl::Status Usage(const std::string& message) {
+  return absl::InvalidArgumentError(message);
+}
+
+bool IsFlag(const std::string& arg) { return arg.size() > 1 && arg[0] == '-'; }
+
+// Splits "--name=value"; returns false when there is no '='.
+bool SplitInline(const std::string& arg, std::string* name, std::string* value) {
+  size_t eq = arg.find('=');
+  if (arg.rfind("--", 0) != 0 || eq == std::string::npos) return false;
+  *name = arg.substr(0, eq);
+  *value = arg.substr(eq + 1);
+  return true;
+}
+
+// Reads a flag's value from "--flag=value" or the next argument.
+absl::StatusOr<std::string> TakeValue(const std::vector<std::string>& args, size_t* i,
+                                      const std::string& name, const std::string* inline_value) {
+  if (inline_value) return *inline_value;
+  if (*i + 1 >= args.size()) return Usage(absl::StrFormat("option %s needs a value", name));
+  return args[++*i];
+}
+
+absl::StatusOr<ParsedCommandLine> ParseRecord(const std::vector<std::string>& args, size_t i,
+                                              const std::string& now_suffix) {
+  ParsedCommandLine parsed;
+  parsed.kind = ParsedCommandLine::Kind::kRecord;
+  RecordOptions& rec = parsed.record;
+  rec.tracer_argv = args;
+  for (; i < args.size(); ++i) {
+    std::string arg = args[i];
+    if (arg == "--") {
+      ++i;
+      break;
+    }
+    if (!IsFlag(arg)) break;  // the command starts here
+    std::string name = arg, inline_value;
+    bool has_inline = SplitInline(arg, &name, &inline_value);
+    const std::string* iv = has_inline ? &inline_value : nullptr;
+    if (name == "-h" || name == "--help") {
+      parsed.kind = ParsedCommandLine::Kind::kHelp;
+      return parsed;
+    } else if (name == "--version") {
+      parsed.kind = ParsedCommandLine::Kind::kVersion;
+      return parsed;
+    } else if (name == "-o" || name == "--output") {
+      auto v = TakeValue(args, &i, name, iv);
+      if (!v.ok()) return v.status();
+      if (v->empty()) return Usage("option --output needs a file name");
+      rec.output_path = *v;
+    } else if (name == "--run-as-root") {
+      rec.run_as_root = true;
+    } else if (name == "--buffer-size") {
+      auto v = TakeValue(args, &i, name, iv);
+      if (!v.ok()) return v.status();
+      auto bytes = ParseByteSize(*v);
+      if (!bytes.ok()) return bytes.status();
+      if (*bytes < 4096 || (*bytes & (*bytes - 1)) != 0 || *bytes > (1ull << 31)) {
+        return Usage(absl::StrFormat(
+            "--buffer-size %s: must be a power of two between 4K and 2G", *v));
+      }
+      rec.ring_buffer_bytes = *bytes;
+    } else if (name == "--fault-window") {
+      auto v = TakeValue(args, &i, name, iv);
+      if (!v.ok()) return v.status();
+      auto ns = ParseDuration(*v);
+      if (!ns.ok()) return ns.status();
+      if (*ns == 0) return Usage("--fault-window must be longer than 0");
+      rec.fault_window_ns = *ns;
+    } else if (name == "--btf") {
+      auto v = TakeValue(args, &i, name, iv);
+      if (!v.ok()) return v.status();
+      rec.btf_path = *v;
+    } else if (name == "-q" || name == "--quiet") {
+      rec.quiet = true;
+    } else if (name == "-v" || name == "--verbose") {
+      rec.verbose = true;
+    } else {
+      return Usage(absl::StrFormat("unknown option %s (see gpuos-trace --help)", arg));
+    }
+  }
+  rec.command.assign(args.begin() + static_cast<std::ptrdiff_t>(std::min(i, args.size())), args.end());
+  if (rec.command.empty()) return Usage("no command to trace (usage: gpuos-trace [options] -- COMMAND [ARGS...])");
+  if (rec.output_path.empty()) rec.output_path = "gpuos-trace-" + now_suffix + ".gpuos";
+  return parsed;
+}
+
+absl::StatusOr<ParsedCommandLine> ParseReport(const std::vector<std::string>& args, size_t i) {
+  ParsedCommandLine parsed;
+  parsed.kind = ParsedCommandLine::Kind::kReport;
+  for (; i < args.size(); ++i) {
+    std::string arg = args[i];
+    std::string name = arg, inline_value;
+    bool has_inline = SplitInline(arg, &name, &inline_value);
+    if (name == "--format") {
+      auto v = TakeValue(args, &i, name, has_inline ? &inline_value : nullptr);
+      if (!v.ok()) return v.status();
+      if (*v == "text") {
+        parsed.report.format = ReportFormat::kText;
+      } else if (*v == "json") {
+        parsed.report.format = ReportFormat::kJson;
+      } else {
+        return Usage(absl::StrFormat("--format %s: expected text or json", *v));
+      }
+    } else if (name == "-h" || name == "--help") {
+      parsed.kind = ParsedCommandLine::Kind::kHelp;
+      return parsed;
+    } else if (IsFlag(arg)) {
+      return Usage(absl::StrFormat("unknown report option %s", arg));
+    } else if (parsed.report.path.empty()) {
+      parsed.report.path = arg;
+    } else {
+      return Usage(absl::StrFormat("report takes one trace file, got a second: %s", arg));
+    }
+  }
+  if (parsed.report.path.empty()) return Usage("report needs a trace file (gpuos-trace report FILE)");
+  return parsed;
+}
+
+}  // namespace
+
+absl::StatusOr<ParsedCommandLine> ParseCommandLine(const std::vector<std::string>& args,
+                                                   const std::string& now_suffix) {
+  // args[0] is the program name.
+  if (args.size() < 2) return Usage("nothing to do (see gpuos-trace --help)");
+  const std::string& first = args[1];
+  if (first == "report") return ParseReport(args, 2);
+  if (first == "record") return ParseRecord(args, 2, now_suffix);
+  return ParseRecord(args, 1, now_suffix);
+}
+
+absl::StatusOr<uint64_t> ParseByteSize(const std::string& text) {
+  std::string digits = text;
+  uint64_t scale = 1;
+  if (!digits.empty()) {
+    char unit = static_cast<char>(std::toupper(static_cast<unsigned char>(digits.back())));
+    if (unit == 'K' || unit == 'M' || unit == 'G') {
+      scale = unit == 'K' ? 1ull << 10 : unit == 'M' ? 1ull << 20 : 1ull << 30;
+      digits.pop_back();
+    }
+  }
+  uint64_t value = 0;
+  if (digits.empty() || !absl::SimpleAtoi(digits, &value) || value > (1ull << 40) / scale) {
+    return Usage(absl::StrFormat("'%s' is not a size (examples: 4096, 64K, 256M, 1G)", text));
+  }
+  return value * scale;
+}
+
+absl::StatusOr<uint64_t> ParseDuration(const std::string& text) {
+  struct Unit {
+    const char* suffix;
+    uint64_t ns;
+  };
+  // Longest suffixes first, so "ms" is not read as "s".
+  static const Unit kUnits[] = {{"ns", 1},           {"us", 1'000},          {"ms", 1'000'000},
+                                {"s", 1'000'000'000}, {"m", 60'000'000'000ull}, {"h", 3'600'000'000'000ull}};
+  for (const Unit& unit : kUnits) {
+    std::string suffix = unit.suffix;
+    if (text.size() > suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0) {
+      std::string number = text.substr(0, text.size() - suffix.size());
+      double value = 0;
+      if (absl::SimpleAtod(number, &value) && value >= 0 && value < 1e7 &&
+          number.find_first_not_of("0123456789.") == std::string::npos) {
+        return static_cast<uint64_t>(value * static_cast<double>(unit.ns) + 0.5);
+      }
+      break;
+    }
+  }
+  return Usage(absl::StrFormat("'%s' is not a duration (examples: 500us, 1ms, 30s, 2m)", text));
+}
+
+}  // namespace gpuos

@@ -1,0 +1,43 @@
+// Command-line parsing for gpuos-trace: which subcommand, with which
+// options.  Pure logic (no side effects), so every rule is unit-tested.
+//
+//   gpuos-trace [record options] [--] cmd args...
+//   gpuos-trace record [record options] [--] cmd args...
+//   gpuos-trace report FILE [--format text|json]
+//   gpuos-trace --help | --version
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "record/recorder.h"
+
+namespace gpuos {
+
+enum class ReportFormat { kText, kJson };
+
+struct ReportCommand {
+  std::string path;
+  ReportFormat format = ReportFormat::kText;
+};
+
+struct ParsedCommandLine {
+  enum class Kind { kRecord, kReport, kHelp, kVersion } kind = Kind::kHelp;
+  RecordOptions record;
+  ReportCommand report;
+};
+
+// `now_suffix` names the default output ("gpuos-trace-<now_suffix>.gpuos").
+absl::StatusOr<ParsedCommandLine> ParseCommandLine(const std::vector<std::string>& args,
+                                                   const std::string& now_suffix);
+
+// "64M", "1G", "4096" -> bytes.
+absl::StatusOr<uint64_t> ParseByteSize(const std::string& text);
+// "30s", "1ms", "250us", "100ns", "2m" -> nanoseconds.
+absl::StatusOr<uint64_t> ParseDuration(const std::string& text);
+
+extern const char kUsage[];
+
+}  // namespace gpuos

@@ -1,0 +1,92 @@
+// Loads gpuos-trace's BPF programs (bpf/*.bpf.c) into the kernel, attaches
+// them, and gives the recorder what they produce: ring-buffer records as
+// they come, and the totals kept in kernel maps.  Follows libbpf's
+// open -> configure -> load -> attach order; the maps every program shares
+// (tracked_pids, events, drop_counts, syscall_in_flight) are created by the
+// first object and reused by the others.  Destroying the session detaches
+// everything: nothing of ours stays in the kernel.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace gpuos {
+
+struct BpfSessionOptions {
+  // Ring buffer size in bytes: a power of two, at least one page.
+  uint64_t ring_buffer_bytes = 64ull << 20;
+  uint64_t fault_window_ns = 1'000'000;
+  uint32_t max_processes = 16384;
+  uint32_t max_threads = 65536;
+  // Kernel BTF to use instead of /sys/kernel/btf/vmlinux (empty: default).
+  std::string btf_path;
+  // Print libbpf's own messages.
+  bool verbose = false;
+};
+
+// One (thread, syscall) total from the kernel's syscall_stats map.
+struct KernelSyscallTotal {
+  uint32_t pid = 0;
+  uint32_t tid = 0;
+  int32_t nr = 0;
+  uint64_t calls = 0;
+  uint64_t total_ns = 0;
+  uint64_t max_ns = 0;
+};
+
+struct KernelFutexWakes {
+  uint32_t pid = 0;
+  uint32_t tid = 0;
+  uint64_t calls = 0;
+  uint64_t woken = 0;
+};
+
+// Events the kernel side lost, by reason ("ringbuf:<kind>", "map_full:<map>").
+struct KernelDrops {
+  std::vector<std::pair<std::string, uint64_t>> by_reason;
+  uint64_t total = 0;
+};
+
+class BpfSession {
+ public:
+  // Called with each raw ring-buffer record (bpf/event_header.h layout).
+  using RecordHandler = std::function<void(const void* data, size_t size)>;
+
+  static absl::StatusOr<std::unique_ptr<BpfSession>> Start(const BpfSessionOptions& options,
+                                                          RecordHandler handler);
+  ~BpfSession();
+  BpfSession(const BpfSession&) = delete;
+  BpfSession& operator=(const BpfSession&) = delete;
+
+  // Adds a process (thread group) to the traced set; its future children
+  // are added by the kernel side.
+  absl::Status Track(uint32_t pid);
+
+  // A file descriptor that becomes readable when records are waiting.
+  int ring_buffer_fd() const;
+  // Hands every waiting record to the handler; returns how many.
+  absl::StatusOr<int> Consume();
+
+  std::vector<KernelSyscallTotal> ReadSyscallTotals() const;
+  std::vector<KernelFutexWakes> ReadFutexWakes() const;
+  KernelDrops ReadDrops() const;
+  // Frees the kernel-map entries of threads that have exited, once their
+  // totals have been read and written.
+  void ForgetThreads(const std::vector<uint32_t>& tids);
+
+ private:
+  struct Impl;
+  explicit BpfSession(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Names for event kinds and kernel maps, as used in drop reports.
+const char* EventKindName(uint32_t kind);
+
+}  // namespace gpuos

@@ -1,0 +1,138 @@
+// Raw BPF records -> gpuos.v1.Event; see event_decoder.h.
+#include "record/event_decoder.h"
+
+#include <cstring>
+#include <string>
+
+#include "bpf/event_header.h"
+#include "bpf/faults.h"
+#include "bpf/futex.h"
+#include "bpf/mm.h"
+#include "bpf/proc.h"
+#include "bpf/offcpu.h"
+
+namespace gpuos {
+namespace {
+
+// A kernel comm is at most 16 bytes and NUL-terminated when shorter.
+std::string Comm(const char (&comm)[GPUOS_COMM_LEN]) {
+  return std::string(comm, strnlen(comm, GPUOS_COMM_LEN));
+}
+
+template <typename T>
+const T* As(const void* data, size_t size) {
+  return size >= sizeof(T) ? static_cast<const T*>(data) : nullptr;
+}
+
+}  // namespace
+
+DecodeResult DecodeBpfRecord(const void* data, size_t size, v1::Event* event) {
+  const auto* hdr = As<gpuos_event_header>(data, size);
+  if (!hdr) return DecodeResult::kTooShort;
+  event->Clear();
+  event->set_ts_ns(hdr->ts_ns);
+  event->set_pid(hdr->pid);
+  event->set_tid(hdr->tid);
+
+  switch (hdr->kind) {
+    case GPUOS_EV_PROCESS_START:
+    case GPUOS_EV_THREAD_START:
+    case GPUOS_EV_COMM_CHANGE:
+    case GPUOS_EV_THREAD_EXIT:
+    case GPUOS_EV_PROCESS_EXIT: {
+      const auto* e = As<gpuos_proc_event>(data, size);
+      if (!e) return DecodeResult::kTooShort;
+      if (hdr->kind == GPUOS_EV_PROCESS_START) {
+        auto* p = event->mutable_process_start();
+        p->set_ppid(e->parent_pid);
+        p->set_parent_tid(e->parent_tid);
+        p->set_comm(Comm(e->comm));
+        p->set_clone_flags(e->clone_flags);
+      } else if (hdr->kind == GPUOS_EV_THREAD_START) {
+        auto* t = event->mutable_thread_start();
+        t->set_creator_tid(e->parent_tid);
+        t->set_comm(Comm(e->comm));
+        t->set_clone_flags(e->clone_flags);
+      } else if (hdr->kind == GPUOS_EV_COMM_CHANGE) {
+        auto* c = event->mutable_comm_change();
+        c->set_old_comm(Comm(e->old_comm));
+        c->set_new_comm(Comm(e->comm));
+      } else if (hdr->kind == GPUOS_EV_THREAD_EXIT) {
+        event->mutable_thread_exit()->set_comm(Comm(e->comm));
+      } else {
+        auto* x = event->mutable_process_exit();
+        x->set_comm(Comm(e->comm));
+        x->set_wait_status(e->exit_code);
+      }
+      return DecodeResult::kOk;
+    }
+    case GPUOS_EV_EXEC: {
+      const auto* e = As<gpuos_exec_event>(data, size);
+      if (!e) return DecodeResult::kTooShort;
+      auto* x = event->mutable_exec();
+      x->set_filename(std::string(e->filename, strnlen(e->filename, sizeof(e->filename))));
+      x->set_comm(Comm(e->comm));
+      x->set_old_tid(e->old_tid);
+      return DecodeResult::kOk;
+    }
+    case GPUOS_EV_OFF_CPU: {
+      const auto* e = As<gpuos_off_cpu_event>(data, size);
+      if (!e) return DecodeResult::kTooShort;
+      auto* o = event->mutable_off_cpu();
+      o->set_duration_ns(e->duration_ns);
+      o->set_runqueue_ns(e->runqueue_ns);
+      o->set_cause(e->cause <= GPUOS_OFFCPU_PAGE_FAULT ? static_cast<v1::OffCpuCause>(e->cause)
+                                                         : v1::OFF_CPU_CAUSE_UNKNOWN);
+      o->set_syscall_nr(e->syscall_nr);
+      o->set_voluntary(e->voluntary != 0);
+      o->set_prev_state(e->prev_state);
+      o->set_woken_by_tid(e->woken_by_tid);
+      return DecodeResult::kOk;
+    }
+    case GPUOS_EV_PAGE_FAULTS: {
+      const auto* e = As<gpuos_page_fault_event>(data, size);
+      if (!e) return DecodeResult::kTooShort;
+      auto* f = event->mutable_page_faults();
+      f->set_last_ns(e->last_ns);
+      f->set_count(e->count);
+      f->set_major(e->major);
+      return DecodeResult::kOk;
+    }
+    case GPUOS_EV_MMAP:
+    case GPUOS_EV_MUNMAP: {
+      const auto* e = As<gpuos_mm_event>(data, size);
+      if (!e) return DecodeResult::kTooShort;
+      if (hdr->kind == GPUOS_EV_MMAP) {
+        auto* m = event->mutable_mmap();
+        m->set_duration_ns(e->duration_ns);
+        m->set_addr(e->addr);
+        m->set_length(e->length);
+        m->set_prot(e->prot);
+        m->set_flags(e->flags);
+        m->set_fd(e->fd);
+        m->set_result(e->result);
+      } else {
+        auto* m = event->mutable_munmap();
+        m->set_duration_ns(e->duration_ns);
+        m->set_addr(e->addr);
+        m->set_length(e->length);
+        m->set_result(e->result);
+      }
+      return DecodeResult::kOk;
+    }
+    case GPUOS_EV_FUTEX_WAIT: {
+      const auto* e = As<gpuos_futex_wait_event>(data, size);
+      if (!e) return DecodeResult::kTooShort;
+      auto* f = event->mutable_futex_wait();
+      f->set_duration_ns(e->duration_ns);
+      f->set_uaddr(e->uaddr);
+      f->set_op(e->op);
+      f->set_has_timeout(e->has_timeout != 0);
+      f->set_result(e->result);
+      return DecodeResult::kOk;
+    }
+  }
+  return DecodeResult::kUnknownKind;
+}
+
+}  // namespace gpuos

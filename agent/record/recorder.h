@@ -1,0 +1,31 @@
+// `gpuos-trace [options] -- cmd args...`: loads the BPF programs, starts the
+// command under them, streams every event into the .gpuos file while it
+// runs, waits for the whole process tree, and exits with the command's
+// status.  A short summary goes to stderr at the end.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace gpuos {
+
+struct RecordOptions {
+  std::string output_path;
+  std::vector<std::string> command;
+  bool run_as_root = false;
+  uint64_t ring_buffer_bytes = 64ull << 20;
+  uint64_t fault_window_ns = 1'000'000;
+  std::string btf_path;
+  bool quiet = false;
+  bool verbose = false;
+  // gpuos-trace's own command line, kept in the trace header.
+  std::vector<std::string> tracer_argv;
+};
+
+// Returns what gpuos-trace exits with: the command's exit code (128 + signal
+// when it was killed, 127 when it could not be run), or 1 when recording
+// could not start.  Errors are printed as one line on stderr.
+int RunRecord(const RecordOptions& options);
+
+}  // namespace gpuos

@@ -1,0 +1,122 @@
+// SPDX-License-Identifier: GPL-2.0
+/* Off-CPU intervals of traced threads.  At switch-out the thread's state,
+ * time and cause are kept in sched_state; a wakeup stamps the start of its
+ * run-queue wait; at switch-in one off_cpu_event is sent.  The voluntary /
+ * involuntary split follows the kernel's own nvcsw/nivcsw accounting in
+ * __schedule(): voluntary means not preempted and prev_state != 0. */
+#include "common.bpf.h"
+#include "offcpu.h"
+
+#define GPUOS_TASK_REPORT_MAX 0x100 /* prev_state reported for a preemption */
+#define GPUOS_TASK_STOPPED_OR_TRACED (0x4 | 0x8)
+#define GPUOS_TASK_EXITING (0x10 | 0x20) /* EXIT_DEAD, EXIT_ZOMBIE: the last switch-out */
+
+const volatile __s32 futex_nr = -1;
+const volatile __s32 futex_waitv_nr = -1;
+const volatile __s32 futex_wait_nr = -1;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, GPUOS_MAX_THREADS);
+	__type(key, __u32);
+	__type(value, struct gpuos_sched_state);
+} sched_state SEC(".maps");
+
+static __always_inline __u32 blocked_cause(__u32 tid, __s64 prev_state, __s32 *nr)
+{
+	struct gpuos_syscall_call *sc = bpf_map_lookup_elem(&syscall_in_flight, &tid);
+
+	*nr = -1;
+	if (sc && sc->start_ns) {
+		*nr = sc->nr;
+		if (sc->nr == futex_nr || sc->nr == futex_waitv_nr || sc->nr == futex_wait_nr)
+			return GPUOS_OFFCPU_FUTEX;
+		return GPUOS_OFFCPU_SYSCALL;
+	}
+	if (prev_state & GPUOS_TASK_STOPPED_OR_TRACED)
+		return GPUOS_OFFCPU_UNKNOWN;
+	/* Sleeping outside any syscall: the kernel blocked in an exception
+	 * handler on the thread's behalf, which in user context is a page fault
+	 * (reading the page in, or waiting on a page lock). */
+	return GPUOS_OFFCPU_PAGE_FAULT;
+}
+
+SEC("tracepoint/sched/sched_switch")
+int handle_sched_switch(struct trace_event_raw_sched_switch *ctx)
+{
+	__u64 now = bpf_ktime_get_ns();
+	__u32 prev_tid = ctx->prev_pid;
+	__u32 next_tid = ctx->next_pid;
+
+	/* Switch-out: the current task is prev. */
+	if (prev_tid) {
+		__u32 tid;
+		__u32 pid = current_tracked_pid(&tid);
+		__s64 prev_state = ctx->prev_state;
+		if (pid && !(prev_state & GPUOS_TASK_EXITING)) {
+			int voluntary = prev_state != 0 && !(prev_state & GPUOS_TASK_REPORT_MAX);
+			struct gpuos_sched_state st = {
+				.switched_out_ns = now,
+				.prev_state = prev_state,
+				.pid = pid,
+			};
+			if (voluntary) {
+				st.cause = blocked_cause(prev_tid, prev_state, &st.syscall_nr);
+			} else {
+				st.cause = GPUOS_OFFCPU_PREEMPTED;
+				st.syscall_nr = -1;
+			}
+			if (bpf_map_update_elem(&sched_state, &prev_tid, &st, BPF_ANY))
+				count_map_full(GPUOS_MAP_SCHED_STATE);
+		}
+	}
+
+	/* Switch-in: any thread with a kept state is a traced one. */
+	struct gpuos_sched_state *st = bpf_map_lookup_elem(&sched_state, &next_tid);
+	if (!st)
+		return 0;
+	struct gpuos_off_cpu_event *e = reserve_event(sizeof(*e), GPUOS_EV_OFF_CPU, st->switched_out_ns,
+						st->pid, next_tid);
+	if (e) {
+		int voluntary = st->cause != GPUOS_OFFCPU_PREEMPTED;
+		e->duration_ns = now - st->switched_out_ns;
+		if (!voluntary)
+			e->runqueue_ns = e->duration_ns;
+		else if (st->woken_ns)
+			e->runqueue_ns = now - st->woken_ns;
+		else
+			e->runqueue_ns = 0;
+		e->prev_state = st->prev_state;
+		e->syscall_nr = st->syscall_nr;
+		e->cause = st->cause;
+		e->voluntary = voluntary;
+		e->woken_by_tid = st->woken_by_tid;
+		bpf_ringbuf_submit(e, 0);
+	}
+	bpf_map_delete_elem(&sched_state, &next_tid);
+	return 0;
+}
+
+SEC("tracepoint/sched/sched_wakeup")
+int handle_sched_wakeup(struct trace_event_raw_sched_wakeup_template *ctx)
+{
+	__u32 tid = ctx->pid;
+	struct gpuos_sched_state *st = bpf_map_lookup_elem(&sched_state, &tid);
+
+	if (st && !st->woken_ns) {
+		st->woken_ns = bpf_ktime_get_ns();
+		st->woken_by_tid = (__u32)bpf_get_current_pid_tgid();
+	}
+	return 0;
+}
+
+SEC("tracepoint/sched/sched_process_exit")
+int handle_sched_exit(void *ctx)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+
+	bpf_map_delete_elem(&sched_state, &tid);
+	return 0;
+}
+
+char LICENSE[] SEC("license") = "GPL";
