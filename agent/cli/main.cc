@@ -9,6 +9,7 @@
 
 #include "analysis/os_summary.h"
 #include "cli/options.h"
+#include "export/event_dump.h"
 #include "export/os_report.h"
 #include "record/recorder.h"
 
@@ -61,6 +62,15 @@ int main(int argc, char** argv) {
       return 0;
     case gpuos::ParsedCommandLine::Kind::kReport:
       return RunReport(parsed->report);
+    case gpuos::ParsedCommandLine::Kind::kDump: {
+      absl::Status status = gpuos::DumpTraceAsJsonLines(parsed->report.path, std::cout);
+      std::cout.flush();
+      if (!status.ok()) {
+        fprintf(stderr, "gpuos-trace: %s\n", std::string(status.message()).c_str());
+        return 3;
+      }
+      return 0;
+    }
     case gpuos::ParsedCommandLine::Kind::kRecord:
       return gpuos::RunRecord(parsed->record);
   }

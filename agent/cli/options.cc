@@ -13,12 +13,15 @@ namespace gpuos {
 const char kUsage[] =
     "usage: gpuos-trace [options] [--] COMMAND [ARGS...]   record COMMAND and its whole process tree\n"
     "       gpuos-trace report FILE [--format text|json]      per-process, per-thread and syscall tables\n"
+    "       gpuos-trace dump FILE                             every event as one JSON object per line\n"
     "\n"
     "record options:\n"
     "  -o, --output FILE       trace file to write (default: gpuos-trace-<date>-<time>.gpuos)\n"
     "      --run-as-root       under sudo, run COMMAND as root instead of the invoking user\n"
     "      --buffer-size SIZE  BPF ring buffer size, a power of two (default 64M)\n"
     "      --fault-window DUR  page faults are counted in windows this long (default 1ms)\n"
+    "      --no-cuda           do not put the CUDA/NVTX shim into the traced processes\n"
+    "      --shim FILE         the shim library (default: libgpuos_shim.so next to gpuos-trace)\n"
     "      --btf FILE          kernel BTF to use instead of /sys/kernel/btf/vmlinux\n"
     "  -q, --quiet             no summary on stderr\n"
     "  -v, --verbose           print libbpf's messages\n"
@@ -96,6 +99,12 @@ absl::StatusOr<ParsedCommandLine> ParseRecord(const std::vector<std::string>& ar
       if (!ns.ok()) return ns.status();
       if (*ns == 0) return Usage("--fault-window must be longer than 0");
       rec.fault_window_ns = *ns;
+    } else if (name == "--no-cuda") {
+      rec.cuda = false;
+    } else if (name == "--shim") {
+      auto v = TakeValue(args, &i, name, iv);
+      if (!v.ok()) return v.status();
+      rec.shim_path = *v;
     } else if (name == "--btf") {
       auto v = TakeValue(args, &i, name, iv);
       if (!v.ok()) return v.status();
@@ -154,6 +163,15 @@ absl::StatusOr<ParsedCommandLine> ParseCommandLine(const std::vector<std::string
   if (args.size() < 2) return Usage("nothing to do (see gpuos-trace --help)");
   const std::string& first = args[1];
   if (first == "report") return ParseReport(args, 2);
+  if (first == "dump") {
+    // Same single-file argument rules as report, no options.
+    auto parsed = ParseReport(args, 2);
+    if (parsed.ok() && parsed->kind == ParsedCommandLine::Kind::kReport) {
+      if (parsed->report.format != ReportFormat::kText) return Usage("dump takes no --format");
+      parsed->kind = ParsedCommandLine::Kind::kDump;
+    }
+    return parsed;
+  }
   if (first == "record") return ParseRecord(args, 2, now_suffix);
   return ParseRecord(args, 1, now_suffix);
 }

@@ -4,6 +4,7 @@
 //   gpuos-trace [record options] [--] cmd args...
 //   gpuos-trace record [record options] [--] cmd args...
 //   gpuos-trace report FILE [--format text|json]
+//   gpuos-trace dump FILE
 //   gpuos-trace --help | --version
 #pragma once
 
@@ -24,7 +25,7 @@ struct ReportCommand {
 };
 
 struct ParsedCommandLine {
-  enum class Kind { kRecord, kReport, kHelp, kVersion } kind = Kind::kHelp;
+  enum class Kind { kRecord, kReport, kDump, kHelp, kVersion } kind = Kind::kHelp;
   RecordOptions record;
   ReportCommand report;
 };

@@ -24,6 +24,7 @@
 #include "record/host_info.h"
 #include "record/launcher.h"
 #include "record/preflight.h"
+#include "record/shim_listener.h"
 #include "stream/trace_writer.h"
 
 namespace gpuos {
@@ -154,6 +155,13 @@ class Recording {
     if (absl::Status s = writer_->Flush(); !s.ok()) NoteWriteError(s);
   }
 
+  // An event from the CUDA shim, already checked to come from the tree.
+  void OnShimEvent(const v1::Event& event) {
+    ++shim_events_;
+    Write(event);
+  }
+
+  uint64_t shim_events() const { return shim_events_; }
   uint64_t dropped() const { return drops_total_ + undecodable_; }
   size_t processes_seen() const { return processes_seen_; }
   size_t threads_seen() const { return threads_seen_; }
@@ -214,10 +222,55 @@ class Recording {
   uint64_t drops_total_ = 0;
   uint64_t undecodable_ = 0;
   uint64_t undecodable_reported_ = 0;
+  uint64_t shim_events_ = 0;
   size_t processes_seen_ = 0;
   size_t threads_seen_ = 0;
   absl::Status write_error_;
 };
+
+std::string Dirname(const std::string& path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
+// The shim sits next to the binary in a build tree, or in
+// <prefix>/lib/gpuos-trace next to <prefix>/bin once installed.
+std::string FindShim(const std::string& requested) {
+  if (!requested.empty()) return access(requested.c_str(), R_OK) == 0 ? requested : "";
+  char exe[4096];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  if (n <= 0) return "";
+  exe[n] = 0;
+  std::string dir = Dirname(exe);
+  for (const std::string& candidate :
+       {dir + "/libgpuos_shim.so", dir + "/../lib/gpuos-trace/libgpuos_shim.so"}) {
+    if (access(candidate.c_str(), R_OK) == 0) {
+      char resolved[4096];
+      return realpath(candidate.c_str(), resolved) ? resolved : candidate;
+    }
+  }
+  return "";
+}
+
+// Environment that puts the shim into every process of the tree.
+std::vector<std::string> ShimEnvironment(const std::string& shim, const std::string& socket_path) {
+  std::vector<std::string> env;
+  const char* preload = getenv("LD_PRELOAD");
+  env.push_back("LD_PRELOAD=" + shim + (preload && *preload ? std::string(" ") + preload : ""));
+  for (const char* name : {"CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH"}) {
+    const char* existing = getenv(name);
+    if (existing && *existing && shim != existing) {
+      // Another tool (Nsight Systems?) is injected: leave it in place.
+      fprintf(stderr, "gpuos-trace: warning: %s is already set to %s; keeping it, so %s events "
+              "are not recorded\n", name, existing,
+              std::string(name).rfind("CUDA", 0) == 0 ? "CUDA" : "NVTX");
+      continue;
+    }
+    env.push_back(std::string(name) + "=" + shim);
+  }
+  env.push_back("GPUOS_SHIM_SOCKET=" + socket_path);
+  return env;
+}
 
 std::string HumanBytes(uint64_t bytes) {
   if (bytes >= (1ull << 30)) return absl::StrFormat("%.1f GiB", bytes / double(1ull << 30));
@@ -267,6 +320,34 @@ int RunRecord(const RecordOptions& options) {
   LaunchOptions launch;
   launch.argv = options.command;
   launch.run_as = *run_as;
+
+  std::unique_ptr<ShimListener> shim_listener;
+  if (options.cuda) {
+    std::string shim = FindShim(options.shim_path);
+    if (shim.empty()) {
+      fprintf(stderr, "gpuos-trace: warning: %s; recording OS events only\n",
+              options.shim_path.empty()
+                  ? "the CUDA shim (libgpuos_shim.so) is not installed next to gpuos-trace"
+                  : ("cannot read the CUDA shim " + options.shim_path).c_str());
+    } else {
+      uid_t owner = run_as->drop_privileges ? run_as->uid : getuid();
+      gid_t group = run_as->drop_privileges ? run_as->gid : getgid();
+      pid_t self = getpid();
+      auto listener = ShimListener::Create(
+          owner, group,
+          [owner, self](pid_t pid, uid_t uid) {
+            return (uid == owner || uid == 0) && pid != self && IsDescendantOf(pid, self);
+          },
+          [&recording](const v1::Event& event) { recording.OnShimEvent(event); });
+      if (!listener.ok()) {
+        fprintf(stderr, "gpuos-trace: warning: %s; recording OS events only\n",
+                std::string(listener.status().message()).c_str());
+      } else {
+        shim_listener = std::move(*listener);
+        launch.extra_env = ShimEnvironment(shim, shim_listener->socket_path());
+      }
+    }
+  }
   auto command = LaunchedCommand::Prepare(launch);
   if (!command.ok()) {
     PrintError(command.status());
@@ -306,14 +387,19 @@ int RunRecord(const RecordOptions& options) {
   epoll_ctl(epoll_fd, EPOLL_CTL_ADD, ev.data.fd, &ev);
   ev.data.fd = *signal_fd;
   epoll_ctl(epoll_fd, EPOLL_CTL_ADD, ev.data.fd, &ev);
+  if (shim_listener) {
+    ev.data.fd = shim_listener->poll_fd();
+    epoll_ctl(epoll_fd, EPOLL_CTL_ADD, ev.data.fd, &ev);
+  }
 
   bool tree_done = (*command)->ReapChildren();
   uint64_t last_snapshot = MonotonicNowNs();
   while (!tree_done) {
-    epoll_event ready[2];
-    int n = epoll_wait(epoll_fd, ready, 2, kTickMs);
+    epoll_event ready[3];
+    int n = epoll_wait(epoll_fd, ready, 3, kTickMs);
     if (n < 0 && errno != EINTR) break;
     if (auto consumed = recording.bpf().Consume(); !consumed.ok()) PrintError(consumed.status());
+    if (shim_listener) shim_listener->Pump();
     signalfd_siginfo info{};
     while (read(*signal_fd, &info, sizeof(info)) == sizeof(info)) {
       if (info.ssi_signo == SIGCHLD) continue;  // reaped below
@@ -331,6 +417,7 @@ int RunRecord(const RecordOptions& options) {
 
   // The tree is gone: whatever is in the ring buffer is all there will be.
   if (auto consumed = recording.bpf().Consume(); !consumed.ok()) PrintError(consumed.status());
+  if (shim_listener) shim_listener->Pump(/*until_closed=*/true);
   recording.Snapshot(/*final=*/true);
 
   int exit_code = (*command)->exit_code();
@@ -357,6 +444,15 @@ int RunRecord(const RecordOptions& options) {
             Basename(options.command[0]).c_str(), exit_code, (end_ns - start_ns) / 1e9,
             static_cast<unsigned long long>((*writer)->events_written()),
             recording.processes_seen(), recording.threads_seen());
+    if (shim_listener && shim_listener->connections()) {
+      fprintf(stderr, "gpuos-trace: %llu NVTX/CUDA events from %llu process(es) through the shim\n",
+              static_cast<unsigned long long>(recording.shim_events()),
+              static_cast<unsigned long long>(shim_listener->connections()));
+    }
+    if (shim_listener && shim_listener->rejected_peers()) {
+      fprintf(stderr, "gpuos-trace: WARNING: refused %llu shim connection(s) from outside the traced tree\n",
+              static_cast<unsigned long long>(shim_listener->rejected_peers()));
+    }
     if (recording.dropped()) {
       fprintf(stderr,
               "gpuos-trace: WARNING: %llu events were dropped (ring buffer or kernel map full); "

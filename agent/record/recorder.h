@@ -19,6 +19,10 @@ struct RecordOptions {
   std::string btf_path;
   bool quiet = false;
   bool verbose = false;
+  // Record NVTX and CUDA through the shim (cupti_shim/).
+  bool cuda = true;
+  // The shim library; empty: found next to the gpuos-trace binary.
+  std::string shim_path;
   // gpuos-trace's own command line, kept in the trace header.
   std::vector<std::string> tracer_argv;
 };

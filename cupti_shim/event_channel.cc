@@ -1,0 +1,293 @@
+// The shim's bounded queue and sender thread; see event_channel.h.
+#include "event_channel.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "wire_encoder.h"
+
+namespace gpuos_shim {
+namespace {
+
+// Bounds: what one process may hold while the agent is slow, and the size
+// of one message (well under the socket's default send buffer).
+constexpr size_t kMaxQueuedBytes = 32u << 20;
+constexpr size_t kMaxMessageBytes = 64u << 10;
+constexpr int kFlushIntervalMs = 100;
+constexpr int kStatsIntervalMs = 1000;
+constexpr int kReconnectIntervalMs = 1000;
+
+struct Channel {
+  std::mutex mu;  // guards queue, queued_bytes, thread_started, socket_fd
+  std::vector<std::string> queue;
+  size_t queued_bytes = 0;
+  bool thread_started = false;
+  int socket_fd = -1;
+  uint64_t last_connect_attempt_ms = 0;
+  pthread_t thread{};
+  // Serializes sends, so a flush from exit() and the sender thread never
+  // interleave on the socket.
+  std::mutex send_mu;
+
+  std::atomic<uint64_t> sent{0};
+  std::atomic<uint64_t> dropped_queue_full{0};
+  std::atomic<uint64_t> dropped_send_failed{0};
+  std::atomic<uint64_t> cupti_dropped{0};
+  std::atomic<bool> cupti_active{false};
+  std::atomic<bool> nvtx_active{false};
+  std::atomic<bool> stats_dirty{false};
+  std::mutex status_mu;
+  std::string cupti_status;
+};
+
+Channel& TheChannel() {
+  // Never destroyed: other libraries' exit handlers may still submit.
+  static Channel* channel = new Channel();
+  return *channel;
+}
+
+const char* SocketPath() {
+  const char* path = getenv("GPUOS_SHIM_SOCKET");
+  return path && *path ? path : nullptr;
+}
+
+uint64_t NowMs() { return MonotonicNs() / 1'000'000; }
+
+thread_local uint32_t t_tid = 0;
+
+// Connects if not connected (rate-limited).  Called with send_mu held.
+int Connection(Channel& ch) {
+  std::lock_guard<std::mutex> lock(ch.mu);
+  if (ch.socket_fd >= 0) return ch.socket_fd;
+  const char* path = SocketPath();
+  if (!path) return -1;
+  uint64_t now = NowMs();
+  if (ch.last_connect_attempt_ms && now - ch.last_connect_attempt_ms < kReconnectIntervalMs) return -1;
+  ch.last_connect_attempt_ms = now;
+  int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  strncpy(addr.sun_path, path, sizeof(addr.sun_path) - 1);
+  // A send blocked on a slow agent gives up after a second; the events
+  // are then counted as dropped.
+  timeval timeout{1, 0};
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    close(fd);
+    return -1;
+  }
+  ch.socket_fd = fd;
+  return fd;
+}
+
+void Disconnect(Channel& ch, int fd) {
+  std::lock_guard<std::mutex> lock(ch.mu);
+  if (ch.socket_fd == fd) {
+    close(fd);
+    ch.socket_fd = -1;
+  }
+}
+
+std::string EncodeStats(Channel& ch) {
+  ProtoWriter stats;
+  stats.Uint(field::kStatsSent, ch.sent.load());
+  stats.Uint(field::kStatsDroppedQueue, ch.dropped_queue_full.load());
+  stats.Uint(field::kStatsDroppedSend, ch.dropped_send_failed.load());
+  stats.Uint(field::kStatsCuptiDropped, ch.cupti_dropped.load());
+  stats.Bool(field::kStatsCuptiActive, ch.cupti_active.load());
+  {
+    std::lock_guard<std::mutex> lock(ch.status_mu);
+    stats.Bytes(field::kStatsCuptiStatus, ch.cupti_status);
+  }
+  stats.Bool(field::kStatsNvtxActive, ch.nvtx_active.load());
+  return EncodeEvent(MonotonicNs(), static_cast<uint32_t>(getpid()), CurrentTid(),
+                     field::kEventShimStats, stats);
+}
+
+// Sends `events` as EventBatch messages; counts what could not be sent.
+void SendEvents(Channel& ch, std::vector<std::string>& events) {
+  std::lock_guard<std::mutex> send_lock(ch.send_mu);
+  int fd = Connection(ch);
+  ProtoWriter batch;
+  size_t in_batch = 0;
+  auto send_batch = [&]() {
+    if (in_batch == 0) return;
+    bool ok = false;
+    if (fd >= 0) {
+      ssize_t n;
+      do {
+        n = send(fd, batch.data().data(), batch.data().size(), MSG_NOSIGNAL);
+      } while (n < 0 && errno == EINTR);
+      ok = n == static_cast<ssize_t>(batch.data().size());
+      if (!ok) {
+        Disconnect(ch, fd);
+        fd = -1;
+      }
+    }
+    (ok ? ch.sent : ch.dropped_send_failed).fetch_add(in_batch);
+    batch.Clear();
+    in_batch = 0;
+  };
+  for (const std::string& event : events) {
+    if (batch.data().size() + event.size() + 16 > kMaxMessageBytes) send_batch();
+    batch.Bytes(field::kBatchEvents, event);
+    ++in_batch;
+  }
+  send_batch();
+}
+
+std::vector<std::string> TakeQueue(Channel& ch) {
+  std::vector<std::string> events;
+  std::lock_guard<std::mutex> lock(ch.mu);
+  events.swap(ch.queue);
+  ch.queued_bytes = 0;
+  return events;
+}
+
+void* SenderMain(void*) {
+  Channel& ch = TheChannel();
+  uint64_t last_stats = 0;
+  for (;;) {
+    timespec pause{0, kFlushIntervalMs * 1'000'000L};
+    nanosleep(&pause, nullptr);
+    std::vector<std::string> events = TakeQueue(ch);
+    uint64_t now = NowMs();
+    if (ch.stats_dirty.exchange(false) || (now - last_stats >= kStatsIntervalMs && !events.empty())) {
+      events.push_back(EncodeStats(ch));
+      last_stats = now;
+    }
+    if (!events.empty()) SendEvents(ch, events);
+  }
+  return nullptr;
+}
+
+// Called with ch.mu held.
+void StartSenderLocked(Channel& ch) {
+  if (ch.thread_started) return;
+  ch.thread_started = true;
+  // Signals stay with the application's threads.
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  if (pthread_create(&ch.thread, &attr, SenderMain, nullptr) != 0) ch.thread_started = false;
+  pthread_attr_destroy(&attr);
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  if (ch.thread_started) pthread_setname_np(ch.thread, "gpuos-shim");
+}
+
+void FlushAtExit() { FlushEvents(); }
+
+// fork(): the child keeps only what it makes itself.  Its queue copy holds
+// the parent's events (the parent sends them), its socket is the parent's
+// connection, and the sender thread did not survive.
+void BeforeFork() {
+  TheChannel().send_mu.lock();
+  TheChannel().mu.lock();
+}
+void AfterForkParent() {
+  TheChannel().mu.unlock();
+  TheChannel().send_mu.unlock();
+}
+void AfterForkChild() {
+  Channel& ch = TheChannel();
+  ch.queue.clear();
+  ch.queued_bytes = 0;
+  ch.thread_started = false;
+  if (ch.socket_fd >= 0) close(ch.socket_fd);
+  ch.socket_fd = -1;
+  ch.last_connect_attempt_ms = 0;
+  ch.sent = 0;
+  ch.dropped_queue_full = 0;
+  ch.dropped_send_failed = 0;
+  ch.cupti_dropped = 0;
+  ch.cupti_active = false;
+  t_tid = 0;
+  ch.mu.unlock();
+  ch.send_mu.unlock();
+}
+
+struct Registration {
+  Registration() {
+    pthread_atfork(BeforeFork, AfterForkParent, AfterForkChild);
+    atexit(FlushAtExit);
+  }
+};
+
+void EnsureRegistered() { static Registration registration; }
+
+}  // namespace
+
+bool ChannelConfigured() { return SocketPath() != nullptr; }
+
+uint32_t CurrentTid() {
+  if (t_tid == 0) t_tid = static_cast<uint32_t>(syscall(SYS_gettid));
+  return t_tid;
+}
+
+uint64_t MonotonicNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+void SubmitEvent(std::string encoded_event) {
+  if (!ChannelConfigured()) return;
+  EnsureRegistered();
+  Channel& ch = TheChannel();
+  std::lock_guard<std::mutex> lock(ch.mu);
+  if (ch.queued_bytes + encoded_event.size() > kMaxQueuedBytes) {
+    ch.dropped_queue_full.fetch_add(1);
+    return;
+  }
+  ch.queued_bytes += encoded_event.size();
+  ch.queue.push_back(std::move(encoded_event));
+  StartSenderLocked(ch);
+}
+
+void FlushEvents() {
+  if (!ChannelConfigured()) return;
+  Channel& ch = TheChannel();
+  std::vector<std::string> events = TakeQueue(ch);
+  events.push_back(EncodeStats(ch));
+  SendEvents(ch, events);
+}
+
+void SetCuptiStatus(bool active, const std::string& status) {
+  // The status must reach the agent even if this process records nothing.
+  if (ChannelConfigured()) EnsureRegistered();
+  Channel& ch = TheChannel();
+  ch.cupti_active = active;
+  {
+    std::lock_guard<std::mutex> lock(ch.status_mu);
+    ch.cupti_status = status;
+  }
+  ch.stats_dirty = true;
+}
+
+void SetNvtxActive() {
+  TheChannel().nvtx_active = true;
+  TheChannel().stats_dirty = true;
+}
+
+void AddCuptiDroppedRecords(uint64_t count) {
+  if (count) TheChannel().cupti_dropped.fetch_add(count);
+}
+
+}  // namespace gpuos_shim

@@ -1,0 +1,297 @@
+// NVTX recording without CUDA: the shim is the process's NVTX injection
+// library (NVTX_INJECTION64_PATH names it).  NVTX calls InitializeInjectionNvtx2
+// once, and we fill its function tables with our handlers, so every range,
+// mark and domain the application (or PyTorch) makes reaches us with no GPU,
+// no CUPTI and no code change.  Timestamps are CLOCK_MONOTONIC, like every
+// other event.
+#include <nvtx3/nvToolsExt.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <cwchar>
+#include <unistd.h>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "event_channel.h"
+#include "wire_encoder.h"
+
+namespace gpuos_shim {
+namespace {
+
+// What nvtxDomainCreate and nvtxDomainRegisterString hand out: pointers to
+// these, kept for the life of the process (NVTX handles may outlive any scope).
+struct Domain {
+  std::string name;
+};
+struct RegisteredString {
+  std::string text;
+};
+
+std::string Utf8(const wchar_t* text) {
+  std::string out;
+  if (!text) return out;
+  for (; *text; ++text) {
+    uint32_t c = static_cast<uint32_t>(*text);
+    if (c < 0x80) {
+      out.push_back(static_cast<char>(c));
+    } else if (c < 0x800) {
+      out.push_back(static_cast<char>(0xC0 | (c >> 6)));
+      out.push_back(static_cast<char>(0x80 | (c & 0x3F)));
+    } else if (c < 0x10000) {
+      out.push_back(static_cast<char>(0xE0 | (c >> 12)));
+      out.push_back(static_cast<char>(0x80 | ((c >> 6) & 0x3F)));
+      out.push_back(static_cast<char>(0x80 | (c & 0x3F)));
+    } else if (c < 0x110000) {
+      out.push_back(static_cast<char>(0xF0 | (c >> 18)));
+      out.push_back(static_cast<char>(0x80 | ((c >> 12) & 0x3F)));
+      out.push_back(static_cast<char>(0x80 | ((c >> 6) & 0x3F)));
+      out.push_back(static_cast<char>(0x80 | (c & 0x3F)));
+    }
+  }
+  return out;
+}
+
+struct Attributes {
+  std::string name;
+  uint32_t color = 0;
+  uint32_t category = 0;
+};
+
+Attributes FromAttributes(const nvtxEventAttributes_t* attr) {
+  Attributes out;
+  if (!attr) return out;
+  switch (attr->messageType) {
+    case NVTX_MESSAGE_TYPE_ASCII:
+      if (attr->message.ascii) out.name = attr->message.ascii;
+      break;
+    case NVTX_MESSAGE_TYPE_UNICODE:
+      out.name = Utf8(attr->message.unicode);
+      break;
+    case NVTX_MESSAGE_TYPE_REGISTERED:
+      if (attr->message.registered) {
+        out.name = reinterpret_cast<const RegisteredString*>(attr->message.registered)->text;
+      }
+      break;
+    default:
+      break;
+  }
+  if (attr->colorType == NVTX_COLOR_ARGB) out.color = attr->color;
+  out.category = attr->category;
+  return out;
+}
+
+std::string DomainName(nvtxDomainHandle_t domain) {
+  return domain ? reinterpret_cast<const Domain*>(domain)->name : std::string();
+}
+
+// Push/pop ranges nest per thread.
+struct OpenRange {
+  uint64_t start_ns;
+  Attributes attributes;
+  std::string domain;
+};
+thread_local std::vector<OpenRange> t_stack;
+
+// Start/end ranges may end on another thread: keyed by the id we return.
+std::mutex g_started_mu;
+std::unordered_map<uint64_t, std::pair<OpenRange, uint32_t>>* g_started =
+    new std::unordered_map<uint64_t, std::pair<OpenRange, uint32_t>>();
+std::atomic<uint64_t> g_next_range_id{1};
+
+void EmitRange(const OpenRange& range, uint64_t end_ns, uint32_t start_tid, uint32_t end_tid,
+               int kind, uint32_t depth) {
+  ProtoWriter payload;
+  payload.Uint(field::kNvtxRangeDuration, end_ns - range.start_ns);
+  payload.Bytes(field::kNvtxRangeName, range.attributes.name);
+  payload.Bytes(field::kNvtxRangeDomain, range.domain);
+  payload.Uint(field::kNvtxRangeKind, static_cast<uint64_t>(kind));
+  payload.Uint(field::kNvtxRangeDepth, depth);
+  if (end_tid != start_tid) payload.Uint(field::kNvtxRangeEndTid, end_tid);
+  payload.Uint(field::kNvtxRangeColor, range.attributes.color);
+  payload.Uint(field::kNvtxRangeCategory, range.attributes.category);
+  SubmitEvent(EncodeEvent(range.start_ns, static_cast<uint32_t>(getpid()), start_tid,
+                          field::kEventNvtxRange, payload));
+}
+
+void Mark(nvtxDomainHandle_t domain, Attributes attributes) {
+  ProtoWriter payload;
+  payload.Bytes(field::kNvtxMarkName, attributes.name);
+  payload.Bytes(field::kNvtxMarkDomain, DomainName(domain));
+  SubmitEvent(EncodeEvent(MonotonicNs(), static_cast<uint32_t>(getpid()), CurrentTid(),
+                          field::kEventNvtxMark, payload));
+}
+
+int Push(nvtxDomainHandle_t domain, Attributes attributes) {
+  std::string name = DomainName(domain);
+  int depth = 0;
+  for (const OpenRange& open : t_stack) depth += open.domain == name;
+  t_stack.push_back(OpenRange{MonotonicNs(), std::move(attributes), std::move(name)});
+  return depth;
+}
+
+int Pop(nvtxDomainHandle_t domain) {
+  uint64_t now = MonotonicNs();
+  // Pops match the innermost push of the same domain; NVTX keeps one stack
+  // per domain, so find the last open range of this domain.
+  std::string name = DomainName(domain);
+  for (size_t i = t_stack.size(); i-- > 0;) {
+    if (t_stack[i].domain == name) {
+      OpenRange range = std::move(t_stack[i]);
+      t_stack.erase(t_stack.begin() + static_cast<std::ptrdiff_t>(i));
+      uint32_t depth = 0;  // open ranges of the same domain below this one
+      for (size_t j = 0; j < i; ++j) depth += t_stack[j].domain == name;
+      uint32_t tid = CurrentTid();
+      EmitRange(range, now, tid, tid, /*PUSH_POP*/ 0, depth);
+      return static_cast<int>(depth);
+    }
+  }
+  return -1;  // unbalanced pop: NVTX's own convention
+}
+
+nvtxRangeId_t Start(nvtxDomainHandle_t domain, Attributes attributes) {
+  uint64_t id = g_next_range_id.fetch_add(1);
+  OpenRange range{MonotonicNs(), std::move(attributes), DomainName(domain)};
+  std::lock_guard<std::mutex> lock(g_started_mu);
+  g_started->emplace(id, std::make_pair(std::move(range), CurrentTid()));
+  return id;
+}
+
+void End(nvtxRangeId_t id) {
+  uint64_t now = MonotonicNs();
+  std::pair<OpenRange, uint32_t> started;
+  {
+    std::lock_guard<std::mutex> lock(g_started_mu);
+    auto it = g_started->find(id);
+    if (it == g_started->end()) return;
+    started = std::move(it->second);
+    g_started->erase(it);
+  }
+  EmitRange(started.first, now, started.second, CurrentTid(), /*START_END*/ 1, 0);
+}
+
+Attributes FromText(const char* text) {
+  Attributes a;
+  if (text) a.name = text;
+  return a;
+}
+Attributes FromWide(const wchar_t* text) {
+  Attributes a;
+  a.name = Utf8(text);
+  return a;
+}
+
+// ---- NVTX entry points (core module) ----
+void NVTX_API MarkEx(const nvtxEventAttributes_t* a) { Mark(nullptr, FromAttributes(a)); }
+void NVTX_API MarkA(const char* m) { Mark(nullptr, FromText(m)); }
+void NVTX_API MarkW(const wchar_t* m) { Mark(nullptr, FromWide(m)); }
+nvtxRangeId_t NVTX_API RangeStartEx(const nvtxEventAttributes_t* a) { return Start(nullptr, FromAttributes(a)); }
+nvtxRangeId_t NVTX_API RangeStartA(const char* m) { return Start(nullptr, FromText(m)); }
+nvtxRangeId_t NVTX_API RangeStartW(const wchar_t* m) { return Start(nullptr, FromWide(m)); }
+void NVTX_API RangeEnd(nvtxRangeId_t id) { End(id); }
+int NVTX_API RangePushEx(const nvtxEventAttributes_t* a) { return Push(nullptr, FromAttributes(a)); }
+int NVTX_API RangePushA(const char* m) { return Push(nullptr, FromText(m)); }
+int NVTX_API RangePushW(const wchar_t* m) { return Push(nullptr, FromWide(m)); }
+int NVTX_API RangePop() { return Pop(nullptr); }
+void NVTX_API NameCategoryA(uint32_t, const char*) {}
+void NVTX_API NameCategoryW(uint32_t, const wchar_t*) {}
+void NVTX_API NameOsThreadA(uint32_t, const char*) {}
+void NVTX_API NameOsThreadW(uint32_t, const wchar_t*) {}
+
+// ---- NVTX entry points (core2 module: domains) ----
+void NVTX_API DomainMarkEx(nvtxDomainHandle_t d, const nvtxEventAttributes_t* a) { Mark(d, FromAttributes(a)); }
+nvtxRangeId_t NVTX_API DomainRangeStartEx(nvtxDomainHandle_t d, const nvtxEventAttributes_t* a) {
+  return Start(d, FromAttributes(a));
+}
+void NVTX_API DomainRangeEnd(nvtxDomainHandle_t, nvtxRangeId_t id) { End(id); }
+int NVTX_API DomainRangePushEx(nvtxDomainHandle_t d, const nvtxEventAttributes_t* a) {
+  return Push(d, FromAttributes(a));
+}
+int NVTX_API DomainRangePop(nvtxDomainHandle_t d) { return Pop(d); }
+nvtxResourceHandle_t NVTX_API DomainResourceCreate(nvtxDomainHandle_t, nvtxResourceAttributes_t*) {
+  return nullptr;
+}
+void NVTX_API DomainResourceDestroy(nvtxResourceHandle_t) {}
+void NVTX_API DomainNameCategoryA(nvtxDomainHandle_t, uint32_t, const char*) {}
+void NVTX_API DomainNameCategoryW(nvtxDomainHandle_t, uint32_t, const wchar_t*) {}
+nvtxStringHandle_t NVTX_API DomainRegisterStringA(nvtxDomainHandle_t, const char* s) {
+  return reinterpret_cast<nvtxStringHandle_t>(new RegisteredString{s ? s : ""});
+}
+nvtxStringHandle_t NVTX_API DomainRegisterStringW(nvtxDomainHandle_t, const wchar_t* s) {
+  return reinterpret_cast<nvtxStringHandle_t>(new RegisteredString{Utf8(s)});
+}
+nvtxDomainHandle_t NVTX_API DomainCreateA(const char* name) {
+  return reinterpret_cast<nvtxDomainHandle_t>(new Domain{name ? name : ""});
+}
+nvtxDomainHandle_t NVTX_API DomainCreateW(const wchar_t* name) {
+  return reinterpret_cast<nvtxDomainHandle_t>(new Domain{Utf8(name)});
+}
+void NVTX_API DomainDestroy(nvtxDomainHandle_t) {}  // handles stay valid: events may still name them
+void NVTX_API Initialize(const void*) {}
+
+template <typename Fn>
+void Install(NvtxFunctionTable table, unsigned int size, unsigned int id, Fn fn) {
+  if (table && id < size && table[id]) *table[id] = reinterpret_cast<NvtxFunctionPointer>(fn);
+}
+
+}  // namespace
+}  // namespace gpuos_shim
+
+using namespace gpuos_shim;
+
+// Called once by NVTX in every process that makes its first NVTX call with
+// NVTX_INJECTION64_PATH pointing here.  Returning 0 would switch NVTX off
+// for the process; we do so only when no agent is listening.
+extern "C" __attribute__((visibility("default"))) int NVTX_API
+InitializeInjectionNvtx2(NvtxGetExportTableFunc_t get_export_table) {
+  if (!ChannelConfigured() || !get_export_table) return 0;
+  auto* callbacks =
+      static_cast<const NvtxExportTableCallbacks*>(get_export_table(NVTX_ETID_CALLBACKS));
+  if (!callbacks || callbacks->struct_size < sizeof(NvtxExportTableCallbacks) ||
+      !callbacks->GetModuleFunctionTable) {
+    return 0;
+  }
+  NvtxFunctionTable table = nullptr;
+  unsigned int size = 0;
+  if (callbacks->GetModuleFunctionTable(NVTX_CB_MODULE_CORE, &table, &size)) {
+    Install(table, size, NVTX_CBID_CORE_MarkEx, MarkEx);
+    Install(table, size, NVTX_CBID_CORE_MarkA, MarkA);
+    Install(table, size, NVTX_CBID_CORE_MarkW, MarkW);
+    Install(table, size, NVTX_CBID_CORE_RangeStartEx, RangeStartEx);
+    Install(table, size, NVTX_CBID_CORE_RangeStartA, RangeStartA);
+    Install(table, size, NVTX_CBID_CORE_RangeStartW, RangeStartW);
+    Install(table, size, NVTX_CBID_CORE_RangeEnd, RangeEnd);
+    Install(table, size, NVTX_CBID_CORE_RangePushEx, RangePushEx);
+    Install(table, size, NVTX_CBID_CORE_RangePushA, RangePushA);
+    Install(table, size, NVTX_CBID_CORE_RangePushW, RangePushW);
+    Install(table, size, NVTX_CBID_CORE_RangePop, RangePop);
+    Install(table, size, NVTX_CBID_CORE_NameCategoryA, NameCategoryA);
+    Install(table, size, NVTX_CBID_CORE_NameCategoryW, NameCategoryW);
+    Install(table, size, NVTX_CBID_CORE_NameOsThreadA, NameOsThreadA);
+    Install(table, size, NVTX_CBID_CORE_NameOsThreadW, NameOsThreadW);
+  }
+  table = nullptr;
+  size = 0;
+  if (callbacks->GetModuleFunctionTable(NVTX_CB_MODULE_CORE2, &table, &size)) {
+    Install(table, size, NVTX_CBID_CORE2_DomainMarkEx, DomainMarkEx);
+    Install(table, size, NVTX_CBID_CORE2_DomainRangeStartEx, DomainRangeStartEx);
+    Install(table, size, NVTX_CBID_CORE2_DomainRangeEnd, DomainRangeEnd);
+    Install(table, size, NVTX_CBID_CORE2_DomainRangePushEx, DomainRangePushEx);
+    Install(table, size, NVTX_CBID_CORE2_DomainRangePop, DomainRangePop);
+    Install(table, size, NVTX_CBID_CORE2_DomainResourceCreate, DomainResourceCreate);
+    Install(table, size, NVTX_CBID_CORE2_DomainResourceDestroy, DomainResourceDestroy);
+    Install(table, size, NVTX_CBID_CORE2_DomainNameCategoryA, DomainNameCategoryA);
+    Install(table, size, NVTX_CBID_CORE2_DomainNameCategoryW, DomainNameCategoryW);
+    Install(table, size, NVTX_CBID_CORE2_DomainRegisterStringA, DomainRegisterStringA);
+    Install(table, size, NVTX_CBID_CORE2_DomainRegisterStringW, DomainRegisterStringW);
+    Install(table, size, NVTX_CBID_CORE2_DomainCreateA, DomainCreateA);
+    Install(table, size, NVTX_CBID_CORE2_DomainCreateW, DomainCreateW);
+    Install(table, size, NVTX_CBID_CORE2_DomainDestroy, DomainDestroy);
+    Install(table, size, NVTX_CBID_CORE2_Initialize, Initialize);
+  }
+  SetNvtxActive();
+  return 1;
+}
