@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# One command from a fresh Debian 12 machine to a passing test suite:
+# installs what is missing, builds everything, and runs every test (unit
+# tests and, as root, the runtime tests that load the real eBPF programs).
+#   sudo bash deploy/test.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [ "$(id -u)" != 0 ]; then echo "test.sh: run it as root (sudo bash deploy/test.sh): the runtime tests load eBPF" >&2; exit 1; fi
+bash deploy/install_deps.sh
+bash deploy/build.sh
+build_dir=${GPUOS_BUILD_DIR:-build}
+# Runtime tests load BPF programs and time real processes: run them one at
+# a time so they do not disturb each other's accounting.
+ctest --test-dir "$build_dir" --output-on-failure --timeout 300 -j 1

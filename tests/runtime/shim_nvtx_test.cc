@@ -1,0 +1,238 @@
+// Runtime tests of the CUDA shim's CPU-only half, with the real gpuos-trace
+// and libgpuos_shim.so: NVTX ranges are recorded exactly (names, nesting,
+// domains, threads, durations), the shim stays inert in programs that make
+// no NVTX or CUDA call, and a traced program never waits on a missing or
+// stuck agent.  Needs root (eBPF).
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "stream/trace_reader.h"
+
+namespace gpuos {
+namespace {
+
+const std::string kTracer = GPUOS_TRACE_BIN;
+const std::string kWorkloads = GPUOS_WORKLOAD_DIR;
+
+std::string ShimPath() {
+  std::string dir = kTracer.substr(0, kTracer.rfind('/'));
+  return dir + "/libgpuos_shim.so";
+}
+
+std::string TempDir() {
+  char templ[] = "/tmp/gpuos-shim-test.XXXXXX";
+  return mkdtemp(templ) ? templ : "/tmp";
+}
+
+// Runs a shell command, returns its exit status and stdout.
+int Run(const std::string& command, std::string* out = nullptr) {
+  FILE* pipe = popen(command.c_str(), "r");
+  if (!pipe) return -1;
+  std::string text;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) text.append(buf, n);
+  int status = pclose(pipe);
+  if (out) *out = text;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+std::vector<v1::Event> ReadEvents(const std::string& path) {
+  std::vector<v1::Event> events;
+  auto reader = TraceReader::Open(path);
+  EXPECT_TRUE(reader.ok()) << reader.status();
+  if (!reader.ok()) return events;
+  absl::Status status = ForEachEvent(**reader, [&](const v1::Event& e) { events.push_back(e); });
+  EXPECT_TRUE(status.ok()) << status;
+  return events;
+}
+
+long ValueAfter(const std::string& text, const std::string& key) {
+  size_t pos = text.find(key + "=");
+  return pos == std::string::npos ? -1 : atol(text.c_str() + pos + key.size() + 1);
+}
+
+class ShimNvtxTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "needs root to load eBPF programs";
+    if (access(ShimPath().c_str(), R_OK) != 0) GTEST_SKIP() << "shim not built (no NVTX headers)";
+    dir_ = TempDir();
+  }
+  void TearDown() override {
+    if (!dir_.empty()) Run("rm -rf " + dir_);
+  }
+  std::string dir_;
+};
+
+TEST_F(ShimNvtxTest, RecordsNestedRangesDomainsAndThreadsExactly) {
+  const int steps = 7;
+  const int sleep_us = 3000;
+  std::string trace = dir_ + "/nvtx.gpuos";
+  std::string out;
+  ASSERT_EQ(Run(kTracer + " -q -o " + trace + " -- " + kWorkloads + "/nvtx_program --steps " +
+                    std::to_string(steps) + " --sleep-us " + std::to_string(sleep_us),
+                &out),
+            0);
+  long main_tid = ValueAfter(out, "main_tid");
+  long helper_tid = ValueAfter(out, "helper_tid");
+  ASSERT_GT(main_tid, 0);
+  ASSERT_GT(helper_tid, 0);
+
+  std::vector<v1::Event> events = ReadEvents(trace);
+  std::map<std::string, std::vector<v1::Event>> ranges;
+  std::vector<v1::Event> marks;
+  bool stats_seen = false;
+  for (const v1::Event& e : events) {
+    if (e.has_nvtx_range()) ranges[e.nvtx_range().name()].push_back(e);
+    if (e.has_nvtx_mark()) marks.push_back(e);
+    if (e.has_shim_stats()) {
+      stats_seen = true;
+      EXPECT_TRUE(e.shim_stats().nvtx_active());
+      EXPECT_EQ(e.shim_stats().dropped_queue_full(), 0u);
+      EXPECT_EQ(e.shim_stats().dropped_send_failed(), 0u);
+    }
+  }
+  EXPECT_TRUE(stats_seen);
+  ASSERT_EQ(ranges["step"].size(), static_cast<size_t>(steps));
+  ASSERT_EQ(ranges["forward"].size(), static_cast<size_t>(steps));
+  for (int i = 0; i < steps; ++i) {
+    const v1::Event& step = ranges["step"][i];
+    const v1::Event& forward = ranges["forward"][i];
+    EXPECT_EQ(step.tid(), static_cast<uint32_t>(main_tid));
+    EXPECT_EQ(forward.tid(), static_cast<uint32_t>(main_tid));
+    EXPECT_EQ(step.nvtx_range().kind(), v1::NvtxRange::PUSH_POP);
+    EXPECT_EQ(step.nvtx_range().depth(), 0u);
+    EXPECT_EQ(forward.nvtx_range().depth(), 1u);
+    EXPECT_EQ(step.nvtx_range().domain(), "");
+    // forward sleeps sleep_us and lies inside its step.
+    EXPECT_GE(forward.nvtx_range().duration_ns(), sleep_us * 1000ull);
+    EXPECT_GE(forward.ts_ns(), step.ts_ns());
+    EXPECT_LE(forward.ts_ns() + forward.nvtx_range().duration_ns(),
+              step.ts_ns() + step.nvtx_range().duration_ns());
+    // Steps follow one another.
+    if (i > 0) {
+      const v1::Event& prev = ranges["step"][i - 1];
+      EXPECT_GE(step.ts_ns(), prev.ts_ns() + prev.nvtx_range().duration_ns());
+    }
+  }
+  ASSERT_EQ(ranges["async"].size(), 1u);
+  const v1::Event& async = ranges["async"][0];
+  EXPECT_EQ(async.nvtx_range().kind(), v1::NvtxRange::START_END);
+  EXPECT_EQ(async.tid(), static_cast<uint32_t>(main_tid));
+  EXPECT_EQ(async.nvtx_range().end_tid(), static_cast<uint32_t>(helper_tid));
+  EXPECT_GE(async.nvtx_range().duration_ns(), sleep_us * 1000ull);
+
+  ASSERT_EQ(marks.size(), 1u);
+  EXPECT_EQ(marks[0].nvtx_mark().name(), "mark-from-helper");
+  EXPECT_EQ(marks[0].tid(), static_cast<uint32_t>(helper_tid));
+
+  ASSERT_EQ(ranges["dom-range"].size(), 1u);
+  EXPECT_EQ(ranges["dom-range"][0].nvtx_range().domain(), "gpuos-test");
+  EXPECT_EQ(ranges["dom-range"][0].nvtx_range().color(), 0xFF00FF00u);
+  EXPECT_GE(ranges["dom-range"][0].nvtx_range().duration_ns(), sleep_us * 1000ull);
+
+  // NVTX times are CLOCK_MONOTONIC, like the eBPF events: every range lies
+  // inside its process's life as the kernel side recorded it.
+  uint64_t start = 0, exit = 0;
+  for (const v1::Event& e : events) {
+    if (e.has_process_start() && e.process_start().is_root()) start = e.ts_ns();
+    if (e.has_process_exit() && e.pid() == events[0].pid()) exit = e.ts_ns();
+  }
+  ASSERT_GT(start, 0u);
+  ASSERT_GT(exit, start);
+  for (const auto& [name, list] : ranges) {
+    for (const v1::Event& e : list) {
+      EXPECT_GT(e.ts_ns(), start) << name;
+      EXPECT_LT(e.ts_ns() + e.nvtx_range().duration_ns(), exit) << name;
+    }
+  }
+}
+
+TEST_F(ShimNvtxTest, ShimIsInertInProgramsWithoutNvtxOrCuda) {
+  std::string trace = dir_ + "/inert.gpuos";
+  // The shim is preloaded, so it is in the maps; but no thread, no
+  // connection and no event come from it.
+  std::string out;
+  ASSERT_EQ(Run(kTracer + " -q -o " + trace +
+                    " -- sh -c 'grep -c libgpuos_shim /proc/self/maps; sleep 0.2'",
+                &out),
+            0);
+  EXPECT_GE(atoi(out.c_str()), 1) << "shim not loaded: " << out;
+  size_t threads = 0;
+  for (const v1::Event& e : ReadEvents(trace)) {
+    EXPECT_FALSE(e.has_shim_stats() || e.has_nvtx_range()) << e.DebugString();
+    if (e.has_thread_start()) ++threads;
+  }
+  EXPECT_EQ(threads, 0u) << "the shim started a thread in a program that never used it";
+}
+
+TEST_F(ShimNvtxTest, TracedProgramDoesNotWaitForAMissingOrStuckAgent) {
+  std::string env = "LD_PRELOAD=" + ShimPath() + " NVTX_INJECTION64_PATH=" + ShimPath();
+  // No agent at all: the socket does not exist.
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(Run(env + " GPUOS_SHIM_SOCKET=" + dir_ + "/missing.sock " + kWorkloads +
+                "/nvtx_program --steps 50 --sleep-us 100 >/dev/null"),
+            0);
+  EXPECT_EQ(Run(env + " GPUOS_SHIM_SOCKET=" + dir_ + "/missing.sock " + kWorkloads +
+                "/nvtx_program --steps 50 --sleep-us 100 >/dev/null"),
+            0);
+  double missing_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(missing_s, 10.0);
+
+  // A stuck agent: accepts connections but never reads.  The program must
+  // still finish; its exit flush gives up after the send timeout.
+  std::string path = dir_ + "/stuck.sock";
+  int listener = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+  ASSERT_GE(listener, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(listen(listener, 8), 0);
+  t0 = std::chrono::steady_clock::now();
+  // Many ranges, so the socket buffer fills and sends block.
+  EXPECT_EQ(Run(env + " GPUOS_SHIM_SOCKET=" + path + " " + kWorkloads +
+                "/nvtx_program --steps 20000 --sleep-us 0 >/dev/null"),
+            0);
+  double stuck_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(stuck_s, 15.0);
+  close(listener);
+}
+
+TEST_F(ShimNvtxTest, TracedProgramSurvivesItsTracerBeingKilled) {
+  std::string trace = dir_ + "/killed.gpuos";
+  std::string done = dir_ + "/done";
+  pid_t tracer = fork();
+  ASSERT_GE(tracer, 0);
+  if (tracer == 0) {
+    setpgid(0, 0);
+    std::string cmd = kWorkloads + "/nvtx_program --steps 400 --sleep-us 2000 >/dev/null && touch " + done;
+    execl(kTracer.c_str(), kTracer.c_str(), "-q", "-o", trace.c_str(), "--", "sh", "-c", cmd.c_str(),
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  usleep(300 * 1000);
+  kill(tracer, SIGKILL);
+  int status = 0;
+  waitpid(tracer, &status, 0);
+  // 400 steps of 2 ms: about a second of work left after the kill.
+  for (int i = 0; i < 100 && access(done.c_str(), F_OK) != 0; ++i) usleep(100 * 1000);
+  EXPECT_EQ(access(done.c_str(), F_OK), 0) << "the traced program did not finish after its tracer died";
+}
+
+}  // namespace
+}  // namespace gpuos
