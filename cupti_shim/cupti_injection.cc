@@ -1,0 +1,590 @@
+// CUPTI activity collection: injection entry point, buffer pool, parser
+// thread, flushing at context teardown and exit, fork safety (see the
+// header).  Follows Kineto's CuptiActivityApi habits: CUPTI's buffer
+// callbacks only take or queue a buffer under a short lock, records are
+// parsed on our own thread, and no lock of ours is ever held while calling
+// into CUPTI, which may call back into us from inside (an ABBA deadlock
+// otherwise).
+#include "cupti_injection.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "cupti_loader.h"
+#include "cupti_record_encoder.h"
+#include "event_channel.h"
+
+namespace gpuos_shim {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// CUPTI recommends 1-10 MiB buffers; 64 of them cap the shim's memory at
+// 512 MiB in the worst case (a parser that cannot keep up), after which
+// CUPTI drops records and counts them rather than the job running out.
+constexpr size_t kBufferBytes = size_t{8} << 20;
+constexpr size_t kMaxBuffers = 64;
+constexpr size_t kBufferAlignment = 64;  // CUPTI needs 8
+// How often completed records are pulled out of CUPTI, so that a long
+// job's trace grows while it runs (cuptiActivityFlushPeriod only returns
+// full buffers, which a slow job may take minutes to fill).
+constexpr auto kFlushPeriod = std::chrono::milliseconds(500);
+constexpr auto kExitDrainTimeout = std::chrono::seconds(5);
+// Bounds the demangled-name cache; PyTorch jobs have a few thousand kernels.
+constexpr size_t kMaxCachedKernelNames = 50000;
+constexpr size_t kMaxProblemsInStatus = 4;
+
+struct CompletedBuffer {
+  uint8_t* data;
+  size_t valid_bytes;
+};
+
+struct State {
+  const CuptiApi* api = nullptr;
+  CUpti_SubscriberHandle subscriber = nullptr;
+  pid_t owner_pid = 0;
+  std::atomic<bool> active{false};
+  // Set in a fork child: CUPTI's state and our parser thread belong to the
+  // parent, and its locks may have been held mid-fork.
+  std::atomic<bool> in_fork_child{false};
+  // Exit has begun: the parser stops pulling from CUPTI.  parser_flushing
+  // lets exit wait out a flush the parser began before (libcupti's own
+  // teardown follows our exit handler).
+  std::atomic<bool> stopping{false};
+  std::atomic<bool> parser_flushing{false};
+  std::thread::id parser_thread;
+
+  // Buffers CUPTI may fill.  pool_mu guards the free list and the count.
+  std::mutex pool_mu;
+  std::vector<uint8_t*> free_buffers;
+  size_t allocated_buffers = 0;
+  std::atomic<uint64_t> refused_buffer_requests{0};
+  std::atomic<uint64_t> refused_reported{0};
+
+  // Buffers CUPTI has filled, waiting for the parser.
+  std::mutex queue_mu;
+  std::condition_variable queue_cv;    // wakes the parser
+  std::condition_variable drained_cv;  // wakes FlushCuptiActivity
+  std::deque<CompletedBuffer> completed;
+  uint64_t enqueued_buffers = 0;
+  uint64_t parsed_buffers = 0;
+  bool flush_events_requested = false;
+
+  // Per API domain, indexed by cbid; written once during initialisation.
+  std::vector<std::string> runtime_names, driver_names;
+  std::vector<bool> runtime_traced, driver_traced;
+
+  // cupti_status is base_status followed by the first problems met.
+  std::mutex problem_mu;
+  std::string base_status;
+  std::string problem_text;
+  std::vector<std::string> problem_kinds;
+  std::atomic<uint64_t> problems{0};
+  bool debug = false;
+};
+
+// Never destroyed: CUPTI and our thread may still use it while static
+// destructors run at exit.
+State& S() {
+  static State* state = new State();
+  return *state;
+}
+
+bool InForkChild() { return S().in_fork_child.load(std::memory_order_relaxed); }
+
+// Counts a problem; the first of each kind is logged (debug only) and
+// named in cupti_status.
+void ReportProblem(const std::string& kind, const std::string& detail) {
+  State& s = S();
+  s.problems.fetch_add(1, std::memory_order_relaxed);
+  std::string status;
+  {
+    std::lock_guard<std::mutex> lock(s.problem_mu);
+    for (const std::string& seen : s.problem_kinds) {
+      if (seen == kind) return;
+    }
+    s.problem_kinds.push_back(kind);
+    if (s.debug) fprintf(stderr, "gpuos-shim: %s\n", detail.c_str());
+    if (s.problem_kinds.size() > kMaxProblemsInStatus) return;
+    s.problem_text += "; " + detail;
+    status = s.base_status + s.problem_text;
+  }
+  SetCuptiStatus(s.active.load(), status);
+}
+
+// Checks a CUPTI result; never called with one of our locks held.
+bool CuptiOk(const char* call, CUptiResult result) {
+  if (result == CUPTI_SUCCESS) return true;
+  ReportProblem(call, std::string(call) + " failed: " + CuptiResultName(S().api, result));
+  return false;
+}
+
+// Steps aside: CUPTI stays off and the job carries on.
+void Disable(const std::string& why) {
+  State& s = S();
+  std::string status;
+  {
+    std::lock_guard<std::mutex> lock(s.problem_mu);
+    s.base_status = why;
+    status = s.base_status + s.problem_text;
+    if (s.debug) fprintf(stderr, "gpuos-shim: %s\n", why.c_str());
+  }
+  s.active = false;
+  SetCuptiStatus(false, status);
+}
+
+// ---- CUPTI callbacks: short, and never call CUPTI --------------------------
+
+uint64_t CUPTIAPI MonotonicTimestamp() { return MonotonicNs(); }
+
+void CUPTIAPI BufferRequested(uint8_t** buffer, size_t* size, size_t* max_records) {
+  *buffer = nullptr;
+  *size = 0;
+  *max_records = 0;  // as many as fit
+  if (InForkChild()) return;
+  State& s = S();
+  {
+    std::lock_guard<std::mutex> lock(s.pool_mu);
+    if (!s.free_buffers.empty()) {
+      *buffer = s.free_buffers.back();
+      s.free_buffers.pop_back();
+      *size = kBufferBytes;
+      return;
+    }
+    if (s.allocated_buffers >= kMaxBuffers) {
+      // No buffer: CUPTI drops records and counts them
+      // (cuptiActivityGetNumDroppedRecords).
+      s.refused_buffer_requests.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+    ++s.allocated_buffers;  // reserve the slot; allocate outside the lock
+  }
+  void* memory = aligned_alloc(kBufferAlignment, kBufferBytes);
+  if (memory == nullptr) {
+    std::lock_guard<std::mutex> lock(s.pool_mu);
+    --s.allocated_buffers;
+    s.refused_buffer_requests.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  *buffer = static_cast<uint8_t*>(memory);
+  *size = kBufferBytes;
+}
+
+void CUPTIAPI BufferCompleted(CUcontext /*context*/, uint32_t /*stream_id*/, uint8_t* buffer,
+                              size_t /*size*/, size_t valid_bytes) {
+  if (buffer == nullptr || InForkChild()) return;
+  State& s = S();
+  {
+    std::lock_guard<std::mutex> lock(s.queue_mu);
+    s.completed.push_back({buffer, valid_bytes});
+    ++s.enqueued_buffers;
+  }
+  s.queue_cv.notify_one();
+}
+
+// ---- Parser thread ----------------------------------------------------------
+
+void ReturnBuffer(uint8_t* buffer) {
+  State& s = S();
+  std::lock_guard<std::mutex> lock(s.pool_mu);
+  s.free_buffers.push_back(buffer);
+}
+
+// Demangling every launch of the same kernel again would cost more than all
+// the rest of the parsing; CUPTI shares one name string per kernel.
+class KernelNameCache {
+ public:
+  std::string Get(const char* mangled) {
+    if (mangled == nullptr) return "";
+    auto it = names_.find(mangled);
+    if (it != names_.end() && it->second.first == mangled) return it->second.second;
+    if (names_.size() >= kMaxCachedKernelNames) names_.clear();
+    std::string demangled = DemangleKernelName(mangled);
+    names_[mangled] = {mangled, demangled};
+    return demangled;
+  }
+
+ private:
+  // Keyed by address, checked by content: a module unloaded and another
+  // loaded may reuse an address for a different name.
+  std::unordered_map<const char*, std::pair<std::string, std::string>> names_;
+};
+
+bool IsTracedApi(const State& s, bool driver, uint32_t cbid) {
+  const std::vector<bool>& traced = driver ? s.driver_traced : s.runtime_traced;
+  return cbid < traced.size() && traced[cbid];
+}
+
+void ParseBuffer(const CompletedBuffer& buffer, const RecordEncodeContext& context,
+                 std::string* encoded) {
+  State& s = S();
+  if (buffer.valid_bytes > 0) {
+    CUpti_Activity* record = nullptr;
+    for (;;) {
+      CUptiResult result = s.api->ActivityGetNextRecord(buffer.data, buffer.valid_bytes, &record);
+      if (result == CUPTI_ERROR_MAX_LIMIT_REACHED) break;  // the end
+      if (result != CUPTI_SUCCESS) {
+        // An incomplete or unknown record: the rest of this buffer cannot
+        // be walked.
+        CuptiOk("cuptiActivityGetNextRecord", result);
+        break;
+      }
+      if (record->kind == CUPTI_ACTIVITY_KIND_RUNTIME ||
+          record->kind == CUPTI_ACTIVITY_KIND_DRIVER) {
+        const auto* api = reinterpret_cast<const CUpti_ActivityAPI*>(record);
+        if (!IsTracedApi(s, record->kind == CUPTI_ACTIVITY_KIND_DRIVER, api->cbid)) continue;
+      }
+      switch (EncodeActivityRecord(record, context, encoded)) {
+        case RecordEncodeOutcome::kEncoded:
+          SubmitEvent(std::move(*encoded));
+          encoded->clear();
+          break;
+        case RecordEncodeOutcome::kNoTimestamps:
+          ReportProblem("no timestamps",
+                        "CUPTI could not time some GPU activity (records without timestamps "
+                        "were left out)");
+          break;
+        case RecordEncodeOutcome::kIgnoredKind:
+          break;
+      }
+    }
+  }
+}
+
+// Passes on what CUPTI dropped (it resets its count on each read), and
+// says so once when it was our pool that ran dry.
+void CollectDrops() {
+  State& s = S();
+  size_t dropped = 0;
+  if (CuptiOk("cuptiActivityGetNumDroppedRecords",
+              s.api->ActivityGetNumDroppedRecords(nullptr, 0, &dropped)) &&
+      dropped > 0) {
+    AddCuptiDroppedRecords(dropped);
+  }
+  const uint64_t refused = s.refused_buffer_requests.load(std::memory_order_relaxed);
+  if (s.refused_reported.exchange(refused) != refused) {
+    ReportProblem("pool exhausted",
+                  "CUPTI buffer pool exhausted (64 x 8 MiB): the parser fell behind and "
+                  "CUPTI dropped records");
+  }
+}
+
+void ParserLoop() {
+  State& s = S();
+  KernelNameCache kernel_names;
+  RecordEncodeContext context;
+  context.pid = static_cast<uint32_t>(getpid());
+  context.api_name = [&s](bool driver, uint32_t cbid) -> std::string_view {
+    const std::vector<std::string>& names = driver ? s.driver_names : s.runtime_names;
+    return cbid < names.size() ? std::string_view(names[cbid]) : std::string_view();
+  };
+  context.kernel_name = [&kernel_names](const char* mangled) { return kernel_names.Get(mangled); };
+
+  std::string encoded;
+  Clock::time_point next_flush = Clock::now() + kFlushPeriod;
+  for (;;) {
+    std::deque<CompletedBuffer> batch;
+    bool flush_events = false;
+    {
+      std::unique_lock<std::mutex> lock(s.queue_mu);
+      s.queue_cv.wait_until(lock, next_flush,
+                            [&s] { return !s.completed.empty() || s.flush_events_requested; });
+      batch.swap(s.completed);
+      flush_events = std::exchange(s.flush_events_requested, false);
+    }
+    for (const CompletedBuffer& buffer : batch) {
+      ParseBuffer(buffer, context, &encoded);
+      ReturnBuffer(buffer.data);
+    }
+    if (!batch.empty()) {
+      CollectDrops();
+      {
+        std::lock_guard<std::mutex> lock(s.queue_mu);
+        s.parsed_buffers += batch.size();
+      }
+      s.drained_cv.notify_all();
+    }
+    if (flush_events) FlushEvents();
+
+    if (Clock::now() >= next_flush) {
+      CollectDrops();
+      // Hands over buffers whose records are all complete, full or not.
+      // (Set, then check: AtExit does the reverse, so one of us sees the other.)
+      s.parser_flushing = true;
+      if (!s.stopping.load()) CuptiOk("cuptiActivityFlushAll", s.api->ActivityFlushAll(0));
+      s.parser_flushing = false;
+      next_flush = Clock::now() + kFlushPeriod;
+    }
+  }
+}
+
+// Our thread must not take the job's signals (Python expects SIGINT on its
+// main thread, and a handler running here could deadlock on our locks).
+void StartParserThread() {
+  sigset_t all, previous;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, &previous);
+  std::thread parser([] {
+    pthread_setname_np(pthread_self(), "gpuos-cupti");
+    ParserLoop();
+  });
+  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  S().parser_thread = parser.get_id();
+  // Never joined: it lives until the process ends, and a joinable
+  // std::thread destroyed at exit would call std::terminate.
+  parser.detach();
+}
+
+// ---- Flushing -----------------------------------------------------------
+
+// Asks CUPTI for what it has and has the parser flush the channel once it
+// has turned that into events.  Does not wait: it runs on the job's thread,
+// inside CUDA calls.
+void RequestFlushFromCallback() {
+  State& s = S();
+  CuptiOk("cuptiActivityFlushAll", s.api->ActivityFlushAll(0));
+  {
+    std::lock_guard<std::mutex> lock(s.queue_mu);
+    s.flush_events_requested = true;
+  }
+  s.queue_cv.notify_one();
+}
+
+void FlushAndDrain(std::chrono::milliseconds timeout) {
+  State& s = S();
+  // Delivers every buffer through BufferCompleted before it returns.
+  CuptiOk("cuptiActivityFlushAll", s.api->ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
+  if (std::this_thread::get_id() != s.parser_thread) {
+    std::unique_lock<std::mutex> lock(s.queue_mu);
+    const uint64_t target = s.enqueued_buffers;
+    const bool drained =
+        s.drained_cv.wait_for(lock, timeout, [&s, target] { return s.parsed_buffers >= target; });
+    lock.unlock();
+    if (!drained) {
+      ReportProblem("drain timeout",
+                    "the CUPTI parser did not finish within the flush timeout; the last "
+                    "CUDA activity may be missing");
+    }
+  }
+  CollectDrops();
+  FlushEvents();
+}
+
+void AtExit() {
+  State& s = S();
+  if (InForkChild() || getpid() != s.owner_pid || !s.active.load()) return;
+  s.stopping = true;
+  FlushAndDrain(kExitDrainTimeout);
+  for (int i = 0; i < 1000 && s.parser_flushing.load(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+void CUPTIAPI OnCuptiCallback(void* /*userdata*/, CUpti_CallbackDomain domain,
+                              CUpti_CallbackId cbid, const void* data) {
+  State& s = S();
+  if (InForkChild() || !s.active.load(std::memory_order_relaxed)) return;
+  if (domain == CUPTI_CB_DOMAIN_RESOURCE && cbid == CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING) {
+    RequestFlushFromCallback();
+  } else if (domain == CUPTI_CB_DOMAIN_RUNTIME_API &&
+             cbid == CUPTI_RUNTIME_TRACE_CBID_cudaDeviceReset_v3020 &&
+             static_cast<const CUpti_CallbackData*>(data)->callbackSite == CUPTI_API_ENTER) {
+    RequestFlushFromCallback();
+  }
+}
+
+void OnForkChild() { S().in_fork_child.store(true); }
+
+// ---- Initialisation ---------------------------------------------------------
+
+// Names and the traced allow-list of every callback id of one API domain.
+// Probes past our headers' CBID_SIZE so a newer CUPTI's new ids get names.
+void BuildApiTable(const CuptiApi& api, bool driver, std::vector<std::string>* names,
+                   std::vector<bool>* traced) {
+  const CUpti_CallbackDomain domain =
+      driver ? CUPTI_CB_DOMAIN_DRIVER_API : CUPTI_CB_DOMAIN_RUNTIME_API;
+  const uint32_t known = driver ? static_cast<uint32_t>(CUPTI_DRIVER_TRACE_CBID_SIZE)
+                                : static_cast<uint32_t>(CUPTI_RUNTIME_TRACE_CBID_SIZE);
+  const uint32_t size = 2 * known;
+  names->assign(size, std::string());
+  traced->assign(size, false);
+  for (uint32_t cbid = 1; cbid < size; ++cbid) {
+    const char* name = nullptr;
+    if (api.GetCallbackName(domain, cbid, &name) != CUPTI_SUCCESS || name == nullptr) continue;
+    (*names)[cbid] = ApiDisplayName(driver, name);
+    (*traced)[cbid] = IsTracedApiName(name);
+  }
+}
+
+// Per-call filtering inside CUPTI where it can (records of untraced calls
+// are then never written); otherwise every call of the kind is recorded and
+// the parser filters.
+std::string EnableApiRecords(const CuptiApi& api) {
+  State& s = S();
+  if (api.ActivityEnableRuntimeApi != nullptr && api.ActivityEnableDriverApi != nullptr) {
+    bool ok = true;
+    for (uint32_t cbid = 0; ok && cbid < s.runtime_traced.size(); ++cbid) {
+      if (s.runtime_traced[cbid]) ok = api.ActivityEnableRuntimeApi(cbid, 1) == CUPTI_SUCCESS;
+    }
+    for (uint32_t cbid = 0; ok && cbid < s.driver_traced.size(); ++cbid) {
+      if (s.driver_traced[cbid]) ok = api.ActivityEnableDriverApi(cbid, 1) == CUPTI_SUCCESS;
+    }
+    if (ok) return "API calls filtered in CUPTI";
+  }
+  // Enabling the kinds overrides any per-call settings made above.
+  const bool runtime =
+      CuptiOk("cuptiActivityEnable(RUNTIME)", api.ActivityEnable(CUPTI_ACTIVITY_KIND_RUNTIME));
+  const bool driver =
+      CuptiOk("cuptiActivityEnable(DRIVER)", api.ActivityEnable(CUPTI_ACTIVITY_KIND_DRIVER));
+  if (!runtime && !driver) return "no API calls";
+  return "API calls filtered by the shim";
+}
+
+void Initialize() {
+  State& s = S();
+  s.debug = getenv("GPUOS_SHIM_DEBUG") != nullptr;
+  // This process has not touched CUPTI before (the once-flag says so), so
+  // whatever a fork set does not apply: a child that starts CUDA itself gets
+  // its own collection.
+  s.in_fork_child = false;
+  s.owner_pid = getpid();
+  pthread_atfork(nullptr, nullptr, OnForkChild);
+
+  if (!ChannelConfigured()) {
+    Disable("no gpuos-trace agent (GPUOS_SHIM_SOCKET unset): CUDA activity not recorded");
+    return;
+  }
+  CuptiLoadResult loaded = LoadCupti();
+  if (loaded.api == nullptr) {
+    Disable(loaded.error + ": CUDA activity not recorded");
+    return;
+  }
+  const CuptiApi& api = *loaded.api;
+  s.api = &api;
+  const std::string source = "CUPTI " + std::to_string(api.version) + " from " + api.library_path +
+                             (api.was_loaded ? " (already loaded)" : "");
+
+  // Subscribing first: if another tool holds CUPTI, nothing global (the
+  // timestamp source, buffer callbacks) may be changed under it.
+  CUptiResult result = api.Subscribe(&s.subscriber, OnCuptiCallback, nullptr);
+  if (result == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
+    Disable(
+        "another CUPTI subscriber is active (torch.profiler, Nsight Systems?): CUDA "
+        "activity not recorded");
+    return;
+  }
+  if (result != CUPTI_SUCCESS) {
+    Disable(source + ": cuptiSubscribe failed: " + CuptiResultName(&api, result) +
+            ": CUDA activity not recorded");
+    return;
+  }
+  // Before any kind is enabled, so every record is on CLOCK_MONOTONIC.
+  result = api.ActivityRegisterTimestampCallback(MonotonicTimestamp);
+  if (result != CUPTI_SUCCESS) {
+    api.Unsubscribe(s.subscriber);
+    Disable(source +
+            ": cuptiActivityRegisterTimestampCallback failed: " + CuptiResultName(&api, result) +
+            ": CUDA activity not recorded (its clock would not match)");
+    return;
+  }
+  result = api.ActivityRegisterCallbacks(BufferRequested, BufferCompleted);
+  if (result != CUPTI_SUCCESS) {
+    api.Unsubscribe(s.subscriber);
+    Disable(source + ": cuptiActivityRegisterCallbacks failed: " + CuptiResultName(&api, result) +
+            ": CUDA activity not recorded");
+    return;
+  }
+
+  {
+    std::lock_guard<std::mutex> lock(s.problem_mu);
+    s.base_status = source;
+  }
+  // API records' tid must be the kernel's thread id, as in the eBPF events.
+  CuptiOk("cuptiSetThreadIdType", api.SetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM));
+  BuildApiTable(api, /*driver=*/false, &s.runtime_names, &s.runtime_traced);
+  BuildApiTable(api, /*driver=*/true, &s.driver_names, &s.driver_traced);
+  CuptiOk("cuptiEnableCallback(CONTEXT_DESTROY_STARTING)",
+          api.EnableCallback(1, s.subscriber, CUPTI_CB_DOMAIN_RESOURCE,
+                             CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING));
+  CuptiOk("cuptiEnableCallback(cudaDeviceReset)",
+          api.EnableCallback(1, s.subscriber, CUPTI_CB_DOMAIN_RUNTIME_API,
+                             CUPTI_RUNTIME_TRACE_CBID_cudaDeviceReset_v3020));
+  StartParserThread();
+  s.active = true;
+
+  bool serialised_kernels = false;
+  bool kernels = api.ActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) == CUPTI_SUCCESS;
+  if (!kernels) {
+    // Serialises kernels, but is better than no kernels.
+    kernels =
+        CuptiOk("cuptiActivityEnable(KERNEL)", api.ActivityEnable(CUPTI_ACTIVITY_KIND_KERNEL));
+    serialised_kernels = kernels;
+  }
+  const bool copies =
+      CuptiOk("cuptiActivityEnable(MEMCPY)", api.ActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY));
+  CuptiOk("cuptiActivityEnable(MEMCPY2)", api.ActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY2));
+  CuptiOk("cuptiActivityEnable(MEMSET)", api.ActivityEnable(CUPTI_ACTIVITY_KIND_MEMSET));
+  const bool syncs = CuptiOk("cuptiActivityEnable(SYNCHRONIZATION)",
+                             api.ActivityEnable(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION));
+  if (syncs && api.ActivityEnableAllSyncRecords != nullptr) {
+    // Not one record per cudaEventQuery/cudaStreamQuery poll that found the
+    // work unfinished (PyTorch polls a lot).
+    CuptiOk("cuptiActivityEnableAllSyncRecords", api.ActivityEnableAllSyncRecords(0));
+  }
+  const std::string api_records = EnableApiRecords(api);
+
+  if (!kernels && !copies) {
+    // Frees CUPTI for another tool; what little was enabled stays harmless.
+    api.Unsubscribe(s.subscriber);
+    Disable(source +
+            " could enable neither kernel nor memcpy activity: CUDA activity not "
+            "recorded");
+    return;
+  }
+  std::string status;
+  {
+    std::lock_guard<std::mutex> lock(s.problem_mu);
+    s.base_status =
+        source + ", " + api_records +
+        (serialised_kernels ? ", kernels serialised (no concurrent-kernel tracing)" : "");
+    status = s.base_status + s.problem_text;
+  }
+  SetCuptiStatus(true, status);
+  atexit(AtExit);
+}
+
+}  // namespace
+
+void FlushCuptiActivity() {
+  State& s = S();
+  if (InForkChild() || !s.active.load()) return;
+  FlushAndDrain(std::chrono::duration_cast<std::chrono::milliseconds>(kExitDrainTimeout));
+}
+
+bool CuptiActivityActive() { return S().active.load() && !InForkChild(); }
+
+uint64_t CuptiProblemCount() { return S().problems.load(); }
+
+}  // namespace gpuos_shim
+
+extern "C" int InitializeInjection(void) {
+  static std::atomic<bool> started{false};
+  if (!started.exchange(true)) gpuos_shim::Initialize();
+  return 1;
+}

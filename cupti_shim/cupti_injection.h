@@ -1,0 +1,39 @@
+// CUDA activity collection inside a traced process, through CUPTI's
+// activity API.  The CUDA driver calls InitializeInjection() at cuInit when
+// CUDA_INJECTION64_PATH names the shim; from then on CUPTI fills buffers
+// from a capped pool, hands each full one back to a callback that only
+// queues it, and a parser thread of ours turns the records into events
+// (cupti_record_encoder.h) for the event channel (event_channel.h).
+//
+// The traced job always comes first: when CUPTI is missing, too old, or
+// already taken by another tool (torch.profiler, Nsight Systems), the shim
+// steps aside, says why in ShimStats.cupti_status, and the job runs on
+// untouched.  Nothing here exits, aborts or blocks the job for long.
+//
+// Not named cupti_activity.h: that is CUPTI's own header, which cupti.h
+// includes with <>, so a file of that name beside ours would shadow it.
+#pragma once
+
+#include <cstdint>
+
+// The CUDA driver's injection entry point.  Returns 1 (success) whatever
+// happens: a tracer that cannot trace must not stop the job.  Only the
+// first call in a process does anything.
+extern "C" __attribute__((visibility("default"))) int InitializeInjection(void);
+
+namespace gpuos_shim {
+
+// Makes CUPTI hand over every buffer (forced), waits up to 5 s for the
+// parser to turn them into events, and flushes the event channel.  For stop
+// requests; exit runs it by itself.  A no-op when CUPTI is not active.
+void FlushCuptiActivity();
+
+// Whether CUPTI activity collection is running in this process.
+bool CuptiActivityActive();
+
+// Problems met so far (CUPTI errors, records CUPTI could not time, buffers
+// refused because the pool was full).  Each kind is also logged once to
+// stderr when GPUOS_SHIM_DEBUG is set, and named in cupti_status.
+uint64_t CuptiProblemCount();
+
+}  // namespace gpuos_shim
