@@ -295,3 +295,24 @@ InitializeInjectionNvtx2(NvtxGetExportTableFunc_t get_export_table) {
   SetNvtxActive();
   return 1;
 }
+
+// Ranges for gpuos-trace's Python start-up hook (agent/python_hooks/), which
+// finds these through ctypes in processes that have the shim preloaded.
+// They go to the domain "gpuos.python" and work with no NVTX library, no
+// CUDA and no change to the script.
+namespace {
+gpuos_shim::Domain* PythonDomain() {
+  static auto* domain = new gpuos_shim::Domain{"gpuos.python"};
+  return domain;
+}
+}  // namespace
+
+extern "C" __attribute__((visibility("default"))) int gpuos_shim_python_push(const char* name) {
+  if (!ChannelConfigured()) return -1;
+  return Push(reinterpret_cast<nvtxDomainHandle_t>(PythonDomain()), FromText(name));
+}
+
+extern "C" __attribute__((visibility("default"))) int gpuos_shim_python_pop() {
+  if (!ChannelConfigured()) return -1;
+  return Pop(reinterpret_cast<nvtxDomainHandle_t>(PythonDomain()));
+}

@@ -11,9 +11,10 @@ packages=(
   clang bpftool libbpf-dev libelf-dev zlib1g-dev libzstd-dev
   libprotobuf-dev protobuf-compiler libabsl-dev libgtest-dev
 )
-# LibTorch (CPU) for workloads/gpuos-trainer; GPUOS_NO_TORCH=1 skips it.
+# LibTorch (CPU) for workloads/gpuos-trainer and PyTorch for the Python
+# hook tests and scripts; GPUOS_NO_TORCH=1 skips them.
 if [ "${GPUOS_NO_TORCH:-0}" != 1 ]; then
-  packages+=(libtorch-dev)
+  packages+=(libtorch-dev python3-torch)
 fi
 
 missing=()

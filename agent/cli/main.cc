@@ -7,8 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "analysis/os_summary.h"
+#include "analysis/trace_summary.h"
 #include "cli/options.h"
+#include "export/cuda_report.h"
 #include "export/event_dump.h"
 #include "export/os_report.h"
 #include "record/recorder.h"
@@ -25,20 +26,23 @@ std::string NowSuffix() {
 }
 
 int RunReport(const gpuos::ReportCommand& report) {
-  auto summary = gpuos::SummarizeTraceFile(report.path);
+  auto summary = gpuos::SummarizeTrace(report.path);
   if (!summary.ok()) {
     fprintf(stderr, "gpuos-trace: %s\n", std::string(summary.status().message()).c_str());
     return 1;
   }
   if (report.format == gpuos::ReportFormat::kJson) {
-    gpuos::WriteOsJsonReport(*summary, std::cout);
+    gpuos::WriteOsJsonReport(summary->os, std::cout, [&](gpuos::JsonWriter& json) {
+      gpuos::WriteCudaJsonMembers(summary->cuda, json);
+    });
   } else {
-    gpuos::WriteOsTextReport(*summary, std::cout);
+    gpuos::WriteOsTextReport(summary->os, std::cout);
+    gpuos::WriteCudaTextReport(summary->cuda, std::cout);
   }
   std::cout.flush();
-  if (!summary->read_error.empty()) {
+  if (!summary->os.read_error.empty()) {
     // The readable part was reported; say loudly that the file is damaged.
-    fprintf(stderr, "gpuos-trace: %s: %s\n", report.path.c_str(), summary->read_error.c_str());
+    fprintf(stderr, "gpuos-trace: %s: %s\n", report.path.c_str(), summary->os.read_error.c_str());
     return 3;
   }
   return 0;

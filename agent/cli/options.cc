@@ -22,6 +22,7 @@ const char kUsage[] =
     "      --fault-window DUR  page faults are counted in windows this long (default 1ms)\n"
     "      --no-cuda           do not put the CUDA/NVTX shim into the traced processes\n"
     "      --shim FILE         the shim library (default: libgpuos_shim.so next to gpuos-trace)\n"
+    "      --no-python-hooks   do not mark DataLoader fetches and optimizer steps in Python processes\n"
     "      --btf FILE          kernel BTF to use instead of /sys/kernel/btf/vmlinux\n"
     "  -q, --quiet             no summary on stderr\n"
     "  -v, --verbose           print libbpf's messages\n"
@@ -101,6 +102,8 @@ absl::StatusOr<ParsedCommandLine> ParseRecord(const std::vector<std::string>& ar
       rec.fault_window_ns = *ns;
     } else if (name == "--no-cuda") {
       rec.cuda = false;
+    } else if (name == "--no-python-hooks") {
+      rec.python_hooks = false;
     } else if (name == "--shim") {
       auto v = TakeValue(args, &i, name, iv);
       if (!v.ok()) return v.status();

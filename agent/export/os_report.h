@@ -1,9 +1,11 @@
 // Renders an OsSummary for people (text tables) and for programs (JSON).
 #pragma once
 
+#include <functional>
 #include <ostream>
 
 #include "analysis/os_summary.h"
+#include "export/json_writer.h"
 
 namespace gpuos {
 
@@ -13,5 +15,9 @@ void WriteOsTextReport(const OsSummary& summary, std::ostream& out);
 
 // The JSON document of `gpuos-trace report --format json`.
 void WriteOsJsonReport(const OsSummary& summary, std::ostream& out);
+// The same, with more members (CUDA, steps...) written by `extra_members` at
+// the end of the top-level object.
+void WriteOsJsonReport(const OsSummary& summary, std::ostream& out,
+                       const std::function<void(JsonWriter&)>& extra_members);
 
 }  // namespace gpuos

@@ -252,6 +252,27 @@ std::string FindShim(const std::string& requested) {
   return "";
 }
 
+std::string ExeDir() {
+  char exe[4096];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  if (n <= 0) return "";
+  exe[n] = 0;
+  return Dirname(exe);
+}
+
+// The directory holding the Python start-up hook, or "".
+std::string FindPythonHooks() {
+  std::string dir = ExeDir();
+  for (const std::string& candidate :
+       {dir + "/python_hooks", dir + "/../share/gpuos-trace/python_hooks"}) {
+    if (access((candidate + "/sitecustomize.py").c_str(), R_OK) == 0) {
+      char resolved[4096];
+      return realpath(candidate.c_str(), resolved) ? resolved : candidate;
+    }
+  }
+  return "";
+}
+
 // Environment that puts the shim into every process of the tree.
 std::vector<std::string> ShimEnvironment(const std::string& shim, const std::string& socket_path) {
   std::vector<std::string> env;
@@ -345,6 +366,12 @@ int RunRecord(const RecordOptions& options) {
       } else {
         shim_listener = std::move(*listener);
         launch.extra_env = ShimEnvironment(shim, shim_listener->socket_path());
+        std::string hooks = options.python_hooks ? FindPythonHooks() : "";
+        if (!hooks.empty()) {
+          const char* path = getenv("PYTHONPATH");
+          launch.extra_env.push_back("PYTHONPATH=" + hooks +
+                                     (path && *path ? std::string(":") + path : ""));
+        }
       }
     }
   }

@@ -23,6 +23,8 @@ struct RecordOptions {
   bool cuda = true;
   // The shim library; empty: found next to the gpuos-trace binary.
   std::string shim_path;
+  // Put the Python start-up hook (agent/python_hooks/) on PYTHONPATH.
+  bool python_hooks = true;
   // gpuos-trace's own command line, kept in the trace header.
   std::vector<std::string> tracer_argv;
 };

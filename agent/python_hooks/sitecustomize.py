@@ -1,0 +1,131 @@
+# gpuos-trace's Python start-up hook.  gpuos-trace puts this directory first
+# on PYTHONPATH of the traced command (unless --no-python-hooks), so that a
+# PyTorch script without NVTX annotations still shows its training steps:
+# every DataLoader batch fetch becomes a "DataLoader fetch" range and every
+# optimizer step an "optimizer.step" range, in the NVTX domain
+# "gpuos.python", recorded by the gpuos-trace shim that is preloaded into
+# the process.  Nothing here may break the script: any failure leaves it
+# untouched.  An existing sitecustomize further down sys.path still runs.
+import os
+import sys
+
+
+def _chain_next_sitecustomize():
+    """Runs the sitecustomize this one shadows, if any."""
+    import importlib.util
+    here = os.path.dirname(os.path.abspath(__file__))
+    for entry in sys.path:
+        if not entry or os.path.abspath(entry) == here:
+            continue
+        candidate = os.path.join(entry, "sitecustomize.py")
+        if os.path.isfile(candidate):
+            spec = importlib.util.spec_from_file_location("_gpuos_chained_sitecustomize", candidate)
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            return
+
+
+def _shim_ranges():
+    import ctypes
+    lib = ctypes.CDLL(None)
+    push = lib.gpuos_shim_python_push
+    pop = lib.gpuos_shim_python_pop
+    push.argtypes = [ctypes.c_char_p]
+    push.restype = ctypes.c_int
+    pop.argtypes = []
+    pop.restype = ctypes.c_int
+    return push, pop
+
+
+def _install():
+    if not os.environ.get("GPUOS_SHIM_SOCKET"):
+        return
+    try:
+        push, pop = _shim_ranges()
+    except (OSError, AttributeError):
+        return  # the shim is not in this process
+    import functools
+    import importlib.abc
+    import importlib.util
+
+    def ranged(name, fn):
+        label = name.encode()
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            push(label)
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                pop()
+        wrapper._gpuos_wrapped = True
+        return wrapper
+
+    def patch_dataloader(module):
+        cls = getattr(module, "_BaseDataLoaderIter", None)
+        if cls is not None and not getattr(cls.__next__, "_gpuos_wrapped", False):
+            cls.__next__ = ranged("DataLoader fetch", cls.__next__)
+
+    def patch_optimizers(module):
+        base = getattr(module, "Optimizer", None)
+        if base is None:
+            return
+
+        def wrap_class(cls):
+            step = cls.__dict__.get("step")
+            if step is not None and not getattr(step, "_gpuos_wrapped", False):
+                cls.step = ranged("optimizer.step", step)
+
+        # Optimizers defined later (torch.optim.SGD, user classes) are
+        # wrapped as they are created.
+        previous = base.__dict__.get("__init_subclass__")
+
+        @classmethod
+        def init_subclass(cls, **kwargs):
+            if previous is not None:
+                previous.__func__(cls, **kwargs)
+            else:
+                super(base, cls).__init_subclass__(**kwargs)
+            wrap_class(cls)
+        base.__init_subclass__ = init_subclass
+        for cls in list(base.__subclasses__()):
+            wrap_class(cls)
+
+    patches = {
+        "torch.utils.data.dataloader": patch_dataloader,
+        "torch.optim.optimizer": patch_optimizers,
+    }
+
+    class Finder(importlib.abc.MetaPathFinder):
+        def find_spec(self, fullname, path, target=None):
+            if fullname not in patches:
+                return None
+            for finder in sys.meta_path:
+                if finder is self or not hasattr(finder, "find_spec"):
+                    continue
+                spec = finder.find_spec(fullname, path, target)
+                if spec is not None and spec.loader is not None:
+                    loader = spec.loader
+                    original = loader.exec_module
+
+                    def exec_module(module, _original=original, _name=fullname):
+                        _original(module)
+                        try:
+                            patches[_name](module)
+                        except Exception:
+                            pass
+                    loader.exec_module = exec_module
+                    return spec
+            return None
+
+    sys.meta_path.insert(0, Finder())
+
+
+try:
+    _install()
+except Exception:
+    pass
+try:
+    _chain_next_sitecustomize()
+except Exception:
+    pass

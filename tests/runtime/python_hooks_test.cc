@@ -1,0 +1,115 @@
+// The Python start-up hook, end to end: a PyTorch script with no NVTX and
+// no change gets one "DataLoader fetch" range per batch fetch and one
+// "optimizer.step" range per step, on its main thread, in the domain
+// "gpuos.python"; --no-python-hooks turns them off.  Needs root and a
+// python3 with torch (Debian's python3-torch); skipped otherwise.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "stream/trace_reader.h"
+
+namespace gpuos {
+namespace {
+
+const std::string kTracer = GPUOS_TRACE_BIN;
+const char* kPython = "/usr/bin/python3";
+
+int Run(const std::string& command) {
+  int status = system(command.c_str());
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+struct Counts {
+  int fetches = 0;
+  int steps = 0;
+  uint32_t fetch_tid = 0;
+  uint32_t pid = 0;
+};
+
+Counts CountRanges(const std::string& trace) {
+  Counts counts;
+  auto reader = TraceReader::Open(trace);
+  EXPECT_TRUE(reader.ok()) << reader.status();
+  if (!reader.ok()) return counts;
+  EXPECT_TRUE(ForEachEvent(**reader, [&](const v1::Event& e) {
+                if (!e.has_nvtx_range() || e.nvtx_range().domain() != "gpuos.python") return;
+                if (e.nvtx_range().name() == "DataLoader fetch") {
+                  ++counts.fetches;
+                  counts.fetch_tid = e.tid();
+                  counts.pid = e.pid();
+                }
+                if (e.nvtx_range().name() == "optimizer.step") ++counts.steps;
+              }).ok());
+  return counts;
+}
+
+class PythonHooksTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "needs root to load eBPF programs";
+    if (Run(std::string(kPython) + " -c 'import torch' 2>/dev/null") != 0) {
+      GTEST_SKIP() << kPython << " has no torch (apt-get install python3-torch)";
+    }
+    char templ[] = "/tmp/gpuos-pyhooks.XXXXXX";
+    dir_ = mkdtemp(templ);
+    script_ = dir_ + "/train.py";
+    std::ofstream(script_) << R"(
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+torch.manual_seed(0)
+data = TensorDataset(torch.randn(200, 10), torch.randn(200, 1))
+loader = DataLoader(data, batch_size=20, num_workers=2)
+model = torch.nn.Linear(10, 1)
+opt = torch.optim.Adam(model.parameters(), lr=0.01)
+steps = 0
+for x, y in loader:
+    opt.zero_grad()
+    ((model(x) - y) ** 2).mean().backward()
+    opt.step()
+    steps += 1
+assert steps == 10
+)";
+  }
+  void TearDown() override {
+    if (!dir_.empty()) Run("rm -rf " + dir_);
+  }
+  std::string dir_, script_;
+};
+
+TEST_F(PythonHooksTest, MarksEveryFetchAndOptimizerStepWithoutCodeChanges) {
+  std::string trace = dir_ + "/hooks.gpuos";
+  ASSERT_EQ(Run(kTracer + " -q -o " + trace + " -- " + kPython + " " + script_), 0);
+  Counts counts = CountRanges(trace);
+  // 10 batches, plus the fetch that ends the loop with StopIteration.
+  EXPECT_EQ(counts.fetches, 11);
+  EXPECT_EQ(counts.steps, 10);
+  EXPECT_EQ(counts.fetch_tid, counts.pid) << "fetches happen on the main thread";
+}
+
+TEST_F(PythonHooksTest, NoPythonHooksTurnsThemOff) {
+  std::string trace = dir_ + "/nohooks.gpuos";
+  ASSERT_EQ(Run(kTracer + " -q --no-python-hooks -o " + trace + " -- " + kPython + " " + script_), 0);
+  Counts counts = CountRanges(trace);
+  EXPECT_EQ(counts.fetches, 0);
+  EXPECT_EQ(counts.steps, 0);
+}
+
+TEST_F(PythonHooksTest, AnExistingSitecustomizeStillRuns) {
+  std::string site = dir_ + "/site";
+  Run("mkdir -p " + site);
+  std::ofstream(site + "/sitecustomize.py") << "open('" + dir_ + "/chained', 'w').write('yes')\n";
+  std::string trace = dir_ + "/chained.gpuos";
+  ASSERT_EQ(Run("PYTHONPATH=" + site + " " + kTracer + " -q -o " + trace + " -- " + kPython + " " +
+                script_),
+            0);
+  EXPECT_EQ(access((dir_ + "/chained").c_str(), F_OK), 0);
+  EXPECT_EQ(CountRanges(trace).steps, 10);
+}
+
+}  // namespace
+}  // namespace gpuos
