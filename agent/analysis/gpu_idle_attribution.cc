@@ -1,0 +1,77 @@
+// The priority that turns a thread's state into one GPU-idle cause; see
+// gpu_idle_attribution.h.
+#include "analysis/gpu_idle_attribution.h"
+
+namespace gpuos {
+
+IdleCause AttributeIdleInstant(const ThreadInstant& t) {
+  switch (t.api) {
+    case ThreadApiState::kSync: return IdleCause::kSynchronizing;
+    case ThreadApiState::kPageableCopy: return IdleCause::kPageableMemcpy;
+    case ThreadApiState::kCopy: return IdleCause::kCopyOther;
+    case ThreadApiState::kLaunch: return IdleCause::kLaunching;
+    case ThreadApiState::kMemset:
+    case ThreadApiState::kOther: return IdleCause::kOtherCudaApi;
+    case ThreadApiState::kNone: break;
+  }
+  if (t.mm == ThreadMmState::kMunmap) return IdleCause::kMunmap;
+  if (t.mm == ThreadMmState::kMmap) return IdleCause::kMmap;
+  switch (t.off_cpu) {
+    case ThreadOffCpuState::kPageFault: return IdleCause::kPageFaults;
+    case ThreadOffCpuState::kPreempted:
+    case ThreadOffCpuState::kRunqueue: return IdleCause::kPreemptedRunqueue;
+    case ThreadOffCpuState::kFutex:
+      return t.in_data_range ? IdleCause::kDataWaitFutex : IdleCause::kFutexOther;
+    case ThreadOffCpuState::kSyscall:
+    case ThreadOffCpuState::kUnknown:
+      return t.in_data_range ? IdleCause::kDataWaitBlocked : IdleCause::kOtherSyscalls;
+    case ThreadOffCpuState::kOnCpu: break;
+  }
+  return t.in_data_range ? IdleCause::kDataWaitRunning : IdleCause::kOtherCpu;
+}
+
+const char* IdleCauseName(IdleCause cause) {
+  switch (cause) {
+    case IdleCause::kSynchronizing: return "synchronizing";
+    case IdleCause::kPageableMemcpy: return "pageable memcpy";
+    case IdleCause::kCopyOther: return "copy (other)";
+    case IdleCause::kLaunching: return "launching";
+    case IdleCause::kOtherCudaApi: return "other CUDA API";
+    case IdleCause::kMunmap: return "munmap";
+    case IdleCause::kMmap: return "mmap";
+    case IdleCause::kPageFaults: return "page faults";
+    case IdleCause::kPreemptedRunqueue: return "preempted / run queue";
+    case IdleCause::kDataWaitFutex: return "waiting for data (futex)";
+    case IdleCause::kDataWaitBlocked: return "waiting for data (blocked)";
+    case IdleCause::kDataWaitRunning: return "waiting for data (running)";
+    case IdleCause::kFutexOther: return "futex wait (not data)";
+    case IdleCause::kOtherSyscalls: return "other syscalls (blocked)";
+    case IdleCause::kOtherCpu: return "other CPU work (running)";
+    case IdleCause::kCount: break;
+  }
+  return "unknown";
+}
+
+const char* IdleCauseKey(IdleCause cause) {
+  switch (cause) {
+    case IdleCause::kSynchronizing: return "synchronizing";
+    case IdleCause::kPageableMemcpy: return "pageable_memcpy";
+    case IdleCause::kCopyOther: return "copy_other";
+    case IdleCause::kLaunching: return "launching";
+    case IdleCause::kOtherCudaApi: return "other_cuda_api";
+    case IdleCause::kMunmap: return "munmap";
+    case IdleCause::kMmap: return "mmap";
+    case IdleCause::kPageFaults: return "page_faults";
+    case IdleCause::kPreemptedRunqueue: return "preempted_runqueue";
+    case IdleCause::kDataWaitFutex: return "data_wait_futex";
+    case IdleCause::kDataWaitBlocked: return "data_wait_blocked";
+    case IdleCause::kDataWaitRunning: return "data_wait_running";
+    case IdleCause::kFutexOther: return "futex_other";
+    case IdleCause::kOtherSyscalls: return "other_syscalls";
+    case IdleCause::kOtherCpu: return "other_cpu";
+    case IdleCause::kCount: break;
+  }
+  return "unknown";
+}
+
+}  // namespace gpuos

@@ -1,0 +1,86 @@
+// Why the GPU sat idle: every instant of a GPU-idle stretch inside a step is
+// charged to one cause, read from what the launching thread was doing at
+// that instant.  The thread's state is a few overlapping facts (in a CUDA
+// API call? in a data-fetch NVTX range? in mmap/munmap? off the CPU, and
+// why?); AttributeIdleInstant turns them into a single cause by a fixed
+// priority, so the causes of one stretch add up to its length exactly.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+namespace gpuos {
+
+// The CUDA API call the thread is in; when calls nest (a runtime call around
+// its driver call) the highest value wins.
+enum class ThreadApiState : uint8_t {
+  kNone = 0,
+  kOther,         // any other CUDA API call
+  kMemset,
+  kLaunch,
+  kCopy,          // cudaMemcpy*/cuMemcpy* whose GPU copy is not known to touch pageable memory
+  kPageableCopy,  // ... whose GPU copy (same correlation id) has a pageable source or destination
+  kSync,          // *Synchronize
+};
+
+enum class ThreadMmState : uint8_t { kNone = 0, kMmap, kMunmap };
+
+enum class ThreadOffCpuState : uint8_t {
+  kOnCpu = 0,
+  kFutex,      // blocked in futex()
+  kPageFault,  // blocked resolving a page fault (outside any syscall)
+  kSyscall,    // blocked in another syscall
+  kUnknown,    // blocked, cause not known
+  kPreempted,  // switched out while runnable, until switched back in
+  kRunqueue,   // woken after blocking, waiting for a CPU
+};
+
+struct ThreadInstant {
+  ThreadApiState api = ThreadApiState::kNone;
+  bool in_data_range = false;  // inside an NVTX range named like a data fetch
+  ThreadMmState mm = ThreadMmState::kNone;
+  ThreadOffCpuState off_cpu = ThreadOffCpuState::kOnCpu;
+};
+
+// In the order AttributeIdleInstant tests them.
+enum class IdleCause : uint8_t {
+  // 1. A CUDA API call: what the driver does inside it is its own business.
+  kSynchronizing = 0,
+  kPageableMemcpy,
+  kCopyOther,
+  kLaunching,
+  kOtherCudaApi,  // including cudaMemset*
+  // 2. mmap/munmap, on or off the CPU.
+  kMunmap,
+  kMmap,
+  // 3. Off the CPU for a reason the OS owns, inside or outside a data fetch.
+  kPageFaults,
+  kPreemptedRunqueue,  // preempted, or woken and waiting for a CPU
+  // 4. Inside a data-fetch range.
+  kDataWaitFutex,    // blocked in futex (waiting on a worker or a queue)
+  kDataWaitBlocked,  // blocked in another syscall (read, poll, recv... of the loader)
+  kDataWaitRunning,  // on the CPU: loading and preprocessing in this thread
+  // 5. Elsewhere.
+  kFutexOther,     // blocked in futex outside a data fetch (locks, the GIL, queues)
+  kOtherSyscalls,  // blocked in another syscall outside a data fetch
+  kOtherCpu,       // running other code: Python, the framework, the model's CPU work
+  kCount,
+};
+
+inline constexpr size_t kIdleCauseCount = static_cast<size_t>(IdleCause::kCount);
+using IdleByCause = std::array<uint64_t, kIdleCauseCount>;
+
+IdleCause AttributeIdleInstant(const ThreadInstant& thread);
+
+// "waiting for data (futex)": for people.
+const char* IdleCauseName(IdleCause cause);
+// "data_wait_futex": the JSON key.
+const char* IdleCauseKey(IdleCause cause);
+
+inline bool IsDataWait(IdleCause cause) {
+  return cause == IdleCause::kDataWaitFutex || cause == IdleCause::kDataWaitBlocked ||
+         cause == IdleCause::kDataWaitRunning;
+}
+
+}  // namespace gpuos

@@ -1,0 +1,95 @@
+// The two passes and the summaries over measured steps; see step_analysis.h.
+#include "analysis/step_analysis.h"
+
+#include "analysis/step_collector.h"
+#include "stream/trace_reader.h"
+
+namespace gpuos {
+
+StepAnalysis SummarizeSteps(const StepPlan& plan, std::vector<StepRecord> steps, const StepOptions& options) {
+  StepAnalysis a;
+  a.options = options;
+  a.source = plan.source;
+  a.note = plan.note;
+  a.pid = plan.pid;
+  a.tid = plan.tid;
+  a.thread_comm = plan.thread_comm;
+  a.other_threads_with_steps = plan.other_threads_with_steps;
+  a.worker_processes = plan.worker_processes;
+  a.worker_threads = static_cast<uint32_t>(plan.worker_tids.size());
+  a.steps = std::move(steps);
+
+  bool any_measured = false;
+  for (const StepRecord& s : a.steps) any_measured |= !s.warmup;
+  a.summary_includes_warmup = !any_measured && !a.steps.empty();
+
+  std::vector<double> durations;
+  std::array<std::vector<double>, kStageCount> shares;
+  for (const StepRecord& s : a.steps) {
+    if (s.warmup && any_measured) continue;
+    ++a.measured_steps;
+    AddStepTotals(a.measured_total, s);
+    a.measured_wall_ns += s.duration_ns();
+    durations.push_back(static_cast<double>(s.duration_ns()));
+    if (s.duration_ns() == 0) continue;
+    for (size_t i = 0; i < kStageCount; ++i) {
+      shares[i].push_back(static_cast<double>(s.stages[i]) / s.duration_ns());
+    }
+  }
+  a.duration_ns = Distribution(std::move(durations));
+  for (size_t i = 0; i < kStageCount; ++i) a.stage_share[i] = Distribution(std::move(shares[i]));
+  return a;
+}
+
+namespace {
+
+using Replay = std::function<absl::Status(const std::function<void(const v1::Event&)>&)>;
+
+absl::StatusOr<StepAnalysis> Analyze(const v1::TraceHeader& header, const Replay& replay,
+                                     const StepOptions& options) {
+  auto locator = StepLocator::Create(options);
+  if (!locator.ok()) return locator.status();
+  absl::Status read = replay([&](const v1::Event& e) { (*locator)->Add(e); });
+  StepPlan plan = (*locator)->Finish();
+  std::vector<StepRecord> records;
+  if (!plan.steps.empty()) {
+    auto collector = StepCollector::Create(plan, options, header);
+    if (!collector.ok()) return collector.status();
+    absl::Status second = replay([&](const v1::Event& e) { (*collector)->Add(e); });
+    if (read.ok()) read = second;
+    records = (*collector)->Finish();
+  }
+  StepAnalysis analysis = SummarizeSteps(plan, std::move(records), options);
+  if (!read.ok()) analysis.read_error = std::string(read.message());
+  return analysis;
+}
+
+}  // namespace
+
+absl::StatusOr<StepAnalysis> AnalyzeSteps(const std::string& path, const StepOptions& options) {
+  auto first = TraceReader::Open(path);
+  if (!first.ok()) return first.status();
+  const v1::TraceHeader header = (*first)->header();
+  bool first_used = false;
+  Replay replay = [&](const std::function<void(const v1::Event&)>& on_event) -> absl::Status {
+    if (!first_used) {
+      first_used = true;
+      return ForEachEvent(**first, on_event);
+    }
+    auto again = TraceReader::Open(path);
+    if (!again.ok()) return again.status();
+    return ForEachEvent(**again, on_event);
+  };
+  return Analyze(header, replay, options);
+}
+
+absl::StatusOr<StepAnalysis> AnalyzeStepEvents(const v1::TraceHeader& header, const std::vector<v1::Event>& events,
+                                               const StepOptions& options) {
+  Replay replay = [&](const std::function<void(const v1::Event&)>& on_event) -> absl::Status {
+    for (const v1::Event& e : events) on_event(e);
+    return absl::OkStatus();
+  };
+  return Analyze(header, replay, options);
+}
+
+}  // namespace gpuos

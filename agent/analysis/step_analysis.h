@@ -1,0 +1,66 @@
+// Training steps of a trace and where their time went: the entry point of
+// the step analysis behind `gpuos-trace report` (issue 5).  Two passes over
+// the file: the first finds the launching thread and its steps
+// (step_finder.h), the second collects that thread's and its process's
+// activity within the steps (step_collector.h); each step is then broken
+// down (step_breakdown.h) and the measured steps summarized here.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "analysis/step_breakdown.h"
+#include "analysis/step_finder.h"
+#include "analysis/step_options.h"
+#include "analysis/step_stages.h"
+#include "gpuos_trace.pb.h"
+
+namespace gpuos {
+
+struct StepAnalysis {
+  StepOptions options;
+  StepSource source = StepSource::kNone;
+  // Why there are no steps (source == kNone), for the report.
+  std::string note;
+  uint32_t pid = 0;
+  uint32_t tid = 0;
+  std::string thread_comm;
+  uint32_t other_threads_with_steps = 0;
+  uint32_t worker_processes = 0;
+  uint32_t worker_threads = 0;  // threads named like workers (outside worker processes too)
+
+  std::vector<StepRecord> steps;  // in start order, warmup steps included
+
+  // Summaries over the measured steps: those not marked warmup, or, when
+  // every step is warmup, all of them (summary_includes_warmup is then set).
+  size_t measured_steps = 0;
+  bool summary_includes_warmup = false;
+  StepRecord measured_total;  // every part summed over the measured steps
+  uint64_t measured_wall_ns = 0;
+  DistributionStats duration_ns;
+  // Per stage: the distribution of the stage's share (0..1) of each step.
+  std::array<DistributionStats, kStageCount> stage_share{};
+
+  // Set when the file was damaged: steps were analyzed up to the damage.
+  std::string read_error;
+
+  bool has_steps() const { return !steps.empty(); }
+};
+
+// Two passes over the .gpuos file at `path`.  Errors: the file cannot be
+// opened or has no valid header; a regex in `options` does not compile.
+absl::StatusOr<StepAnalysis> AnalyzeSteps(const std::string& path, const StepOptions& options);
+
+// The same over events in memory (tests, small traces).
+absl::StatusOr<StepAnalysis> AnalyzeStepEvents(const v1::TraceHeader& header, const std::vector<v1::Event>& events,
+                                               const StepOptions& options);
+
+// For callers that run the two passes themselves (e.g. pass 1 fused with
+// another summary's pass): the summaries from the plan and the collector's
+// records.
+StepAnalysis SummarizeSteps(const StepPlan& plan, std::vector<StepRecord> steps, const StepOptions& options);
+
+}  // namespace gpuos

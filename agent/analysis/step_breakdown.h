@@ -1,0 +1,148 @@
+// One training step's time taken apart: what the launching thread did, how
+// long it was off the CPU and why, what the GPU did, why the GPU was idle,
+// and the stage view.  Every partition below adds up to the step's wall
+// time exactly (in ns); the sums and counts beside them are marked as such.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "analysis/gpu_idle_attribution.h"
+#include "analysis/step_stages.h"
+#include "analysis/step_timeline.h"
+#include "gpuos_trace.pb.h"
+
+namespace gpuos {
+
+// The launching thread's wall time in the step, a partition by priority:
+// an instant inside a CUDA API call goes to that call's class (sync over
+// copy over launch over the rest, when calls nest), else to data_wait when
+// inside a data-fetch NVTX range, else to other.
+struct CpuParts {
+  uint64_t sync_ns = 0;            // *Synchronize calls
+  uint64_t copy_api_ns = 0;        // cudaMemcpy*/cuMemcpy*, the whole call (a synchronous copy's wait for the GPU included)
+  uint64_t launch_api_ns = 0;      // kernel and graph launch calls: dispatch
+  uint64_t other_cuda_api_ns = 0;  // any other CUDA API call, memsets included
+  uint64_t data_wait_ns = 0;       // inside a data-fetch range, outside CUDA API calls
+  // Outside data-fetch ranges and CUDA API calls: running Python, the
+  // framework (autograd, the optimizer's CPU side, the allocator) or the
+  // model's CPU work -- or off the CPU there (blocked, preempted, in
+  // munmap...).  OffCpuParts says how much of each part was off the CPU.
+  uint64_t other_ns = 0;
+  uint64_t total() const {
+    return sync_ns + copy_api_ns + launch_api_ns + other_cuda_api_ns + data_wait_ns + other_ns;
+  }
+};
+
+// The launching thread's off-CPU time in the step by cause.  Orthogonal to
+// CpuParts: it overlaps them.  A blocked interval is split at its wakeup:
+// the blocked part goes to its cause, the run-queue tail to runqueue_ns.
+struct OffCpuParts {
+  uint64_t futex_ns = 0;
+  uint64_t page_fault_ns = 0;
+  uint64_t mmap_munmap_ns = 0;  // any off-CPU time inside an mmap or munmap call, run-queue tail included
+  uint64_t syscall_ns = 0;      // blocked in other syscalls
+  uint64_t unknown_ns = 0;
+  uint64_t preempted_ns = 0;  // switched out while runnable
+  uint64_t runqueue_ns = 0;   // woken, waiting for a CPU
+  uint64_t total() const {
+    return futex_ns + page_fault_ns + mmap_munmap_ns + syscall_ns + unknown_ns + preempted_ns + runqueue_ns;
+  }
+};
+
+struct MemcpyPart {
+  v1::MemcpyDirection direction = v1::MEMCPY_UNKNOWN;
+  v1::MemoryKind src_kind = v1::MEMORY_UNKNOWN;
+  v1::MemoryKind dst_kind = v1::MEMORY_UNKNOWN;
+  uint64_t count = 0;  // copies that started in the step
+  uint64_t bytes = 0;  // of those
+  uint64_t ns = 0;     // GPU time inside the step (copies on several streams each count)
+};
+
+// The GPU work of the launching thread's process (every stream and device).
+struct GpuParts {
+  // A partition of the step: at least one kernel runs / a memcpy but no
+  // kernel / a memset only / nothing.
+  uint64_t kernel_busy_ns = 0;
+  uint64_t copy_only_ns = 0;
+  uint64_t memset_only_ns = 0;
+  uint64_t idle_ns = 0;
+  // Sums over activities, clipped to the step (concurrent work adds up).
+  uint64_t kernel_ns = 0;
+  uint64_t memcpy_ns = 0;
+  uint64_t memset_ns = 0;
+  uint64_t copy_overlap_ns = 0;  // wall time with a memcpy and a kernel running at once
+  uint64_t htod_ns = 0;
+  uint64_t htod_on_kernel_stream_ns = 0;  // HtoD copy time on streams that also ran kernels in the step
+  uint64_t kernels_started = 0;           // kernels starting in the step
+  uint64_t kernels_started_ns = 0;        // their full durations
+  std::vector<MemcpyPart> memcpy;         // by (direction, src, dst)
+  uint32_t idle_stretches = 0;
+  uint64_t longest_idle_ns = 0;
+  uint64_t total() const { return kernel_busy_ns + copy_only_ns + memset_only_ns + idle_ns; }
+};
+
+struct ApiCounts {  // launching thread's calls that started in the step
+  uint64_t launch = 0;
+  uint64_t memcpy = 0;
+  uint64_t pageable_memcpy = 0;
+  uint64_t sync = 0;
+};
+
+struct MmTotals {  // calls that started in the step; ns clipped to the step
+  uint64_t calls = 0;
+  uint64_t bytes = 0;
+  uint64_t ns = 0;
+};
+
+struct SwitchTotals {  // context switches whose switch-out is in the step
+  uint64_t voluntary = 0;
+  uint64_t involuntary = 0;
+  uint64_t runqueue_ns = 0;  // the run-queue wait of those switches
+};
+
+// OS costs by role: the launching thread; data workers (threads named like
+// data-loader workers, and every thread of the launching process's
+// descendant processes); every other traced thread.
+struct StepOsCosts {
+  SwitchTotals launching;
+  SwitchTotals workers;
+  SwitchTotals others;
+  uint64_t page_faults = 0;  // launching thread, by the window's first fault
+  uint64_t major_faults = 0;
+  MmTotals mmap;    // launching thread
+  MmTotals munmap;  // launching thread
+};
+
+struct StepRecord {
+  uint64_t index = 0;  // from the range's name ("step 12" -> 12), else its ordinal
+  uint64_t start_ns = 0;
+  uint64_t end_ns = 0;
+  bool warmup = false;
+  uint64_t duration_ns() const { return end_ns - start_ns; }
+
+  CpuParts cpu;
+  OffCpuParts off_cpu;
+  GpuParts gpu;
+  ApiCounts api;
+  StepOsCosts os;
+  IdleByCause gpu_idle{};  // GPU idle time by cause; adds up to gpu.idle_ns
+  StageTimes stages{};     // adds up to the duration
+  // With no kernel or memset running: the thread inside a pageable memcpy
+  // call / inside mmap or munmap.  What pinned memory would save.
+  uint64_t exposed_pageable_copy_ns = 0;
+  uint64_t exposed_mm_ns = 0;
+};
+
+// The timing parts, API counts and mmap/munmap totals of the step
+// [start_ns, end_ns), from the spans that overlap it (any order; each is
+// clipped to the step).  Context switches and page faults come from
+// events, not spans: the caller fills `os.launching/workers/others` and
+// page faults.
+StepRecord BreakDownStep(uint64_t start_ns, uint64_t end_ns, const std::vector<const TimelineSpan*>& spans);
+
+// Adds every time, count and memcpy row of `step` into `total`
+// (longest_idle_ns takes the maximum).  index/start/end are left alone.
+void AddStepTotals(StepRecord& total, const StepRecord& step);
+
+}  // namespace gpuos

@@ -1,0 +1,228 @@
+// Keeping the launching process's activity within the steps; see
+// step_collector.h.
+#include "analysis/step_collector.h"
+
+#include <algorithm>
+
+#include "analysis/cuda_api_class.h"
+
+namespace gpuos {
+
+absl::StatusOr<std::unique_ptr<StepCollector>> StepCollector::Create(const StepPlan& plan,
+                                                                     const StepOptions& options,
+                                                                     const v1::TraceHeader& header) {
+  auto data = StepNameMatcher::Create(options.data_range_regex, "--data-range-regex");
+  if (!data.ok()) return data.status();
+  std::unique_ptr<StepCollector> c(new StepCollector(plan, std::move(*data)));
+  for (const auto& [nr, name] : header.syscall_names()) {
+    if (name == "munmap") c->munmap_nr_ = nr;
+    if (name == "mmap") c->mmap_nr_ = nr;
+    if (name == "mmap2") c->mmap2_nr_ = nr;
+  }
+  if (!plan.steps.empty()) {
+    c->lo_ = UINT64_MAX;
+    for (const StepWindow& w : plan.steps) {
+      c->lo_ = std::min(c->lo_, w.start_ns);
+      c->hi_ = std::max(c->hi_, w.end_ns);
+      c->starts_.push_back(w.start_ns);
+    }
+  }
+  c->os_.resize(plan.steps.size());
+  return c;
+}
+
+int64_t StepCollector::StepAt(uint64_t ts) const {
+  auto it = std::upper_bound(starts_.begin(), starts_.end(), ts);
+  if (it == starts_.begin()) return -1;
+  const size_t i = static_cast<size_t>(it - starts_.begin()) - 1;
+  return ts < plan_.steps[i].end_ns ? static_cast<int64_t>(i) : -1;
+}
+
+bool StepCollector::InSpan(uint64_t start, uint64_t duration) const {
+  if (start >= hi_) return false;
+  return start + duration > lo_ || start >= lo_;
+}
+
+uint8_t StepCollector::MmKind(int32_t nr) const {
+  if (nr < 0) return 0;
+  if (nr == munmap_nr_) return 1;
+  if (nr == mmap_nr_ || nr == mmap2_nr_) return 2;
+  return 0;
+}
+
+void StepCollector::Add(const v1::Event& e) {
+  if (plan_.steps.empty()) return;
+  const bool launching = e.pid() == plan_.pid && e.tid() == plan_.tid;
+  const uint64_t ts = e.ts_ns();
+  switch (e.payload_case()) {
+    case v1::Event::kGpuKernel: {
+      if (e.pid() != plan_.pid || !InSpan(ts, e.gpu_kernel().duration_ns())) break;
+      TimelineSpan s;
+      s.kind = SpanKind::kGpuKernel;
+      s.start_ns = ts;
+      s.end_ns = ts + e.gpu_kernel().duration_ns();
+      s.id = e.gpu_kernel().stream();
+      AddSpan(s);
+      break;
+    }
+    case v1::Event::kGpuMemcpy: {
+      if (e.pid() != plan_.pid) break;
+      const v1::GpuMemcpy& m = e.gpu_memcpy();
+      if (m.src_kind() == v1::MEMORY_PAGEABLE || m.dst_kind() == v1::MEMORY_PAGEABLE) {
+        pageable_copies_.insert(m.correlation_id());
+      }
+      if (!InSpan(ts, m.duration_ns())) break;
+      TimelineSpan s;
+      s.kind = SpanKind::kGpuMemcpy;
+      s.start_ns = ts;
+      s.end_ns = ts + m.duration_ns();
+      s.bytes = m.bytes();
+      s.id = m.stream();
+      s.a = static_cast<uint8_t>(m.direction());
+      s.b = static_cast<uint8_t>(m.src_kind());
+      s.c = static_cast<uint8_t>(m.dst_kind());
+      AddSpan(s);
+      break;
+    }
+    case v1::Event::kGpuMemset: {
+      if (e.pid() != plan_.pid || !InSpan(ts, e.gpu_memset().duration_ns())) break;
+      TimelineSpan s;
+      s.kind = SpanKind::kGpuMemset;
+      s.start_ns = ts;
+      s.end_ns = ts + e.gpu_memset().duration_ns();
+      s.bytes = e.gpu_memset().bytes();
+      s.id = e.gpu_memset().stream();
+      AddSpan(s);
+      break;
+    }
+    case v1::Event::kCudaApi: {
+      const v1::CudaApiCall& a = e.cuda_api();
+      if (!launching || !InSpan(ts, a.duration_ns())) break;
+      TimelineSpan s;
+      s.kind = SpanKind::kCudaApi;
+      s.start_ns = ts;
+      s.end_ns = ts + a.duration_ns();
+      s.id = a.correlation_id();
+      s.a = static_cast<uint8_t>(ClassifyCudaApi(a.name()));
+      AddSpan(s);
+      break;
+    }
+    case v1::Event::kNvtxRange: {
+      const v1::NvtxRange& r = e.nvtx_range();
+      if (!launching || !InSpan(ts, r.duration_ns()) || !data_.Matches(r.name())) break;
+      TimelineSpan s;
+      s.kind = SpanKind::kDataRange;
+      s.start_ns = ts;
+      s.end_ns = ts + r.duration_ns();
+      AddSpan(s);
+      break;
+    }
+    case v1::Event::kMmap:
+    case v1::Event::kMunmap: {
+      if (!launching) break;
+      const bool munmap = e.payload_case() == v1::Event::kMunmap;
+      const uint64_t duration = munmap ? e.munmap().duration_ns() : e.mmap().duration_ns();
+      if (!InSpan(ts, duration)) break;
+      TimelineSpan s;
+      s.kind = munmap ? SpanKind::kMunmap : SpanKind::kMmap;
+      s.start_ns = ts;
+      s.end_ns = ts + duration;
+      s.bytes = munmap ? e.munmap().length() : e.mmap().length();
+      AddSpan(s);
+      break;
+    }
+    case v1::Event::kPageFaults: {
+      if (!launching) break;
+      int64_t step = StepAt(ts);
+      if (step < 0) break;
+      os_[step].page_faults += e.page_faults().count();
+      os_[step].major_faults += e.page_faults().major();
+      break;
+    }
+    case v1::Event::kOffCpu: {
+      const v1::OffCpu& off = e.off_cpu();
+      int64_t step = StepAt(ts);
+      if (step >= 0) {
+        StepOsCosts& os = os_[step];
+        SwitchTotals& role = launching ? os.launching : plan_.IsWorker(e.pid(), e.tid()) ? os.workers : os.others;
+        if (off.voluntary()) {
+          ++role.voluntary;
+        } else {
+          ++role.involuntary;
+        }
+        role.runqueue_ns += off.runqueue_ns();
+      }
+      if (!launching || !InSpan(ts, off.duration_ns())) break;
+      const uint64_t end = ts + off.duration_ns();
+      if (off.cause() == v1::OFF_CPU_CAUSE_PREEMPTED) {
+        TimelineSpan s;
+        s.kind = SpanKind::kOffCpuPreempted;
+        s.start_ns = ts;
+        s.end_ns = end;
+        AddSpan(s);
+        break;
+      }
+      const uint64_t runqueue = std::min(off.runqueue_ns(), off.duration_ns());
+      const uint8_t mm = MmKind(off.syscall_nr());
+      TimelineSpan blocked;
+      blocked.kind = SpanKind::kOffCpuBlocked;
+      blocked.start_ns = ts;
+      blocked.end_ns = end - runqueue;
+      blocked.a = static_cast<uint8_t>(off.cause());
+      blocked.b = mm;
+      blocked.id = static_cast<uint32_t>(off.syscall_nr());
+      if (blocked.end_ns > blocked.start_ns) AddSpan(blocked);
+      if (runqueue > 0) {
+        TimelineSpan tail;
+        tail.kind = SpanKind::kOffCpuRunqueue;
+        tail.start_ns = end - runqueue;
+        tail.end_ns = end;
+        tail.b = mm;
+        AddSpan(tail);
+      }
+      break;
+    }
+    default:
+      break;
+  }
+}
+
+std::vector<StepRecord> StepCollector::Finish() {
+  std::vector<StepRecord> out;
+  out.reserve(plan_.steps.size());
+  for (TimelineSpan& s : spans_) {
+    if (s.kind == SpanKind::kCudaApi && static_cast<CudaApiClass>(s.a) == CudaApiClass::kMemcpy &&
+        pageable_copies_.contains(s.id)) {
+      s.b = 1;
+    }
+  }
+  std::sort(spans_.begin(), spans_.end(),
+            [](const TimelineSpan& a, const TimelineSpan& b) { return a.start_ns < b.start_ns; });
+  // Steps are sorted by start, so a span that ends before one step starts
+  // can leave the active set for good.
+  std::vector<const TimelineSpan*> active;
+  std::vector<const TimelineSpan*> in_step;
+  size_t next = 0;
+  for (size_t k = 0; k < plan_.steps.size(); ++k) {
+    const StepWindow& w = plan_.steps[k];
+    while (next < spans_.size() && spans_[next].start_ns < w.end_ns) active.push_back(&spans_[next++]);
+    auto gone = [&](const TimelineSpan* s) { return s->end_ns <= w.start_ns && s->start_ns < w.start_ns; };
+    active.erase(std::remove_if(active.begin(), active.end(), gone), active.end());
+    in_step.clear();
+    for (const TimelineSpan* s : active) {
+      if (s->start_ns < w.end_ns) in_step.push_back(s);
+    }
+    StepRecord r = BreakDownStep(w.start_ns, w.end_ns, in_step);
+    r.index = w.index;
+    r.warmup = w.warmup;
+    r.os.launching = os_[k].launching;
+    r.os.workers = os_[k].workers;
+    r.os.others = os_[k].others;
+    r.os.page_faults = os_[k].page_faults;
+    r.os.major_faults = os_[k].major_faults;
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+}  // namespace gpuos

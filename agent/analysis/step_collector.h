@@ -1,0 +1,61 @@
+// Pass 2 over a trace: with the steps and the launching thread known
+// (step_finder.h), keep what the breakdown needs -- the launching thread's
+// CUDA API calls, data-fetch ranges, off-CPU intervals and mmap/munmap
+// calls, and its process's GPU work, as compact spans within the steps --
+// and count context switches by role and page faults per step as the
+// events go by.  Events may come in any order (CUDA records arrive late,
+// off-CPU records are written at switch-in).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/statusor.h"
+#include "analysis/step_breakdown.h"
+#include "analysis/step_finder.h"
+#include "analysis/step_name_matcher.h"
+#include "analysis/step_options.h"
+#include "analysis/step_timeline.h"
+#include "gpuos_trace.pb.h"
+
+namespace gpuos {
+
+class StepCollector {
+ public:
+  // `header` gives the syscall numbers of mmap and munmap (an off-CPU
+  // interval blocked in them counts as mmap/munmap even when the call's own
+  // record was dropped).  Fails when the data-range regex does not compile.
+  static absl::StatusOr<std::unique_ptr<StepCollector>> Create(const StepPlan& plan, const StepOptions& options,
+                                                               const v1::TraceHeader& header);
+
+  void Add(const v1::Event& event);
+  // One record per plan step, in the plan's order.
+  std::vector<StepRecord> Finish();
+
+  size_t spans() const { return spans_.size(); }
+
+ private:
+  StepCollector(const StepPlan& plan, StepNameMatcher data) : plan_(plan), data_(std::move(data)) {}
+  // The step containing `ts`, or -1.
+  int64_t StepAt(uint64_t ts) const;
+  bool InSpan(uint64_t start, uint64_t duration) const;
+  uint8_t MmKind(int32_t syscall_nr) const;
+  void AddSpan(const TimelineSpan& span) { spans_.push_back(span); }
+
+  const StepPlan plan_;
+  StepNameMatcher data_;
+  uint64_t lo_ = 0;  // first step start
+  uint64_t hi_ = 0;  // last step end
+  int32_t munmap_nr_ = -1;
+  int32_t mmap_nr_ = -1;
+  int32_t mmap2_nr_ = -1;
+  std::vector<uint64_t> starts_;  // of plan_.steps
+  std::vector<TimelineSpan> spans_;
+  // Correlation ids of the process's memcpys with a pageable side.
+  absl::flat_hash_set<uint32_t> pageable_copies_;
+  std::vector<StepOsCosts> os_;  // switches and page faults, per step
+};
+
+}  // namespace gpuos

@@ -1,0 +1,35 @@
+// How `gpuos-trace report` finds training steps and names their parts: the
+// NVTX range names that mark a step and a data fetch, and the comm names of
+// data-loader workers.  All regexes are ECMAScript, matched case-insensitively
+// against the whole name.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace gpuos {
+
+// "step", "step 12", "Batch 3", "ProfilerStep#5", "iteration 7".
+inline constexpr char kDefaultStepRegex[] = R"(^(step|iteration|batch|ProfilerStep#?)\s*#?\s*\d*$)";
+// "get batch" (gpuos-trainer, the Nsight articles), "DataLoader fetch" (the
+// Python start-up hook), "fetch batch", "load_batch", "next batch", "data loading".
+inline constexpr char kDefaultDataRangeRegex[] =
+    R"(^((get|fetch|load|next)[ _-]?(batch|data)|data[ _-]?load(er|ing)?([ _-]?(fetch|next))?)$)";
+// PyTorch's "pt_data_worker", gpuos-trainer's "gpuos-data-<i>".
+inline constexpr char kDefaultWorkerCommRegex[] = R"(^(pt_data_worker.*|gpuos-data-.*|data[ _-]?worker.*)$)";
+// Written by the Python start-up hook (domain "gpuos.python") around each
+// optimizer.step(); used for steps only when no step ranges exist.
+inline constexpr char kDefaultOptimizerRangeName[] = "optimizer.step";
+
+struct StepOptions {
+  std::string step_regex = kDefaultStepRegex;
+  std::string data_range_regex = kDefaultDataRangeRegex;
+  std::string worker_comm_regex = kDefaultWorkerCommRegex;
+  // Exact name (case-sensitive), any domain.
+  std::string optimizer_range_name = kDefaultOptimizerRangeName;
+  // The first `warmup_steps` steps are shown but left out of the summaries
+  // and the diagnosis (CUDA context creation, allocator growth, autotuning).
+  uint32_t warmup_steps = 1;
+};
+
+}  // namespace gpuos

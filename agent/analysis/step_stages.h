@@ -1,0 +1,60 @@
+// The stage view of a step, the table users build by hand ("data loading /
+// CPU->GPU transfer / kernel dispatch / GPU compute / OS overhead / other",
+// in percent of the step).  The stages partition the step's wall time, each
+// instant going to exactly one stage:
+//   GPU compute   a kernel or memset of the traced process runs on the GPU;
+//   transfer      else a memcpy runs on the GPU, or the launching thread is
+//                 in a cudaMemcpy*/cuMemcpy* call;
+//   and the rest, when the GPU does neither, by the GPU-idle cause
+//   (gpu_idle_attribution.h):
+//   data loading  waiting for data (futex, blocked or running);
+//   dispatch      in a kernel launch call;
+//   OS overhead   munmap, mmap, page faults, preempted / run queue, futex
+//                 waits outside a data fetch, other blocking syscalls;
+//   other         synchronizing, other CUDA API calls, other CPU work.
+// So every stage but GPU compute is *exposed* time: work that a busy GPU
+// would have hidden is not counted against it.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "analysis/gpu_idle_attribution.h"
+
+namespace gpuos {
+
+enum class Stage : uint8_t {
+  kDataLoading = 0,
+  kTransfer,
+  kDispatch,
+  kGpuCompute,
+  kOsOverhead,
+  kOther,
+  kCount,
+};
+
+inline constexpr size_t kStageCount = static_cast<size_t>(Stage::kCount);
+using StageTimes = std::array<uint64_t, kStageCount>;
+
+// The stage of an instant when neither a kernel, a memset nor a memcpy runs.
+Stage StageOfIdleCause(IdleCause cause);
+
+const char* StageName(Stage stage);  // "data loading"
+const char* StageKey(Stage stage);   // "data_loading"
+
+// Mean, median and 95th percentile of a per-step quantity (a share of the
+// step, or a duration).  Percentiles interpolate linearly between the two
+// nearest ranks (numpy's default), so p50 of {1, 2} is 1.5.
+struct DistributionStats {
+  size_t count = 0;
+  double mean = 0;
+  double p50 = 0;
+  double p95 = 0;
+  double min = 0;
+  double max = 0;
+};
+DistributionStats Distribution(std::vector<double> values);
+
+}  // namespace gpuos

@@ -1,0 +1,551 @@
+// The bottleneck rules, on simulated traces of the seeds' experiments: a
+// small simulator plays the launching thread's calls against per-stream GPU
+// queues (a kernel starts when its launch is done and its stream is free;
+// a synchronous copy returns when its GPU copy ends), writing the events the
+// tracer would record.  Then each threshold is checked at its edge.
+#include "analysis/diagnosis.h"
+
+#include <algorithm>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "analysis/step_analysis.h"
+#include "gtest/gtest.h"
+
+namespace gpuos {
+namespace {
+
+constexpr uint32_t kPid = 1000;
+constexpr uint64_t kUs = 1000;
+constexpr uint64_t kMs = 1000 * kUs;
+
+v1::Event Ev(uint64_t ts, uint32_t pid = kPid, uint32_t tid = kPid) {
+  v1::Event e;
+  e.set_ts_ns(ts);
+  e.set_pid(pid);
+  e.set_tid(tid);
+  return e;
+}
+
+class Sim {
+ public:
+  explicit Sim(int worker_processes = 0) {
+    events_.push_back(ProcessStart(kPid, 1));
+    for (int i = 0; i < worker_processes; ++i) events_.push_back(ProcessStart(kPid + 1 + i, kPid));
+  }
+
+  void BeginStep() { step_start_ = now_; }
+  void EndStep() {
+    Range(step_start_, now_, absl::StrFormat("step %d", step_++));
+  }
+  // A DataLoader fetch: blocked on the workers' queue, then on the CPU.
+  void GetBatch(uint64_t futex, uint64_t running) {
+    const uint64_t start = now_;
+    if (futex) OffCpu(now_, now_ + futex, v1::OFF_CPU_CAUSE_FUTEX);
+    now_ += futex + running;
+    Range(start, now_, "get batch");
+  }
+  void Cpu(uint64_t d) { now_ += d; }
+  // tensor.to(device): pageable + synchronous, or pinned + non_blocking.
+  void Copy(uint64_t gpu_ns, bool pinned_async, uint32_t stream) {
+    const uint32_t corr = corr_++;
+    const uint64_t gpu_start = std::max(now_ + 5 * kUs, free_[stream]);
+    const uint64_t gpu_end = gpu_start + gpu_ns;
+    free_[stream] = gpu_end;
+    v1::Event g = Ev(gpu_start, kPid, 0);
+    v1::GpuMemcpy* m = g.mutable_gpu_memcpy();
+    m->set_duration_ns(gpu_ns);
+    m->set_direction(v1::MEMCPY_HTOD);
+    m->set_src_kind(pinned_async ? v1::MEMORY_PINNED : v1::MEMORY_PAGEABLE);
+    m->set_dst_kind(v1::MEMORY_DEVICE);
+    m->set_async(pinned_async);
+    m->set_stream(stream);
+    m->set_correlation_id(corr);
+    m->set_bytes(gpu_ns * 10);  // ~10 GB/s
+    events_.push_back(g);
+    const uint64_t api_end = pinned_async ? now_ + 10 * kUs : gpu_end + 20 * kUs;
+    Api(now_, api_end, pinned_async ? "cudaMemcpyAsync_v3020" : "cudaMemcpy_v3020", corr);
+    if (!pinned_async && api_end - now_ > 100 * kUs) {
+      OffCpu(now_ + 10 * kUs, api_end - 10 * kUs, v1::OFF_CPU_CAUSE_FUTEX);
+    }
+    now_ = api_end;
+  }
+  void Munmap(uint64_t d, uint64_t bytes) {
+    v1::Event e = Ev(now_);
+    e.mutable_munmap()->set_duration_ns(d);
+    e.mutable_munmap()->set_length(bytes);
+    events_.push_back(e);
+    now_ += d;
+  }
+  void Launch(uint64_t kernel_ns, uint32_t stream, uint64_t api_ns = 8 * kUs) {
+    const uint32_t corr = corr_++;
+    Api(now_, now_ + api_ns, "cudaLaunchKernel_v7000", corr);
+    now_ += api_ns;
+    const uint64_t start = std::max(now_ + 2 * kUs, free_[stream]);
+    free_[stream] = start + kernel_ns;
+    v1::Event k = Ev(start, kPid, 0);
+    k.mutable_gpu_kernel()->set_duration_ns(kernel_ns);
+    k.mutable_gpu_kernel()->set_name("kernel");
+    k.mutable_gpu_kernel()->set_stream(stream);
+    k.mutable_gpu_kernel()->set_correlation_id(corr);
+    events_.push_back(k);
+  }
+  // The compute stream waits for the copy stream (cudaStreamWaitEvent).
+  void StreamWait(uint32_t waiter, uint32_t on) {
+    Api(now_, now_ + 3 * kUs, "cudaStreamWaitEvent_v3020", corr_++);
+    now_ += 3 * kUs;
+    free_[waiter] = std::max(free_[waiter], free_[on]);
+  }
+  // loss.item(): waits until every stream is done.
+  void Sync() {
+    uint64_t end = now_ + 5 * kUs;
+    for (const auto& [stream, free] : free_) end = std::max(end, free + 5 * kUs);
+    Api(now_, end, "cudaStreamSynchronize_v3020", corr_++);
+    if (end - now_ > 50 * kUs) OffCpu(now_ + 5 * kUs, end - 5 * kUs, v1::OFF_CPU_CAUSE_FUTEX);
+    now_ = end;
+  }
+  void Preempt(uint64_t d) {
+    v1::Event e = Ev(now_);
+    e.mutable_off_cpu()->set_duration_ns(d);
+    e.mutable_off_cpu()->set_runqueue_ns(d);
+    e.mutable_off_cpu()->set_cause(v1::OFF_CPU_CAUSE_PREEMPTED);
+    e.mutable_off_cpu()->set_voluntary(false);
+    events_.push_back(e);
+    now_ += d;
+  }
+  // A worker process being switched out (it competes for the CPUs).
+  void WorkerSwitch(uint32_t worker, bool voluntary, uint64_t runqueue) {
+    v1::Event e = Ev(now_, kPid + 1 + worker, kPid + 1 + worker);
+    e.mutable_off_cpu()->set_duration_ns(runqueue + 10 * kUs);
+    e.mutable_off_cpu()->set_runqueue_ns(runqueue);
+    e.mutable_off_cpu()->set_cause(voluntary ? v1::OFF_CPU_CAUSE_FUTEX : v1::OFF_CPU_CAUSE_PREEMPTED);
+    e.mutable_off_cpu()->set_voluntary(voluntary);
+    events_.push_back(e);
+  }
+
+  StepAnalysis Analyze() const {
+    auto a = AnalyzeStepEvents(v1::TraceHeader(), events_, StepOptions());
+    EXPECT_TRUE(a.ok()) << a.status();
+    return a.ok() ? *a : StepAnalysis();
+  }
+
+ private:
+  static v1::Event ProcessStart(uint32_t pid, uint32_t ppid) {
+    v1::Event e = Ev(0, pid, pid);
+    e.mutable_process_start()->set_ppid(ppid);
+    e.mutable_process_start()->set_comm("python");
+    return e;
+  }
+  void Range(uint64_t start, uint64_t end, const std::string& name) {
+    v1::Event e = Ev(start);
+    e.mutable_nvtx_range()->set_duration_ns(end - start);
+    e.mutable_nvtx_range()->set_name(name);
+    events_.push_back(e);
+  }
+  void Api(uint64_t start, uint64_t end, const std::string& name, uint32_t corr) {
+    v1::Event e = Ev(start);
+    e.mutable_cuda_api()->set_duration_ns(end - start);
+    e.mutable_cuda_api()->set_name(name);
+    e.mutable_cuda_api()->set_correlation_id(corr);
+    events_.push_back(e);
+  }
+  void OffCpu(uint64_t start, uint64_t end, v1::OffCpuCause cause) {
+    v1::Event e = Ev(start);
+    e.mutable_off_cpu()->set_duration_ns(end - start);
+    e.mutable_off_cpu()->set_cause(cause);
+    e.mutable_off_cpu()->set_voluntary(true);
+    events_.push_back(e);
+  }
+
+  std::vector<v1::Event> events_;
+  uint64_t now_ = 10 * kMs;
+  uint64_t step_start_ = 0;
+  int step_ = 0;
+  uint32_t corr_ = 1;
+  std::map<uint32_t, uint64_t> free_;
+};
+
+constexpr int kSteps = 11;  // the first is warmup
+constexpr uint32_t kCompute = 7;
+constexpr uint32_t kCopyStream = 8;
+
+bool HasFinding(const Diagnosis& d, Bottleneck b) {
+  if (d.primary.bottleneck == b) return true;
+  for (const Finding& f : d.secondary) {
+    if (f.bottleneck == b) return true;
+  }
+  return false;
+}
+
+std::string Describe(const Diagnosis& d) {
+  std::string s = absl::StrFormat("%s (%.3f): %s", BottleneckKey(d.primary.bottleneck), d.primary.score,
+                                  d.primary.evidence);
+  for (const Finding& f : d.secondary) s += absl::StrFormat("\n  + %s (%.3f)", BottleneckKey(f.bottleneck), f.score);
+  return s;
+}
+
+double Share(uint64_t part, uint64_t whole) { return static_cast<double>(part) / whole; }
+
+// ResNet-style training with DataLoader's default single-process loading:
+// the training thread decodes each batch itself, twice as long as the GPU
+// needs for it (the first Nsight article: GPU idle ~50%).
+TEST(DiagnosisTest, BaselineSingleProcessLoadingIsDataLoaderStarvation) {
+  Sim sim;
+  for (int i = 0; i < kSteps; ++i) {
+    sim.BeginStep();
+    sim.GetBatch(0, 60 * kMs);
+    sim.Copy(2 * kMs, /*pinned_async=*/false, kCompute);
+    for (int k = 0; k < 28; ++k) sim.Launch(1 * kMs, kCompute);
+    sim.Cpu(1 * kMs);
+    sim.EndStep();
+  }
+  StepAnalysis a = sim.Analyze();
+  Diagnosis d = Diagnose(a);
+  EXPECT_EQ(d.primary.bottleneck, Bottleneck::kDataLoader) << Describe(d);
+  const StepRecord& t = a.measured_total;
+  EXPECT_GE(Share(t.cpu.data_wait_ns, a.measured_wall_ns), kDataWaitShare);
+  EXPECT_GE(Share(t.gpu.idle_ns, a.measured_wall_ns), kGpuIdleHighShare);
+  EXPECT_DOUBLE_EQ(d.primary.score, Share(t.stages[static_cast<size_t>(Stage::kDataLoading)], a.measured_wall_ns));
+  EXPECT_NE(d.primary.evidence.find(absl::StrFormat("%.1f%%", 100 * Share(t.gpu.idle_ns, a.measured_wall_ns))),
+            std::string::npos)
+      << d.primary.evidence;
+  EXPECT_NE(d.primary.recommendation.find("num_workers"), std::string::npos);
+  EXPECT_NE(d.primary.evidence.find("no data worker processes"), std::string::npos);
+}
+
+// Eight workers: batches arrive at once, but the pageable synchronous copy
+// and the munmap after it keep the GPU idle (the article's second trace).
+TEST(DiagnosisTest, EightWorkersWithPageableCopiesAndMunmap) {
+  Sim sim(8);
+  for (int i = 0; i < kSteps; ++i) {
+    sim.BeginStep();
+    sim.GetBatch(1 * kMs, 500 * kUs);
+    sim.Copy(4 * kMs, /*pinned_async=*/false, kCompute);
+    sim.Munmap(12 * kMs, 64 << 20);
+    for (int k = 0; k < 30; ++k) sim.Launch(500 * kUs, kCompute);
+    sim.Cpu(1 * kMs);
+    sim.EndStep();
+  }
+  StepAnalysis a = sim.Analyze();
+  EXPECT_EQ(a.worker_processes, 8u);
+  Diagnosis d = Diagnose(a);
+  EXPECT_EQ(d.primary.bottleneck, Bottleneck::kPageableCopies) << Describe(d);
+  EXPECT_FALSE(HasFinding(d, Bottleneck::kDataLoader)) << Describe(d);
+  const StepRecord& t = a.measured_total;
+  EXPECT_GT(t.gpu_idle[static_cast<size_t>(IdleCause::kMunmap)], 0u);
+  EXPECT_EQ(t.api.pageable_memcpy, static_cast<uint64_t>(kSteps - 1));
+  EXPECT_DOUBLE_EQ(d.primary.score, Share(t.exposed_pageable_copy_ns + t.exposed_mm_ns, a.measured_wall_ns));
+  EXPECT_NE(d.primary.recommendation.find("pin_memory=True"), std::string::npos);
+  EXPECT_NE(d.primary.recommendation.find("non_blocking=True"), std::string::npos);
+  EXPECT_NE(d.primary.evidence.find("munmap"), std::string::npos);
+}
+
+// pin_memory + non_blocking: the CPU no longer blocks, but copy and compute
+// run one after the other on the same stream (the article's third trace).
+TEST(DiagnosisTest, PinnedNonBlockingCopiesSerializedWithCompute) {
+  Sim sim(8);
+  for (int i = 0; i < kSteps; ++i) {
+    sim.BeginStep();
+    sim.GetBatch(1 * kMs, 500 * kUs);
+    sim.Copy(8 * kMs, /*pinned_async=*/true, kCompute);
+    for (int k = 0; k < 30; ++k) sim.Launch(500 * kUs, kCompute);
+    sim.Cpu(1 * kMs);
+    sim.Sync();
+    sim.EndStep();
+  }
+  StepAnalysis a = sim.Analyze();
+  Diagnosis d = Diagnose(a);
+  EXPECT_EQ(d.primary.bottleneck, Bottleneck::kSerializedCopies) << Describe(d);
+  EXPECT_FALSE(HasFinding(d, Bottleneck::kPageableCopies)) << Describe(d);
+  const StepRecord& t = a.measured_total;
+  EXPECT_EQ(t.gpu.htod_on_kernel_stream_ns, t.gpu.htod_ns);
+  EXPECT_EQ(t.gpu.copy_overlap_ns, 0u);
+  EXPECT_DOUBLE_EQ(d.primary.score, Share(t.gpu.copy_only_ns, a.measured_wall_ns));
+  EXPECT_NE(d.primary.recommendation.find("separate CUDA stream"), std::string::npos);
+}
+
+// A copy stream prefetching batch N+1 while batch N computes: copies overlap
+// the kernels and the GPU stays busy (the article's 2x speed-up).
+TEST(DiagnosisTest, PrefetchOnACopyStreamLeavesTheGpuAsTheBottleneck) {
+  Sim sim(8);
+  for (int i = 0; i < kSteps; ++i) {
+    sim.BeginStep();
+    sim.StreamWait(kCompute, kCopyStream);
+    sim.GetBatch(1 * kMs, 500 * kUs);
+    sim.Copy(8 * kMs, /*pinned_async=*/true, kCopyStream);
+    for (int k = 0; k < 30; ++k) sim.Launch(1 * kMs, kCompute);
+    sim.Sync();
+    sim.EndStep();
+  }
+  StepAnalysis a = sim.Analyze();
+  Diagnosis d = Diagnose(a);
+  EXPECT_EQ(d.primary.bottleneck, Bottleneck::kGpuBound) << Describe(d);
+  EXPECT_FALSE(HasFinding(d, Bottleneck::kSerializedCopies)) << Describe(d);
+  const StepRecord& t = a.measured_total;
+  EXPECT_EQ(t.gpu.htod_on_kernel_stream_ns, 0u);
+  EXPECT_GT(t.gpu.copy_overlap_ns, t.gpu.memcpy_ns / 2);
+}
+
+// A one-layer model: microsecond kernels, and the thread spends its time in
+// launch calls and framework code between them (the ECS 251 hypothesis).
+TEST(DiagnosisTest, TinyModelIsLaunchBound) {
+  Sim sim(2);
+  for (int i = 0; i < kSteps; ++i) {
+    sim.BeginStep();
+    sim.GetBatch(50 * kUs, 50 * kUs);
+    sim.Copy(10 * kUs, /*pinned_async=*/true, kCompute);
+    for (int k = 0; k < 30; ++k) {
+      sim.Launch(3 * kUs, kCompute);
+      sim.Cpu(20 * kUs);
+    }
+    sim.Sync();
+    sim.EndStep();
+  }
+  StepAnalysis a = sim.Analyze();
+  Diagnosis d = Diagnose(a);
+  EXPECT_EQ(d.primary.bottleneck, Bottleneck::kLaunchBound) << Describe(d);
+  const StepRecord& t = a.measured_total;
+  EXPECT_EQ(t.gpu.kernels_started, 31u * (kSteps - 1) - (kSteps - 1));  // 30 kernels a step
+  EXPECT_LE(t.gpu.kernels_started_ns / t.gpu.kernels_started, kShortKernelNs);
+  EXPECT_GT(t.gpu_idle[static_cast<size_t>(IdleCause::kLaunching)], 0u);
+  EXPECT_NE(d.primary.recommendation.find("CUDA graph"), std::string::npos);
+  EXPECT_NE(d.primary.evidence.find("30 kernels per step"), std::string::npos) << d.primary.evidence;
+}
+
+// A ~400M-parameter model: long kernels; input handling is noise.
+TEST(DiagnosisTest, BigModelIsGpuBound) {
+  Sim sim(4);
+  for (int i = 0; i < kSteps; ++i) {
+    sim.BeginStep();
+    sim.GetBatch(1 * kMs, 200 * kUs);
+    sim.Copy(1 * kMs, /*pinned_async=*/true, kCompute);
+    for (int k = 0; k < 20; ++k) sim.Launch(10 * kMs, kCompute);
+    sim.Sync();
+    sim.EndStep();
+  }
+  StepAnalysis a = sim.Analyze();
+  Diagnosis d = Diagnose(a);
+  EXPECT_EQ(d.primary.bottleneck, Bottleneck::kGpuBound) << Describe(d);
+  EXPECT_TRUE(d.secondary.empty()) << Describe(d);
+  EXPECT_GE(d.primary.score, kGpuBoundKernelShare);
+  EXPECT_NE(d.primary.recommendation.find("AMP"), std::string::npos);
+}
+
+// Sixteen workers on a few cores: the training thread keeps getting
+// preempted between launches.
+TEST(DiagnosisTest, TooManyWorkersIsCpuContention) {
+  Sim sim(16);
+  for (int i = 0; i < kSteps; ++i) {
+    sim.BeginStep();
+    sim.GetBatch(1 * kMs, 500 * kUs);
+    sim.Copy(100 * kUs, /*pinned_async=*/true, kCompute);
+    for (int k = 0; k < 30; ++k) {
+      sim.Launch(40 * kUs, kCompute, 10 * kUs);
+      sim.Cpu(50 * kUs);
+      if (k % 3 == 2) {
+        sim.WorkerSwitch(k % 16, false, 200 * kUs);
+        sim.Preempt(300 * kUs);
+      }
+    }
+    sim.Sync();
+    sim.EndStep();
+  }
+  StepAnalysis a = sim.Analyze();
+  Diagnosis d = Diagnose(a);
+  EXPECT_EQ(d.primary.bottleneck, Bottleneck::kCpuContention) << Describe(d);
+  const StepRecord& t = a.measured_total;
+  EXPECT_EQ(t.os.launching.involuntary, 10u * (kSteps - 1));
+  EXPECT_EQ(t.os.workers.involuntary, 10u * (kSteps - 1));
+  EXPECT_DOUBLE_EQ(d.primary.score,
+                   Share(t.off_cpu.preempted_ns + t.off_cpu.runqueue_ns, a.measured_wall_ns));
+  EXPECT_NE(d.primary.recommendation.find("lower num_workers (now 16)"), std::string::npos);
+  EXPECT_NE(d.primary.evidence.find("16 data worker processes"), std::string::npos);
+}
+
+TEST(DiagnosisTest, NoStepsAndNoGpuActivity) {
+  StepAnalysis none;
+  none.note = "no NVTX range is named like a training step";
+  Diagnosis d = Diagnose(none);
+  EXPECT_EQ(d.primary.bottleneck, Bottleneck::kNoSteps);
+  EXPECT_EQ(d.primary.evidence, none.note);
+
+  // A CPU-only run whose thread mostly waits for data.
+  Sim sim;
+  for (int i = 0; i < 3; ++i) {
+    sim.BeginStep();
+    sim.GetBatch(2 * kMs, 1 * kMs);
+    sim.Cpu(1 * kMs);
+    sim.EndStep();
+  }
+  d = Diagnose(sim.Analyze());
+  EXPECT_EQ(d.primary.bottleneck, Bottleneck::kNoGpuActivity) << Describe(d);
+  ASSERT_EQ(d.secondary.size(), 1u);
+  EXPECT_EQ(d.secondary[0].bottleneck, Bottleneck::kDataLoader);
+  EXPECT_DOUBLE_EQ(d.secondary[0].score, 0.75);
+}
+
+// ---- Thresholds at their edges ---------------------------------------------
+// One measured step [0, 1000) (after an empty warmup step) built from
+// exact spans, so each rule's measure can be put just at or below its
+// threshold.
+
+struct Edge {
+  std::vector<v1::Event> events;
+  uint32_t workers = 0;
+  Edge() {
+    Add(Range(0, 1000, "step 0"));
+    Add(Range(1000, 2000, "step 1"));
+  }
+  static v1::Event Range(uint64_t start, uint64_t end, const std::string& name) {
+    v1::Event e = Ev(start);
+    e.mutable_nvtx_range()->set_duration_ns(end - start);
+    e.mutable_nvtx_range()->set_name(name);
+    return e;
+  }
+  void Add(v1::Event e) { events.push_back(std::move(e)); }
+  void Kernel(uint64_t start, uint64_t end, uint32_t stream = kCompute) {
+    v1::Event e = Ev(start, kPid, 0);
+    e.mutable_gpu_kernel()->set_duration_ns(end - start);
+    e.mutable_gpu_kernel()->set_stream(stream);
+    Add(e);
+  }
+  void Copy(uint64_t start, uint64_t end, uint32_t stream, v1::MemoryKind src, uint32_t corr) {
+    v1::Event e = Ev(start, kPid, 0);
+    e.mutable_gpu_memcpy()->set_duration_ns(end - start);
+    e.mutable_gpu_memcpy()->set_direction(v1::MEMCPY_HTOD);
+    e.mutable_gpu_memcpy()->set_src_kind(src);
+    e.mutable_gpu_memcpy()->set_dst_kind(v1::MEMORY_DEVICE);
+    e.mutable_gpu_memcpy()->set_stream(stream);
+    e.mutable_gpu_memcpy()->set_correlation_id(corr);
+    Add(e);
+  }
+  void Api(uint64_t start, uint64_t end, const std::string& name, uint32_t corr = 0) {
+    v1::Event e = Ev(start);
+    e.mutable_cuda_api()->set_duration_ns(end - start);
+    e.mutable_cuda_api()->set_name(name);
+    e.mutable_cuda_api()->set_correlation_id(corr);
+    Add(e);
+  }
+  void Preempted(uint64_t start, uint64_t end) {
+    v1::Event e = Ev(start);
+    e.mutable_off_cpu()->set_duration_ns(end - start);
+    e.mutable_off_cpu()->set_runqueue_ns(end - start);
+    e.mutable_off_cpu()->set_cause(v1::OFF_CPU_CAUSE_PREEMPTED);
+    Add(e);
+  }
+  void Workers(uint32_t n) {
+    for (uint32_t i = 1; i <= n; ++i) {
+      v1::Event e = Ev(0, kPid + i, kPid + i);
+      e.mutable_process_start()->set_ppid(kPid);
+      Add(e);
+    }
+  }
+  Diagnosis Run() const {
+    auto a = AnalyzeStepEvents(v1::TraceHeader(), events, StepOptions());
+    EXPECT_TRUE(a.ok());
+    EXPECT_EQ(a->measured_wall_ns, 1000u);
+    return Diagnose(*a);
+  }
+};
+
+TEST(DiagnosisThresholdTest, GpuBound) {
+  Edge at;
+  at.Kernel(1000, 1000 + 900);
+  EXPECT_EQ(at.Run().primary.bottleneck, Bottleneck::kGpuBound);
+  Edge below;
+  below.Kernel(1000, 1000 + 899);
+  Diagnosis d = below.Run();
+  EXPECT_FALSE(HasFinding(d, Bottleneck::kGpuBound)) << Describe(d);
+  EXPECT_EQ(d.primary.bottleneck, Bottleneck::kNoneDominant);
+  EXPECT_NE(d.primary.evidence.find("GPU compute at 89.9%"), std::string::npos) << d.primary.evidence;
+}
+
+TEST(DiagnosisThresholdTest, DataLoaderNeedsBothDataWaitAndGpuIdle) {
+  auto build = [](uint64_t data_ns, uint64_t kernel_ns) {
+    Edge e;
+    e.Add(Edge::Range(1000, 1000 + data_ns, "get batch"));
+    e.Kernel(2000 - kernel_ns, 2000);
+    return e.Run();
+  };
+  EXPECT_EQ(build(300, 700).primary.bottleneck, Bottleneck::kDataLoader);   // wait 30%, idle 30%
+  EXPECT_FALSE(HasFinding(build(299, 700), Bottleneck::kDataLoader));       // wait 29.9%
+  EXPECT_FALSE(HasFinding(build(300, 701), Bottleneck::kDataLoader));       // idle 29.9%
+}
+
+TEST(DiagnosisThresholdTest, PageableCopies) {
+  auto build = [](uint64_t api_ns, v1::MemoryKind src) {
+    Edge e;
+    e.Api(1000, 1000 + api_ns, "cudaMemcpy_v3020", 5);
+    e.Copy(1000, 1000 + api_ns / 2, kCompute, src, 5);
+    e.Kernel(1000 + api_ns, 2000);
+    return e.Run();
+  };
+  Diagnosis d = build(150, v1::MEMORY_PAGEABLE);
+  EXPECT_EQ(d.primary.bottleneck, Bottleneck::kPageableCopies) << Describe(d);
+  EXPECT_DOUBLE_EQ(d.primary.score, 0.15);
+  EXPECT_FALSE(HasFinding(build(149, v1::MEMORY_PAGEABLE), Bottleneck::kPageableCopies));
+  // The same copy from pinned memory is not this problem.
+  EXPECT_FALSE(HasFinding(build(300, v1::MEMORY_PINNED), Bottleneck::kPageableCopies));
+}
+
+TEST(DiagnosisThresholdTest, SerializedCopies) {
+  auto build = [](uint64_t copy_ns, uint32_t copy_stream, uint64_t overlap_ns) {
+    Edge e;
+    e.Copy(1000, 1000 + copy_ns + overlap_ns, copy_stream, v1::MEMORY_PINNED, 3);
+    e.Kernel(1000 + copy_ns, 2000);
+    return e.Run();
+  };
+  EXPECT_TRUE(HasFinding(build(100, kCompute, 0), Bottleneck::kSerializedCopies));
+  EXPECT_FALSE(HasFinding(build(99, kCompute, 0), Bottleneck::kSerializedCopies));
+  // Another stream with little overlap: still serialized ...
+  EXPECT_TRUE(HasFinding(build(100, kCopyStream, 0), Bottleneck::kSerializedCopies));
+  // ... but not when the copies mostly overlap kernels on their own stream.
+  EXPECT_FALSE(HasFinding(build(100, kCopyStream, 400), Bottleneck::kSerializedCopies));
+}
+
+TEST(DiagnosisThresholdTest, LaunchBound) {
+  // Ten kernels per step of `kernel_ns`, each after a 60 ns launch.
+  auto build = [](uint64_t kernel_ns, int kernels, uint64_t launch_ns) {
+    Edge e;
+    uint64_t t = 1000;
+    for (int i = 0; i < kernels; ++i) {
+      e.Api(t, t + launch_ns, "cudaLaunchKernel_v7000");
+      e.Kernel(t + launch_ns, t + launch_ns + kernel_ns);
+      t += 100;
+    }
+    return e.Run();
+  };
+  EXPECT_EQ(build(40, 10, 60).primary.bottleneck, Bottleneck::kLaunchBound);  // idle 60%
+  EXPECT_FALSE(HasFinding(build(40, 7, 60), Bottleneck::kLaunchBound));       // 7 kernels a step
+  EXPECT_FALSE(HasFinding(build(51, 10, 49), Bottleneck::kLaunchBound));      // idle 49%
+
+  // Kernels longer than kShortKernelNs on average: not a launch problem.
+  Edge longer;
+  longer.Api(1000, 1010, "cudaLaunchKernel_v7000");
+  for (int i = 0; i < 8; ++i) longer.Kernel(1010 + i * 60, 1010 + i * 60 + (i == 0 ? 408 : 1));
+  for (int i = 0; i < 8; ++i) longer.Kernel(1600 + i * 10, 1600 + i * 10 + 1);
+  // 16 kernels, 423 ns in all: mean 26 ns -> launch-bound.  One more that
+  // starts in the last ns of the step adds 1 ns of busy time (idle stays at
+  // 58.3%) but its full length counts in the mean: no longer short kernels.
+  EXPECT_EQ(longer.Run().primary.bottleneck, Bottleneck::kLaunchBound);
+  longer.Kernel(1999, 1999 + kShortKernelNs * 17);
+  EXPECT_FALSE(HasFinding(longer.Run(), Bottleneck::kLaunchBound));
+}
+
+TEST(DiagnosisThresholdTest, CpuContentionNeedsWorkers) {
+  auto build = [](uint64_t preempted_ns, uint32_t workers) {
+    Edge e;
+    e.Workers(workers);
+    e.Preempted(1000, 1000 + preempted_ns);
+    e.Kernel(1500, 2000);
+    return e.Run();
+  };
+  EXPECT_TRUE(HasFinding(build(100, 2), Bottleneck::kCpuContention));
+  EXPECT_FALSE(HasFinding(build(99, 2), Bottleneck::kCpuContention));
+  EXPECT_FALSE(HasFinding(build(400, 1), Bottleneck::kCpuContention));
+}
+
+}  // namespace
+}  // namespace gpuos

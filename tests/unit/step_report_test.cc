@@ -1,0 +1,191 @@
+// The step report: JSON that parses (checked with protobuf's JSON parser
+// into a google.protobuf.Struct) and carries the analysis' numbers, and text
+// tables with the rows and sections the report promises.
+#include "export/step_report.h"
+
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "analysis/diagnosis.h"
+#include "analysis/step_analysis.h"
+#include "google/protobuf/struct.pb.h"
+#include "google/protobuf/util/json_util.h"
+#include "gtest/gtest.h"
+
+namespace gpuos {
+namespace {
+
+constexpr uint32_t kPid = 42;
+
+v1::Event Ev(uint64_t ts, uint32_t tid = kPid) {
+  v1::Event e;
+  e.set_ts_ns(ts);
+  e.set_pid(kPid);
+  e.set_tid(tid);
+  return e;
+}
+
+v1::Event Range(uint64_t start, uint64_t end, const std::string& name) {
+  v1::Event e = Ev(start);
+  e.mutable_nvtx_range()->set_duration_ns(end - start);
+  e.mutable_nvtx_range()->set_name(name);
+  return e;
+}
+
+v1::Event Kernel(uint64_t start, uint64_t end) {
+  v1::Event e = Ev(start, 0);
+  e.mutable_gpu_kernel()->set_duration_ns(end - start);
+  e.mutable_gpu_kernel()->set_stream(7);
+  return e;
+}
+
+v1::Event Api(uint64_t start, uint64_t end, const std::string& name) {
+  v1::Event e = Ev(start);
+  e.mutable_cuda_api()->set_duration_ns(end - start);
+  e.mutable_cuda_api()->set_name(name);
+  return e;
+}
+
+v1::Event Rename(const std::string& comm) {
+  v1::Event e = Ev(0);
+  e.mutable_comm_change()->set_new_comm(comm);
+  return e;
+}
+
+// 15 steps of 1000 ns: a data fetch of 100 + 10 * step ns, a launch, then a
+// kernel for the rest of the step.
+StepAnalysis Fifteen(const std::string& comm = "trainer") {
+  std::vector<v1::Event> events = {Rename(comm)};
+  for (uint64_t i = 0; i < 15; ++i) {
+    const uint64_t t = 10000 + i * 1000;
+    const uint64_t data = 100 + 10 * i;
+    events.push_back(Range(t, t + 1000, "step " + std::to_string(i)));
+    events.push_back(Range(t, t + data, "get batch"));
+    events.push_back(Api(t + data, t + data + 20, "cudaLaunchKernel_v7000"));
+    events.push_back(Kernel(t + data + 20, t + 1000));
+  }
+  auto a = AnalyzeStepEvents(v1::TraceHeader(), events, StepOptions());
+  EXPECT_TRUE(a.ok());
+  return *a;
+}
+
+google::protobuf::Struct Json(const StepAnalysis& a, const Diagnosis& d) {
+  std::ostringstream out;
+  JsonWriter json(out);
+  json.BeginObject();
+  WriteStepJsonMembers(a, d, json);
+  json.EndObject();
+  google::protobuf::Struct parsed;
+  auto status = google::protobuf::util::JsonStringToMessage(out.str(), &parsed);
+  EXPECT_TRUE(status.ok()) << status.ToString() << "\n" << out.str();
+  return parsed;
+}
+
+const google::protobuf::Value& Get(const google::protobuf::Struct& s, const std::string& key) {
+  static const google::protobuf::Value kMissing;
+  auto it = s.fields().find(key);
+  EXPECT_NE(it, s.fields().end()) << "missing key " << key;
+  return it == s.fields().end() ? kMissing : it->second;
+}
+
+TEST(StepReportTest, JsonCarriesEveryStepAndTheSummaries) {
+  StepAnalysis a = Fifteen();
+  Diagnosis d = Diagnose(a);
+  google::protobuf::Struct j = Json(a, d);
+
+  const auto& steps = Get(j, "steps").list_value();
+  ASSERT_EQ(steps.values_size(), 15);
+  for (int i = 0; i < 15; ++i) {
+    const google::protobuf::Struct& s = steps.values(i).struct_value();
+    const StepRecord& r = a.steps[i];
+    EXPECT_EQ(Get(s, "index").number_value(), static_cast<double>(i));
+    EXPECT_EQ(Get(s, "start_ns").number_value(), static_cast<double>(r.start_ns));
+    EXPECT_EQ(Get(s, "duration_ns").number_value(), 1000.0);
+    EXPECT_EQ(Get(s, "warmup").bool_value(), i == 0);
+    const google::protobuf::Struct& b = Get(s, "breakdown").struct_value();
+    EXPECT_EQ(Get(b, "data_wait").number_value(), 100.0 + 10 * i);
+    EXPECT_EQ(Get(b, "launch_api").number_value(), 20.0);
+    EXPECT_EQ(Get(b, "gpu_idle").number_value(), 120.0 + 10 * i);
+    // The CPU parts add up to the step.
+    double cpu = 0;
+    for (const char* part : {"data_wait", "sync", "copy_api", "launch_api", "other_cuda_api", "other"}) {
+      cpu += Get(b, part).number_value();
+    }
+    EXPECT_EQ(cpu, 1000.0);
+    const google::protobuf::Struct& idle = Get(s, "gpu_idle").struct_value();
+    EXPECT_EQ(Get(idle, "data_wait_running").number_value(), 100.0 + 10 * i);
+    EXPECT_EQ(Get(idle, "launching").number_value(), 20.0);
+    EXPECT_EQ(idle.fields_size(), static_cast<int>(kIdleCauseCount));
+    EXPECT_EQ(Get(Get(s, "stages").struct_value(), "gpu_compute").number_value(), 880.0 - 10 * i);
+  }
+
+  const google::protobuf::Struct& meta = Get(j, "step_analysis").struct_value();
+  EXPECT_EQ(Get(meta, "source").string_value(), "nvtx_step_ranges");
+  EXPECT_EQ(Get(meta, "thread_comm").string_value(), "trainer");
+  EXPECT_EQ(Get(meta, "measured_steps").number_value(), 14.0);
+
+  const google::protobuf::Struct& stages = Get(j, "stage_summary").struct_value();
+  const auto& rows = Get(stages, "stages").list_value();
+  ASSERT_EQ(rows.values_size(), static_cast<int>(kStageCount));
+  const google::protobuf::Struct& data = rows.values(0).struct_value();
+  EXPECT_EQ(Get(data, "stage").string_value(), "data_loading");
+  EXPECT_DOUBLE_EQ(Get(data, "mean_pct").number_value(), a.stage_share[0].mean * 100);
+  EXPECT_DOUBLE_EQ(Get(data, "p95_pct").number_value(), a.stage_share[0].p95 * 100);
+  EXPECT_EQ(Get(data, "total_ns").number_value(), static_cast<double>(a.measured_total.stages[0]));
+
+  const google::protobuf::Struct& idle = Get(j, "gpu_idle_attribution").struct_value();
+  EXPECT_EQ(Get(idle, "idle_ns").number_value(), static_cast<double>(a.measured_total.gpu.idle_ns));
+  EXPECT_EQ(Get(idle, "causes").list_value().values_size(), static_cast<int>(kIdleCauseCount));
+
+  const google::protobuf::Struct& diag = Get(j, "diagnosis").struct_value();
+  EXPECT_EQ(Get(diag, "bottleneck").string_value(), BottleneckKey(d.primary.bottleneck));
+  EXPECT_EQ(Get(diag, "evidence").string_value(), d.primary.evidence);
+  EXPECT_EQ(Get(diag, "recommendation").string_value(), d.primary.recommendation);
+}
+
+TEST(StepReportTest, TextShowsTheFirstStepsSummaryRowsAndEverySection) {
+  StepAnalysis a = Fifteen();
+  Diagnosis d = Diagnose(a);
+  std::ostringstream out;
+  WriteStepTextReport(a, d, out, 10);
+  const std::string text = out.str();
+  for (const char* needle :
+       {"15 steps of thread 42 \"trainer\" (pid 42)", "1 warmup step left out", "\n    0*  ", "\n     9  ",
+        "(5 more steps not shown", "\n  mean  ", "\n   p50  ", "\n   p95  ", "data loading", "GPU compute", "kernel dispatch",
+        "waiting for data (running)", "launching thread", "Diagnosis: ", "Recommendation: "}) {
+    EXPECT_NE(text.find(needle), std::string::npos) << "missing \"" << needle << "\" in\n" << text;
+  }
+  EXPECT_EQ(text.find("\n    10  "), std::string::npos) << text;
+}
+
+TEST(StepReportTest, NoSteps) {
+  auto a = AnalyzeStepEvents(v1::TraceHeader(), {Range(0, 10, "forward")}, StepOptions());
+  ASSERT_TRUE(a.ok());
+  Diagnosis d = Diagnose(*a);
+  std::ostringstream out;
+  WriteStepTextReport(*a, d, out);
+  EXPECT_NE(out.str().find("No steps: no NVTX range is named like a training step"), std::string::npos) << out.str();
+  EXPECT_EQ(out.str().find("Diagnosis"), std::string::npos);
+
+  google::protobuf::Struct j = Json(*a, d);
+  EXPECT_EQ(Get(j, "steps").list_value().values_size(), 0);
+  EXPECT_TRUE(Get(j, "stage_summary").has_null_value());
+  EXPECT_TRUE(Get(j, "gpu_idle_attribution").has_null_value());
+  EXPECT_EQ(Get(Get(j, "diagnosis").struct_value(), "bottleneck").string_value(), "no_steps");
+  EXPECT_EQ(Get(Get(j, "step_analysis").struct_value(), "source").string_value(), "none");
+}
+
+TEST(StepReportTest, HostileThreadNamesAreEscaped) {
+  StepAnalysis a = Fifteen("evil\x1b[2J\xff");
+  Diagnosis d = Diagnose(a);
+  std::ostringstream out;
+  WriteStepTextReport(a, d, out);
+  EXPECT_EQ(out.str().find('\x1b'), std::string::npos);
+  EXPECT_NE(out.str().find("evil\\x1b[2J\\xff"), std::string::npos) << out.str();
+  google::protobuf::Struct j = Json(a, d);  // valid UTF-8 JSON
+  EXPECT_EQ(Get(Get(j, "step_analysis").struct_value(), "thread_comm").string_value(), "evil\x1b[2J\xef\xbf\xbd");
+}
+
+}  // namespace
+}  // namespace gpuos
