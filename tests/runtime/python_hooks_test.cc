@@ -19,7 +19,7 @@ namespace {
 const std::string kTracer = GPUOS_TRACE_BIN;
 const char* kPython = "/usr/bin/python3";
 
-int Run(const std::string& command) {
+int Shell(const std::string& command) {
   int status = system(command.c_str());
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
@@ -52,7 +52,7 @@ class PythonHooksTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (geteuid() != 0) GTEST_SKIP() << "needs root to load eBPF programs";
-    if (Run(std::string(kPython) + " -c 'import torch' 2>/dev/null") != 0) {
+    if (Shell(std::string(kPython) + " -c 'import torch' 2>/dev/null") != 0) {
       GTEST_SKIP() << kPython << " has no torch (apt-get install python3-torch)";
     }
     char templ[] = "/tmp/gpuos-pyhooks.XXXXXX";
@@ -76,14 +76,14 @@ assert steps == 10
 )";
   }
   void TearDown() override {
-    if (!dir_.empty()) Run("rm -rf " + dir_);
+    if (!dir_.empty()) Shell("rm -rf " + dir_);
   }
   std::string dir_, script_;
 };
 
 TEST_F(PythonHooksTest, MarksEveryFetchAndOptimizerStepWithoutCodeChanges) {
   std::string trace = dir_ + "/hooks.gpuos";
-  ASSERT_EQ(Run(kTracer + " -q -o " + trace + " -- " + kPython + " " + script_), 0);
+  ASSERT_EQ(Shell(kTracer + " -q -o " + trace + " -- " + kPython + " " + script_), 0);
   Counts counts = CountRanges(trace);
   // 10 batches, plus the fetch that ends the loop with StopIteration.
   EXPECT_EQ(counts.fetches, 11);
@@ -93,7 +93,7 @@ TEST_F(PythonHooksTest, MarksEveryFetchAndOptimizerStepWithoutCodeChanges) {
 
 TEST_F(PythonHooksTest, NoPythonHooksTurnsThemOff) {
   std::string trace = dir_ + "/nohooks.gpuos";
-  ASSERT_EQ(Run(kTracer + " -q --no-python-hooks -o " + trace + " -- " + kPython + " " + script_), 0);
+  ASSERT_EQ(Shell(kTracer + " -q --no-python-hooks -o " + trace + " -- " + kPython + " " + script_), 0);
   Counts counts = CountRanges(trace);
   EXPECT_EQ(counts.fetches, 0);
   EXPECT_EQ(counts.steps, 0);
@@ -101,10 +101,10 @@ TEST_F(PythonHooksTest, NoPythonHooksTurnsThemOff) {
 
 TEST_F(PythonHooksTest, AnExistingSitecustomizeStillRuns) {
   std::string site = dir_ + "/site";
-  Run("mkdir -p " + site);
+  Shell("mkdir -p " + site);
   std::ofstream(site + "/sitecustomize.py") << "open('" + dir_ + "/chained', 'w').write('yes')\n";
   std::string trace = dir_ + "/chained.gpuos";
-  ASSERT_EQ(Run("PYTHONPATH=" + site + " " + kTracer + " -q -o " + trace + " -- " + kPython + " " +
+  ASSERT_EQ(Shell("PYTHONPATH=" + site + " " + kTracer + " -q -o " + trace + " -- " + kPython + " " +
                 script_),
             0);
   EXPECT_EQ(access((dir_ + "/chained").c_str(), F_OK), 0);

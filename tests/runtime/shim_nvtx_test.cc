@@ -38,7 +38,7 @@ std::string TempDir() {
 }
 
 // Runs a shell command, returns its exit status and stdout.
-int Run(const std::string& command, std::string* out = nullptr) {
+int Shell(const std::string& command, std::string* out = nullptr) {
   FILE* pipe = popen(command.c_str(), "r");
   if (!pipe) return -1;
   std::string text;
@@ -73,7 +73,7 @@ class ShimNvtxTest : public ::testing::Test {
     dir_ = TempDir();
   }
   void TearDown() override {
-    if (!dir_.empty()) Run("rm -rf " + dir_);
+    if (!dir_.empty()) Shell("rm -rf " + dir_);
   }
   std::string dir_;
 };
@@ -83,7 +83,7 @@ TEST_F(ShimNvtxTest, RecordsNestedRangesDomainsAndThreadsExactly) {
   const int sleep_us = 3000;
   std::string trace = dir_ + "/nvtx.gpuos";
   std::string out;
-  ASSERT_EQ(Run(kTracer + " -q -o " + trace + " -- " + kWorkloads + "/nvtx_program --steps " +
+  ASSERT_EQ(Shell(kTracer + " -q -o " + trace + " -- " + kWorkloads + "/nvtx_program --steps " +
                     std::to_string(steps) + " --sleep-us " + std::to_string(sleep_us),
                 &out),
             0);
@@ -167,7 +167,7 @@ TEST_F(ShimNvtxTest, ShimIsInertInProgramsWithoutNvtxOrCuda) {
   // The shim is preloaded, so it is in the maps; but no thread, no
   // connection and no event come from it.
   std::string out;
-  ASSERT_EQ(Run(kTracer + " -q -o " + trace +
+  ASSERT_EQ(Shell(kTracer + " -q -o " + trace +
                     " -- sh -c 'grep -c libgpuos_shim /proc/self/maps; sleep 0.2'",
                 &out),
             0);
@@ -184,10 +184,10 @@ TEST_F(ShimNvtxTest, TracedProgramDoesNotWaitForAMissingOrStuckAgent) {
   std::string env = "LD_PRELOAD=" + ShimPath() + " NVTX_INJECTION64_PATH=" + ShimPath();
   // No agent at all: the socket does not exist.
   auto t0 = std::chrono::steady_clock::now();
-  EXPECT_EQ(Run(env + " GPUOS_SHIM_SOCKET=" + dir_ + "/missing.sock " + kWorkloads +
+  EXPECT_EQ(Shell(env + " GPUOS_SHIM_SOCKET=" + dir_ + "/missing.sock " + kWorkloads +
                 "/nvtx_program --steps 50 --sleep-us 100 >/dev/null"),
             0);
-  EXPECT_EQ(Run(env + " GPUOS_SHIM_SOCKET=" + dir_ + "/missing.sock " + kWorkloads +
+  EXPECT_EQ(Shell(env + " GPUOS_SHIM_SOCKET=" + dir_ + "/missing.sock " + kWorkloads +
                 "/nvtx_program --steps 50 --sleep-us 100 >/dev/null"),
             0);
   double missing_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -205,7 +205,7 @@ TEST_F(ShimNvtxTest, TracedProgramDoesNotWaitForAMissingOrStuckAgent) {
   ASSERT_EQ(listen(listener, 8), 0);
   t0 = std::chrono::steady_clock::now();
   // Many ranges, so the socket buffer fills and sends block.
-  EXPECT_EQ(Run(env + " GPUOS_SHIM_SOCKET=" + path + " " + kWorkloads +
+  EXPECT_EQ(Shell(env + " GPUOS_SHIM_SOCKET=" + path + " " + kWorkloads +
                 "/nvtx_program --steps 20000 --sleep-us 0 >/dev/null"),
             0);
   double stuck_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

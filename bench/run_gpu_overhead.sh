@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# gpuos-trace's CUDA-side overhead on the GPU machine (issue 3, point 7),
+# measured side by side in one run: for each workload, rounds of
+# [untraced, under gpuos-trace, under torch.profiler] in alternating order,
+# then the medians and the overheads relative to untraced.
+#   bench/run_gpu_overhead.sh [BIN_DIR] [ROUNDS]
+# BIN_DIR holds gpuos-trace and libgpuos_shim.so (default build-gpu).
+set -u
+BIN_DIR=${1:-build-gpu}
+ROUNDS=${2:-5}
+OUT=${OUT:-$(mktemp -d /tmp/gpuos-gpu-bench.XXXXXX)}
+TRACE="$BIN_DIR/gpuos-trace"
+HERE=$(cd "$(dirname "$0")" && pwd)
+RESULTS="$OUT/overhead_runs.jsonl"
+: >"$RESULTS"
+
+nvcc -O2 -arch=native -o "$OUT/cuda_launch_rate" "$HERE/cuda_launch_rate.cu" >"$OUT/nvcc_bench.log" 2>&1 ||
+  echo "run_gpu_overhead: nvcc failed (see $OUT/nvcc_bench.log)"
+
+run() {  # run VARIANT WORKLOAD CMD...
+  local variant=$1 workload=$2; shift 2
+  local line
+  if [ "$variant" = gpuos ]; then
+    line=$("$TRACE" -q -o "$OUT/bench_${workload}.gpuos" -- "$@" 2>>"$OUT/bench.stderr" | tail -1)
+  else
+    line=$("$@" 2>>"$OUT/bench.stderr" | tail -1)
+  fi
+  echo "{\"variant\": \"$variant\", \"workload\": \"$workload\", \"result\": ${line:-null}}" >>"$RESULTS"
+}
+
+for round in $(seq "$ROUNDS"); do
+  # Rotate the order each round so drift does not favour one variant.
+  case $((round % 3)) in
+    0) order="untraced gpuos profiler" ;;
+    1) order="gpuos profiler untraced" ;;
+    2) order="profiler untraced gpuos" ;;
+  esac
+  for variant in $order; do
+    flag=""
+    [ "$variant" = profiler ] && flag="--profiler"
+    run "$variant" py_launch python3 "$HERE/gpu_overhead.py" --mode launch $flag
+    run "$variant" py_train python3 "$HERE/gpu_overhead.py" --mode train $flag
+    if [ "$variant" != profiler ] && [ -x "$OUT/cuda_launch_rate" ]; then
+      run "$variant" raw_launch "$OUT/cuda_launch_rate"
+    fi
+  done
+done
+
+python3 - "$RESULTS" <<'PY'
+import json, statistics, sys
+runs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+rates = {}
+for r in runs:
+    if r["result"]:
+        rates.setdefault((r["workload"], r["variant"]), []).append(r["result"]["rate"])
+targets = {"py_launch": 15.0, "raw_launch": 15.0, "py_train": 5.0}
+print()
+print(f"{'workload':<11} {'untraced':>12} {'gpuos-trace':>12} {'overhead':>9} {'torch.prof':>12} {'overhead':>9} {'target':>7}  verdict")
+for workload in ("py_launch", "raw_launch", "py_train"):
+    base = rates.get((workload, "untraced"))
+    if not base:
+        continue
+    b = statistics.median(base)
+    g = statistics.median(rates.get((workload, "gpuos"), [float("nan")]))
+    p = statistics.median(rates.get((workload, "profiler"), [float("nan")]))
+    go = (1 - g / b) * 100
+    po = (1 - p / b) * 100
+    t = targets[workload]
+    verdict = "meets" if go <= t and (p != p or go < po) else "MISSES"
+    print(f"{workload:<11} {b:>12.0f} {g:>12.0f} {go:>8.1f}% {p:>12.0f} {po:>8.1f}% {t:>6.0f}%  {verdict}"
+          f"  (n={len(base)} rounds, medians)")
+PY

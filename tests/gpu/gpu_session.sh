@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# A whole GPU-machine session's checks in one call, from the repo root:
+#   tests/gpu/gpu_session.sh [BIN_DIR] [PARTS]
+# BIN_DIR (default build-gpu) holds what deploy/make_gpu_bundle.sh put there:
+# a static gpuos-trace, libgpuos_shim.so and python_hooks/.  PARTS is a
+# comma list of: probe, known, torch, overhead, suite (default: all but suite).
+# Logs go to $OUT (or ./gpu-session-out); the table of results comes last.
+set -u
+BIN_DIR=${1:-build-gpu}
+PARTS=${2:-probe,known,torch,overhead}
+OUT=${OUT:-$PWD/gpu-session-out}
+mkdir -p "$OUT"
+export OUT
+TRACE="$BIN_DIR/gpuos-trace"
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+ROWS=()
+row() { ROWS+=("$(printf '%-34s %-8s %s' "$1" "$2" "$3")"); }
+want() { [[ ",$PARTS," == *",$1,"* ]]; }
+SECONDS=0
+
+if want probe; then
+  echo "== probe"
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
+  uname -r | tee -a "$OUT/gpu.txt"
+  python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' | tee -a "$OUT/gpu.txt"
+  [ -d /sys/kernel/tracing/events ] || mount -t tracefs nodev /sys/kernel/tracing
+  if "$TRACE" -q -o "$OUT/probe.gpuos" -- ls / >/dev/null 2>"$OUT/probe.stderr"; then
+    events=$("$TRACE" report "$OUT/probe.gpuos" --format json | python3 -c 'import json,sys; d=json.load(sys.stdin); print(sum(len(p["threads"]) for p in d["processes"]), "threads,", d["dropped_events"], "dropped")')
+    row "eBPF recording loads (ls)" PASS "$events"
+  else
+    row "eBPF recording loads (ls)" FAIL "$(tail -1 "$OUT/probe.stderr")"
+  fi
+fi
+
+if want known; then
+  echo "== known CUDA work"
+  OUT="$OUT/known" timeout 300 bash "$HERE/run_gpu_checks.sh" "$BIN_DIR" 2>&1 | tee "$OUT/known.log" | tail -70
+  if grep -q "FAIL" "$OUT/known.log"; then
+    row "known CUDA work (run_gpu_checks)" FAIL "$(grep -c FAIL "$OUT/known.log") failing lines, see known.log"
+  else
+    row "known CUDA work (run_gpu_checks)" PASS "$(grep -c PASS "$OUT/known.log") checks"
+  fi
+fi
+
+if want torch; then
+  echo "== PyTorch steps: gpuos-trace vs torch.profiler"
+  timeout 200 "$TRACE" -q -o "$OUT/torch_steps.gpuos" -- python3 "$HERE/torch_step_check.py" train --steps 12 \
+    >"$OUT/torch_train.log" 2>&1
+  rc=$?
+  "$TRACE" dump "$OUT/torch_steps.gpuos" >"$OUT/torch_steps.jsonl" 2>/dev/null
+  "$TRACE" report "$OUT/torch_steps.gpuos" >"$OUT/torch_steps_report.txt" 2>&1
+  timeout 200 python3 "$HERE/torch_step_check.py" profile --steps 12 >"$OUT/torch_profile.log" 2>&1
+  result=$(python3 "$HERE/torch_step_check.py" compare "$OUT/torch_steps.jsonl" "$OUT/torch_profile.log" 2>&1 | tail -1)
+  echo "$result"
+  workers=$(python3 - "$OUT/torch_steps.jsonl" <<'PY'
+import json, sys
+procs = set()
+for line in open(sys.argv[1]):
+    e = json.loads(line).get("event", {})
+    if "process_start" in e:
+        procs.add(e["pid"])
+print(len(procs))
+PY
+)
+  if [ $rc = 0 ] && [[ "$result" == *'"match": true'* ]]; then
+    row "torch kernels/step = profiler's" PASS "$result; $workers processes followed"
+  else
+    row "torch kernels/step = profiler's" FAIL "rc=$rc $result"
+  fi
+fi
+
+if want overhead; then
+  echo "== overhead"
+  timeout 420 bash "$ROOT/bench/run_gpu_overhead.sh" "$BIN_DIR" "${GPUOS_BENCH_ROUNDS:-3}" 2>&1 | tee "$OUT/overhead.log" | tail -8
+  while IFS= read -r line; do
+    case "$line" in
+      py_launch*|raw_launch*|py_train*) row "overhead ${line%% *}" "$(echo "$line" | grep -q MISSES && echo MISS || echo OK)" "$(echo "$line" | tr -s ' ' | cut -d' ' -f2-7)" ;;
+    esac
+  done <"$OUT/overhead.log"
+fi
+
+if want suite; then
+  echo "== workload suite"
+  timeout 560 bash "$ROOT/workloads/run_gpu_suite.sh" "$BIN_DIR" 2>&1 | tee "$OUT/suite.log" | tail -40
+  row "workload suite" "$([ ${PIPESTATUS[0]} = 0 ] && echo DONE || echo FAIL)" "see suite.log"
+fi
+
+echo
+echo "gpuos-trace GPU session: $(head -1 "$OUT/gpu.txt" 2>/dev/null), $(date -u +%FT%TZ), ${SECONDS}s"
+printf '%-34s %-8s %s\n' "check" "result" "detail"
+for r in "${ROWS[@]}"; do echo "$r"; done
