@@ -7,11 +7,14 @@
 #include <string>
 #include <vector>
 
+#include "analysis/diagnosis.h"
+#include "analysis/step_analysis.h"
 #include "analysis/trace_summary.h"
 #include "cli/options.h"
 #include "export/cuda_report.h"
 #include "export/event_dump.h"
 #include "export/os_report.h"
+#include "export/step_report.h"
 #include "record/recorder.h"
 
 namespace {
@@ -31,13 +34,23 @@ int RunReport(const gpuos::ReportCommand& report) {
     fprintf(stderr, "gpuos-trace: %s\n", std::string(summary.status().message()).c_str());
     return 1;
   }
+  auto steps = gpuos::AnalyzeSteps(report.path, report.steps);
+  if (!steps.ok()) {
+    fprintf(stderr, "gpuos-trace: %s\n", std::string(steps.status().message()).c_str());
+    return 2;
+  }
+  gpuos::Diagnosis diagnosis = gpuos::Diagnose(*steps);
   if (report.format == gpuos::ReportFormat::kJson) {
     gpuos::WriteOsJsonReport(summary->os, std::cout, [&](gpuos::JsonWriter& json) {
       gpuos::WriteCudaJsonMembers(summary->cuda, json);
+      gpuos::WriteStepJsonMembers(*steps, diagnosis, json);
     });
   } else {
+    // What users ask first (where did the step go, why is the GPU idle)
+    // comes after the run's identity and before the detailed tables.
     gpuos::WriteOsTextReport(summary->os, std::cout);
     gpuos::WriteCudaTextReport(summary->cuda, std::cout);
+    gpuos::WriteStepTextReport(*steps, diagnosis, std::cout);
   }
   std::cout.flush();
   if (!summary->os.read_error.empty()) {

@@ -12,7 +12,10 @@ namespace gpuos {
 
 const char kUsage[] =
     "usage: gpuos-trace [options] [--] COMMAND [ARGS...]   record COMMAND and its whole process tree\n"
-    "       gpuos-trace report FILE [--format text|json]      per-process, per-thread and syscall tables\n"
+    "       gpuos-trace report FILE [--format text|json]      steps, GPU idle causes, diagnosis, OS and CUDA tables\n"
+    "                  [--step-regex RE]       NVTX ranges that are steps (default: step, iteration, Batch N, ProfilerStep#N)\n"
+    "                  [--data-range-regex RE] NVTX ranges that wait for data (default: get batch, DataLoader fetch)\n"
+    "                  [--warmup-steps N]      steps left out of summaries and diagnosis (default 1)\n"
     "       gpuos-trace dump FILE                             every event as one JSON object per line\n"
     "\n"
     "record options:\n"
@@ -142,6 +145,16 @@ absl::StatusOr<ParsedCommandLine> ParseReport(const std::vector<std::string>& ar
         parsed.report.format = ReportFormat::kJson;
       } else {
         return Usage(absl::StrFormat("--format %s: expected text or json", *v));
+      }
+    } else if (name == "--step-regex" || name == "--data-range-regex") {
+      auto v = TakeValue(args, &i, name, has_inline ? &inline_value : nullptr);
+      if (!v.ok()) return v.status();
+      (name == "--step-regex" ? parsed.report.steps.step_regex : parsed.report.steps.data_range_regex) = *v;
+    } else if (name == "--warmup-steps") {
+      auto v = TakeValue(args, &i, name, has_inline ? &inline_value : nullptr);
+      if (!v.ok()) return v.status();
+      if (!absl::SimpleAtoi(*v, &parsed.report.steps.warmup_steps)) {
+        return Usage(absl::StrFormat("--warmup-steps %s: expected a whole number", *v));
       }
     } else if (name == "-h" || name == "--help") {
       parsed.kind = ParsedCommandLine::Kind::kHelp;

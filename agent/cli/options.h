@@ -3,7 +3,8 @@
 //
 //   gpuos-trace [record options] [--] cmd args...
 //   gpuos-trace record [record options] [--] cmd args...
-//   gpuos-trace report FILE [--format text|json]
+//   gpuos-trace report FILE [--format text|json] [--step-regex RE] [--data-range-regex RE]
+//                           [--warmup-steps N]
 //   gpuos-trace dump FILE
 //   gpuos-trace --help | --version
 #pragma once
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "analysis/step_options.h"
 #include "record/recorder.h"
 
 namespace gpuos {
@@ -22,6 +24,7 @@ enum class ReportFormat { kText, kJson };
 struct ReportCommand {
   std::string path;
   ReportFormat format = ReportFormat::kText;
+  StepOptions steps;
 };
 
 struct ParsedCommandLine {
