@@ -28,7 +28,7 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 64 << 20);
+	__uint(max_entries, 16 << 20);
 } events SEC(".maps");
 
 /* Why events were lost (enum gpuos_drop_reason). */
@@ -50,6 +50,11 @@ struct {
 
 /* Set by the agent before load. */
 const volatile __u64 fault_window_ns = 1000000;
+/* The agent is woken only once this much data waits in the ring buffer; in
+ * between it drains on its own timer.  Waking it for every record would make
+ * the agent preempt the traced threads once per event they cause, a
+ * feedback loop that multiplied the cost of tracing (docs/benchmarks.md). */
+const volatile __u64 wakeup_bytes = 1 << 20;
 
 static __always_inline int is_tracked(__u32 pid)
 {
@@ -97,6 +102,14 @@ static __always_inline void *reserve_event(__u64 size, __u32 kind, __u64 ts_ns, 
 	hdr->kind = kind;
 	hdr->cpu = bpf_get_smp_processor_id();
 	return hdr;
+}
+
+/* Submits a reserved record, waking the agent only when enough data waits. */
+static __always_inline void submit_event(void *event)
+{
+	__u64 waiting = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA);
+
+	bpf_ringbuf_submit(event, waiting >= wakeup_bytes ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
 }
 
 #endif

@@ -31,7 +31,7 @@ static __always_inline void flush(struct gpuos_fault_state *st, __u32 tid)
 		e->last_ns = st->last_ns;
 		e->count = st->count;
 		e->major = maj - st->maj_flt_at_start;
-		bpf_ringbuf_submit(e, 0);
+		submit_event(e);
 	}
 	st->count = 0;
 	/* Carried over, not re-read at the next fault: a major fault still in

@@ -85,7 +85,7 @@ static __always_inline int leave(long ret)
 			e->result = ret;
 			e->op = call->op;
 			e->has_timeout = call->has_timeout;
-			bpf_ringbuf_submit(e, 0);
+			submit_event(e);
 		}
 	} else {
 		struct gpuos_futex_wake_stats *stats = bpf_map_lookup_elem(&futex_wakes, &tid);

@@ -58,7 +58,7 @@ static __always_inline int leave(struct syscall_trace_exit *ctx)
 		e->flags = call->flags;
 		e->fd = call->fd;
 		e->pad = 0;
-		bpf_ringbuf_submit(e, 0);
+		submit_event(e);
 	}
 	bpf_map_delete_elem(&mm_in_flight, &tid);
 	return 0;

@@ -91,7 +91,7 @@ int handle_sched_switch(struct trace_event_raw_sched_switch *ctx)
 		e->cause = st->cause;
 		e->voluntary = voluntary;
 		e->woken_by_tid = st->woken_by_tid;
-		bpf_ringbuf_submit(e, 0);
+		submit_event(e);
 	}
 	bpf_map_delete_elem(&sched_state, &next_tid);
 	return 0;

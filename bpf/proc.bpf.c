@@ -33,7 +33,7 @@ static __always_inline void emit_proc(__u32 kind, __u32 pid, __u32 tid, __u32 pa
 	else
 		bpf_get_current_comm(e->comm, sizeof(e->comm));
 	e->old_comm[0] = 0;
-	bpf_ringbuf_submit(e, 0);
+	submit_event(e);
 }
 
 SEC("tracepoint/task/task_newtask")
@@ -79,7 +79,7 @@ int handle_exec(struct trace_event_raw_sched_process_exec *ctx)
 	unsigned int offset = ctx->__data_loc_filename & 0xFFFF;
 	long n = bpf_probe_read_kernel_str(e->filename, sizeof(e->filename), (void *)ctx + offset);
 	e->filename_len = n > 0 ? n - 1 : 0;
-	bpf_ringbuf_submit(e, 0);
+	submit_event(e);
 	return 0;
 }
 
@@ -109,7 +109,7 @@ int handle_task_rename(struct trace_event_raw_task_rename *ctx)
 	e->pad = 0;
 	bpf_probe_read_kernel_str(e->comm, sizeof(e->comm), ctx->newcomm);
 	bpf_probe_read_kernel_str(e->old_comm, sizeof(e->old_comm), ctx->oldcomm);
-	bpf_ringbuf_submit(e, 0);
+	submit_event(e);
 	return 0;
 }
 

@@ -432,26 +432,48 @@ void BuildApiTable(const CuptiApi& api, bool driver, std::vector<std::string>* n
   }
 }
 
+// Which activity kinds to record: all by default; GPUOS_CUPTI_KINDS (a comma
+// list of kernel, memcpy, memset, sync, runtime, driver) narrows it, to trade
+// detail for overhead and to measure what each kind costs.
+bool KindWanted(const char* kind) {
+  static const std::string kinds = [] {
+    const char* env = getenv("GPUOS_CUPTI_KINDS");
+    return std::string(env && *env ? env : "kernel,memcpy,memset,sync,runtime,driver");
+  }();
+  std::string needle = kind;
+  size_t pos = 0;
+  while (pos <= kinds.size()) {
+    size_t comma = kinds.find(',', pos);
+    if (comma == std::string::npos) comma = kinds.size();
+    if (kinds.compare(pos, comma - pos, needle) == 0) return true;
+    pos = comma + 1;
+  }
+  return false;
+}
+
 // Per-call filtering inside CUPTI where it can (records of untraced calls
 // are then never written); otherwise every call of the kind is recorded and
 // the parser filters.
 std::string EnableApiRecords(const CuptiApi& api) {
   State& s = S();
+  const bool want_runtime = KindWanted("runtime");
+  const bool want_driver = KindWanted("driver");
+  if (!want_runtime && !want_driver) return "no API calls (GPUOS_CUPTI_KINDS)";
   if (api.ActivityEnableRuntimeApi != nullptr && api.ActivityEnableDriverApi != nullptr) {
     bool ok = true;
-    for (uint32_t cbid = 0; ok && cbid < s.runtime_traced.size(); ++cbid) {
+    for (uint32_t cbid = 0; want_runtime && ok && cbid < s.runtime_traced.size(); ++cbid) {
       if (s.runtime_traced[cbid]) ok = api.ActivityEnableRuntimeApi(cbid, 1) == CUPTI_SUCCESS;
     }
-    for (uint32_t cbid = 0; ok && cbid < s.driver_traced.size(); ++cbid) {
+    for (uint32_t cbid = 0; want_driver && ok && cbid < s.driver_traced.size(); ++cbid) {
       if (s.driver_traced[cbid]) ok = api.ActivityEnableDriverApi(cbid, 1) == CUPTI_SUCCESS;
     }
     if (ok) return "API calls filtered in CUPTI";
   }
   // Enabling the kinds overrides any per-call settings made above.
-  const bool runtime =
-      CuptiOk("cuptiActivityEnable(RUNTIME)", api.ActivityEnable(CUPTI_ACTIVITY_KIND_RUNTIME));
-  const bool driver =
-      CuptiOk("cuptiActivityEnable(DRIVER)", api.ActivityEnable(CUPTI_ACTIVITY_KIND_DRIVER));
+  const bool runtime = want_runtime && CuptiOk("cuptiActivityEnable(RUNTIME)",
+                                               api.ActivityEnable(CUPTI_ACTIVITY_KIND_RUNTIME));
+  const bool driver = want_driver && CuptiOk("cuptiActivityEnable(DRIVER)",
+                                             api.ActivityEnable(CUPTI_ACTIVITY_KIND_DRIVER));
   if (!runtime && !driver) return "no API calls";
   return "API calls filtered by the shim";
 }
@@ -529,18 +551,26 @@ void Initialize() {
   s.active = true;
 
   bool serialised_kernels = false;
-  bool kernels = api.ActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) == CUPTI_SUCCESS;
-  if (!kernels) {
+  const bool want_kernels = KindWanted("kernel");
+  bool kernels = want_kernels &&
+                 api.ActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) == CUPTI_SUCCESS;
+  if (want_kernels && !kernels) {
     // Serialises kernels, but is better than no kernels.
     kernels =
         CuptiOk("cuptiActivityEnable(KERNEL)", api.ActivityEnable(CUPTI_ACTIVITY_KIND_KERNEL));
     serialised_kernels = kernels;
   }
-  const bool copies =
-      CuptiOk("cuptiActivityEnable(MEMCPY)", api.ActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY));
-  CuptiOk("cuptiActivityEnable(MEMCPY2)", api.ActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY2));
-  CuptiOk("cuptiActivityEnable(MEMSET)", api.ActivityEnable(CUPTI_ACTIVITY_KIND_MEMSET));
-  const bool syncs = CuptiOk("cuptiActivityEnable(SYNCHRONIZATION)",
+  const bool want_copies = KindWanted("memcpy");
+  const bool copies = want_copies && CuptiOk("cuptiActivityEnable(MEMCPY)",
+                                             api.ActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY));
+  if (want_copies) {
+    CuptiOk("cuptiActivityEnable(MEMCPY2)", api.ActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY2));
+  }
+  if (KindWanted("memset")) {
+    CuptiOk("cuptiActivityEnable(MEMSET)", api.ActivityEnable(CUPTI_ACTIVITY_KIND_MEMSET));
+  }
+  const bool syncs = KindWanted("sync") &&
+                     CuptiOk("cuptiActivityEnable(SYNCHRONIZATION)",
                              api.ActivityEnable(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION));
   if (syncs && api.ActivityEnableAllSyncRecords != nullptr) {
     // Not one record per cudaEventQuery/cudaStreamQuery poll that found the

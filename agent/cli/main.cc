@@ -14,6 +14,7 @@
 #include "export/cuda_report.h"
 #include "export/event_dump.h"
 #include "export/os_report.h"
+#include "export/perfetto_export.h"
 #include "export/step_report.h"
 #include "record/recorder.h"
 
@@ -61,6 +62,30 @@ int RunReport(const gpuos::ReportCommand& report) {
   return 0;
 }
 
+int RunExport(const gpuos::ExportCommand& command) {
+  gpuos::ExportOptions options;
+  if (command.chrome_json) {
+    std::string base = command.output;
+    if (base.size() > 8 && base.compare(base.size() - 8, 8, ".pftrace") == 0) base.resize(base.size() - 8);
+    options.chrome_json_path = base + ".json";
+  }
+  // Steps go on their own track; a trace without steps exports without one.
+  auto steps = gpuos::AnalyzeSteps(command.path, command.steps);
+  if (steps.ok()) {
+    for (const gpuos::StepRecord& step : steps->steps) {
+      options.steps.push_back({step.start_ns, step.end_ns, static_cast<int64_t>(step.index), steps->pid});
+    }
+  }
+  absl::Status status = gpuos::ExportPerfetto(command.path, command.output, options);
+  if (!status.ok()) {
+    fprintf(stderr, "gpuos-trace: %s\n", std::string(status.message()).c_str());
+    return status.code() == absl::StatusCode::kDataLoss ? 3 : 1;
+  }
+  fprintf(stderr, "gpuos-trace: wrote %s%s%s; open it in ui.perfetto.dev\n", command.output.c_str(),
+          options.chrome_json_path.empty() ? "" : " and ", options.chrome_json_path.c_str());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -88,6 +113,8 @@ int main(int argc, char** argv) {
       }
       return 0;
     }
+    case gpuos::ParsedCommandLine::Kind::kExport:
+      return RunExport(parsed->export_);
     case gpuos::ParsedCommandLine::Kind::kRecord:
       return gpuos::RunRecord(parsed->record);
   }

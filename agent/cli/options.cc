@@ -17,11 +17,13 @@ const char kUsage[] =
     "                  [--data-range-regex RE] NVTX ranges that wait for data (default: get batch, DataLoader fetch)\n"
     "                  [--warmup-steps N]      steps left out of summaries and diagnosis (default 1)\n"
     "       gpuos-trace dump FILE                             every event as one JSON object per line\n"
+    "       gpuos-trace export FILE [-o OUT.pftrace] [--format json]\n"
+    "                                                         Perfetto trace (ui.perfetto.dev); json: Chrome JSON too\n"
     "\n"
     "record options:\n"
     "  -o, --output FILE       trace file to write (default: gpuos-trace-<date>-<time>.gpuos)\n"
     "      --run-as-root       under sudo, run COMMAND as root instead of the invoking user\n"
-    "      --buffer-size SIZE  BPF ring buffer size, a power of two (default 64M)\n"
+    "      --buffer-size SIZE  BPF ring buffer size, a power of two (default 16M)\n"
     "      --fault-window DUR  page faults are counted in windows this long (default 1ms)\n"
     "      --no-cuda           do not put the CUDA/NVTX shim into the traced processes\n"
     "      --shim FILE         the shim library (default: libgpuos_shim.so next to gpuos-trace)\n"
@@ -171,6 +173,51 @@ absl::StatusOr<ParsedCommandLine> ParseReport(const std::vector<std::string>& ar
   return parsed;
 }
 
+absl::StatusOr<ParsedCommandLine> ParseExport(const std::vector<std::string>& args, size_t i) {
+  ParsedCommandLine parsed;
+  parsed.kind = ParsedCommandLine::Kind::kExport;
+  ExportCommand& ex = parsed.export_;
+  for (; i < args.size(); ++i) {
+    std::string arg = args[i];
+    std::string name = arg, inline_value;
+    bool has_inline = SplitInline(arg, &name, &inline_value);
+    const std::string* iv = has_inline ? &inline_value : nullptr;
+    if (name == "-o" || name == "--output") {
+      auto v = TakeValue(args, &i, name, iv);
+      if (!v.ok()) return v.status();
+      ex.output = *v;
+    } else if (name == "--format") {
+      auto v = TakeValue(args, &i, name, iv);
+      if (!v.ok()) return v.status();
+      if (*v == "json") {
+        ex.chrome_json = true;
+      } else if (*v != "perfetto") {
+        return Usage(absl::StrFormat("--format %s: expected perfetto or json", *v));
+      }
+    } else if (name == "--step-regex") {
+      auto v = TakeValue(args, &i, name, iv);
+      if (!v.ok()) return v.status();
+      ex.steps.step_regex = *v;
+    } else if (name == "-h" || name == "--help") {
+      parsed.kind = ParsedCommandLine::Kind::kHelp;
+      return parsed;
+    } else if (IsFlag(arg)) {
+      return Usage(absl::StrFormat("unknown export option %s", arg));
+    } else if (ex.path.empty()) {
+      ex.path = arg;
+    } else {
+      return Usage(absl::StrFormat("export takes one trace file, got a second: %s", arg));
+    }
+  }
+  if (ex.path.empty()) return Usage("export needs a trace file (gpuos-trace export FILE -o OUT.pftrace)");
+  if (ex.output.empty()) {
+    std::string base = ex.path;
+    if (base.size() > 6 && base.compare(base.size() - 6, 6, ".gpuos") == 0) base.resize(base.size() - 6);
+    ex.output = base + ".pftrace";
+  }
+  return parsed;
+}
+
 }  // namespace
 
 absl::StatusOr<ParsedCommandLine> ParseCommandLine(const std::vector<std::string>& args,
@@ -179,6 +226,7 @@ absl::StatusOr<ParsedCommandLine> ParseCommandLine(const std::vector<std::string
   if (args.size() < 2) return Usage("nothing to do (see gpuos-trace --help)");
   const std::string& first = args[1];
   if (first == "report") return ParseReport(args, 2);
+  if (first == "export") return ParseExport(args, 2);
   if (first == "dump") {
     // Same single-file argument rules as report, no options.
     auto parsed = ParseReport(args, 2);

@@ -6,6 +6,7 @@
 //   gpuos-trace report FILE [--format text|json] [--step-regex RE] [--data-range-regex RE]
 //                           [--warmup-steps N]
 //   gpuos-trace dump FILE
+//   gpuos-trace export FILE -o OUT.pftrace [--format json]
 //   gpuos-trace --help | --version
 #pragma once
 
@@ -27,10 +28,18 @@ struct ReportCommand {
   StepOptions steps;
 };
 
+struct ExportCommand {
+  std::string path;
+  std::string output;  // .pftrace
+  bool chrome_json = false;  // also write <output minus .pftrace>.json
+  StepOptions steps;
+};
+
 struct ParsedCommandLine {
-  enum class Kind { kRecord, kReport, kDump, kHelp, kVersion } kind = Kind::kHelp;
+  enum class Kind { kRecord, kReport, kDump, kExport, kHelp, kVersion } kind = Kind::kHelp;
   RecordOptions record;
   ReportCommand report;
+  ExportCommand export_;
 };
 
 // `now_suffix` names the default output ("gpuos-trace-<now_suffix>.gpuos").

@@ -204,6 +204,14 @@ absl::StatusOr<std::unique_ptr<BpfSession>> BpfSession::Start(const BpfSessionOp
   SetEntries(impl->futex->maps.futex_in_flight, options.max_threads);
   SetEntries(impl->futex->maps.futex_wakes, options.max_threads);
   impl->faults->rodata->fault_window_ns = options.fault_window_ns;
+  // Wake the agent when an eighth of the ring is used (it also drains on
+  // its own timer), so a burst never fills the ring between two drains.
+  const uint64_t wakeup = rb / 8;
+  impl->proc->rodata->wakeup_bytes = wakeup;
+  impl->sched->rodata->wakeup_bytes = wakeup;
+  impl->faults->rodata->wakeup_bytes = wakeup;
+  impl->mm->rodata->wakeup_bytes = wakeup;
+  impl->futex->rodata->wakeup_bytes = wakeup;
   impl->sched->rodata->futex_nr = SyscallNumber("futex");
   impl->sched->rodata->futex_waitv_nr = SyscallNumber("futex_waitv");
   impl->sched->rodata->futex_wait_nr = SyscallNumber("futex_wait");
@@ -322,6 +330,24 @@ KernelDrops BpfSession::ReadDrops() const {
     drops.total += sum;
   }
   return drops;
+}
+
+std::vector<std::pair<std::string, uint64_t>> BpfSession::ReadRecursionMisses() const {
+  std::vector<std::pair<std::string, uint64_t>> out;
+  for (struct bpf_object* obj : {impl_->proc->obj, impl_->sched->obj, impl_->faults->obj,
+                                 impl_->mm->obj, impl_->futex->obj, impl_->syscalls->obj}) {
+    struct bpf_program* prog;
+    bpf_object__for_each_program(prog, obj) {
+      int fd = bpf_program__fd(prog);
+      if (fd < 0) continue;
+      struct bpf_prog_info info {};
+      uint32_t len = sizeof(info);
+      if (bpf_obj_get_info_by_fd(fd, &info, &len) == 0 && info.recursion_misses) {
+        out.emplace_back(bpf_program__name(prog), info.recursion_misses);
+      }
+    }
+  }
+  return out;
 }
 
 void BpfSession::ForgetThreads(const std::vector<uint32_t>& tids) {

@@ -20,7 +20,7 @@ namespace gpuos {
 
 struct BpfSessionOptions {
   // Ring buffer size in bytes: a power of two, at least one page.
-  uint64_t ring_buffer_bytes = 64ull << 20;
+  uint64_t ring_buffer_bytes = 16ull << 20;
   uint64_t fault_window_ns = 1'000'000;
   uint32_t max_processes = 16384;
   uint32_t max_threads = 65536;
@@ -76,6 +76,9 @@ class BpfSession {
   std::vector<KernelSyscallTotal> ReadSyscallTotals() const;
   std::vector<KernelFutexWakes> ReadFutexWakes() const;
   KernelDrops ReadDrops() const;
+  // Per program: runs the kernel skipped because another BPF program was
+  // already running on that CPU (each is a lost event).
+  std::vector<std::pair<std::string, uint64_t>> ReadRecursionMisses() const;
   // Frees the kernel-map entries of threads that have exited, once their
   // totals have been read and written.
   void ForgetThreads(const std::vector<uint32_t>& tids);

@@ -30,7 +30,9 @@
 namespace gpuos {
 namespace {
 
-constexpr int kTickMs = 200;
+// The agent drains the ring buffer on this timer; the kernel side wakes it
+// sooner only when the buffer fills up (common.bpf.h: wakeup_bytes).
+constexpr int kTickMs = 50;
 constexpr uint64_t kSnapshotIntervalNs = 1'000'000'000;
 
 void PrintError(const absl::Status& status) {
@@ -77,6 +79,7 @@ class Recording {
     start->set_parent_tid(getpid());
     start->set_comm(Basename(argv0).substr(0, 15));
     start->set_is_root(true);
+    Track(event);
     Write(event);
   }
 
@@ -124,6 +127,10 @@ class Recording {
       Write(event);
     }
     KernelDrops drops = bpf_->ReadDrops();
+    for (const auto& [program, misses] : bpf_->ReadRecursionMisses()) {
+      drops.by_reason.emplace_back("recursion:" + program, misses);
+      drops.total += misses;
+    }
     if (final || drops.total != drops_total_ || undecodable_ != undecodable_reported_) {
       drops_total_ = drops.total;
       undecodable_reported_ = undecodable_;
@@ -133,8 +140,11 @@ class Recording {
       for (const auto& [reason, count] : drops.by_reason) {
         if (reason.rfind("ringbuf:", 0) == 0) {
           (*stats->mutable_ring_buffer_drops())[reason.substr(8)] = count;
-        } else {
+        } else if (reason.rfind("map_full:", 0) == 0) {
           (*stats->mutable_map_full_drops())[reason.substr(9)] = count;
+        } else {
+          // Skipped program runs: events that never reached the ring.
+          (*stats->mutable_ring_buffer_drops())[reason] = count;
         }
       }
       if (undecodable_) (*stats->mutable_ring_buffer_drops())["undecodable"] = undecodable_;

@@ -14,7 +14,7 @@ struct RecordOptions {
   std::string output_path;
   std::vector<std::string> command;
   bool run_as_root = false;
-  uint64_t ring_buffer_bytes = 64ull << 20;
+  uint64_t ring_buffer_bytes = 16ull << 20;
   uint64_t fault_window_ns = 1'000'000;
   std::string btf_path;
   bool quiet = false;

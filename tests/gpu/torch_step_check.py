@@ -72,11 +72,18 @@ def profile(args):
             x, y = next(it)
             one_step(torch, model, opt, x, y)
     kernels = 0
+    by_name = {}
     for event in prof.events():
+        # GPU-side user annotations ("Optimizer.step#SGD.step") are ranges the
+        # profiler projects onto the GPU timeline, not kernels.
+        if getattr(event, "is_user_annotation", False) or "#" in event.name:
+            continue
         if str(event.device_type).endswith("CUDA") and not event.name.startswith(("Memcpy", "Memset")):
             kernels += 1
+            by_name[event.name] = by_name.get(event.name, 0) + 1
     print(json.dumps({"profiled_steps": measured, "kernels": kernels,
-                      "kernels_per_step": kernels / measured if measured else 0}))
+                      "kernels_per_step": kernels / measured if measured else 0,
+                      "by_name": by_name}))
 
 
 def compare(args):
@@ -94,14 +101,16 @@ def compare(args):
                 api = event["cuda_api"]
                 api_ts[(pid, api.get("correlation_id", 0))] = int(event["ts_ns"])
             elif "gpu_kernel" in event:
-                kernels.append((pid, event["gpu_kernel"].get("correlation_id", 0)))
+                kernels.append(((pid, event["gpu_kernel"].get("correlation_id", 0)),
+                                event["gpu_kernel"].get("name", "")))
             elif "nvtx_range" in event and event["nvtx_range"].get("name", "").startswith("step "):
                 start = int(event["ts_ns"])
                 steps.append((start, start + int(event["nvtx_range"].get("duration_ns", 0))))
     steps.sort()
     per_step = [0] * len(steps)
+    names = {}  # kernel name -> count over the compared steps
     unmatched = 0
-    for key in kernels:
+    for key, name in kernels:
         ts = api_ts.get(key)
         if ts is None:
             unmatched += 1
@@ -109,6 +118,8 @@ def compare(args):
         for i, (start, end) in enumerate(steps):
             if start <= ts <= end:
                 per_step[i] += 1
+                if i >= 2:
+                    names[name] = names.get(name, 0) + 1
                 break
     with open(args.profile) as f:
         prof = json.loads(f.read().strip().splitlines()[-1])
@@ -116,6 +127,12 @@ def compare(args):
     # The profiler saw the steps after the first two; compare the same ones.
     measured = per_step[2:]
     ok = bool(measured) and all(n == expected for n in measured)
+    # Where the two disagree, by kernel name (per step), for the record.
+    theirs = {n: c / prof["profiled_steps"] for n, c in prof.get("by_name", {}).items()}
+    ours = {n: c / max(1, len(measured)) for n, c in names.items()}
+    differ = {n: [ours.get(n, 0), theirs.get(n, 0)] for n in set(ours) | set(theirs)
+              if abs(ours.get(n, 0) - theirs.get(n, 0)) > 1e-9}
+    print(json.dumps({"differ_by_name_ours_theirs": differ}))
     print(json.dumps({"gpuos_kernels_per_step": per_step, "profiler_kernels_per_step": expected,
                       "kernels_without_launch_call": unmatched, "match": ok}))
     return 0 if ok else 1
