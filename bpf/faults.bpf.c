@@ -70,10 +70,12 @@ int handle_page_fault_user(void *ctx)
 	return 0;
 }
 
-SEC("tracepoint/sched/sched_switch")
-int handle_fault_switch(struct trace_event_raw_sched_switch *ctx)
+/* A raw tracepoint, like offcpu.bpf.c's, so it is never skipped. */
+SEC("raw_tp/sched_switch")
+int handle_fault_switch(struct bpf_raw_tracepoint_args *ctx)
 {
-	__u32 tid = ctx->prev_pid;
+	struct task_struct *prev = (struct task_struct *)ctx->args[1];
+	__u32 tid = BPF_CORE_READ(prev, pid);
 	struct gpuos_fault_state *st = bpf_map_lookup_elem(&fault_state, &tid);
 
 	if (st && st->count)

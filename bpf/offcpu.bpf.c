@@ -3,13 +3,20 @@
  * time and cause are kept in sched_state; a wakeup stamps the start of its
  * run-queue wait; at switch-in one off_cpu_event is sent.  The voluntary /
  * involuntary split follows the kernel's own nvcsw/nivcsw accounting in
- * __schedule(): voluntary means not preempted and prev_state != 0. */
+ * __schedule(): voluntary means not preempted and prev_state != 0.
+ *
+ * These are raw tracepoints: a perf-event tracepoint program is skipped
+ * whenever any other such program runs on the CPU (one global recursion
+ * guard), so a wakeup from an interrupt that lands inside, say, the syscall
+ * programs was lost.  Raw tracepoint programs are only guarded against
+ * themselves.  Arguments are sched_switch's since Linux 5.18:
+ * (bool preempt, struct task_struct *prev, struct task_struct *next,
+ * unsigned int prev_state). */
 #include "common.bpf.h"
 #include "offcpu.h"
 
-#define GPUOS_TASK_REPORT_MAX 0x100 /* prev_state reported for a preemption */
-#define GPUOS_TASK_STOPPED_OR_TRACED (0x4 | 0x8)
-#define GPUOS_TASK_EXITING (0x10 | 0x20) /* EXIT_DEAD, EXIT_ZOMBIE: the last switch-out */
+#define GPUOS_TASK_STOPPED_OR_TRACED (0x4 | 0x8) /* __TASK_STOPPED, __TASK_TRACED */
+#define GPUOS_TASK_DEAD 0x80                      /* the last switch-out of an exiting task */
 
 const volatile __s32 futex_nr = -1;
 const volatile __s32 futex_waitv_nr = -1;
@@ -41,20 +48,23 @@ static __always_inline __u32 blocked_cause(__u32 tid, __s64 prev_state, __s32 *n
 	return GPUOS_OFFCPU_PAGE_FAULT;
 }
 
-SEC("tracepoint/sched/sched_switch")
-int handle_sched_switch(struct trace_event_raw_sched_switch *ctx)
+SEC("raw_tp/sched_switch")
+int handle_sched_switch(struct bpf_raw_tracepoint_args *ctx)
 {
 	__u64 now = bpf_ktime_get_ns();
-	__u32 prev_tid = ctx->prev_pid;
-	__u32 next_tid = ctx->next_pid;
+	bool preempt = (bool)ctx->args[0];
+	struct task_struct *prev = (struct task_struct *)ctx->args[1];
+	struct task_struct *next = (struct task_struct *)ctx->args[2];
+	__s64 prev_state = (__u32)ctx->args[3];
+	__u32 prev_tid = BPF_CORE_READ(prev, pid);
+	__u32 next_tid = BPF_CORE_READ(next, pid);
 
 	/* Switch-out: the current task is prev. */
 	if (prev_tid) {
 		__u32 tid;
 		__u32 pid = current_tracked_pid(&tid);
-		__s64 prev_state = ctx->prev_state;
-		if (pid && !(prev_state & GPUOS_TASK_EXITING)) {
-			int voluntary = prev_state != 0 && !(prev_state & GPUOS_TASK_REPORT_MAX);
+		if (pid && !(prev_state & GPUOS_TASK_DEAD)) {
+			int voluntary = !preempt && prev_state != 0;
 			struct gpuos_sched_state st = {
 				.switched_out_ns = now,
 				.prev_state = prev_state,
@@ -97,10 +107,11 @@ int handle_sched_switch(struct trace_event_raw_sched_switch *ctx)
 	return 0;
 }
 
-SEC("tracepoint/sched/sched_wakeup")
-int handle_sched_wakeup(struct trace_event_raw_sched_wakeup_template *ctx)
+SEC("raw_tp/sched_wakeup")
+int handle_sched_wakeup(struct bpf_raw_tracepoint_args *ctx)
 {
-	__u32 tid = ctx->pid;
+	struct task_struct *task = (struct task_struct *)ctx->args[0];
+	__u32 tid = BPF_CORE_READ(task, pid);
 	struct gpuos_sched_state *st = bpf_map_lookup_elem(&sched_state, &tid);
 
 	if (st && !st->woken_ns) {

@@ -18,7 +18,7 @@ struct gpuos_off_cpu_event {
 	struct gpuos_event_header hdr;
 	__u64 duration_ns;
 	__u64 runqueue_ns;
-	__s64 prev_state;  /* the task state at switch-out; 0 = runnable */
+	__s64 prev_state;  /* the raw task state (__state) at switch-out; 0 = runnable */
 	__s32 syscall_nr;  /* -1 when not in a syscall */
 	__u32 cause;       /* enum gpuos_off_cpu_cause */
 	__u32 voluntary;   /* 1 = blocked, 0 = preempted */

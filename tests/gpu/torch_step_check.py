@@ -19,6 +19,7 @@ launched and finished inside its range, and the per-step count is exact.
 """
 import argparse
 import json
+import re
 import sys
 
 
@@ -76,7 +77,7 @@ def profile(args):
     for event in prof.events():
         # GPU-side user annotations ("Optimizer.step#SGD.step") are ranges the
         # profiler projects onto the GPU timeline, not kernels.
-        if getattr(event, "is_user_annotation", False) or "#" in event.name:
+        if re.match(r"^[\w.]+#[\w.]+$", event.name):
             continue
         if str(event.device_type).endswith("CUDA") and not event.name.startswith(("Memcpy", "Memset")):
             kernels += 1
