@@ -14,7 +14,7 @@ packages=(
 # LibTorch (CPU) for workloads/gpuos-trainer and PyTorch for the Python
 # hook tests and scripts; GPUOS_NO_TORCH=1 skips them.
 if [ "${GPUOS_NO_TORCH:-0}" != 1 ]; then
-  packages+=(libtorch-dev python3-torch)
+  packages+=(libtorch-dev python3-torch python3-torchvision)
 fi
 
 missing=()
