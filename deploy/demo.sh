@@ -18,7 +18,7 @@ else
 fi
 echo "demo.sh: recording: ${demo[*]}"
 "$build_dir/gpuos-trace" -o "$trace" -- "${demo[@]}"
-"$build_dir/gpuos-trace" report "$trace"
+"$build_dir/gpuos-trace" report "$trace" --warmup-steps 5
 echo
 echo "demo.sh: the trace is $trace"
 echo "demo.sh: JSON report: $build_dir/gpuos-trace report $trace --format json"
