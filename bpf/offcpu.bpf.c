@@ -18,10 +18,6 @@
 #define GPUOS_TASK_STOPPED_OR_TRACED (0x4 | 0x8) /* __TASK_STOPPED, __TASK_TRACED */
 #define GPUOS_TASK_DEAD 0x80                      /* the last switch-out of an exiting task */
 
-const volatile __s32 futex_nr = -1;
-const volatile __s32 futex_waitv_nr = -1;
-const volatile __s32 futex_wait_nr = -1;
-
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, GPUOS_MAX_THREADS);
@@ -36,7 +32,7 @@ static __always_inline __u32 blocked_cause(__u32 tid, __s64 prev_state, __s32 *n
 	*nr = -1;
 	if (sc && sc->start_ns) {
 		*nr = sc->nr;
-		if (sc->nr == futex_nr || sc->nr == futex_waitv_nr || sc->nr == futex_wait_nr)
+		if (sc->nr == nr_futex || sc->nr == nr_futex_waitv || sc->nr == nr_futex_wait)
 			return GPUOS_OFFCPU_FUTEX;
 		return GPUOS_OFFCPU_SYSCALL;
 	}

@@ -1,7 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0
 /* Every syscall of traced threads, aggregated in the kernel per (thread,
  * syscall): count, total and max latency.  Only sums are needed, so no
- * per-call record crosses the ring buffer (bcc's syscount/runqlat habit). */
+ * per-call record crosses the ring buffer (bcc's syscount/runqlat habit).
+ *
+ * Raw tracepoints: these run for every syscall on the machine, and a raw
+ * tracepoint program gets the syscall's registers directly, where a
+ * perf-event one first has the arguments copied into a trace record, and
+ * is skipped whenever another BPF program runs on the CPU. */
 #include "common.bpf.h"
 
 struct {
@@ -11,8 +16,8 @@ struct {
 	__type(value, struct gpuos_syscall_stats);
 } syscall_stats SEC(".maps");
 
-SEC("tracepoint/raw_syscalls/sys_enter")
-int handle_sys_enter(struct trace_event_raw_sys_enter *ctx)
+SEC("raw_tp/sys_enter")
+int handle_sys_enter(struct bpf_raw_tracepoint_args *ctx)
 {
 	__u32 tid;
 	__u32 pid = current_tracked_pid(&tid);
@@ -23,17 +28,17 @@ int handle_sys_enter(struct trace_event_raw_sys_enter *ctx)
 	struct gpuos_syscall_call *call = bpf_map_lookup_elem(&syscall_in_flight, &tid);
 	if (call) {
 		call->start_ns = now;
-		call->nr = ctx->id;
+		call->nr = (__s32)ctx->args[1];
 		return 0;
 	}
-	struct gpuos_syscall_call fresh = { .start_ns = now, .nr = ctx->id };
+	struct gpuos_syscall_call fresh = { .start_ns = now, .nr = (__s32)ctx->args[1] };
 	if (bpf_map_update_elem(&syscall_in_flight, &tid, &fresh, BPF_NOEXIST))
 		count_map_full(GPUOS_MAP_SYSCALL_IN_FLIGHT);
 	return 0;
 }
 
-SEC("tracepoint/raw_syscalls/sys_exit")
-int handle_sys_exit(struct trace_event_raw_sys_exit *ctx)
+SEC("raw_tp/sys_exit")
+int handle_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tid = (__u32)id;
