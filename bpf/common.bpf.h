@@ -105,22 +105,11 @@ static __always_inline void *reserve_event(__u64 size, __u32 kind, __u64 ts_ns, 
 }
 
 /* Syscall numbers of this kernel's architecture, set by the agent (-1: the
- * syscall does not exist here).  mm.bpf.c and futex.bpf.c look at a syscall
- * only after its number matched, so the other syscalls pay one compare. */
-const volatile __s32 nr_mmap = -1;
-const volatile __s32 nr_munmap = -1;
+ * syscall does not exist here). */
 const volatile __s32 nr_futex = -1;
 const volatile __s32 nr_futex_waitv = -1;
 const volatile __s32 nr_futex_wait = -1;
 const volatile __s32 nr_futex_wake = -1;
-
-/* The syscall number at sys_exit (raw tracepoints pass only the registers). */
-static __always_inline __s32 exiting_syscall_nr(struct bpf_raw_tracepoint_args *ctx)
-{
-	struct pt_regs *regs = (struct pt_regs *)ctx->args[0];
-
-	return (__s32)BPF_CORE_READ(regs, orig_ax);
-}
 
 /* Submits a reserved record, waking the agent only when enough data waits. */
 static __always_inline void submit_event(void *event)

@@ -1,10 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /* futex waits of traced threads (one record each: where a trainer thread
  * sleeps on a lock or a DataLoader queue) and futex wakes (counted per
- * thread in the kernel: wake-heavy loops must stay cheap).  Raw
- * sys_enter/sys_exit tracepoints, like syscalls.bpf.c; other syscalls cost
- * one number compare.  futex_waitv and the futex2 calls count where the
- * kernel has them (their numbers are -1 otherwise). */
+ * thread in the kernel: wake-heavy loops must stay cheap).  On the futex
+ * syscalls' own tracepoints, so no other syscall runs these programs. */
 #include "common.bpf.h"
 #include "futex.h"
 
@@ -111,46 +109,56 @@ static __always_inline int leave(long ret)
 	return 0;
 }
 
-SEC("raw_tp/sys_enter")
-int handle_futex_enter(struct bpf_raw_tracepoint_args *ctx)
+SEC("tracepoint/syscalls/sys_enter_futex")
+int handle_enter_futex(struct syscall_trace_enter *ctx)
 {
-	__s32 nr = (__s32)ctx->args[1];
-	struct pt_regs *regs;
-
-	if (nr == nr_futex) {
-		regs = (struct pt_regs *)ctx->args[0];
-		return enter(PT_REGS_PARM2_CORE_SYSCALL(regs) & FUTEX_CMD_MASK,
-			     PT_REGS_PARM1_CORE_SYSCALL(regs), PT_REGS_PARM4_CORE_SYSCALL(regs));
-	}
-	if (nr == nr_futex_waitv) {
-		regs = (struct pt_regs *)ctx->args[0];
-		return enter(GPUOS_FUTEX_WAITV, PT_REGS_PARM1_CORE_SYSCALL(regs),
-			     PT_REGS_PARM4_CORE_SYSCALL(regs));
-	}
-	if (nr == nr_futex_wait) {
-		regs = (struct pt_regs *)ctx->args[0];
-		return enter(GPUOS_FUTEX2_WAIT, PT_REGS_PARM1_CORE_SYSCALL(regs),
-			     PT_REGS_PARM5_CORE_SYSCALL(regs));
-	}
-	if (nr == nr_futex_wake) {
-		regs = (struct pt_regs *)ctx->args[0];
-		return enter(GPUOS_FUTEX2_WAKE, PT_REGS_PARM1_CORE_SYSCALL(regs), 0);
-	}
-	return 0;
+	return enter(ctx->args[1] & FUTEX_CMD_MASK, ctx->args[0], ctx->args[3]);
 }
 
-SEC("raw_tp/sys_exit")
-int handle_futex_exit(struct bpf_raw_tracepoint_args *ctx)
+SEC("tracepoint/syscalls/sys_exit_futex")
+int handle_exit_futex(struct syscall_trace_exit *ctx)
 {
-	__s32 nr = exiting_syscall_nr(ctx);
+	return leave(ctx->ret);
+}
 
-	if (nr != nr_futex && nr != nr_futex_waitv && nr != nr_futex_wait && nr != nr_futex_wake)
-		return 0;
-	return leave((long)ctx->args[1]);
+SEC("tracepoint/syscalls/sys_enter_futex_waitv")
+int handle_enter_futex_waitv(struct syscall_trace_enter *ctx)
+{
+	return enter(GPUOS_FUTEX_WAITV, ctx->args[0], ctx->args[3]);
+}
+
+SEC("tracepoint/syscalls/sys_exit_futex_waitv")
+int handle_exit_futex_waitv(struct syscall_trace_exit *ctx)
+{
+	return leave(ctx->ret);
+}
+
+SEC("tracepoint/syscalls/sys_enter_futex_wait")
+int handle_enter_futex2_wait(struct syscall_trace_enter *ctx)
+{
+	return enter(GPUOS_FUTEX2_WAIT, ctx->args[0], ctx->args[4]);
+}
+
+SEC("tracepoint/syscalls/sys_exit_futex_wait")
+int handle_exit_futex2_wait(struct syscall_trace_exit *ctx)
+{
+	return leave(ctx->ret);
+}
+
+SEC("tracepoint/syscalls/sys_enter_futex_wake")
+int handle_enter_futex2_wake(struct syscall_trace_enter *ctx)
+{
+	return enter(GPUOS_FUTEX2_WAKE, ctx->args[0], 0);
+}
+
+SEC("tracepoint/syscalls/sys_exit_futex_wake")
+int handle_exit_futex2_wake(struct syscall_trace_exit *ctx)
+{
+	return leave(ctx->ret);
 }
 
 SEC("tracepoint/sched/sched_process_exit")
-int handle_futex_process_exit(void *ctx)
+int handle_futex_exit(void *ctx)
 {
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 

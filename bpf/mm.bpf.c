@@ -2,8 +2,10 @@
 /* mmap and munmap calls of traced threads: one record per call with its
  * entry time, duration, length and result.  Large pageable copies and
  * allocator churn show up here (a cudaMemcpy from pageable memory, a
- * DataLoader batch freed with munmap).  Raw sys_enter/sys_exit tracepoints,
- * like syscalls.bpf.c; every other syscall costs one number compare. */
+ * DataLoader batch freed with munmap).  On mmap's and munmap's own
+ * tracepoints, so that no other syscall runs these programs (on raw
+ * sys_enter/sys_exit they cost every syscall of the machine ~100 ns more,
+ * docs/benchmarks.md). */
 #include "common.bpf.h"
 #include "mm.h"
 
@@ -14,45 +16,37 @@ struct {
 	__type(value, struct gpuos_mm_call);
 } mm_in_flight SEC(".maps");
 
-SEC("raw_tp/sys_enter")
-int handle_mm_enter(struct bpf_raw_tracepoint_args *ctx)
+static __always_inline int enter(struct syscall_trace_enter *ctx, __u32 is_munmap)
 {
-	__s32 nr = (__s32)ctx->args[1];
-
-	if (nr != nr_mmap && nr != nr_munmap)
-		return 0;
 	__u32 tid;
 	__u32 pid = current_tracked_pid(&tid);
+
 	if (!pid)
 		return 0;
-	struct pt_regs *regs = (struct pt_regs *)ctx->args[0];
 	struct gpuos_mm_call call = {
 		.start_ns = bpf_ktime_get_ns(),
-		.addr = PT_REGS_PARM1_CORE_SYSCALL(regs),
-		.length = PT_REGS_PARM2_CORE_SYSCALL(regs),
-		.is_munmap = nr == nr_munmap,
-		.fd = -1,
+		.addr = ctx->args[0],
+		.length = ctx->args[1],
+		.is_munmap = is_munmap,
 	};
-	if (!call.is_munmap) {
-		call.prot = PT_REGS_PARM3_CORE_SYSCALL(regs);
-		call.flags = PT_REGS_PARM4_CORE_SYSCALL(regs);
-		call.fd = (__s32)PT_REGS_PARM5_CORE_SYSCALL(regs);
+	if (!is_munmap) {
+		call.prot = ctx->args[2];
+		call.flags = ctx->args[3];
+		call.fd = (__s32)ctx->args[4];
+	} else {
+		call.fd = -1;
 	}
 	if (bpf_map_update_elem(&mm_in_flight, &tid, &call, BPF_ANY))
 		count_map_full(GPUOS_MAP_MM_IN_FLIGHT);
 	return 0;
 }
 
-SEC("raw_tp/sys_exit")
-int handle_mm_exit(struct bpf_raw_tracepoint_args *ctx)
+static __always_inline int leave(struct syscall_trace_exit *ctx)
 {
-	__s32 nr = exiting_syscall_nr(ctx);
-
-	if (nr != nr_mmap && nr != nr_munmap)
-		return 0;
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tid = (__u32)id;
 	struct gpuos_mm_call *call = bpf_map_lookup_elem(&mm_in_flight, &tid);
+
 	if (!call)
 		return 0;
 	__u64 now = bpf_ktime_get_ns();
@@ -62,7 +56,7 @@ int handle_mm_exit(struct bpf_raw_tracepoint_args *ctx)
 		e->duration_ns = now - call->start_ns;
 		e->addr = call->addr;
 		e->length = call->length;
-		e->result = (long)ctx->args[1];
+		e->result = ctx->ret;
 		e->prot = call->prot;
 		e->flags = call->flags;
 		e->fd = call->fd;
@@ -73,8 +67,32 @@ int handle_mm_exit(struct bpf_raw_tracepoint_args *ctx)
 	return 0;
 }
 
+SEC("tracepoint/syscalls/sys_enter_mmap")
+int handle_enter_mmap(struct syscall_trace_enter *ctx)
+{
+	return enter(ctx, 0);
+}
+
+SEC("tracepoint/syscalls/sys_exit_mmap")
+int handle_exit_mmap(struct syscall_trace_exit *ctx)
+{
+	return leave(ctx);
+}
+
+SEC("tracepoint/syscalls/sys_enter_munmap")
+int handle_enter_munmap(struct syscall_trace_enter *ctx)
+{
+	return enter(ctx, 1);
+}
+
+SEC("tracepoint/syscalls/sys_exit_munmap")
+int handle_exit_munmap(struct syscall_trace_exit *ctx)
+{
+	return leave(ctx);
+}
+
 SEC("tracepoint/sched/sched_process_exit")
-int handle_mm_process_exit(void *ctx)
+int handle_mm_exit(void *ctx)
 {
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 

@@ -69,6 +69,14 @@ absl::Status LoadError(const char* what, int err) {
                                              detail.empty() ? "" : "; libbpf: ", detail));
 }
 
+bool TracepointExists(const char* category, const char* name) {
+  for (const char* root : {"/sys/kernel/tracing", "/sys/kernel/debug/tracing"}) {
+    std::string path = absl::StrCat(root, "/events/", category, "/", name, "/id");
+    if (access(path.c_str(), F_OK) == 0) return true;
+  }
+  return false;
+}
+
 // Points an object's copy of a shared map at the one already created.
 absl::Status Reuse(struct bpf_map* map, int fd) {
   int err = bpf_map__reuse_fd(map, fd);
@@ -204,18 +212,31 @@ absl::StatusOr<std::unique_ptr<BpfSession>> BpfSession::Start(const BpfSessionOp
   impl->faults->rodata->wakeup_bytes = wakeup;
   impl->mm->rodata->wakeup_bytes = wakeup;
   impl->futex->rodata->wakeup_bytes = wakeup;
-  // Syscall numbers the mm, futex and off-CPU programs filter on.
+  // Syscall numbers the off-CPU program names blocking causes by.
   auto set_numbers = [](auto* rodata) {
-    rodata->nr_mmap = SyscallNumber("mmap");
-    rodata->nr_munmap = SyscallNumber("munmap");
     rodata->nr_futex = SyscallNumber("futex");
     rodata->nr_futex_waitv = SyscallNumber("futex_waitv");
     rodata->nr_futex_wait = SyscallNumber("futex_wait");
     rodata->nr_futex_wake = SyscallNumber("futex_wake");
   };
   set_numbers(impl->sched->rodata);
-  set_numbers(impl->mm->rodata);
-  set_numbers(impl->futex->rodata);
+
+  // Programs for tracepoints this kernel lacks are left out, not fatal.
+  struct Optional {
+    struct bpf_program* prog;
+    const char* category;
+    const char* name;
+  };
+  for (const Optional& opt : {
+           Optional{impl->futex->progs.handle_enter_futex_waitv, "syscalls", "sys_enter_futex_waitv"},
+           Optional{impl->futex->progs.handle_exit_futex_waitv, "syscalls", "sys_exit_futex_waitv"},
+           Optional{impl->futex->progs.handle_enter_futex2_wait, "syscalls", "sys_enter_futex_wait"},
+           Optional{impl->futex->progs.handle_exit_futex2_wait, "syscalls", "sys_exit_futex_wait"},
+           Optional{impl->futex->progs.handle_enter_futex2_wake, "syscalls", "sys_enter_futex_wake"},
+           Optional{impl->futex->progs.handle_exit_futex2_wake, "syscalls", "sys_exit_futex_wake"},
+       }) {
+    if (!TracepointExists(opt.category, opt.name)) bpf_program__set_autoload(opt.prog, false);
+  }
 
   int err = proc_bpf__load(impl->proc);
   if (err) return LoadError("load the BPF programs", err);
