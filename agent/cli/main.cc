@@ -13,6 +13,7 @@
 #include "cli/options.h"
 #include "export/cuda_report.h"
 #include "export/event_dump.h"
+#include "export/html_report.h"
 #include "export/os_report.h"
 #include "export/perfetto_export.h"
 #include "export/step_report.h"
@@ -41,6 +42,14 @@ int RunReport(const gpuos::ReportCommand& report) {
     return 2;
   }
   gpuos::Diagnosis diagnosis = gpuos::Diagnose(*steps);
+  if (!report.html_path.empty()) {
+    absl::Status written = gpuos::WriteHtmlReportFile(report.html_path, *summary, *steps, diagnosis);
+    if (!written.ok()) {
+      fprintf(stderr, "gpuos-trace: %s\n", std::string(written.message()).c_str());
+      return 1;
+    }
+    fprintf(stderr, "gpuos-trace: wrote %s; open it in a web browser\n", report.html_path.c_str());
+  }
   if (report.format == gpuos::ReportFormat::kJson) {
     gpuos::WriteOsJsonReport(summary->os, std::cout, [&](gpuos::JsonWriter& json) {
       gpuos::WriteCudaJsonMembers(summary->cuda, json);

@@ -16,6 +16,7 @@ const char kUsage[] =
     "                  [--step-regex RE]       NVTX ranges that are steps (default: step, iteration, Batch N, ProfilerStep#N)\n"
     "                  [--data-range-regex RE] NVTX ranges that wait for data (default: get batch, DataLoader fetch)\n"
     "                  [--warmup-steps N]      steps left out of summaries and diagnosis (default 1)\n"
+    "                  [--html OUT.html]       also write the report as one self-contained web page\n"
     "       gpuos-trace dump FILE                             every event as one JSON object per line\n"
     "       gpuos-trace export FILE [-o OUT.pftrace] [--format json]\n"
     "                                                         Perfetto trace (ui.perfetto.dev); json: Chrome JSON too\n"
@@ -158,6 +159,11 @@ absl::StatusOr<ParsedCommandLine> ParseReport(const std::vector<std::string>& ar
       if (!absl::SimpleAtoi(*v, &parsed.report.steps.warmup_steps)) {
         return Usage(absl::StrFormat("--warmup-steps %s: expected a whole number", *v));
       }
+    } else if (name == "--html") {
+      auto v = TakeValue(args, &i, name, has_inline ? &inline_value : nullptr);
+      if (!v.ok()) return v.status();
+      if (v->empty()) return Usage("--html needs a file name");
+      parsed.report.html_path = *v;
     } else if (name == "-h" || name == "--help") {
       parsed.kind = ParsedCommandLine::Kind::kHelp;
       return parsed;
@@ -232,6 +238,7 @@ absl::StatusOr<ParsedCommandLine> ParseCommandLine(const std::vector<std::string
     auto parsed = ParseReport(args, 2);
     if (parsed.ok() && parsed->kind == ParsedCommandLine::Kind::kReport) {
       if (parsed->report.format != ReportFormat::kText) return Usage("dump takes no --format");
+      if (!parsed->report.html_path.empty()) return Usage("dump takes no --html");
       parsed->kind = ParsedCommandLine::Kind::kDump;
     }
     return parsed;

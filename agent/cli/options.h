@@ -4,7 +4,7 @@
 //   gpuos-trace [record options] [--] cmd args...
 //   gpuos-trace record [record options] [--] cmd args...
 //   gpuos-trace report FILE [--format text|json] [--step-regex RE] [--data-range-regex RE]
-//                           [--warmup-steps N]
+//                           [--warmup-steps N] [--html OUT.html]
 //   gpuos-trace dump FILE
 //   gpuos-trace export FILE -o OUT.pftrace [--format json]
 //   gpuos-trace --help | --version
@@ -26,6 +26,7 @@ struct ReportCommand {
   std::string path;
   ReportFormat format = ReportFormat::kText;
   StepOptions steps;
+  std::string html_path;  // also write the report as a web page (export/html_report.h)
 };
 
 struct ExportCommand {
