@@ -15,6 +15,8 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <dlfcn.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -411,6 +413,27 @@ void CUPTIAPI OnCuptiCallback(void* /*userdata*/, CUpti_CallbackDomain domain,
 
 void OnForkChild() { S().in_fork_child.store(true); }
 
+// Another CUPTI client of this process (Kineto, when the job starts
+// torch.profiler) is about to subscribe.  CUPTI takes one subscriber, so the
+// later one would fail and the job's own profiler would see no GPU activity:
+// we hand over instead.  What we recorded so far is flushed and kept.
+void StepAsideForAnotherClient() {
+  State& s = S();
+  if (InForkChild() || getpid() != s.owner_pid || !s.active.load()) return;
+  FlushAndDrain(kExitDrainTimeout);
+  for (CUpti_ActivityKind kind :
+       {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
+        CUPTI_ACTIVITY_KIND_MEMCPY2, CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
+        CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_ACTIVITY_KIND_DRIVER}) {
+    s.api->ActivityDisable(kind);
+  }
+  s.api->Unsubscribe(s.subscriber);
+  Disable("stepped aside at " + std::to_string(MonotonicNs()) +
+          " ns (CLOCK_MONOTONIC) for another CUPTI client in the process (torch.profiler?): "
+          "CUDA activity after that is not recorded");
+  FlushEvents();
+}
+
 // ---- Initialisation ---------------------------------------------------------
 
 // Names and the traced allow-list of every callback id of one API domain.
@@ -612,6 +635,31 @@ bool CuptiActivityActive() { return S().active.load() && !InForkChild(); }
 uint64_t CuptiProblemCount() { return S().problems.load(); }
 
 }  // namespace gpuos_shim
+
+// Interposes libcupti's cuptiSubscribe for the rest of the process (the
+// shim is preloaded): a later CUPTI client makes us step aside first.  Our
+// own calls go through the function table of cupti_loader, not through here.
+// The real function is found through the library cupti_loader resolves (the
+// copy the framework loaded, e.g. PyTorch's): that copy sits in a
+// dlopen()ed local scope, where RTLD_NEXT does not look.
+extern "C" __attribute__((visibility("default"))) CUptiResult CUPTIAPI
+cuptiSubscribe(CUpti_SubscriberHandle* subscriber, CUpti_CallbackFunc callback, void* userdata) {
+  using SubscribeFn = CUptiResult (*)(CUpti_SubscriberHandle*, CUpti_CallbackFunc, void*);
+  gpuos_shim::StepAsideForAnotherClient();
+  static SubscribeFn next = [] {
+    if (void* fn = dlsym(RTLD_NEXT, "cuptiSubscribe")) return reinterpret_cast<SubscribeFn>(fn);
+    gpuos_shim::CuptiLoadResult loaded = gpuos_shim::LoadCupti();
+    return loaded.api ? loaded.api->Subscribe : nullptr;
+  }();
+  if (next == nullptr) return CUPTI_ERROR_NOT_INITIALIZED;
+  CUptiResult result = next(subscriber, callback, userdata);
+  if (result != CUPTI_SUCCESS) {
+    gpuos_shim::ReportProblem("other client's cuptiSubscribe",
+                              "the other CUPTI client's cuptiSubscribe still failed: " +
+                                  std::to_string(static_cast<int>(result)));
+  }
+  return result;
+}
 
 extern "C" int InitializeInjection(void) {
   static std::atomic<bool> started{false};

@@ -7,7 +7,7 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake ninja-build pkg-config git python3
+  build-essential cmake ninja-build pkg-config git python3 chromium
   clang bpftool libbpf-dev libelf-dev zlib1g-dev libzstd-dev
   libprotobuf-dev protobuf-compiler libabsl-dev libgtest-dev
 )

@@ -168,8 +168,12 @@ class Recording {
   // An event from the CUDA shim, already checked to come from the tree.
   void OnShimEvent(const v1::Event& event) {
     ++shim_events_;
+    if (event.has_shim_stats()) shim_status_[event.pid()] = event.shim_stats();
     Write(event);
   }
+
+  // The last word of each process's shim (CUPTI stepping aside, drops).
+  const std::map<uint32_t, v1::ShimStats>& shim_status() const { return shim_status_; }
 
   uint64_t shim_events() const { return shim_events_; }
   uint64_t dropped() const { return drops_total_ + undecodable_; }
@@ -233,6 +237,7 @@ class Recording {
   uint64_t undecodable_ = 0;
   uint64_t undecodable_reported_ = 0;
   uint64_t shim_events_ = 0;
+  std::map<uint32_t, v1::ShimStats> shim_status_;
   size_t processes_seen_ = 0;
   size_t threads_seen_ = 0;
   absl::Status write_error_;
@@ -485,6 +490,17 @@ int RunRecord(const RecordOptions& options) {
       fprintf(stderr, "gpuos-trace: %llu NVTX/CUDA events from %llu process(es) through the shim\n",
               static_cast<unsigned long long>(recording.shim_events()),
               static_cast<unsigned long long>(shim_listener->connections()));
+    }
+    for (const auto& [pid, stats] : recording.shim_status()) {
+      if (!stats.cupti_active() && !stats.cupti_status().empty() &&
+          stats.cupti_status().find("no gpuos-trace agent") == std::string::npos) {
+        fprintf(stderr, "gpuos-trace: note: pid %u: %s\n", pid, stats.cupti_status().c_str());
+      }
+      uint64_t lost = stats.dropped_queue_full() + stats.dropped_send_failed() + stats.cupti_dropped_records();
+      if (lost) {
+        fprintf(stderr, "gpuos-trace: WARNING: pid %u: the CUDA shim lost %llu events\n", pid,
+                static_cast<unsigned long long>(lost));
+      }
     }
     if (shim_listener && shim_listener->rejected_peers()) {
       fprintf(stderr, "gpuos-trace: WARNING: refused %llu shim connection(s) from outside the traced tree\n",

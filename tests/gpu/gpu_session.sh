@@ -3,11 +3,11 @@
 #   tests/gpu/gpu_session.sh [BIN_DIR] [PARTS]
 # BIN_DIR (default build-gpu) holds what deploy/make_gpu_bundle.sh put there:
 # a static gpuos-trace, libgpuos_shim.so and python_hooks/.  PARTS is a
-# comma list of: probe, known, torch, overhead, suite (default: all but suite).
+# comma list of: probe, known, torch, coexist, overhead, suite (default: all but suite).
 # Logs go to $OUT (or ./gpu-session-out); the table of results comes last.
 set -u
 BIN_DIR=${1:-build-gpu}
-PARTS=${2:-probe,known,torch,overhead}
+PARTS=${2:-probe,known,torch,coexist,overhead}
 OUT=${OUT:-$PWD/gpu-session-out}
 mkdir -p "$OUT"
 export OUT
@@ -67,6 +67,21 @@ PY
     row "torch kernels/step = profiler's" PASS "$result; $workers processes followed"
   else
     row "torch kernels/step = profiler's" FAIL "rc=$rc $result"
+  fi
+fi
+
+if want coexist; then
+  echo "== torch.profiler inside a traced job"
+  timeout 120 "$TRACE" -q -o "$OUT/coexist.gpuos" -- python3 "$HERE/profiler_coexist_check.py" \
+    >"$OUT/coexist.out" 2>"$OUT/coexist.err"
+  rc=$?
+  "$TRACE" dump "$OUT/coexist.gpuos" >"$OUT/coexist.jsonl" 2>/dev/null
+  result=$(python3 "$HERE/profiler_coexist_check.py" check "$OUT/coexist.jsonl" "$OUT/coexist.out" 2>&1 | tail -1)
+  echo "$result"
+  if [ $rc = 0 ] && [[ "$result" == *'"ok": true'* ]]; then
+    row "torch.profiler works in a traced job" PASS "$result"
+  else
+    row "torch.profiler works in a traced job" FAIL "rc=$rc $result $(tail -2 "$OUT/coexist.err")"
   fi
 fi
 
