@@ -159,13 +159,16 @@ std::string EncodeKernel(const CUpti_ActivityKernel10& kernel, uint32_t pid,
   return EncodeEvent(kernel.start, pid, 0, f::kEventGpuKernel, payload);
 }
 
-std::string EncodeMemcpy(const CUpti_ActivityMemcpy6& copy, uint32_t pid) {
+namespace {
+
+// The fields a copy record of every kind carries (memcpy and peer-to-peer).
+// CUpti_ActivityMemcpyKind / _MemoryKind number their values as the schema's
+// MemcpyDirection / MemoryKind do (checked in the unit test).
+template <typename CopyRecord>
+void AppendCopyFields(const CopyRecord& copy, ProtoWriter& payload) {
   namespace f = field;
-  ProtoWriter payload;
   payload.Uint(f::kMemcpyDuration, Duration(copy.start, copy.end));
   payload.Uint(f::kMemcpyBytes, copy.bytes);
-  // CUpti_ActivityMemcpyKind / _MemoryKind number their values as the
-  // schema's MemcpyDirection / MemoryKind do (checked in the unit test).
   payload.Uint(f::kMemcpyDirection, copy.copyKind);
   payload.Uint(f::kMemcpySrcKind, copy.srcKind);
   payload.Uint(f::kMemcpyDstKind, copy.dstKind);
@@ -173,32 +176,29 @@ std::string EncodeMemcpy(const CUpti_ActivityMemcpy6& copy, uint32_t pid) {
   payload.Uint(f::kMemcpyDevice, copy.deviceId);
   payload.Uint(f::kMemcpyContext, copy.contextId);
   payload.Uint(f::kMemcpyStream, copy.streamId);
+  payload.Uint(f::kMemcpyGraphId, copy.graphId);
+}
+
+}  // namespace
+
+std::string EncodeMemcpy(const CUpti_ActivityMemcpy6& copy, uint32_t pid) {
+  ProtoWriter payload;
+  AppendCopyFields(copy, payload);
   // The runtime call (cudaMemcpy...) is what the API events show, so its id
   // joins them; a copy issued straight through the driver API has none and
   // joins the driver call instead.
-  payload.Uint(f::kMemcpyCorrelation,
+  payload.Uint(field::kMemcpyCorrelation,
                copy.runtimeCorrelationId != 0 ? copy.runtimeCorrelationId : copy.correlationId);
-  payload.Uint(f::kMemcpyGraphId, copy.graphId);
-  return EncodeEvent(copy.start, pid, 0, f::kEventGpuMemcpy, payload);
+  return EncodeEvent(copy.start, pid, 0, field::kEventGpuMemcpy, payload);
 }
 
 std::string EncodeMemcpyPtoP(const CUpti_ActivityMemcpyPtoP4& copy, uint32_t pid) {
-  namespace f = field;
   ProtoWriter payload;
-  payload.Uint(f::kMemcpyDuration, Duration(copy.start, copy.end));
-  payload.Uint(f::kMemcpyBytes, copy.bytes);
-  payload.Uint(f::kMemcpyDirection, copy.copyKind);
-  payload.Uint(f::kMemcpySrcKind, copy.srcKind);
-  payload.Uint(f::kMemcpyDstKind, copy.dstKind);
-  payload.Bool(f::kMemcpyAsync, (copy.flags & CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC) != 0);
-  payload.Uint(f::kMemcpyDevice, copy.deviceId);
-  payload.Uint(f::kMemcpyContext, copy.contextId);
-  payload.Uint(f::kMemcpyStream, copy.streamId);
-  payload.Uint(f::kMemcpyCorrelation, copy.correlationId);
-  payload.Uint(f::kMemcpyGraphId, copy.graphId);
-  payload.Uint(f::kMemcpySrcDevice, copy.srcDeviceId);
-  payload.Uint(f::kMemcpyDstDevice, copy.dstDeviceId);
-  return EncodeEvent(copy.start, pid, 0, f::kEventGpuMemcpy, payload);
+  AppendCopyFields(copy, payload);
+  payload.Uint(field::kMemcpyCorrelation, copy.correlationId);
+  payload.Uint(field::kMemcpySrcDevice, copy.srcDeviceId);
+  payload.Uint(field::kMemcpyDstDevice, copy.dstDeviceId);
+  return EncodeEvent(copy.start, pid, 0, field::kEventGpuMemcpy, payload);
 }
 
 std::string EncodeMemset(const CUpti_ActivityMemset4& set, uint32_t pid) {

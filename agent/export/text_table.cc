@@ -1,36 +1,13 @@
 // Aligned plain-text tables; see text_table.h.
 #include "export/text_table.h"
 
+#include "export/utf8.h"
+
 #include <algorithm>
 
 #include "absl/strings/str_format.h"
 
 namespace gpuos {
-namespace {
-
-// Same well-formedness rules as the JSON writer: a lead byte and the right
-// number of continuation bytes, no overlongs, surrogates or values above
-// U+10FFFF.  Returns 0 when bytes[i] does not start a valid sequence.
-size_t Utf8Length(std::string_view s, size_t i) {
-  auto b = [&](size_t k) { return static_cast<unsigned char>(s[i + k]); };
-  const size_t left = s.size() - i;
-  auto cont = [&](size_t k, unsigned lo = 0x80, unsigned hi = 0xBF) {
-    return k < left && b(k) >= lo && b(k) <= hi;
-  };
-  const unsigned c = b(0);
-  if (c < 0x80) return 1;
-  if (c >= 0xC2 && c <= 0xDF) return cont(1) ? 2 : 0;
-  if (c == 0xE0) return cont(1, 0xA0) && cont(2) ? 3 : 0;
-  if ((c >= 0xE1 && c <= 0xEC) || c == 0xEE || c == 0xEF) return cont(1) && cont(2) ? 3 : 0;
-  if (c == 0xED) return cont(1, 0x80, 0x9F) && cont(2) ? 3 : 0;
-  if (c == 0xF0) return cont(1, 0x90) && cont(2) && cont(3) ? 4 : 0;
-  if (c >= 0xF1 && c <= 0xF3) return cont(1) && cont(2) && cont(3) ? 4 : 0;
-  if (c == 0xF4) return cont(1, 0x80, 0x8F) && cont(2) && cont(3) ? 4 : 0;
-  return 0;
-}
-
-}  // namespace
-
 size_t DisplayWidth(std::string_view text) {
   size_t width = 0;
   for (unsigned char c : text) {
@@ -45,7 +22,7 @@ std::string Printable(std::string_view bytes) {
   size_t i = 0;
   while (i < bytes.size()) {
     const unsigned char c = static_cast<unsigned char>(bytes[i]);
-    const size_t n = Utf8Length(bytes, i);
+    const size_t n = Utf8SequenceLength(bytes, i);
     if (n == 0 || c < 0x20 || c == 0x7F) {
       out += absl::StrFormat("\\x%02x", c);
       ++i;
