@@ -24,6 +24,9 @@
 #include "record/host_info.h"
 #include "record/launcher.h"
 #include "record/preflight.h"
+#include "record/install_paths.h"
+#include "record/recording.h"
+#include "record/recording_summary.h"
 #include "record/shim_listener.h"
 #include "stream/trace_writer.h"
 
@@ -44,250 +47,6 @@ std::string Basename(const std::string& path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
-// Everything the loop needs while it runs.  Memory grows with the number of
-// threads and kernel-map entries, never with the number of events: events go
-// straight to the writer.
-class Recording {
- public:
-  Recording(const RecordOptions& options, TraceWriter* writer)
-      : options_(options), writer_(writer) {}
-
-  absl::Status StartBpf() {
-    BpfSessionOptions bpf_options;
-    bpf_options.ring_buffer_bytes = options_.ring_buffer_bytes;
-    bpf_options.fault_window_ns = options_.fault_window_ns;
-    bpf_options.btf_path = options_.btf_path;
-    bpf_options.verbose = options_.verbose;
-    auto session = BpfSession::Start(
-        bpf_options, [this](const void* data, size_t size) { OnRecord(data, size); });
-    if (!session.ok()) return session.status();
-    bpf_ = std::move(*session);
-    return absl::OkStatus();
-  }
-
-  BpfSession& bpf() { return *bpf_; }
-
-  // The process gpuos-trace started: the kernel side never saw it being
-  // created, so its start is written here.
-  void AddRoot(pid_t pid, const std::string& argv0) {
-    v1::Event event;
-    event.set_ts_ns(MonotonicNowNs());
-    event.set_pid(pid);
-    event.set_tid(pid);
-    auto* start = event.mutable_process_start();
-    start->set_ppid(getpid());
-    start->set_parent_tid(getpid());
-    start->set_comm(Basename(argv0).substr(0, 15));
-    start->set_is_root(true);
-    Track(event);
-    Write(event);
-  }
-
-  void OnRecord(const void* data, size_t size) {
-    DecodeResult result = DecodeBpfRecord(data, size, &event_);
-    if (result != DecodeResult::kOk) {
-      ++undecodable_;
-      return;
-    }
-    Track(event_);
-    Write(event_);
-  }
-
-  // Writes the kernel-side totals (syscalls, futex wakes, drops) that changed
-  // since the last snapshot; then frees the map entries of exited threads.
-  void Snapshot(bool final) {
-    uint64_t now = MonotonicNowNs();
-    v1::Event event;
-    for (const KernelSyscallTotal& t : bpf_->ReadSyscallTotals()) {
-      uint64_t& seen = syscall_calls_seen_[{t.tid, t.nr}];
-      if (seen == t.calls) continue;
-      seen = t.calls;
-      event.Clear();
-      event.set_ts_ns(now);
-      event.set_pid(t.pid);
-      event.set_tid(t.tid);
-      auto* s = event.mutable_syscall_stats();
-      s->set_nr(t.nr);
-      s->set_calls(t.calls);
-      s->set_total_ns(t.total_ns);
-      s->set_max_ns(t.max_ns);
-      Write(event);
-    }
-    for (const KernelFutexWakes& w : bpf_->ReadFutexWakes()) {
-      uint64_t& seen = wake_calls_seen_[w.tid];
-      if (seen == w.calls) continue;
-      seen = w.calls;
-      event.Clear();
-      event.set_ts_ns(now);
-      event.set_pid(w.pid);
-      event.set_tid(w.tid);
-      auto* f = event.mutable_futex_wakes();
-      f->set_calls(w.calls);
-      f->set_woken(w.woken);
-      Write(event);
-    }
-    KernelDrops drops = bpf_->ReadDrops();
-    for (const auto& [program, misses] : bpf_->ReadRecursionMisses()) {
-      drops.by_reason.emplace_back("recursion:" + program, misses);
-      drops.total += misses;
-    }
-    if (final || drops.total != drops_total_ || undecodable_ != undecodable_reported_) {
-      drops_total_ = drops.total;
-      undecodable_reported_ = undecodable_;
-      event.Clear();
-      event.set_ts_ns(now);
-      auto* stats = event.mutable_tracer_stats();
-      for (const auto& [reason, count] : drops.by_reason) {
-        if (reason.rfind("ringbuf:", 0) == 0) {
-          (*stats->mutable_ring_buffer_drops())[reason.substr(8)] = count;
-        } else if (reason.rfind("map_full:", 0) == 0) {
-          (*stats->mutable_map_full_drops())[reason.substr(9)] = count;
-        } else {
-          // Skipped program runs: events that never reached the ring.
-          (*stats->mutable_ring_buffer_drops())[reason] = count;
-        }
-      }
-      if (undecodable_) (*stats->mutable_ring_buffer_drops())["undecodable"] = undecodable_;
-      stats->set_events_written(writer_->events_written());
-      Write(event);
-    }
-    if (!final && !exited_tids_.empty()) {
-      bpf_->ForgetThreads(exited_tids_);
-      for (uint32_t tid : exited_tids_) {
-        wake_calls_seen_.erase(tid);
-        for (auto it = syscall_calls_seen_.lower_bound({tid, INT32_MIN});
-             it != syscall_calls_seen_.end() && it->first.first == tid;) {
-          it = syscall_calls_seen_.erase(it);
-        }
-      }
-      exited_tids_.clear();
-    }
-    if (absl::Status s = writer_->Flush(); !s.ok()) NoteWriteError(s);
-  }
-
-  // An event from the CUDA shim, already checked to come from the tree.
-  void OnShimEvent(const v1::Event& event) {
-    ++shim_events_;
-    if (event.has_shim_stats()) shim_status_[event.pid()] = event.shim_stats();
-    Write(event);
-  }
-
-  // The last word of each process's shim (CUPTI stepping aside, drops).
-  const std::map<uint32_t, v1::ShimStats>& shim_status() const { return shim_status_; }
-
-  uint64_t shim_events() const { return shim_events_; }
-  uint64_t dropped() const { return drops_total_ + undecodable_; }
-  size_t processes_seen() const { return processes_seen_; }
-  size_t threads_seen() const { return threads_seen_; }
-  const absl::Status& write_error() const { return write_error_; }
-
- private:
-  // Keeps the tid -> pid table that comm changes by another process need,
-  // and the list of exited threads whose map entries can go.
-  void Track(v1::Event& event) {
-    switch (event.payload_case()) {
-      case v1::Event::kProcessStart:
-        ++processes_seen_;
-        ++threads_seen_;
-        thread_pid_[event.tid()] = event.pid();
-        break;
-      case v1::Event::kThreadStart:
-        ++threads_seen_;
-        thread_pid_[event.tid()] = event.pid();
-        break;
-      case v1::Event::kCommChange:
-        if (event.pid() == 0) {
-          auto it = thread_pid_.find(event.tid());
-          if (it != thread_pid_.end()) event.set_pid(it->second);
-        }
-        break;
-      case v1::Event::kExec:
-        if (event.exec().old_tid() != event.pid()) {
-          thread_pid_.erase(event.exec().old_tid());
-          thread_pid_[event.pid()] = event.pid();
-        }
-        break;
-      case v1::Event::kThreadExit:
-        thread_pid_.erase(event.tid());
-        exited_tids_.push_back(event.tid());
-        break;
-      default:
-        break;
-    }
-  }
-
-  void Write(const v1::Event& event) {
-    if (!write_error_.ok()) return;
-    if (absl::Status s = writer_->Append(event); !s.ok()) NoteWriteError(s);
-  }
-
-  void NoteWriteError(const absl::Status& status) {
-    if (write_error_.ok()) write_error_ = status;
-  }
-
-  const RecordOptions& options_;
-  TraceWriter* writer_;
-  std::unique_ptr<BpfSession> bpf_;
-  v1::Event event_;  // reused: no allocation per record
-  absl::flat_hash_map<uint32_t, uint32_t> thread_pid_;
-  std::vector<uint32_t> exited_tids_;
-  std::map<std::pair<uint32_t, int32_t>, uint64_t> syscall_calls_seen_;
-  absl::flat_hash_map<uint32_t, uint64_t> wake_calls_seen_;
-  uint64_t drops_total_ = 0;
-  uint64_t undecodable_ = 0;
-  uint64_t undecodable_reported_ = 0;
-  uint64_t shim_events_ = 0;
-  std::map<uint32_t, v1::ShimStats> shim_status_;
-  size_t processes_seen_ = 0;
-  size_t threads_seen_ = 0;
-  absl::Status write_error_;
-};
-
-std::string Dirname(const std::string& path) {
-  size_t slash = path.rfind('/');
-  return slash == std::string::npos ? "." : path.substr(0, slash);
-}
-
-// The shim sits next to the binary in a build tree, or in
-// <prefix>/lib/gpuos-trace next to <prefix>/bin once installed.
-std::string FindShim(const std::string& requested) {
-  if (!requested.empty()) return access(requested.c_str(), R_OK) == 0 ? requested : "";
-  char exe[4096];
-  ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-  if (n <= 0) return "";
-  exe[n] = 0;
-  std::string dir = Dirname(exe);
-  for (const std::string& candidate :
-       {dir + "/libgpuos_shim.so", dir + "/../lib/gpuos-trace/libgpuos_shim.so"}) {
-    if (access(candidate.c_str(), R_OK) == 0) {
-      char resolved[4096];
-      return realpath(candidate.c_str(), resolved) ? resolved : candidate;
-    }
-  }
-  return "";
-}
-
-std::string ExeDir() {
-  char exe[4096];
-  ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-  if (n <= 0) return "";
-  exe[n] = 0;
-  return Dirname(exe);
-}
-
-// The directory holding the Python start-up hook, or "".
-std::string FindPythonHooks() {
-  std::string dir = ExeDir();
-  for (const std::string& candidate :
-       {dir + "/python_hooks", dir + "/../share/gpuos-trace/python_hooks"}) {
-    if (access((candidate + "/sitecustomize.py").c_str(), R_OK) == 0) {
-      char resolved[4096];
-      return realpath(candidate.c_str(), resolved) ? resolved : candidate;
-    }
-  }
-  return "";
-}
-
 // Environment that puts the shim into every process of the tree.
 std::vector<std::string> ShimEnvironment(const std::string& shim, const std::string& socket_path) {
   std::vector<std::string> env;
@@ -306,13 +65,6 @@ std::vector<std::string> ShimEnvironment(const std::string& shim, const std::str
   }
   env.push_back("GPUOS_SHIM_SOCKET=" + socket_path);
   return env;
-}
-
-std::string HumanBytes(uint64_t bytes) {
-  if (bytes >= (1ull << 30)) return absl::StrFormat("%.1f GiB", bytes / double(1ull << 30));
-  if (bytes >= (1ull << 20)) return absl::StrFormat("%.1f MiB", bytes / double(1ull << 20));
-  if (bytes >= (1ull << 10)) return absl::StrFormat("%.1f KiB", bytes / double(1ull << 10));
-  return absl::StrFormat("%d B", bytes);
 }
 
 }  // namespace
@@ -486,37 +238,7 @@ int RunRecord(const RecordOptions& options) {
             Basename(options.command[0]).c_str(), exit_code, (end_ns - start_ns) / 1e9,
             static_cast<unsigned long long>((*writer)->events_written()),
             recording.processes_seen(), recording.threads_seen());
-    if (shim_listener && shim_listener->connections()) {
-      fprintf(stderr, "gpuos-trace: %llu NVTX/CUDA events from %llu process(es) through the shim\n",
-              static_cast<unsigned long long>(recording.shim_events()),
-              static_cast<unsigned long long>(shim_listener->connections()));
-    }
-    for (const auto& [pid, stats] : recording.shim_status()) {
-      if (!stats.cupti_active() && !stats.cupti_status().empty() &&
-          stats.cupti_status().find("no gpuos-trace agent") == std::string::npos) {
-        fprintf(stderr, "gpuos-trace: note: pid %u: %s\n", pid, stats.cupti_status().c_str());
-      }
-      uint64_t lost = stats.dropped_queue_full() + stats.dropped_send_failed() + stats.cupti_dropped_records();
-      if (lost) {
-        fprintf(stderr, "gpuos-trace: WARNING: pid %u: the CUDA shim lost %llu events\n", pid,
-                static_cast<unsigned long long>(lost));
-      }
-    }
-    if (shim_listener && shim_listener->rejected_peers()) {
-      fprintf(stderr, "gpuos-trace: WARNING: refused %llu shim connection(s) from outside the traced tree\n",
-              static_cast<unsigned long long>(shim_listener->rejected_peers()));
-    }
-    if (recording.dropped()) {
-      fprintf(stderr,
-              "gpuos-trace: WARNING: %llu events were dropped (ring buffer or kernel map full); "
-              "try a larger --buffer-size\n",
-              static_cast<unsigned long long>(recording.dropped()));
-    }
-    struct stat st {};
-    stat(options.output_path.c_str(), &st);
-    fprintf(stderr, "gpuos-trace: trace written to %s (%s); see: gpuos-trace report %s\n",
-            options.output_path.c_str(), HumanBytes(static_cast<uint64_t>(st.st_size)).c_str(),
-            options.output_path.c_str());
+    PrintRecordingSummary(recording, shim_listener.get(), options.output_path);
   }
   return exit_code;
 }

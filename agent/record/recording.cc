@@ -1,0 +1,204 @@
+// The event sink of a recording; see recording.h.
+#include "record/recording.h"
+
+#include <unistd.h>
+
+#include <climits>
+#include <string>
+
+#include "record/event_decoder.h"
+#include "record/host_info.h"
+#include "record/recorder.h"
+
+namespace gpuos {
+namespace {
+
+std::string Basename(const std::string& path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+}  // namespace
+
+absl::Status Recording::StartBpf() {
+  BpfSessionOptions bpf_options;
+  bpf_options.ring_buffer_bytes = options_.ring_buffer_bytes;
+  bpf_options.fault_window_ns = options_.fault_window_ns;
+  bpf_options.btf_path = options_.btf_path;
+  bpf_options.verbose = options_.verbose;
+  auto session = BpfSession::Start(
+      bpf_options, [this](const void* data, size_t size) { OnRecord(data, size); });
+  if (!session.ok()) return session.status();
+  bpf_ = std::move(*session);
+  return absl::OkStatus();
+}
+
+void Recording::AddRoot(pid_t pid, const std::string& argv0) {
+  v1::Event event;
+  event.set_ts_ns(MonotonicNowNs());
+  event.set_pid(pid);
+  event.set_tid(pid);
+  auto* start = event.mutable_process_start();
+  start->set_ppid(getpid());
+  start->set_parent_tid(getpid());
+  start->set_comm(Basename(argv0).substr(0, 15));
+  start->set_is_root(true);
+  Track(event);
+  Write(event);
+}
+
+void Recording::OnRecord(const void* data, size_t size) {
+  DecodeResult result = DecodeBpfRecord(data, size, &event_);
+  if (result != DecodeResult::kOk) {
+    ++undecodable_;
+    return;
+  }
+  Track(event_);
+  Write(event_);
+}
+
+void Recording::Snapshot(bool final) {
+  uint64_t now = MonotonicNowNs();
+  v1::Event event;
+  for (const KernelSyscallTotal& t : bpf_->ReadSyscallTotals()) {
+    uint64_t& seen = syscall_calls_seen_[{t.tid, t.nr}];
+    if (seen == t.calls) continue;
+    seen = t.calls;
+    event.Clear();
+    event.set_ts_ns(now);
+    event.set_pid(t.pid);
+    event.set_tid(t.tid);
+    auto* s = event.mutable_syscall_stats();
+    s->set_nr(t.nr);
+    s->set_calls(t.calls);
+    s->set_total_ns(t.total_ns);
+    s->set_max_ns(t.max_ns);
+    Write(event);
+  }
+  for (const KernelFutexWakes& w : bpf_->ReadFutexWakes()) {
+    uint64_t& seen = wake_calls_seen_[w.tid];
+    if (seen == w.calls) continue;
+    seen = w.calls;
+    event.Clear();
+    event.set_ts_ns(now);
+    event.set_pid(w.pid);
+    event.set_tid(w.tid);
+    auto* f = event.mutable_futex_wakes();
+    f->set_calls(w.calls);
+    f->set_woken(w.woken);
+    Write(event);
+  }
+  KernelDrops drops = bpf_->ReadDrops();
+  for (const auto& [program, misses] : bpf_->ReadRecursionMisses()) {
+    drops.by_reason.emplace_back("recursion:" + program, misses);
+    drops.total += misses;
+  }
+  if (final || drops.total != drops_total_ || undecodable_ != undecodable_reported_) {
+    drops_total_ = drops.total;
+    undecodable_reported_ = undecodable_;
+    event.Clear();
+    event.set_ts_ns(now);
+    auto* stats = event.mutable_tracer_stats();
+    for (const auto& [reason, count] : drops.by_reason) {
+      if (reason.rfind("ringbuf:", 0) == 0) {
+        (*stats->mutable_ring_buffer_drops())[reason.substr(8)] = count;
+      } else if (reason.rfind("map_full:", 0) == 0) {
+        (*stats->mutable_map_full_drops())[reason.substr(9)] = count;
+      } else {
+        // Skipped program runs: events that never reached the ring.
+        (*stats->mutable_ring_buffer_drops())[reason] = count;
+      }
+    }
+    if (undecodable_) (*stats->mutable_ring_buffer_drops())["undecodable"] = undecodable_;
+    stats->set_events_written(writer_->events_written());
+    Write(event);
+  }
+  if (!final && !exited_tids_.empty()) {
+    bpf_->ForgetThreads(exited_tids_);
+    for (uint32_t tid : exited_tids_) {
+      wake_calls_seen_.erase(tid);
+      for (auto it = syscall_calls_seen_.lower_bound({tid, INT32_MIN});
+           it != syscall_calls_seen_.end() && it->first.first == tid;) {
+        it = syscall_calls_seen_.erase(it);
+      }
+    }
+    exited_tids_.clear();
+  }
+  if (absl::Status s = writer_->Flush(); !s.ok()) NoteWriteError(s);
+}
+
+void Recording::OnShimEvent(const v1::Event& event) {
+  ++shim_events_;
+  if (event.has_shim_stats()) shim_status_[event.pid()] = event.shim_stats();
+  if (event.has_gpu_kernel()) ++kernels_by_pid_[event.pid()];
+  Write(event);
+}
+
+void Recording::Track(v1::Event& event) {
+  switch (event.payload_case()) {
+    case v1::Event::kProcessStart:
+      ++processes_seen_;
+      ++threads_seen_;
+      thread_pid_[event.tid()] = event.pid();
+      break;
+    case v1::Event::kThreadStart:
+      ++threads_seen_;
+      thread_pid_[event.tid()] = event.pid();
+      break;
+    case v1::Event::kCommChange:
+      if (event.pid() == 0) {
+        auto it = thread_pid_.find(event.tid());
+        if (it != thread_pid_.end()) event.set_pid(it->second);
+      }
+      break;
+    case v1::Event::kExec:
+      if (event.exec().old_tid() != event.pid()) {
+        thread_pid_.erase(event.exec().old_tid());
+        thread_pid_[event.pid()] = event.pid();
+      }
+      break;
+    case v1::Event::kThreadExit:
+      thread_pid_.erase(event.tid());
+      exited_tids_.push_back(event.tid());
+      break;
+    default:
+      break;
+  }
+}
+
+void Recording::Write(const v1::Event& event) {
+  if (!write_error_.ok()) return;
+  if (absl::Status s = writer_->Append(event); !s.ok()) NoteWriteError(s);
+}
+
+void Recording::NoteWriteError(const absl::Status& status) {
+  if (write_error_.ok()) write_error_ = status;
+}
+
+void Recording::AddExistingProcess(pid_t pid, pid_t ppid, const std::string& comm,
+                                   uint64_t ts_ns) {
+  v1::Event event;
+  event.set_ts_ns(ts_ns);
+  event.set_pid(pid);
+  event.set_tid(pid);
+  auto* start = event.mutable_process_start();
+  start->set_ppid(ppid);
+  start->set_comm(comm.substr(0, 15));
+  start->set_preexisting(true);
+  Track(event);
+  Write(event);
+}
+
+void Recording::AddExistingThread(pid_t pid, pid_t tid, const std::string& comm, uint64_t ts_ns) {
+  v1::Event event;
+  event.set_ts_ns(ts_ns);
+  event.set_pid(pid);
+  event.set_tid(tid);
+  auto* start = event.mutable_thread_start();
+  start->set_comm(comm.substr(0, 15));
+  start->set_preexisting(true);
+  Track(event);
+  Write(event);
+}
+
+}  // namespace gpuos

@@ -1,0 +1,93 @@
+// The event sink of a recording, launched or attached: decodes ring-buffer
+// records, keeps the little per-thread state the stream needs (tid -> pid,
+// exited threads), writes every event to the .gpuos file, and every second
+// writes the totals kept in kernel maps (syscalls, futex wakes, drops).
+// Memory grows with the number of threads and kernel-map entries, never
+// with the number of events: events go straight to the writer.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "gpuos_trace.pb.h"
+#include "record/bpf_session.h"
+#include "stream/trace_writer.h"
+
+namespace gpuos {
+
+struct RecordOptions;
+
+class Recording {
+ public:
+  Recording(const RecordOptions& options, TraceWriter* writer)
+      : options_(options), writer_(writer) {}
+
+  absl::Status StartBpf();
+  BpfSession& bpf() { return *bpf_; }
+  // Detaches every BPF program and frees the maps (attach mode's detach).
+  void StopBpf() { bpf_.reset(); }
+
+  // The process gpuos-trace started: the kernel side never saw it being
+  // created, so its start is written here.
+  void AddRoot(pid_t pid, const std::string& argv0);
+
+  // A process or thread that was already running when gpuos-trace attached
+  // (found in /proc): written as a start with `preexisting` set.
+  void AddExistingProcess(pid_t pid, pid_t ppid, const std::string& comm, uint64_t ts_ns);
+  void AddExistingThread(pid_t pid, pid_t tid, const std::string& comm, uint64_t ts_ns);
+
+  void OnRecord(const void* data, size_t size);
+
+  // Writes the kernel-side totals (syscalls, futex wakes, drops) that changed
+  // since the last snapshot; then frees the map entries of exited threads.
+  void Snapshot(bool final);
+
+  // An event from the CUDA shim, already checked to come from the tree.
+  void OnShimEvent(const v1::Event& event);
+
+  // Writes an event made by the agent itself.
+  void Write(const v1::Event& event);
+
+  // The last word of each process's shim (CUPTI stepping aside, drops).
+  const std::map<uint32_t, v1::ShimStats>& shim_status() const { return shim_status_; }
+
+  uint64_t shim_events() const { return shim_events_; }
+  uint64_t dropped() const { return drops_total_ + undecodable_; }
+  size_t processes_seen() const { return processes_seen_; }
+  size_t threads_seen() const { return threads_seen_; }
+  const absl::Status& write_error() const { return write_error_; }
+  // Kernels the shim reported, per process (attach mode's summary).
+  const std::map<uint32_t, uint32_t>& kernels_by_pid() const { return kernels_by_pid_; }
+
+ private:
+  void Track(v1::Event& event);
+  void NoteWriteError(const absl::Status& status);
+
+  const RecordOptions& options_;
+  TraceWriter* writer_;
+  std::unique_ptr<BpfSession> bpf_;
+  v1::Event event_;  // reused: no allocation per record
+  absl::flat_hash_map<uint32_t, uint32_t> thread_pid_;
+  std::vector<uint32_t> exited_tids_;
+  std::map<std::pair<uint32_t, int32_t>, uint64_t> syscall_calls_seen_;
+  absl::flat_hash_map<uint32_t, uint64_t> wake_calls_seen_;
+  uint64_t drops_total_ = 0;
+  uint64_t undecodable_ = 0;
+  uint64_t undecodable_reported_ = 0;
+  uint64_t shim_events_ = 0;
+  std::map<uint32_t, v1::ShimStats> shim_status_;
+  std::map<uint32_t, uint32_t> kernels_by_pid_;
+  size_t processes_seen_ = 0;
+  size_t threads_seen_ = 0;
+  absl::Status write_error_;
+};
+
+}  // namespace gpuos
