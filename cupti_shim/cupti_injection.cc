@@ -1,6 +1,6 @@
-// CUPTI activity collection: injection entry point, buffer pool, parser
-// thread, flushing at context teardown and exit, fork safety (see the
-// header).  Follows Kineto's CuptiActivityApi habits: CUPTI's buffer
+// CUPTI activity collection: injection entry point, starting and stopping
+// (launch, attach, detach, stepping aside), buffer pool, parser thread,
+// flushing at context teardown and exit, fork safety (see the header).  Follows Kineto's CuptiActivityApi habits: CUPTI's buffer
 // callbacks only take or queue a buffer under a short lock, records are
 // parsed on our own thread, and no lock of ours is ever held while calling
 // into CUPTI, which may call back into us from inside (an ABBA deadlock
@@ -21,6 +21,7 @@
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <new>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -28,6 +29,7 @@
 #include <utility>
 #include <vector>
 
+#include "attach_control.h"
 #include "cupti_loader.h"
 #include "cupti_record_encoder.h"
 #include "event_channel.h"
@@ -48,6 +50,26 @@ constexpr size_t kBufferAlignment = 64;  // CUPTI needs 8
 // full buffers, which a slow job may take minutes to fill).
 constexpr auto kFlushPeriod = std::chrono::milliseconds(500);
 constexpr auto kExitDrainTimeout = std::chrono::seconds(5);
+// How long a stop waits for cuptiFinalize in an API's exit callback, and
+// for a start in progress on another thread.
+constexpr auto kFinalizeTimeout = std::chrono::seconds(5);
+constexpr auto kStartWaitTimeout = std::chrono::seconds(10);
+// CUPTI API version of CUDA 12.6: cuptiFinalize with CUDA graphs crashed
+// before it (pytorch/pytorch#112507, fixed in 12.6 per pytorch#146604).
+constexpr uint32_t kMinCuptiVersionToFinalize = 24;
+
+// Every kind the shim may enable; a stop disables them all.
+constexpr CUpti_ActivityKind kAllKinds[] = {
+    CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_KERNEL,
+    CUPTI_ACTIVITY_KIND_MEMCPY,            CUPTI_ACTIVITY_KIND_MEMCPY2,
+    CUPTI_ACTIVITY_KIND_MEMSET,            CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
+    CUPTI_ACTIVITY_KIND_RUNTIME,           CUPTI_ACTIVITY_KIND_DRIVER};
+
+// Where collection stands.  Only a thread that moved it out of kOff (or kOn)
+// may move it on; the others wait or give up.
+enum Phase : int { kOff, kStarting, kOn, kStopping };
+// The cuptiFinalize handshake between a stop and the API callback.
+enum FinalizeState : int { kNoFinalize, kFinalizeRequested, kFinalizing, kFinalized };
 // Bounds the demangled-name cache; PyTorch jobs have a few thousand kernels.
 constexpr size_t kMaxCachedKernelNames = 50000;
 constexpr size_t kMaxProblemsInStatus = 4;
@@ -61,15 +83,30 @@ struct State {
   const CuptiApi* api = nullptr;
   CUpti_SubscriberHandle subscriber = nullptr;
   pid_t owner_pid = 0;
+  std::atomic<int> phase{kOff};
+  // Records are being collected (phase kOn and not yet stopping).
   std::atomic<bool> active{false};
   // Set in a fork child: CUPTI's state and our parser thread belong to the
   // parent, and its locks may have been held mid-fork.
   std::atomic<bool> in_fork_child{false};
-  // Exit has begun: the parser stops pulling from CUPTI.  parser_flushing
-  // lets exit wait out a flush the parser began before (libcupti's own
-  // teardown follows our exit handler).
-  std::atomic<bool> stopping{false};
-  std::atomic<bool> parser_flushing{false};
+  // Attach: an agent wants collection (set by attach, cleared by detach).
+  std::atomic<bool> wanted{false};
+  // InitializeInjection ran: the process is inside or past cuInit.
+  std::atomic<bool> cuda_up{false};
+  // The parser may call CUPTI on its own (periodic flush, drop counts);
+  // parser_in_cupti lets a stop or exit wait out a call it began (set, then
+  // check, on both sides, so one of them sees the other).
+  std::atomic<bool> parser_may_call_cupti{false};
+  std::atomic<bool> parser_in_cupti{false};
+  // API records are enabled per call (cuptiActivityEnableRuntimeApi...).
+  bool api_filtered_in_cupti = false;
+  std::atomic<int> finalize_state{kNoFinalize};
+  std::atomic<int> finalize_result{CUPTI_SUCCESS};
+  // Done once per process, by whichever start comes first (the phase
+  // handshake serializes starts).
+  bool tables_built = false;
+  bool parser_started = false;
+  bool atexit_registered = false;
   std::thread::id parser_thread;
 
   // Buffers CUPTI may fill.  pool_mu guards the free list and the count.
@@ -287,6 +324,25 @@ void CollectDrops() {
   }
 }
 
+// See State::parser_may_call_cupti.
+bool ParserEnterCupti() {
+  State& s = S();
+  s.parser_in_cupti = true;
+  if (s.parser_may_call_cupti.load()) return true;
+  s.parser_in_cupti = false;
+  return false;
+}
+void ParserLeaveCupti() { S().parser_in_cupti = false; }
+
+// Stops the parser's own CUPTI calls and waits out one in progress.
+void KeepParserOutOfCupti() {
+  State& s = S();
+  s.parser_may_call_cupti = false;
+  for (int i = 0; i < 2000 && s.parser_in_cupti.load(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
 void ParserLoop() {
   State& s = S();
   KernelNameCache kernel_names;
@@ -305,8 +361,15 @@ void ParserLoop() {
     bool flush_events = false;
     {
       std::unique_lock<std::mutex> lock(s.queue_mu);
-      s.queue_cv.wait_until(lock, next_flush,
-                            [&s] { return !s.completed.empty() || s.flush_events_requested; });
+      auto work = [&s] { return !s.completed.empty() || s.flush_events_requested; };
+      if (s.parser_may_call_cupti.load()) {
+        s.queue_cv.wait_until(lock, next_flush, work);
+      } else {
+        // Collection is off (detached): asleep until buffers come or a
+        // start lets us flush again.
+        s.queue_cv.wait(lock, [&] { return work() || s.parser_may_call_cupti.load(); });
+        next_flush = Clock::now() + kFlushPeriod;
+      }
       batch.swap(s.completed);
       flush_events = std::exchange(s.flush_events_requested, false);
     }
@@ -315,7 +378,10 @@ void ParserLoop() {
       ReturnBuffer(buffer.data);
     }
     if (!batch.empty()) {
-      CollectDrops();
+      if (ParserEnterCupti()) {
+        CollectDrops();
+        ParserLeaveCupti();
+      }
       {
         std::lock_guard<std::mutex> lock(s.queue_mu);
         s.parsed_buffers += batch.size();
@@ -325,12 +391,12 @@ void ParserLoop() {
     if (flush_events) FlushEvents();
 
     if (Clock::now() >= next_flush) {
-      CollectDrops();
-      // Hands over buffers whose records are all complete, full or not.
-      // (Set, then check: AtExit does the reverse, so one of us sees the other.)
-      s.parser_flushing = true;
-      if (!s.stopping.load()) CuptiOk("cuptiActivityFlushAll", s.api->ActivityFlushAll(0));
-      s.parser_flushing = false;
+      if (ParserEnterCupti()) {
+        CollectDrops();
+        // Hands over buffers whose records are all complete, full or not.
+        CuptiOk("cuptiActivityFlushAll", s.api->ActivityFlushAll(0));
+        ParserLeaveCupti();
+      }
       next_flush = Clock::now() + kFlushPeriod;
     }
   }
@@ -368,14 +434,16 @@ void RequestFlushFromCallback() {
   s.queue_cv.notify_one();
 }
 
-void FlushAndDrain(std::chrono::milliseconds timeout) {
+// Returns whether the parser took everything in time.
+bool FlushAndDrain(std::chrono::milliseconds timeout) {
   State& s = S();
+  bool drained = true;
   // Delivers every buffer through BufferCompleted before it returns.
   CuptiOk("cuptiActivityFlushAll", s.api->ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
   if (std::this_thread::get_id() != s.parser_thread) {
     std::unique_lock<std::mutex> lock(s.queue_mu);
     const uint64_t target = s.enqueued_buffers;
-    const bool drained =
+    drained =
         s.drained_cv.wait_for(lock, timeout, [&s, target] { return s.parsed_buffers >= target; });
     lock.unlock();
     if (!drained) {
@@ -386,21 +454,139 @@ void FlushAndDrain(std::chrono::milliseconds timeout) {
   }
   CollectDrops();
   FlushEvents();
+  return drained;
 }
 
 void AtExit() {
   State& s = S();
   if (InForkChild() || getpid() != s.owner_pid || !s.active.load()) return;
-  s.stopping = true;
+  // libcupti's own teardown follows this handler: the parser must not be
+  // inside CUPTI then.
+  KeepParserOutOfCupti();
   FlushAndDrain(kExitDrainTimeout);
-  for (int i = 0; i < 1000 && s.parser_flushing.load(); ++i) {
+}
+
+// ---- Detaching CUPTI --------------------------------------------------------
+
+// The driver's functions as the process has them (never loading libcuda
+// ourselves): whether CUDA is initialized, and a cheap API call of our own.
+struct Driver {
+  bool loaded = false;
+  CUresult (*CtxGetCurrent)(CUcontext*) = nullptr;
+};
+
+Driver ProcessDriver() {
+  Driver driver;
+  void* handle = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  if (handle == nullptr) {
+    dlerror();
+    return driver;
+  }
+  // The handle is kept: libcuda is never unloaded from a process anyway.
+  driver.loaded = true;
+  driver.CtxGetCurrent = reinterpret_cast<CUresult (*)(CUcontext*)>(dlsym(handle, "cuCtxGetCurrent"));
+  return driver;
+}
+
+// Before cuInit every driver call but a few answers NOT_INITIALIZED, and
+// asking does not initialize anything.
+bool CudaInitialized(const Driver& driver) {
+  if (driver.CtxGetCurrent == nullptr) return false;
+  CUcontext context = nullptr;
+  const CUresult result = driver.CtxGetCurrent(&context);
+  return result != CUDA_ERROR_NOT_INITIALIZED && result != CUDA_ERROR_DEINITIALIZED;
+}
+
+// Runs in the exit callsite of a CUDA API call, where CUPTI's documentation
+// (cupti_activity.h, cuptiFinalize) asks for cuptiFinalize; elsewhere it
+// races with other threads inside CUPTI (Kineto saw crashes, kineto#686).
+// Our subscription goes first, as Kineto does it (kineto#739).
+void FinalizeInCallback() {
+  State& s = S();
+  int expected = kFinalizeRequested;
+  if (!s.finalize_state.compare_exchange_strong(expected, kFinalizing)) return;
+  s.api->Unsubscribe(s.subscriber);
+  s.finalize_result = s.api->Finalize();
+  s.finalize_state = kFinalized;
+}
+
+// Detaches CUPTI from the process (every kind already disabled, every
+// buffer drained).  Returns false, with the reason, where it did not: then
+// the caller unsubscribes, and CUPTI stays initialized, idle.
+bool FinalizeCupti(std::string* why_not) {
+  State& s = S();
+  const CuptiApi& api = *s.api;
+  const char* setting = getenv("GPUOS_CUPTI_FINALIZE");
+  if (setting != nullptr && std::string(setting) == "0") {
+    *why_not = "GPUOS_CUPTI_FINALIZE=0";
+    return false;
+  }
+  if (api.Finalize == nullptr || api.EnableDomain == nullptr) {
+    *why_not = "this CUPTI lacks cuptiFinalize";
+    return false;
+  }
+  if (api.version < kMinCuptiVersionToFinalize) {
+    *why_not = "CUPTI " + std::to_string(api.version) +
+               " predates CUDA 12.6, before which cuptiFinalize could crash CUDA graphs";
+    return false;
+  }
+  const Driver driver = ProcessDriver();
+  if (!CudaInitialized(driver)) {
+    *why_not = "CUDA was never initialized";
+    return false;
+  }
+  // Every API call of every thread now reaches OnCuptiCallback, until one
+  // of them has finalized: our own call below, normally.
+  if (!CuptiOk("cuptiEnableDomain(RUNTIME_API)",
+               api.EnableDomain(1, s.subscriber, CUPTI_CB_DOMAIN_RUNTIME_API)) ||
+      !CuptiOk("cuptiEnableDomain(DRIVER_API)",
+               api.EnableDomain(1, s.subscriber, CUPTI_CB_DOMAIN_DRIVER_API))) {
+    api.EnableDomain(0, s.subscriber, CUPTI_CB_DOMAIN_RUNTIME_API);
+    api.EnableDomain(0, s.subscriber, CUPTI_CB_DOMAIN_DRIVER_API);
+    *why_not = "cuptiEnableDomain failed";
+    return false;
+  }
+  s.finalize_state = kFinalizeRequested;
+  const Clock::time_point deadline = Clock::now() + kFinalizeTimeout;
+  Clock::time_point next_call = Clock::now();
+  while (s.finalize_state.load() != kFinalized && Clock::now() < deadline) {
+    if (s.finalize_state.load() == kFinalizeRequested && Clock::now() >= next_call) {
+      CUcontext context = nullptr;
+      driver.CtxGetCurrent(&context);
+      next_call = Clock::now() + std::chrono::milliseconds(100);
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
+  if (s.finalize_state.load() != kFinalized) {
+    int expected = kFinalizeRequested;
+    if (s.finalize_state.compare_exchange_strong(expected, kNoFinalize)) {
+      api.EnableDomain(0, s.subscriber, CUPTI_CB_DOMAIN_RUNTIME_API);
+      api.EnableDomain(0, s.subscriber, CUPTI_CB_DOMAIN_DRIVER_API);
+      *why_not = "no CUDA API callback came to call cuptiFinalize in";
+      return false;
+    }
+    // A callback is inside cuptiFinalize now; it unsubscribed us already.
+    *why_not = "cuptiFinalize did not return within 5 s";
+    return true;
+  }
+  s.finalize_state = kNoFinalize;
+  if (s.finalize_result.load() != CUPTI_SUCCESS) {
+    *why_not = "cuptiFinalize failed: " +
+               CuptiResultName(&api, static_cast<CUptiResult>(s.finalize_result.load()));
+  }
+  return true;
 }
 
 void CUPTIAPI OnCuptiCallback(void* /*userdata*/, CUpti_CallbackDomain domain,
                               CUpti_CallbackId cbid, const void* data) {
   State& s = S();
+  if ((domain == CUPTI_CB_DOMAIN_RUNTIME_API || domain == CUPTI_CB_DOMAIN_DRIVER_API) &&
+      s.finalize_state.load(std::memory_order_relaxed) == kFinalizeRequested) {
+    if (static_cast<const CUpti_CallbackData*>(data)->callbackSite == CUPTI_API_EXIT) {
+      FinalizeInCallback();
+    }
+    return;
+  }
   if (InForkChild() || !s.active.load(std::memory_order_relaxed)) return;
   if (domain == CUPTI_CB_DOMAIN_RESOURCE && cbid == CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING) {
     RequestFlushFromCallback();
@@ -411,7 +597,104 @@ void CUPTIAPI OnCuptiCallback(void* /*userdata*/, CUpti_CallbackDomain domain,
   }
 }
 
-void OnForkChild() { S().in_fork_child.store(true); }
+// Our buffers' memory goes back once CUPTI has returned them all.
+void FreePooledBuffers() {
+  State& s = S();
+  std::lock_guard<std::mutex> lock(s.pool_mu);
+  for (uint8_t* buffer : s.free_buffers) free(buffer);
+  s.allocated_buffers -= s.free_buffers.size();
+  s.free_buffers.clear();
+}
+
+// Waits (bounded) for a start in progress on another thread to finish.
+void WaitWhileStarting() {
+  State& s = S();
+  const Clock::time_point deadline = Clock::now() + kStartWaitTimeout;
+  while (s.phase.load() == kStarting && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+// Stops collection: no new records (every kind disabled), every buffer
+// through the parser into the event channel, then CUPTI detached
+// (finalized where allowed and safe, else unsubscribed).  Returns false
+// when collection was not running; *how says how it ended.
+bool StopCollection(bool allow_finalize, std::string* how) {
+  State& s = S();
+  WaitWhileStarting();
+  int expected = kOn;
+  if (!s.phase.compare_exchange_strong(expected, kStopping)) return false;
+  s.active = false;
+  KeepParserOutOfCupti();
+  const CuptiApi& api = *s.api;
+  for (CUpti_ActivityKind kind : kAllKinds) api.ActivityDisable(kind);
+  if (s.api_filtered_in_cupti) {
+    for (uint32_t cbid = 0; cbid < s.runtime_traced.size(); ++cbid) {
+      if (s.runtime_traced[cbid]) api.ActivityEnableRuntimeApi(cbid, 0);
+    }
+    for (uint32_t cbid = 0; cbid < s.driver_traced.size(); ++cbid) {
+      if (s.driver_traced[cbid]) api.ActivityEnableDriverApi(cbid, 0);
+    }
+  }
+  const bool drained = FlushAndDrain(kExitDrainTimeout);
+  std::string note;
+  bool finalized = false;
+  if (!allow_finalize) {
+    note = "left initialized for the next client";
+  } else if (!drained) {
+    note = "not finalized: the parser still held buffers";
+  } else {
+    finalized = FinalizeCupti(&note);
+  }
+  if (!finalized) api.Unsubscribe(s.subscriber);
+  s.subscriber = nullptr;
+  FreePooledBuffers();
+  if (finalized) {
+    *how = note.empty() ? "CUPTI finalized" : "CUPTI finalized, but " + note;
+  } else {
+    *how = "CUPTI unsubscribed (" + note + ")";
+  }
+  s.phase = kOff;
+  return true;
+}
+
+// fork(): the child has no parser thread, and CUPTI's state is the
+// parent's; the buffer locks are held across the fork so that the child
+// finds them free.
+void BeforeFork() {
+  S().pool_mu.lock();
+  S().queue_mu.lock();
+}
+void AfterForkParent() {
+  S().queue_mu.unlock();
+  S().pool_mu.unlock();
+}
+void OnForkChild() {
+  State& s = S();
+  s.in_fork_child.store(true);
+  s.phase = kOff;
+  s.active = false;
+  s.wanted = false;
+  s.parser_started = false;
+  s.parser_may_call_cupti = false;
+  s.parser_in_cupti = false;
+  s.finalize_state = kNoFinalize;
+  // Their waiters were the parent's threads.
+  new (&s.queue_cv) std::condition_variable();
+  new (&s.drained_cv) std::condition_variable();
+  s.queue_mu.unlock();
+  s.pool_mu.unlock();
+}
+
+// Debug setting and fork handlers, once per process (a fork child inherits
+// both).
+void InitOnce() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    S().debug = getenv("GPUOS_SHIM_DEBUG") != nullptr;
+    pthread_atfork(BeforeFork, AfterForkParent, OnForkChild);
+  });
+}
 
 // Another CUPTI client of this process (Kineto, when the job starts
 // torch.profiler) is about to subscribe.  CUPTI takes one subscriber, so the
@@ -420,14 +703,8 @@ void OnForkChild() { S().in_fork_child.store(true); }
 void StepAsideForAnotherClient() {
   State& s = S();
   if (InForkChild() || getpid() != s.owner_pid || !s.active.load()) return;
-  FlushAndDrain(kExitDrainTimeout);
-  for (CUpti_ActivityKind kind :
-       {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
-        CUPTI_ACTIVITY_KIND_MEMCPY2, CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
-        CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_ACTIVITY_KIND_DRIVER}) {
-    s.api->ActivityDisable(kind);
-  }
-  s.api->Unsubscribe(s.subscriber);
+  std::string how;
+  if (!StopCollection(/*allow_finalize=*/false, &how)) return;
   Disable("stepped aside at " + std::to_string(MonotonicNs()) +
           " ns (CLOCK_MONOTONIC) for another CUPTI client in the process (torch.profiler?): "
           "CUDA activity after that is not recorded");
@@ -495,6 +772,7 @@ std::string EnableApiRecords(const CuptiApi& api) {
     for (uint32_t cbid = 0; want_driver && ok && cbid < s.driver_traced.size(); ++cbid) {
       if (s.driver_traced[cbid]) ok = api.ActivityEnableDriverApi(cbid, 1) == CUPTI_SUCCESS;
     }
+    s.api_filtered_in_cupti = ok;
     if (ok) return "API calls filtered in CUPTI";
   }
   // Enabling the kinds overrides any per-call settings made above.
@@ -506,29 +784,27 @@ std::string EnableApiRecords(const CuptiApi& api) {
   return "API calls filtered by the shim";
 }
 
-void Initialize() {
+// Subscribes, registers the timestamp and buffer callbacks, enables the
+// kinds; the same whether CUDA starts now (InitializeInjection) or runs
+// already (attach).  Called by the one thread that moved the phase to
+// kStarting.  Returns whether records are being collected.
+bool BeginCollection() {
   State& s = S();
-  s.debug = getenv("GPUOS_SHIM_DEBUG") != nullptr;
-  // This process has not touched CUPTI before (the once-flag says so), so
-  // whatever a fork set does not apply: a child that starts CUDA itself gets
-  // its own collection.
-  s.in_fork_child = false;
-  s.owner_pid = getpid();
-  pthread_atfork(nullptr, nullptr, OnForkChild);
-
-  if (!ChannelConfigured()) {
-    Disable("no gpuos-trace agent (GPUOS_SHIM_SOCKET unset): CUDA activity not recorded");
-    return;
-  }
   CuptiLoadResult loaded = LoadCupti();
   if (loaded.api == nullptr) {
     Disable(loaded.error + ": CUDA activity not recorded");
-    return;
+    return false;
   }
   const CuptiApi& api = *loaded.api;
   s.api = &api;
   const std::string source = "CUPTI " + std::to_string(api.version) + " from " + api.library_path +
                              (api.was_loaded ? " (already loaded)" : "");
+  {
+    // Each attach reports its own problems.
+    std::lock_guard<std::mutex> lock(s.problem_mu);
+    s.problem_text.clear();
+    s.problem_kinds.clear();
+  }
 
   // Subscribing first: if another tool holds CUPTI, nothing global (the
   // timestamp source, buffer callbacks) may be changed under it.
@@ -537,28 +813,29 @@ void Initialize() {
     Disable(
         "another CUPTI subscriber is active (torch.profiler, Nsight Systems?): CUDA "
         "activity not recorded");
-    return;
+    return false;
   }
   if (result != CUPTI_SUCCESS) {
     Disable(source + ": cuptiSubscribe failed: " + CuptiResultName(&api, result) +
             ": CUDA activity not recorded");
-    return;
+    return false;
   }
   // Before any kind is enabled, so every record is on CLOCK_MONOTONIC.
+  // (Again on every start: cuptiFinalize at a detach forgets them.)
   result = api.ActivityRegisterTimestampCallback(MonotonicTimestamp);
   if (result != CUPTI_SUCCESS) {
     api.Unsubscribe(s.subscriber);
     Disable(source +
             ": cuptiActivityRegisterTimestampCallback failed: " + CuptiResultName(&api, result) +
             ": CUDA activity not recorded (its clock would not match)");
-    return;
+    return false;
   }
   result = api.ActivityRegisterCallbacks(BufferRequested, BufferCompleted);
   if (result != CUPTI_SUCCESS) {
     api.Unsubscribe(s.subscriber);
     Disable(source + ": cuptiActivityRegisterCallbacks failed: " + CuptiResultName(&api, result) +
             ": CUDA activity not recorded");
-    return;
+    return false;
   }
 
   {
@@ -567,15 +844,27 @@ void Initialize() {
   }
   // API records' tid must be the kernel's thread id, as in the eBPF events.
   CuptiOk("cuptiSetThreadIdType", api.SetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM));
-  BuildApiTable(api, /*driver=*/false, &s.runtime_names, &s.runtime_traced);
-  BuildApiTable(api, /*driver=*/true, &s.driver_names, &s.driver_traced);
+  if (!s.tables_built) {
+    // Read by the parser without a lock: written once, before it starts.
+    BuildApiTable(api, /*driver=*/false, &s.runtime_names, &s.runtime_traced);
+    BuildApiTable(api, /*driver=*/true, &s.driver_names, &s.driver_traced);
+    s.tables_built = true;
+  }
   CuptiOk("cuptiEnableCallback(CONTEXT_DESTROY_STARTING)",
           api.EnableCallback(1, s.subscriber, CUPTI_CB_DOMAIN_RESOURCE,
                              CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING));
   CuptiOk("cuptiEnableCallback(cudaDeviceReset)",
           api.EnableCallback(1, s.subscriber, CUPTI_CB_DOMAIN_RUNTIME_API,
                              CUPTI_RUNTIME_TRACE_CBID_cudaDeviceReset_v3020));
-  StartParserThread();
+  {
+    std::lock_guard<std::mutex> lock(s.queue_mu);
+    s.parser_may_call_cupti = true;
+  }
+  s.queue_cv.notify_all();
+  if (!s.parser_started) {
+    StartParserThread();
+    s.parser_started = true;
+  }
   s.active = true;
 
   bool serialised_kernels = false;
@@ -608,12 +897,18 @@ void Initialize() {
   const std::string api_records = EnableApiRecords(api);
 
   if (!kernels && !copies) {
+    if (!LaunchMode()) {
+      // An attached process is left as it was found.
+      for (CUpti_ActivityKind kind : kAllKinds) api.ActivityDisable(kind);
+      KeepParserOutOfCupti();
+    }
     // Frees CUPTI for another tool; what little was enabled stays harmless.
     api.Unsubscribe(s.subscriber);
+    s.subscriber = nullptr;
     Disable(source +
             " could enable neither kernel nor memcpy activity: CUDA activity not "
             "recorded");
-    return;
+    return false;
   }
   std::string status;
   {
@@ -624,10 +919,136 @@ void Initialize() {
     status = s.base_status + s.problem_text;
   }
   SetCuptiStatus(true, status);
-  atexit(AtExit);
+  if (!s.atexit_registered) {
+    atexit(AtExit);
+    s.atexit_registered = true;
+  }
+  return true;
+}
+
+// Starts collection unless it runs or is starting already.  `wait`: wait
+// out a start in progress elsewhere (never on a thread inside cuInit: the
+// other start may be waiting for cuInit to finish).
+bool StartCollection(bool wait) {
+  State& s = S();
+  if (s.finalize_state.load() == kFinalizing) {
+    Disable("CUPTI is still being finalized after the last detach: attach again later");
+    return false;
+  }
+  int expected = kOff;
+  if (!s.phase.compare_exchange_strong(expected, kStarting)) {
+    if (wait) WaitWhileStarting();
+    return s.phase.load() == kOn;
+  }
+  s.owner_pid = getpid();
+  const bool started = BeginCollection();
+  s.phase = started ? kOn : kOff;
+  return started;
+}
+
+// Serializes the decisions (not the work) of cuInit and attach/detach, so
+// that a status one of them sets never overwrites the other's.  Never held
+// while calling CUDA or CUPTI.
+std::mutex& DecisionMutex() {
+  static std::mutex* mu = new std::mutex();
+  return *mu;
+}
+
+std::string CurrentStatus() {
+  State& s = S();
+  std::lock_guard<std::mutex> lock(s.problem_mu);
+  return s.base_status + s.problem_text;
+}
+
+// The driver calls InitializeInjection inside cuInit.
+void OnCudaInjection() {
+  State& s = S();
+  InitOnce();
+  // This process has not touched CUPTI before (the once-flag says so), so
+  // whatever a fork set does not apply: a child that starts CUDA itself gets
+  // its own collection.
+  s.in_fork_child = false;
+  s.owner_pid = getpid();
+  RestartListenerIfForked();
+  if (LaunchMode()) {
+    StartCollection(/*wait=*/false);
+    return;
+  }
+  bool start = false;
+  {
+    std::lock_guard<std::mutex> lock(DecisionMutex());
+    s.cuda_up = true;
+    start = s.wanted.load();
+    if (!start) {
+      Disable(AttachPossible()
+                  ? "idle: CUDA is up; CUPTI is not subscribed until gpuos-trace attaches"
+                  : "no gpuos-trace agent (GPUOS_SHIM_SOCKET unset): CUDA activity not recorded");
+    }
+  }
+  // Attached before CUDA started: collection starts here, inside cuInit,
+  // as in a launched trace.
+  if (start) StartCollection(/*wait=*/false);
 }
 
 }  // namespace
+
+bool StartCuptiForAttach(std::string* status) {
+  State& s = S();
+  InitOnce();
+  if (InForkChild()) {
+    Disable("a fork child of a process that used CUDA, where CUDA cannot run: CUDA activity "
+            "not recorded");
+    *status = CurrentStatus();
+    return false;
+  }
+  // Asked before taking the decision lock: a driver call may wait for a
+  // cuInit in progress, whose InitializeInjection waits for that lock.
+  const Driver driver = ProcessDriver();
+  const bool initialized = CudaInitialized(driver);
+  const bool injection_pending = EnvNamesThisShim("CUDA_INJECTION64_PATH");
+  enum { kStartNow, kAtCuInit, kNoCuda } plan;
+  {
+    std::lock_guard<std::mutex> lock(DecisionMutex());
+    if (s.cuda_up.load() || initialized) {
+      plan = kStartNow;
+    } else if (injection_pending) {
+      // CUDA will call InitializeInjection at cuInit, which starts it.
+      plan = kAtCuInit;
+      Disable("waiting for CUDA: collection starts when the process initializes CUDA (cuInit)");
+    } else if (driver.loaded) {
+      // Injected before the process initialized CUDA: CUPTI's activity API,
+      // enabled before cuInit, records from CUDA's start.
+      plan = kStartNow;
+    } else {
+      plan = kNoCuda;
+      Disable("this process has not loaded CUDA (libcuda.so.1): CUDA activity not recorded");
+    }
+    s.wanted = plan != kNoCuda;
+  }
+  bool started = false;
+  if (plan == kStartNow) started = StartCollection(/*wait=*/true);
+  // A cuInit that came between the decision and here started it already.
+  if (plan == kAtCuInit) started = s.phase.load() == kOn;
+  *status = CurrentStatus();
+  return started;
+}
+
+void StopCuptiForDetach() {
+  State& s = S();
+  bool was_waiting = false;
+  {
+    std::lock_guard<std::mutex> lock(DecisionMutex());
+    was_waiting = s.wanted.load() && s.phase.load() == kOff;
+    s.wanted = false;
+  }
+  if (InForkChild()) return;
+  std::string how;
+  if (StopCollection(/*allow_finalize=*/true, &how)) {
+    Disable("stopped at detach (" + std::to_string(MonotonicNs()) + " ns CLOCK_MONOTONIC): " + how);
+  } else if (was_waiting) {
+    Disable("detached before the process initialized CUDA");
+  }
+}
 
 void FlushCuptiActivity() {
   State& s = S();
@@ -668,6 +1089,6 @@ cuptiSubscribe(CUpti_SubscriberHandle* subscriber, CUpti_CallbackFunc callback, 
 
 extern "C" int InitializeInjection(void) {
   static std::atomic<bool> started{false};
-  if (!started.exchange(true)) gpuos_shim::Initialize();
+  if (!started.exchange(true)) gpuos_shim::OnCudaInjection();
   return 1;
 }

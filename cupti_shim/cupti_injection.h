@@ -5,6 +5,17 @@
 // queues it, and a parser thread of ours turns the records into events
 // (cupti_record_encoder.h) for the event channel (event_channel.h).
 //
+// Collection can also start and stop while the process runs, for attach
+// (attach_control.h): in a process whose CUDA is already up, a start
+// subscribes, registers the timestamp and buffer callbacks and enables the
+// same kinds and API filtering as a launched trace; a stop disables every
+// kind, flushes every buffer through the parser and the event channel, and
+// detaches CUPTI with cuptiFinalize (called, as CUPTI's documentation asks,
+// from the exit callsite of a CUDA API call: the shim makes one itself).
+// A later attach starts again.  In a prepared process (`gpuos-trace
+// --prepare`) InitializeInjection only notes that CUDA is up; collection
+// starts there at cuInit only if an agent attached before CUDA started.
+//
 // The traced job always comes first: when CUPTI is missing, too old, or
 // already taken by another tool (torch.profiler, Nsight Systems), the shim
 // steps aside, says why in ShimStats.cupti_status, and the job runs on
@@ -15,6 +26,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 // The CUDA driver's injection entry point.  Returns 1 (success) whatever
 // happens: a tracer that cannot trace must not stop the job.  Only the
@@ -30,6 +42,17 @@ void FlushCuptiActivity();
 
 // Whether CUPTI activity collection is running in this process.
 bool CuptiActivityActive();
+
+// Attach: starts collection now, or arranges for it to start when the
+// process initializes CUDA.  Returns whether collection is running now;
+// *status says what happened (it is also the ShimStats cupti_status).
+// Called on the control thread only.
+bool StartCuptiForAttach(std::string* status);
+
+// Detach: stops collection (flushing everything it holds into the event
+// channel first) or cancels a pending start.  Never leaves CUPTI
+// subscribed.  Called on the control thread only; bounded in time.
+void StopCuptiForDetach();
 
 // Problems met so far (CUPTI errors, records CUPTI could not time, buffers
 // refused because the pool was full).  Each kind is also logged once to

@@ -35,6 +35,8 @@ GPUOS_CUPTI_SAME_TYPE(SetThreadIdType, cuptiSetThreadIdType);
 GPUOS_CUPTI_SAME_TYPE(ActivityEnableRuntimeApi, cuptiActivityEnableRuntimeApi);
 GPUOS_CUPTI_SAME_TYPE(ActivityEnableDriverApi, cuptiActivityEnableDriverApi);
 GPUOS_CUPTI_SAME_TYPE(ActivityEnableAllSyncRecords, cuptiActivityEnableAllSyncRecords);
+GPUOS_CUPTI_SAME_TYPE(EnableDomain, cuptiEnableDomain);
+GPUOS_CUPTI_SAME_TYPE(Finalize, cuptiFinalize);
 #undef GPUOS_CUPTI_SAME_TYPE
 
 constexpr const char* kAlreadyLoadedNames[] = {"libcupti.so.13", "libcupti.so.12", "libcupti.so"};
@@ -139,6 +141,8 @@ CuptiLoadResult Load() {
   Resolve(handle, "cuptiActivityEnableRuntimeApi", &api->ActivityEnableRuntimeApi);
   Resolve(handle, "cuptiActivityEnableDriverApi", &api->ActivityEnableDriverApi);
   Resolve(handle, "cuptiActivityEnableAllSyncRecords", &api->ActivityEnableAllSyncRecords);
+  Resolve(handle, "cuptiEnableDomain", &api->EnableDomain);
+  Resolve(handle, "cuptiFinalize", &api->Finalize);
   dlerror();
 
   std::string missing;

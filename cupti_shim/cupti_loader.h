@@ -45,6 +45,12 @@ struct CuptiApi {
   CUptiResult (*ActivityEnableRuntimeApi)(CUpti_CallbackId cbid, uint8_t enable);
   CUptiResult (*ActivityEnableDriverApi)(CUpti_CallbackId cbid, uint8_t enable);
   CUptiResult (*ActivityEnableAllSyncRecords)(uint8_t enable);
+  // For detaching mid-run (cupti_injection.cc): cuptiFinalize is only safe
+  // from the exit callsite of a CUDA API call, which a callback on every
+  // API of the domain catches.
+  CUptiResult (*EnableDomain)(uint32_t enable, CUpti_SubscriberHandle subscriber,
+                              CUpti_CallbackDomain domain);
+  CUptiResult (*Finalize)();
 
   uint32_t version = 0;      // cuptiGetVersion(): 19..28 for CUDA 12.x, 130000+ for 13.x
   std::string library_path;  // the file the functions came from

@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -31,16 +32,21 @@ constexpr int kStatsIntervalMs = 1000;
 constexpr int kReconnectIntervalMs = 1000;
 
 struct Channel {
-  std::mutex mu;  // guards queue, queued_bytes, thread_started, socket_fd
+  // Lock order: send_mu, then mu, then status_mu.
+  std::mutex mu;  // guards queue, queued_bytes, sender_running, socket_fd, path
   std::vector<std::string> queue;
   size_t queued_bytes = 0;
-  bool thread_started = false;
+  bool sender_running = false;
   int socket_fd = -1;
+  std::string path;  // the agent's socket; empty while closed
   uint64_t last_connect_attempt_ms = 0;
   pthread_t thread{};
   // Serializes sends, so a flush from exit() and the sender thread never
   // interleave on the socket.
   std::mutex send_mu;
+
+  bool launch = false;            // GPUOS_SHIM_SOCKET at load; never changes
+  std::atomic<bool> open{false};  // written under mu; read anywhere
 
   std::atomic<uint64_t> sent{0};
   std::atomic<uint64_t> dropped_queue_full{0};
@@ -51,47 +57,62 @@ struct Channel {
   std::atomic<bool> stats_dirty{false};
   std::mutex status_mu;
   std::string cupti_status;
+  std::string status_prefix;
 };
 
 Channel& TheChannel() {
   // Never destroyed: other libraries' exit handlers may still submit.
-  static Channel* channel = new Channel();
+  static Channel* channel = [] {
+    auto* ch = new Channel();
+    const char* path = getenv("GPUOS_SHIM_SOCKET");
+    if (path != nullptr && *path != '\0') {
+      ch->path = path;
+      ch->launch = true;
+      ch->open = true;
+    }
+    return ch;
+  }();
   return *channel;
-}
-
-const char* SocketPath() {
-  const char* path = getenv("GPUOS_SHIM_SOCKET");
-  return path && *path ? path : nullptr;
 }
 
 uint64_t NowMs() { return MonotonicNs() / 1'000'000; }
 
 thread_local uint32_t t_tid = 0;
 
-// Connects if not connected (rate-limited).  Called with send_mu held.
-int Connection(Channel& ch) {
-  std::lock_guard<std::mutex> lock(ch.mu);
-  if (ch.socket_fd >= 0) return ch.socket_fd;
-  const char* path = SocketPath();
-  if (!path) return -1;
-  uint64_t now = NowMs();
-  if (ch.last_connect_attempt_ms && now - ch.last_connect_attempt_ms < kReconnectIntervalMs) return -1;
-  ch.last_connect_attempt_ms = now;
+// A connected SOCK_SEQPACKET socket to `path`, or -1 (errno set).
+int ConnectTo(const std::string& path) {
+  sockaddr_un addr{};
+  if (path.empty() || path.size() >= sizeof(addr.sun_path)) {
+    errno = ENAMETOOLONG;
+    return -1;
+  }
   int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
   if (fd < 0) return -1;
-  sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
-  strncpy(addr.sun_path, path, sizeof(addr.sun_path) - 1);
+  memcpy(addr.sun_path, path.data(), path.size());
   // A send blocked on a slow agent gives up after a second; the events
   // are then counted as dropped.
   timeval timeout{1, 0};
   setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
   if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    int err = errno;
     close(fd);
+    errno = err;
     return -1;
   }
-  ch.socket_fd = fd;
   return fd;
+}
+
+// Connects if not connected (rate-limited).  Called with send_mu held.
+int Connection(Channel& ch) {
+  std::lock_guard<std::mutex> lock(ch.mu);
+  if (ch.socket_fd >= 0) return ch.socket_fd;
+  if (!ch.open.load()) return -1;
+  uint64_t now = NowMs();
+  if (ch.last_connect_attempt_ms && now - ch.last_connect_attempt_ms < kReconnectIntervalMs) return -1;
+  ch.last_connect_attempt_ms = now;
+  ch.socket_fd = ConnectTo(ch.path);
+  return ch.socket_fd;
 }
 
 void Disconnect(Channel& ch, int fd) {
@@ -111,17 +132,17 @@ std::string EncodeStats(Channel& ch) {
   stats.Bool(field::kStatsCuptiActive, ch.cupti_active.load());
   {
     std::lock_guard<std::mutex> lock(ch.status_mu);
-    stats.Bytes(field::kStatsCuptiStatus, ch.cupti_status);
+    stats.Bytes(field::kStatsCuptiStatus, ch.status_prefix + ch.cupti_status);
   }
   stats.Bool(field::kStatsNvtxActive, ch.nvtx_active.load());
   return EncodeEvent(MonotonicNs(), static_cast<uint32_t>(getpid()), CurrentTid(),
                      field::kEventShimStats, stats);
 }
 
-// Sends `events` as EventBatch messages; counts what could not be sent.
-void SendEvents(Channel& ch, std::vector<std::string>& events) {
-  std::lock_guard<std::mutex> send_lock(ch.send_mu);
-  int fd = Connection(ch);
+// Sends `events` as EventBatch messages on `fd` (-1: none); counts what
+// could not be sent.  Returns the fd, or -1 once a send failed.  Called
+// with send_mu held.
+int SendOn(Channel& ch, int fd, const std::vector<std::string>& events) {
   ProtoWriter batch;
   size_t in_batch = 0;
   auto send_batch = [&]() {
@@ -133,10 +154,7 @@ void SendEvents(Channel& ch, std::vector<std::string>& events) {
         n = send(fd, batch.data().data(), batch.data().size(), MSG_NOSIGNAL);
       } while (n < 0 && errno == EINTR);
       ok = n == static_cast<ssize_t>(batch.data().size());
-      if (!ok) {
-        Disconnect(ch, fd);
-        fd = -1;
-      }
+      if (!ok) fd = -1;
     }
     (ok ? ch.sent : ch.dropped_send_failed).fetch_add(in_batch);
     batch.Clear();
@@ -148,6 +166,16 @@ void SendEvents(Channel& ch, std::vector<std::string>& events) {
     ++in_batch;
   }
   send_batch();
+  return fd;
+}
+
+void SendEvents(Channel& ch, const std::vector<std::string>& events) {
+  std::lock_guard<std::mutex> send_lock(ch.send_mu);
+  // Closed meanwhile (detach): CloseChannel has sent the last of it.
+  if (!ch.open.load()) return;
+  int fd = Connection(ch);
+  if (fd >= 0 && SendOn(ch, fd, events) < 0) Disconnect(ch, fd);
+  if (fd < 0) SendOn(ch, -1, events);  // counts them as dropped
 }
 
 std::vector<std::string> TakeQueue(Channel& ch) {
@@ -164,6 +192,14 @@ void* SenderMain(void*) {
   for (;;) {
     timespec pause{0, kFlushIntervalMs * 1'000'000L};
     nanosleep(&pause, nullptr);
+    {
+      // Detached: nothing runs in the process on our behalf.
+      std::lock_guard<std::mutex> lock(ch.mu);
+      if (!ch.open.load()) {
+        ch.sender_running = false;
+        return nullptr;
+      }
+    }
     std::vector<std::string> events = TakeQueue(ch);
     uint64_t now = NowMs();
     if (ch.stats_dirty.exchange(false) || (now - last_stats >= kStatsIntervalMs && !events.empty())) {
@@ -177,8 +213,8 @@ void* SenderMain(void*) {
 
 // Called with ch.mu held.
 void StartSenderLocked(Channel& ch) {
-  if (ch.thread_started) return;
-  ch.thread_started = true;
+  if (ch.sender_running) return;
+  ch.sender_running = true;
   // Signals stay with the application's threads.
   sigset_t all, old;
   sigfillset(&all);
@@ -186,30 +222,35 @@ void StartSenderLocked(Channel& ch) {
   pthread_attr_t attr;
   pthread_attr_init(&attr);
   pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  if (pthread_create(&ch.thread, &attr, SenderMain, nullptr) != 0) ch.thread_started = false;
+  if (pthread_create(&ch.thread, &attr, SenderMain, nullptr) != 0) ch.sender_running = false;
   pthread_attr_destroy(&attr);
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
-  if (ch.thread_started) pthread_setname_np(ch.thread, "gpuos-shim");
+  if (ch.sender_running) pthread_setname_np(ch.thread, "gpuos-shim");
 }
 
 void FlushAtExit() { FlushEvents(); }
 
 // fork(): the child keeps only what it makes itself.  Its queue copy holds
 // the parent's events (the parent sends them), its socket is the parent's
-// connection, and the sender thread did not survive.
+// connection, and the sender thread did not survive.  An attached parent's
+// child starts detached: the agent attached to the parent, not to it.
 void BeforeFork() {
-  TheChannel().send_mu.lock();
-  TheChannel().mu.lock();
+  Channel& ch = TheChannel();
+  ch.send_mu.lock();
+  ch.mu.lock();
+  ch.status_mu.lock();
 }
 void AfterForkParent() {
-  TheChannel().mu.unlock();
-  TheChannel().send_mu.unlock();
+  Channel& ch = TheChannel();
+  ch.status_mu.unlock();
+  ch.mu.unlock();
+  ch.send_mu.unlock();
 }
 void AfterForkChild() {
   Channel& ch = TheChannel();
   ch.queue.clear();
   ch.queued_bytes = 0;
-  ch.thread_started = false;
+  ch.sender_running = false;
   if (ch.socket_fd >= 0) close(ch.socket_fd);
   ch.socket_fd = -1;
   ch.last_connect_attempt_ms = 0;
@@ -218,7 +259,13 @@ void AfterForkChild() {
   ch.dropped_send_failed = 0;
   ch.cupti_dropped = 0;
   ch.cupti_active = false;
+  if (!ch.launch) {
+    ch.open = false;
+    ch.path.clear();
+    ch.status_prefix.clear();
+  }
   t_tid = 0;
+  ch.status_mu.unlock();
   ch.mu.unlock();
   ch.send_mu.unlock();
 }
@@ -234,7 +281,9 @@ void EnsureRegistered() { static Registration registration; }
 
 }  // namespace
 
-bool ChannelConfigured() { return SocketPath() != nullptr; }
+bool ChannelConfigured() { return TheChannel().open.load(std::memory_order_relaxed); }
+
+bool LaunchMode() { return TheChannel().launch; }
 
 uint32_t CurrentTid() {
   if (t_tid == 0) t_tid = static_cast<uint32_t>(syscall(SYS_gettid));
@@ -248,10 +297,11 @@ uint64_t MonotonicNs() {
 }
 
 void SubmitEvent(std::string encoded_event) {
-  if (!ChannelConfigured()) return;
-  EnsureRegistered();
   Channel& ch = TheChannel();
+  if (!ch.open.load(std::memory_order_relaxed)) return;
+  EnsureRegistered();
   std::lock_guard<std::mutex> lock(ch.mu);
+  if (!ch.open.load()) return;  // detached meanwhile
   if (ch.queued_bytes + encoded_event.size() > kMaxQueuedBytes) {
     ch.dropped_queue_full.fetch_add(1);
     return;
@@ -269,10 +319,74 @@ void FlushEvents() {
   SendEvents(ch, events);
 }
 
-void SetCuptiStatus(bool active, const std::string& status) {
-  // The status must reach the agent even if this process records nothing.
-  if (ChannelConfigured()) EnsureRegistered();
+bool OpenChannel(const std::string& agent_socket_path, std::string* error) {
   Channel& ch = TheChannel();
+  if (ch.launch) {
+    *error = "this process is already traced by the gpuos-trace that launched it (GPUOS_SHIM_SOCKET)";
+    return false;
+  }
+  // Before taking our locks: registering a fork handler waits for a fork
+  // in progress, whose handlers wait for our locks.
+  EnsureRegistered();
+  std::lock_guard<std::mutex> send_lock(ch.send_mu);
+  if (ch.open.load()) {
+    *error = "already attached";
+    return false;
+  }
+  int fd = ConnectTo(agent_socket_path);
+  if (fd < 0) {
+    *error = "cannot connect to the agent's socket " + agent_socket_path + ": " + strerror(errno);
+    return false;
+  }
+  std::lock_guard<std::mutex> lock(ch.mu);
+  ch.path = agent_socket_path;
+  ch.socket_fd = fd;
+  ch.last_connect_attempt_ms = 0;
+  ch.queue.clear();
+  ch.queued_bytes = 0;
+  ch.sent = 0;
+  ch.dropped_queue_full = 0;
+  ch.dropped_send_failed = 0;
+  ch.cupti_dropped = 0;
+  ch.stats_dirty = true;  // the agent hears the mode and status at once
+  ch.open = true;
+  StartSenderLocked(ch);
+  return true;
+}
+
+uint64_t CloseChannel() {
+  Channel& ch = TheChannel();
+  if (ch.launch) return 0;
+  std::lock_guard<std::mutex> send_lock(ch.send_mu);
+  std::vector<std::string> events;
+  int fd = -1;
+  std::string path;
+  {
+    std::lock_guard<std::mutex> lock(ch.mu);
+    if (!ch.open.load()) return 0;
+    // From here SubmitEvent discards; what made it in goes out below.
+    ch.open = false;
+    events.swap(ch.queue);
+    ch.queued_bytes = 0;
+    fd = ch.socket_fd;
+    ch.socket_fd = -1;
+    path.swap(ch.path);
+  }
+  events.push_back(EncodeStats(ch));
+  if (fd < 0) fd = ConnectTo(path);
+  SendOn(ch, fd, events);
+  if (fd >= 0) close(fd);
+  {
+    std::lock_guard<std::mutex> lock(ch.status_mu);
+    ch.status_prefix.clear();
+  }
+  return ch.sent.load();
+}
+
+void SetCuptiStatus(bool active, const std::string& status) {
+  Channel& ch = TheChannel();
+  // The status must reach the agent even if this process records nothing.
+  if (ch.open.load()) EnsureRegistered();
   ch.cupti_active = active;
   {
     std::lock_guard<std::mutex> lock(ch.status_mu);
@@ -281,10 +395,18 @@ void SetCuptiStatus(bool active, const std::string& status) {
   ch.stats_dirty = true;
 }
 
+void SetStatusPrefix(const std::string& prefix) {
+  Channel& ch = TheChannel();
+  std::lock_guard<std::mutex> lock(ch.status_mu);
+  ch.status_prefix = prefix;
+}
+
 void SetNvtxActive() {
   TheChannel().nvtx_active = true;
   TheChannel().stats_dirty = true;
 }
+
+bool NvtxActive() { return TheChannel().nvtx_active.load(); }
 
 void AddCuptiDroppedRecords(uint64_t count) {
   if (count) TheChannel().cupti_dropped.fetch_add(count);

@@ -1,13 +1,20 @@
 // The shim's way out: encoded events go into a bounded in-process queue; a
-// background thread sends them to the agent as EventBatch messages over the
-// Unix socket named by GPUOS_SHIM_SOCKET.  Nothing here ever blocks an
-// application thread for long or ends its process: when the queue is full
-// or the agent is gone, events are dropped and counted.  Flushed
-// periodically, at exit, and on request (cudaDeviceReset).  Survives fork:
-// the child starts with an empty queue and its own connection.
+// background thread sends them to the agent as EventBatch messages over a
+// Unix socket.  Nothing here ever blocks an application thread for long or
+// ends its process: when the queue is full or the agent is gone, events are
+// dropped and counted.  Flushed periodically, at exit, and on request
+// (cudaDeviceReset, detach).
+//
+// Where the agent is:
+//  - launch mode: GPUOS_SHIM_SOCKET, read once when the shim loads; the
+//    channel stays open for the life of the process, and a fork child keeps
+//    it (with an empty queue and its own connection);
+//  - attach mode (attach_control.h): OpenChannel() at "attach",
+//    CloseChannel() at "detach"; a fork child starts closed.
+// While the channel is closed every event is discarded at the door, and the
+// sender thread is gone.
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 #include <string>
 
@@ -22,10 +29,29 @@ void FlushEvents();
 // What ShimStats reports for this process.
 void SetCuptiStatus(bool active, const std::string& status);
 void SetNvtxActive();
+bool NvtxActive();
 void AddCuptiDroppedRecords(uint64_t count);
+// Put in front of cupti_status while attached (says the mode; "" in launch
+// mode, whose status reads as it always did).
+void SetStatusPrefix(const std::string& prefix);
 
-// Whether this process has an agent to talk to (GPUOS_SHIM_SOCKET set).
+// Whether this process has an agent to send to now (launch mode, or
+// attached).  One atomic load: NVTX handlers ask on every call.
 bool ChannelConfigured();
+// Whether GPUOS_SHIM_SOCKET named an agent when the shim loaded.
+bool LaunchMode();
+
+// Attach: sends to the agent's SOCK_SEQPACKET socket at `agent_socket_path`
+// from now on.  Connects at once, so a wrong path is an error here (one
+// line in *error), not silence later.  Counters start again from zero.
+// Fails in launch mode and when already open.
+bool OpenChannel(const std::string& agent_socket_path, std::string* error);
+
+// Detach: closes the door to new events, sends what is queued and a last
+// ShimStats, and disconnects.  Returns the number of events sent since
+// OpenChannel (the ShimStats messages included).  A no-op returning 0 when
+// not attached.
+uint64_t CloseChannel();
 
 // Thread id of the caller (gettid), cached per thread.
 uint32_t CurrentTid();

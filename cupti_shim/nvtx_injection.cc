@@ -4,6 +4,12 @@
 // mark and domain the application (or PyTorch) makes reaches us with no GPU,
 // no CUPTI and no code change.  Timestamps are CLOCK_MONOTONIC, like every
 // other event.
+//
+// In a process prepared for attach (attach_control.h) the handlers are
+// installed but record nothing until an agent attaches: a detached call
+// costs an atomic load (and, for push/pop, keeping the nesting straight).
+// A range is recorded when the shim was attached both when it began and
+// when it ended; one that straddles attach or detach is left out whole.
 #include <nvtx3/nvToolsExt.h>
 
 #include <atomic>
@@ -16,6 +22,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "attach_control.h"
 #include "event_channel.h"
 #include "wire_encoder.h"
 
@@ -88,12 +95,22 @@ std::string DomainName(nvtxDomainHandle_t domain) {
   return domain ? reinterpret_cast<const Domain*>(domain)->name : std::string();
 }
 
-// Push/pop ranges nest per thread.
+// Push/pop ranges nest per thread.  A range pushed while detached is kept
+// on the stack with start_ns 0 (nothing else), so that pops still match
+// and depths stay right, and is never emitted.
 struct OpenRange {
   uint64_t start_ns;
   Attributes attributes;
   std::string domain;
 };
+
+// Whether to record now; in a fork child of a prepared process, the first
+// NVTX call also brings its control listener up (attach_control.h).
+bool Recording() {
+  if (ChannelConfigured()) return true;
+  RestartListenerIfForked();
+  return false;
+}
 thread_local std::vector<OpenRange> t_stack;
 
 // Start/end ranges may end on another thread: keyed by the id we return.
@@ -117,7 +134,10 @@ void EmitRange(const OpenRange& range, uint64_t end_ns, uint32_t start_tid, uint
                           field::kEventNvtxRange, payload));
 }
 
-void Mark(nvtxDomainHandle_t domain, Attributes attributes) {
+template <typename MakeAttributes>
+void Mark(nvtxDomainHandle_t domain, MakeAttributes make) {
+  if (!Recording()) return;
+  Attributes attributes = make();
   ProtoWriter payload;
   payload.Bytes(field::kNvtxMarkName, attributes.name);
   payload.Bytes(field::kNvtxMarkDomain, DomainName(domain));
@@ -125,11 +145,16 @@ void Mark(nvtxDomainHandle_t domain, Attributes attributes) {
                           field::kEventNvtxMark, payload));
 }
 
-int Push(nvtxDomainHandle_t domain, Attributes attributes) {
+template <typename MakeAttributes>
+int Push(nvtxDomainHandle_t domain, MakeAttributes make) {
   std::string name = DomainName(domain);
   int depth = 0;
   for (const OpenRange& open : t_stack) depth += open.domain == name;
-  t_stack.push_back(OpenRange{MonotonicNs(), std::move(attributes), std::move(name)});
+  if (Recording()) {
+    t_stack.push_back(OpenRange{MonotonicNs(), make(), std::move(name)});
+  } else {
+    t_stack.push_back(OpenRange{0, Attributes{}, std::move(name)});
+  }
   return depth;
 }
 
@@ -144,23 +169,30 @@ int Pop(nvtxDomainHandle_t domain) {
       t_stack.erase(t_stack.begin() + static_cast<std::ptrdiff_t>(i));
       uint32_t depth = 0;  // open ranges of the same domain below this one
       for (size_t j = 0; j < i; ++j) depth += t_stack[j].domain == name;
-      uint32_t tid = CurrentTid();
-      EmitRange(range, now, tid, tid, /*PUSH_POP*/ 0, depth);
+      // Begun while detached, or detached since: not recorded.
+      if (range.start_ns != 0 && ChannelConfigured()) {
+        uint32_t tid = CurrentTid();
+        EmitRange(range, now, tid, tid, /*PUSH_POP*/ 0, depth);
+      }
       return static_cast<int>(depth);
     }
   }
   return -1;  // unbalanced pop: NVTX's own convention
 }
 
-nvtxRangeId_t Start(nvtxDomainHandle_t domain, Attributes attributes) {
+template <typename MakeAttributes>
+nvtxRangeId_t Start(nvtxDomainHandle_t domain, MakeAttributes make) {
   uint64_t id = g_next_range_id.fetch_add(1);
-  OpenRange range{MonotonicNs(), std::move(attributes), DomainName(domain)};
+  // Detached: the id is never stored, so its End finds nothing to emit.
+  if (!Recording()) return id;
+  OpenRange range{MonotonicNs(), make(), DomainName(domain)};
   std::lock_guard<std::mutex> lock(g_started_mu);
   g_started->emplace(id, std::make_pair(std::move(range), CurrentTid()));
   return id;
 }
 
 void End(nvtxRangeId_t id) {
+  // Ranges started while attached are still removed after a detach.
   uint64_t now = MonotonicNs();
   std::pair<OpenRange, uint32_t> started;
   {
@@ -185,16 +217,20 @@ Attributes FromWide(const wchar_t* text) {
 }
 
 // ---- NVTX entry points (core module) ----
-void NVTX_API MarkEx(const nvtxEventAttributes_t* a) { Mark(nullptr, FromAttributes(a)); }
-void NVTX_API MarkA(const char* m) { Mark(nullptr, FromText(m)); }
-void NVTX_API MarkW(const wchar_t* m) { Mark(nullptr, FromWide(m)); }
-nvtxRangeId_t NVTX_API RangeStartEx(const nvtxEventAttributes_t* a) { return Start(nullptr, FromAttributes(a)); }
-nvtxRangeId_t NVTX_API RangeStartA(const char* m) { return Start(nullptr, FromText(m)); }
-nvtxRangeId_t NVTX_API RangeStartW(const wchar_t* m) { return Start(nullptr, FromWide(m)); }
+void NVTX_API MarkEx(const nvtxEventAttributes_t* a) { Mark(nullptr, [a] { return FromAttributes(a); }); }
+void NVTX_API MarkA(const char* m) { Mark(nullptr, [m] { return FromText(m); }); }
+void NVTX_API MarkW(const wchar_t* m) { Mark(nullptr, [m] { return FromWide(m); }); }
+nvtxRangeId_t NVTX_API RangeStartEx(const nvtxEventAttributes_t* a) {
+  return Start(nullptr, [a] { return FromAttributes(a); });
+}
+nvtxRangeId_t NVTX_API RangeStartA(const char* m) { return Start(nullptr, [m] { return FromText(m); }); }
+nvtxRangeId_t NVTX_API RangeStartW(const wchar_t* m) { return Start(nullptr, [m] { return FromWide(m); }); }
 void NVTX_API RangeEnd(nvtxRangeId_t id) { End(id); }
-int NVTX_API RangePushEx(const nvtxEventAttributes_t* a) { return Push(nullptr, FromAttributes(a)); }
-int NVTX_API RangePushA(const char* m) { return Push(nullptr, FromText(m)); }
-int NVTX_API RangePushW(const wchar_t* m) { return Push(nullptr, FromWide(m)); }
+int NVTX_API RangePushEx(const nvtxEventAttributes_t* a) {
+  return Push(nullptr, [a] { return FromAttributes(a); });
+}
+int NVTX_API RangePushA(const char* m) { return Push(nullptr, [m] { return FromText(m); }); }
+int NVTX_API RangePushW(const wchar_t* m) { return Push(nullptr, [m] { return FromWide(m); }); }
 int NVTX_API RangePop() { return Pop(nullptr); }
 void NVTX_API NameCategoryA(uint32_t, const char*) {}
 void NVTX_API NameCategoryW(uint32_t, const wchar_t*) {}
@@ -202,13 +238,15 @@ void NVTX_API NameOsThreadA(uint32_t, const char*) {}
 void NVTX_API NameOsThreadW(uint32_t, const wchar_t*) {}
 
 // ---- NVTX entry points (core2 module: domains) ----
-void NVTX_API DomainMarkEx(nvtxDomainHandle_t d, const nvtxEventAttributes_t* a) { Mark(d, FromAttributes(a)); }
+void NVTX_API DomainMarkEx(nvtxDomainHandle_t d, const nvtxEventAttributes_t* a) {
+  Mark(d, [a] { return FromAttributes(a); });
+}
 nvtxRangeId_t NVTX_API DomainRangeStartEx(nvtxDomainHandle_t d, const nvtxEventAttributes_t* a) {
-  return Start(d, FromAttributes(a));
+  return Start(d, [a] { return FromAttributes(a); });
 }
 void NVTX_API DomainRangeEnd(nvtxDomainHandle_t, nvtxRangeId_t id) { End(id); }
 int NVTX_API DomainRangePushEx(nvtxDomainHandle_t d, const nvtxEventAttributes_t* a) {
-  return Push(d, FromAttributes(a));
+  return Push(d, [a] { return FromAttributes(a); });
 }
 int NVTX_API DomainRangePop(nvtxDomainHandle_t d) { return Pop(d); }
 nvtxResourceHandle_t NVTX_API DomainResourceCreate(nvtxDomainHandle_t, nvtxResourceAttributes_t*) {
@@ -244,10 +282,11 @@ using namespace gpuos_shim;
 
 // Called once by NVTX in every process that makes its first NVTX call with
 // NVTX_INJECTION64_PATH pointing here.  Returning 0 would switch NVTX off
-// for the process; we do so only when no agent is listening.
+// for the process; we do so only when no agent is listening and none can
+// attach (neither launched nor prepared).
 extern "C" __attribute__((visibility("default"))) int NVTX_API
 InitializeInjectionNvtx2(NvtxGetExportTableFunc_t get_export_table) {
-  if (!ChannelConfigured() || !get_export_table) return 0;
+  if ((!ChannelConfigured() && !AttachPossible()) || !get_export_table) return 0;
   auto* callbacks =
       static_cast<const NvtxExportTableCallbacks*>(get_export_table(NVTX_ETID_CALLBACKS));
   if (!callbacks || callbacks->struct_size < sizeof(NvtxExportTableCallbacks) ||
@@ -308,11 +347,11 @@ gpuos_shim::Domain* PythonDomain() {
 }  // namespace
 
 extern "C" __attribute__((visibility("default"))) int gpuos_shim_python_push(const char* name) {
-  if (!ChannelConfigured()) return -1;
-  return Push(reinterpret_cast<nvtxDomainHandle_t>(PythonDomain()), FromText(name));
+  if (!ChannelConfigured() && !AttachPossible()) return -1;
+  return Push(reinterpret_cast<nvtxDomainHandle_t>(PythonDomain()), [name] { return FromText(name); });
 }
 
 extern "C" __attribute__((visibility("default"))) int gpuos_shim_python_pop() {
-  if (!ChannelConfigured()) return -1;
+  if (!ChannelConfigured() && !AttachPossible()) return -1;
   return Pop(reinterpret_cast<nvtxDomainHandle_t>(PythonDomain()));
 }
