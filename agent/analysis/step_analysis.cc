@@ -11,6 +11,7 @@ StepAnalysis SummarizeSteps(const StepPlan& plan, std::vector<StepRecord> steps,
   a.options = options;
   a.source = plan.source;
   a.note = plan.note;
+  a.anchor_name = plan.anchor_name;
   a.pid = plan.pid;
   a.tid = plan.tid;
   a.thread_comm = plan.thread_comm;
@@ -43,19 +44,23 @@ StepAnalysis SummarizeSteps(const StepPlan& plan, std::vector<StepRecord> steps,
 
 namespace {
 
-using Replay = std::function<absl::Status(const std::function<void(const v1::Event&)>&)>;
+using Replay = std::function<absl::Status(const std::function<void(const v1::Event&)>&,
+                                          const std::function<void(const v1::TraceTrailer&)>&)>;
 
 absl::StatusOr<StepAnalysis> Analyze(const v1::TraceHeader& header, const Replay& replay,
                                      const StepOptions& options) {
   auto locator = StepLocator::Create(options);
   if (!locator.ok()) return locator.status();
-  absl::Status read = replay([&](const v1::Event& e) { (*locator)->Add(e); });
+  // An attached trace's steps stay within its attach window.
+  (*locator)->SetHeader(header);
+  absl::Status read = replay([&](const v1::Event& e) { (*locator)->Add(e); },
+                             [&](const v1::TraceTrailer& t) { (*locator)->SetTrailer(t); });
   StepPlan plan = (*locator)->Finish();
   std::vector<StepRecord> records;
   if (!plan.steps.empty()) {
     auto collector = StepCollector::Create(plan, options, header);
     if (!collector.ok()) return collector.status();
-    absl::Status second = replay([&](const v1::Event& e) { (*collector)->Add(e); });
+    absl::Status second = replay([&](const v1::Event& e) { (*collector)->Add(e); }, {});
     if (read.ok()) read = second;
     records = (*collector)->Finish();
   }
@@ -71,22 +76,25 @@ absl::StatusOr<StepAnalysis> AnalyzeSteps(const std::string& path, const StepOpt
   if (!first.ok()) return first.status();
   const v1::TraceHeader header = (*first)->header();
   bool first_used = false;
-  Replay replay = [&](const std::function<void(const v1::Event&)>& on_event) -> absl::Status {
+  Replay replay = [&](const std::function<void(const v1::Event&)>& on_event,
+                      const std::function<void(const v1::TraceTrailer&)>& on_trailer) -> absl::Status {
     if (!first_used) {
       first_used = true;
-      return ForEachEvent(**first, on_event);
+      return ForEachEvent(**first, on_event, on_trailer);
     }
     auto again = TraceReader::Open(path);
     if (!again.ok()) return again.status();
-    return ForEachEvent(**again, on_event);
+    return ForEachEvent(**again, on_event, on_trailer);
   };
   return Analyze(header, replay, options);
 }
 
 absl::StatusOr<StepAnalysis> AnalyzeStepEvents(const v1::TraceHeader& header, const std::vector<v1::Event>& events,
-                                               const StepOptions& options) {
-  Replay replay = [&](const std::function<void(const v1::Event&)>& on_event) -> absl::Status {
+                                               const StepOptions& options, const v1::TraceTrailer* trailer) {
+  Replay replay = [&](const std::function<void(const v1::Event&)>& on_event,
+                      const std::function<void(const v1::TraceTrailer&)>& on_trailer) -> absl::Status {
     for (const v1::Event& e : events) on_event(e);
+    if (trailer != nullptr && on_trailer) on_trailer(*trailer);
     return absl::OkStatus();
   };
   return Analyze(header, replay, options);

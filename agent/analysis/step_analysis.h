@@ -23,8 +23,11 @@ namespace gpuos {
 struct StepAnalysis {
   StepOptions options;
   StepSource source = StepSource::kNone;
-  // Why there are no steps (source == kNone), for the report.
+  // Why there are no steps (source == kNone), or how unannotated steps were
+  // found (kApiRhythm, kFixedWindows), for the report.
   std::string note;
+  // kApiRhythm: the API call whose calls mark the steps.
+  std::string anchor_name;
   uint32_t pid = 0;
   uint32_t tid = 0;
   std::string thread_comm;
@@ -54,9 +57,10 @@ struct StepAnalysis {
 // opened or has no valid header; a regex in `options` does not compile.
 absl::StatusOr<StepAnalysis> AnalyzeSteps(const std::string& path, const StepOptions& options);
 
-// The same over events in memory (tests, small traces).
+// The same over events in memory (tests, small traces); `trailer`, when
+// given, ends an attach window.
 absl::StatusOr<StepAnalysis> AnalyzeStepEvents(const v1::TraceHeader& header, const std::vector<v1::Event>& events,
-                                               const StepOptions& options);
+                                               const StepOptions& options, const v1::TraceTrailer* trailer = nullptr);
 
 // For callers that run the two passes themselves (e.g. pass 1 fused with
 // another summary's pass): the summaries from the plan and the collector's

@@ -5,11 +5,19 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "analysis/cuda_api_class.h"
 
 namespace gpuos {
 namespace {
 
 uint64_t ThreadKey(uint32_t pid, uint32_t tid) { return (static_cast<uint64_t>(pid) << 32) | tid; }
+
+// Fixed windows beyond this many are widened: a tiny --window over an hour
+// would otherwise make billions of steps.
+constexpr uint64_t kMaxFixedWindows = 100000;
+
+std::string Ms(double ns) { return absl::StrFormat("%.3f ms", ns / 1e6); }
 
 }  // namespace
 
@@ -17,10 +25,32 @@ const char* StepSourceName(StepSource source) {
   switch (source) {
     case StepSource::kNvtxRanges: return "nvtx_step_ranges";
     case StepSource::kOptimizerSteps: return "optimizer_step_ranges";
+    case StepSource::kApiRhythm: return "cuda_api_rhythm";
+    case StepSource::kFixedWindows: return "fixed_windows";
     case StepSource::kNone: break;
   }
   return "none";
 }
+
+const char* StepSourceText(StepSource source) {
+  switch (source) {
+    case StepSource::kNvtxRanges: return "NVTX step ranges";
+    case StepSource::kOptimizerSteps: return "optimizer.step ranges";
+    case StepSource::kApiRhythm: return "the rhythm of CUDA API calls";
+    case StepSource::kFixedWindows: return "fixed time windows";
+    case StepSource::kNone: break;
+  }
+  return "nothing";
+}
+
+void StepLocator::SetHeader(const v1::TraceHeader& header) {
+  attached_ = header.has_attach();
+  if (!attached_) return;
+  attach_start_ns_ = header.attach().start_ns();
+  if (header.attach().target_pids_size() > 0) first_target_ = header.attach().target_pids(0);
+}
+
+void StepLocator::SetTrailer(const v1::TraceTrailer& trailer) { attach_end_ns_ = trailer.attach_end_ns(); }
 
 absl::StatusOr<std::unique_ptr<StepLocator>> StepLocator::Create(const StepOptions& options) {
   auto step = StepNameMatcher::Create(options.step_regex, "--step-regex");
@@ -43,7 +73,17 @@ void StepLocator::SeeComm(uint64_t ts, uint32_t pid, uint32_t tid, const std::st
 }
 
 void StepLocator::Add(const v1::Event& e) {
+  first_event_ns_ = std::min(first_event_ns_, e.ts_ns());
+  last_event_ns_ = std::max(last_event_ns_, e.ts_ns());
   switch (e.payload_case()) {
+    case v1::Event::kCudaApi: {
+      const v1::CudaApiCall& call = e.cuda_api();
+      ThreadApi& t = api_.try_emplace(ThreadKey(e.pid(), e.tid()), options_).first->second;
+      if (ClassifyCudaApi(call.name()) == CudaApiClass::kLaunch) ++t.launches;
+      t.first_ns = std::min(t.first_ns, e.ts_ns());
+      t.rhythm.Add(call.name(), e.ts_ns() + call.duration_ns());
+      break;
+    }
     case v1::Event::kNvtxRange: {
       const v1::NvtxRange& r = e.nvtx_range();
       if (r.duration_ns() == 0) break;  // never ended, or a zero-length marker
@@ -140,12 +180,33 @@ StepPlan StepLocator::Finish() {
       plan.source = StepSource::kNone;
       plan.note = absl::StrCat("only one \"", options_.optimizer_range_name,
                                "\" range: steps are the intervals between two of them");
+      FindUnannotatedSteps(plan, absl::StrCat("only one \"", options_.optimizer_range_name, "\" range"));
     }
   } else {
     plan.note = absl::StrCat("no NVTX range is named like a training step (--step-regex \"", options_.step_regex,
                              "\") and there are no \"", options_.optimizer_range_name,
                              "\" ranges: annotate each step with an NVTX range, e.g. "
                              "nvtx.annotate(f\"step {i}\") around the loop body");
+    FindUnannotatedSteps(plan, absl::StrCat("no NVTX step ranges (--step-regex) and no \"",
+                                            options_.optimizer_range_name, "\" ranges"));
+  }
+  if (attached_ && !plan.steps.empty()) {
+    // Nothing before the attach is in the trace, nothing after its end
+    // was recorded whole: a step reaching out of the window is cut to it.
+    const uint64_t lo = attach_start_ns_;
+    const uint64_t hi = attach_end_ns_ ? attach_end_ns_ : UINT64_MAX;
+    std::vector<StepWindow> kept;
+    for (StepWindow w : plan.steps) {
+      w.start_ns = std::max(w.start_ns, lo);
+      w.end_ns = std::min(w.end_ns, hi);
+      if (w.end_ns > w.start_ns) kept.push_back(w);
+    }
+    if (kept.empty()) {
+      plan.note = absl::StrCat("every step (from ", StepSourceText(plan.source),
+                               ") lies outside the attach window");
+      plan.source = StepSource::kNone;
+    }
+    plan.steps = std::move(kept);
   }
   for (size_t i = 0; i < plan.steps.size() && i < options_.warmup_steps; ++i) plan.steps[i].warmup = true;
   if (plan.source == StepSource::kNone) return plan;
@@ -182,6 +243,126 @@ StepPlan StepLocator::Finish() {
   }
   plan.worker_processes = static_cast<uint32_t>(worker_processes.size());
   return plan;
+}
+
+std::string StepLocator::ThreadText(uint32_t tid) const {
+  auto comm = comm_.find(tid);
+  if (comm == comm_.end()) return absl::StrCat(tid);
+  return absl::StrCat(tid, " \"", comm->second.second, "\"");
+}
+
+void StepLocator::FindUnannotatedSteps(StepPlan& plan, const std::string& why) {
+  // The launching thread: the most kernel launches, then the most calls,
+  // then the earliest first call.
+  const ThreadApi* best = nullptr;
+  uint64_t best_key = 0;
+  for (const auto& [key, t] : api_) {
+    bool better = best == nullptr;
+    if (!better && t.launches != best->launches) {
+      better = t.launches > best->launches;
+    } else if (!better && t.rhythm.calls() != best->rhythm.calls()) {
+      better = t.rhythm.calls() > best->rhythm.calls();
+    } else if (!better) {
+      better = t.first_ns < best->first_ns || (t.first_ns == best->first_ns && key < best_key);
+    }
+    if (better) {
+      best = &t;
+      best_key = key;
+    }
+  }
+  std::string detail;
+  if (best != nullptr) {
+    plan.pid = static_cast<uint32_t>(best_key >> 32);
+    plan.tid = static_cast<uint32_t>(best_key);
+    const std::string thread =
+        absl::StrCat("thread ", ThreadText(plan.tid), best->launches ? ", the launching thread (the most kernel launches)"
+                                                                     : ", the thread with the most CUDA API calls");
+    RhythmChoice choice = best->rhythm.Choose();
+    if (choice.found()) {
+      const RhythmCandidate& a = choice.anchor();
+      std::vector<StepWindow> steps;
+      for (size_t i = 1; i < a.times.size(); ++i) {
+        if (a.times[i] <= a.times[i - 1]) continue;
+        StepWindow w;
+        w.start_ns = a.times[i - 1];
+        w.end_ns = a.times[i];
+        w.index = i - 1;
+        steps.push_back(w);
+      }
+      if (!steps.empty()) {
+        plan.source = StepSource::kApiRhythm;
+        plan.anchor_name = a.name;
+        plan.steps = std::move(steps);
+        plan.note = absl::StrFormat(
+            "%s; steps run from the end of one %s call to the next on %s: %d calls, one every %s on average, "
+            "CV of the intervals %.3f%s; %s is the most frequent CUDA API call of that thread that recurs at "
+            "near-constant intervals (>= %d calls, mean interval >= %s, CV <= %.2f, the longest %.0f%% of "
+            "intervals set aside as pauses)",
+            why, a.name, thread, a.calls, Ms(a.mean_interval_ns), a.cv,
+            a.excused ? absl::StrFormat(" (the %d longest of %d intervals set aside as pauses)", a.excused,
+                                        a.intervals)
+                      : std::string(),
+            a.name, options_.rhythm_min_calls, Ms(static_cast<double>(options_.rhythm_min_interval_ns)),
+            options_.rhythm_max_cv, 100 * options_.rhythm_excused_fraction);
+        return;
+      }
+    }
+    const RhythmCandidate* closest = choice.closest_irregular();
+    detail = absl::StrCat("no CUDA API call of ", thread, " recurs regularly enough to mark steps");
+    if (closest != nullptr) {
+      absl::StrAppendFormat(&detail, " (the closest: %s, %d calls, %s)", closest->name, closest->calls,
+                            closest->why_not);
+    }
+  } else if (attached_ && first_target_ != 0) {
+    plan.pid = first_target_;
+    plan.tid = first_target_;
+    detail = absl::StrCat("no CUDA API calls; the windows are on pid ", first_target_, "'s main thread ",
+                          ThreadText(first_target_));
+  } else {
+    return;  // a launched trace without CUDA: nothing to go by
+  }
+  FixedWindows(plan, absl::StrCat(why, "; ", detail));
+}
+
+void StepLocator::FixedWindows(StepPlan& plan, const std::string& why) {
+  const bool window = attached_;
+  const uint64_t lo = window ? attach_start_ns_ : first_event_ns_;
+  const uint64_t hi = window && attach_end_ns_ ? attach_end_ns_ : last_event_ns_;
+  const char* over = window ? "the attach window" : "the trace";
+  if (options_.fixed_window_ns == 0 || lo == UINT64_MAX || hi <= lo) {
+    plan.note = absl::StrCat(why, "; and ", over, " is empty or windows are off: no steps");
+    return;
+  }
+  const uint64_t span = hi - lo;
+  uint64_t width = options_.fixed_window_ns;
+  std::string widened;
+  if (span / width > kMaxFixedWindows) {
+    width = (span + kMaxFixedWindows - 1) / kMaxFixedWindows;
+    widened = absl::StrCat(", widened from ", Ms(static_cast<double>(options_.fixed_window_ns)), " to keep ",
+                           kMaxFixedWindows, " windows at most");
+  }
+  uint64_t n = span / width;
+  std::string rest;
+  if (n == 0) {
+    // Shorter than one window: the whole span is the one window.
+    n = 1;
+    width = span;
+  } else if (span % width != 0) {
+    rest = absl::StrCat("; the last ", Ms(static_cast<double>(span % width)), ", shorter than a window, left out");
+  }
+  plan.steps.clear();
+  for (uint64_t i = 0; i < n; ++i) {
+    StepWindow w;
+    w.index = i;
+    w.start_ns = lo + i * width;
+    w.end_ns = w.start_ns + width;
+    plan.steps.push_back(w);
+  }
+  plan.source = StepSource::kFixedWindows;
+  plan.note = absl::StrFormat(
+      "%s; so steps are fixed windows of %s%s over %s on thread %s (%d windows%s): each is a slice of time, "
+      "not a training step",
+      why, Ms(static_cast<double>(width)), widened, over, ThreadText(plan.tid), n, rest);
 }
 
 }  // namespace gpuos

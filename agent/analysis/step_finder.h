@@ -1,8 +1,16 @@
 // Pass 1 over a trace: which thread runs the training loop (the "launching
 // thread") and where its steps begin and end, plus which threads are data
-// workers.  Steps are NVTX ranges named like a step on the thread that has
-// the most of them; without any, the intervals between consecutive
-// "optimizer.step" range ends (the Python start-up hook's ranges).
+// workers.  Steps come from, in this order:
+//   1. NVTX ranges named like a step on the thread that has the most of them;
+//   2. the intervals between consecutive "optimizer.step" range ends (the
+//      Python start-up hook's ranges);
+//   3. the rhythm of the launching thread's CUDA API calls (the thread with
+//      the most kernel launches): one call name that recurs once a step at
+//      near-constant intervals (api_rhythm.h);
+//   4. in attached traces and traces with CUDA calls, fixed time windows
+//      (StepOptions::fixed_window_ns) over the attach window or the trace,
+//      so that even an unannotated, irregular job gets per-window numbers.
+// In an attached trace every step is clipped to the attach window.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +22,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
+#include "analysis/api_rhythm.h"
 #include "analysis/step_name_matcher.h"
 #include "analysis/step_options.h"
 #include "gpuos_trace.pb.h"
@@ -24,9 +33,16 @@ enum class StepSource {
   kNone,            // no steps found
   kNvtxRanges,      // NVTX ranges matching StepOptions::step_regex
   kOptimizerSteps,  // between consecutive optimizer.step range ends
+  kApiRhythm,       // between the ends of consecutive calls of one CUDA API name
+  kFixedWindows,    // fixed time windows: nothing marks steps
 };
 
+// For programs: "nvtx_step_ranges", "optimizer_step_ranges",
+// "cuda_api_rhythm", "fixed_windows", "none".
 const char* StepSourceName(StepSource source);
+// For people: "NVTX step ranges", "optimizer.step ranges", "the rhythm of
+// CUDA API calls", "fixed time windows", "nothing".
+const char* StepSourceText(StepSource source);
 
 struct StepWindow {
   uint64_t index = 0;
@@ -54,14 +70,26 @@ struct StepPlan {
   bool IsWorker(uint32_t pid, uint32_t tid) const {
     return worker_pids.contains(pid) || worker_tids.contains(tid);
   }
-  // Why there are no steps, for the report.
+  // Why there are no steps, or, for kApiRhythm and kFixedWindows, how the
+  // steps were found (the anchor call, its count, mean interval and CV, or
+  // why windows were used), for the report.
   std::string note;
+  // Set for kApiRhythm: the anchor call's name (suffixes stripped).
+  std::string anchor_name;
 };
 
 class StepLocator {
  public:
   // Fails when a regex in `options` does not compile.
   static absl::StatusOr<std::unique_ptr<StepLocator>> Create(const StepOptions& options);
+
+  // An attached trace's window (header.attach) and its first target, for
+  // clipping and for fixed windows.  Without it the trace counts as
+  // launched.
+  void SetHeader(const v1::TraceHeader& header);
+  // The attach window's end (trailer.attach_end_ns); without it, the last
+  // event ends the window.
+  void SetTrailer(const v1::TraceTrailer& trailer);
 
   // Events in any order.
   void Add(const v1::Event& event);
@@ -75,7 +103,18 @@ class StepLocator {
   };
   StepLocator(const StepOptions& options, StepNameMatcher step, StepNameMatcher worker)
       : options_(options), step_(std::move(step)), worker_(std::move(worker)) {}
+  // CUDA API calls of one thread.
+  struct ThreadApi {
+    explicit ThreadApi(const StepOptions& options) : rhythm(options) {}
+    uint64_t launches = 0;
+    uint64_t first_ns = UINT64_MAX;
+    ApiRhythm rhythm;
+  };
   void SeeComm(uint64_t ts, uint32_t pid, uint32_t tid, const std::string& comm);
+  // Sources 3 and 4; `why` says why sources 1 and 2 found nothing.
+  void FindUnannotatedSteps(StepPlan& plan, const std::string& why);
+  void FixedWindows(StepPlan& plan, const std::string& why);
+  std::string ThreadText(uint32_t tid) const;
 
   StepOptions options_;
   StepNameMatcher step_;
@@ -88,6 +127,13 @@ class StepLocator {
   absl::flat_hash_map<uint32_t, std::pair<uint64_t, std::string>> comm_;
   absl::flat_hash_set<uint32_t> named_worker_pids_;
   absl::flat_hash_map<uint32_t, uint32_t> named_worker_tids_;  // tid -> pid
+  absl::flat_hash_map<uint64_t, ThreadApi> api_;  // by (pid << 32 | tid)
+  uint64_t first_event_ns_ = UINT64_MAX;
+  uint64_t last_event_ns_ = 0;
+  bool attached_ = false;
+  uint64_t attach_start_ns_ = 0;
+  uint64_t attach_end_ns_ = 0;  // 0: unknown (no trailer)
+  uint32_t first_target_ = 0;
 };
 
 }  // namespace gpuos

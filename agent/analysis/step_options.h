@@ -30,6 +30,21 @@ struct StepOptions {
   // The first `warmup_steps` steps are shown but left out of the summaries
   // and the diagnosis (CUDA context creation, allocator growth, autotuning).
   uint32_t warmup_steps = 1;
+
+  // Without step or optimizer.step ranges: steps from the rhythm of the
+  // launching thread's CUDA API calls (api_rhythm.h says the rule).  A name
+  // marks steps when it has at least `rhythm_min_calls` calls whose
+  // intervals, the longest `rhythm_excused_fraction` of them set aside as
+  // pauses, average at least `rhythm_min_interval_ns` with a coefficient of
+  // variation of at most `rhythm_max_cv`.
+  uint32_t rhythm_min_calls = 5;
+  uint64_t rhythm_min_interval_ns = 1'000'000;
+  double rhythm_max_cv = 0.25;
+  double rhythm_excused_fraction = 0.1;
+  // When no name is regular, in attached traces and traces with CUDA calls:
+  // steps are fixed windows of this width over the attach window (or the
+  // trace), so that per-window breakdowns still show where time went.
+  uint64_t fixed_window_ns = 100'000'000;
 };
 
 }  // namespace gpuos

@@ -272,8 +272,7 @@ void WriteStepTextReport(const StepAnalysis& a, const Diagnosis& d, std::ostream
   }
   const size_t warmup = a.steps.size() - (a.summary_includes_warmup ? 0 : a.measured_steps);
   out << absl::StrFormat("  %d steps of thread %u \"%s\" (pid %u), from %s", a.steps.size(), a.tid,
-                         Printable(a.thread_comm), a.pid,
-                         a.source == StepSource::kNvtxRanges ? "NVTX step ranges" : "optimizer.step ranges");
+                         Printable(a.thread_comm), a.pid, StepSourceText(a.source));
   if (a.summary_includes_warmup) {
     out << "; every step is warmup, so the summaries include them\n";
   } else {
@@ -281,6 +280,10 @@ void WriteStepTextReport(const StepAnalysis& a, const Diagnosis& d, std::ostream
   }
   if (a.other_threads_with_steps) {
     out << "  " << a.other_threads_with_steps << " other thread(s) also had step ranges; only this one is analyzed\n";
+  }
+  // Steps nobody annotated: say what marks them, so a reader can judge.
+  if (a.source == StepSource::kApiRhythm || a.source == StepSource::kFixedWindows) {
+    out << "  how: " << Printable(a.note) << "\n";
   }
   out << absl::StrFormat("  step time over %d measured steps: mean %s ms, p50 %s, p95 %s, min %s, max %s\n",
                          a.measured_steps, Ms(a.duration_ns.mean), Ms(a.duration_ns.p50), Ms(a.duration_ns.p95),
@@ -298,6 +301,13 @@ void WriteStepJsonMembers(const StepAnalysis& a, const Diagnosis& d, JsonWriter&
   json.BeginObject();
   json.Field("source", StepSourceName(a.source));
   json.Field("note", a.note);
+  json.Key("anchor");
+  if (a.anchor_name.empty()) {
+    json.Null();
+  } else {
+    json.String(a.anchor_name);
+  }
+  if (a.source == StepSource::kFixedWindows) json.Field("fixed_window_ns", a.options.fixed_window_ns);
   json.Field("step_regex", a.options.step_regex);
   json.Field("data_range_regex", a.options.data_range_regex);
   json.Field("pid", a.pid);
