@@ -110,6 +110,7 @@ struct CudaSummaryBuilder::Impl {
       }
       case v1::Event::kCudaApi: {
         const auto& a = e.cuda_api();
+        if (a.from_uprobe()) ++out.uprobe_api_calls;
         NamedTotals& t = api[a.name()];
         if (t.name.empty()) t.name = a.name();
         AddTo(t, a.duration_ns());

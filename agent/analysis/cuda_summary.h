@@ -61,6 +61,12 @@ struct CudaSummary {
   std::vector<NamedTotals> nvtx;  // by (name, domain), ranked by total_ns
   uint64_t nvtx_marks = 0;
   std::vector<ShimProcessStatus> shims;
+  // API calls recorded by eBPF uprobes on libcuda (attach without the shim).
+  uint64_t uprobe_api_calls = 0;
+  // Uprobe API calls and no GPU record at all: no GPU-side timing.
+  bool cpu_side_only() const {
+    return uprobe_api_calls > 0 && kernel_count == 0 && memcpy.empty() && memset_count == 0 && sync.empty();
+  }
   bool empty() const {
     return kernel_count == 0 && memcpy.empty() && memset_count == 0 && api.empty() && nvtx.empty() &&
            shims.empty();

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_format.h"
 #include "export/text_table.h"
+#include "export/trace_identity.h"
 
 namespace gpuos {
 namespace {
@@ -60,6 +61,7 @@ void NamedArray(JsonWriter& json, const std::vector<NamedTotals>& rows, bool wit
 
 void WriteCudaTextReport(const CudaSummary& s, std::ostream& out) {
   if (s.empty()) return;
+  if (s.cpu_side_only()) out << "\nCUDA: " << kCpuSideOnlyText << "\n";
   for (const ShimProcessStatus& p : s.shims) {
     if (!p.cupti_status.empty() && !p.cupti_active) {
       out << "\nNOTE: pid " << p.pid << ": " << Printable(p.cupti_status) << "\n";
@@ -103,6 +105,9 @@ void WriteCudaJsonMembers(const CudaSummary& s, JsonWriter& json) {
   NamedArray(json, s.nvtx, true);
   json.Key("cuda");
   json.BeginObject();
+  json.Field("cpu_side_only", s.cpu_side_only());
+  json.Field("uprobe_api_calls", s.uprobe_api_calls);
+  if (s.cpu_side_only()) json.Field("cpu_side_only_note", kCpuSideOnlyText);
   json.Key("kernels");
   json.BeginObject();
   json.Field("count", s.kernel_count);

@@ -261,6 +261,18 @@ class HtmlReport {
   void Header() {
     const v1::TraceHeader& h = os_.header;
     out_ << "<header>\n<h1>gpuos-trace report</h1>\n<code class=\"cmd\">" << E(CommandLine(h)) << "</code>\n";
+    if (IsAttached(h)) {
+      // An attached run: the window, and how each process's CUDA side was
+      // recorded; nothing about how the job started or ended.
+      out_ << "<div class=\"alert warn\" id=\"attach\"><b>Attached</b> to " << E(AttachText(os_)) << ".";
+      const std::vector<std::string> lines = CudaAttachLines(os_);
+      if (!lines.empty()) {
+        out_ << "<ul>";
+        for (const std::string& line : lines) out_ << "<li>CUDA " << E(line) << "</li>";
+        out_ << "</ul>";
+      }
+      out_ << "</div>\n";
+    }
     out_ << "<dl class=\"meta\">";
     auto item = [&](const char* term, const std::string& escaped) {
       out_ << "<dt>" << term << "</dt><dd>" << escaped << "</dd>";
@@ -482,7 +494,7 @@ class HtmlReport {
     const size_t warmup = a_.steps.size() - (a_.summary_includes_warmup ? 0 : a_.measured_steps);
     out_ << "<p>" << a_.steps.size() << " steps of thread " << a_.tid << " <b>" << E(a_.thread_comm) << "</b> (pid "
          << a_.pid << "), from "
-         << (a_.source == StepSource::kNvtxRanges ? "NVTX step ranges" : "optimizer.step ranges") << "; ";
+         << StepSourceText(a_.source) << "; ";
     if (a_.summary_includes_warmup) {
       out_ << "every step is warmup, so the summaries include them.";
     } else {
@@ -491,7 +503,11 @@ class HtmlReport {
     if (a_.other_threads_with_steps) {
       out_ << " " << a_.other_threads_with_steps << " other thread(s) also had step ranges; only this one is analyzed.";
     }
-    out_ << "</p>\n<div class=\"stats\">" << Stat(absl::StrCat(a_.measured_steps), "measured steps")
+    out_ << "</p>\n";
+    if (a_.source == StepSource::kApiRhythm || a_.source == StepSource::kFixedWindows) {
+      out_ << "<p class=\"note\" id=\"step-source\">" << E(a_.note) << "</p>\n";
+    }
+    out_ << "<div class=\"stats\">" << Stat(absl::StrCat(a_.measured_steps), "measured steps")
          << Stat(Ms(a_.duration_ns.mean) + " ms", "mean step") << Stat(Ms(a_.duration_ns.p50) + " ms", "p50")
          << Stat(Ms(a_.duration_ns.p95) + " ms", "p95") << Stat(Ms(a_.duration_ns.min) + " ms", "min")
          << Stat(Ms(a_.duration_ns.max) + " ms", "max")
@@ -699,6 +715,9 @@ class HtmlReport {
               "GPU parts of steps.</p></section>\n";
       return;
     }
+    if (cuda_.cpu_side_only()) {
+      out_ << "<div class=\"alert warn\" id=\"cpu-side-only\">" << E(kCpuSideOnlyText) << ".</div>\n";
+    }
     for (const ShimProcessStatus& p : cuda_.shims) {
       if (!p.cupti_status.empty() && !p.cupti_active) {
         out_ << "<div class=\"alert warn\">pid " << p.pid << ": " << E(p.cupti_status) << "</div>\n";
@@ -776,13 +795,16 @@ class HtmlReport {
     } else {
       std::vector<std::string> titles = {"pid", "ppid", "<comm", "threads", "<exit"};
       for (std::string& t : ActivityTitles()) titles.push_back(std::move(t));
+      const bool attached = IsAttached(os_.header);
       out_ << "<h3>Processes (" << os_.processes.size()
-           << "; * = the traced command)</h3>\n<div class=\"scroll\"><table class=\"sortable\" id=\"processes\">"
+           << (attached ? "; * = an attach target)</h3>" : "; * = the traced command)</h3>")
+           << "\n<div class=\"scroll\"><table class=\"sortable\" id=\"processes\">"
            << Thead(titles) << "<tbody>";
       size_t threads = 0;
       for (const ProcessSummary& p : os_.processes) {
         threads += p.threads.size();
-        out_ << "<tr>" << Td(absl::StrCat(p.pid, p.is_root ? "*" : "")) << Td(absl::StrCat(p.ppid)) << NameTd(p.comm)
+        const bool starred = p.is_root || (attached && IsAttachTarget(os_.header, p.pid));
+        out_ << "<tr>" << Td(absl::StrCat(p.pid, starred ? "*" : "")) << Td(absl::StrCat(p.ppid)) << NameTd(p.comm)
              << Td(absl::StrCat(p.threads.size())) << Td(E(ExitText(p)), true) << ActivityCells(SumThreads(p.threads))
              << "</tr>";
       }

@@ -75,7 +75,14 @@ std::vector<TextTable::Column> WithActivity(std::vector<TextTable::Column> leadi
 void WriteHeaderBlock(const OsSummary& s, std::ostream& out) {
   const v1::TraceHeader& h = s.header;
   out << "gpuos-trace OS report\n";
-  out << "  command:   " << CommandLine(h) << "\n";
+  if (IsAttached(h)) {
+    // Attached: the job ran before and goes on after; nothing here says
+    // how it started or ended, only what the window saw.
+    out << "  attached:  " << AttachText(s) << "\n";
+    for (const std::string& line : CudaAttachLines(s)) out << "  cuda:      " << line << "\n";
+  } else {
+    out << "  command:   " << CommandLine(h) << "\n";
+  }
   out << "  host:      " << Printable(h.hostname()) << " (kernel " << Printable(h.kernel_release());
   if (!h.arch().empty()) out << ", " << Printable(h.arch());
   out << ")\n";
@@ -111,7 +118,8 @@ void WriteHeaderBlock(const OsSummary& s, std::ostream& out) {
 }
 
 void WriteProcessTable(const OsSummary& s, std::ostream& out) {
-  out << "Processes (" << s.processes.size() << "; * = the traced command)\n";
+  const bool attached = IsAttached(s.header);
+  out << "Processes (" << s.processes.size() << (attached ? "; * = an attach target)\n" : "; * = the traced command)\n");
   TextTable table(WithActivity({{"pid"},
                                 {"ppid"},
                                 {"comm", TextTable::Align::kLeft},
@@ -119,7 +127,8 @@ void WriteProcessTable(const OsSummary& s, std::ostream& out) {
                                 {"exit", TextTable::Align::kLeft}}));
   for (const ProcessSummary& p : s.processes) {
     const ThreadSummary total = ProcessTotals(p);
-    std::vector<std::string> row = {absl::StrCat(p.pid, p.is_root ? "*" : ""), Num(p.ppid),
+    const bool starred = p.is_root || (attached && IsAttachTarget(s.header, p.pid));
+    std::vector<std::string> row = {absl::StrCat(p.pid, starred ? "*" : ""), Num(p.ppid),
                                     Printable(p.comm), Num(p.threads.size()), ExitText(p)};
     AppendActivity(total, row);
     table.AddRow(std::move(row));
@@ -300,6 +309,43 @@ void WriteExitStatus(JsonWriter& json, const ProcessSummary& p) {
   json.EndObject();
 }
 
+// "attach": the window and each process's CUDA attach status; null for a
+// launched trace.
+void WriteAttach(JsonWriter& json, const OsSummary& s) {
+  json.Key("attach");
+  if (!IsAttached(s.header)) {
+    json.Null();
+    return;
+  }
+  const v1::AttachInfo& a = s.header.attach();
+  json.BeginObject();
+  json.Key("target_pids");
+  json.BeginArray();
+  for (uint32_t pid : a.target_pids()) json.Uint(pid);
+  json.EndArray();
+  json.Field("gpu_procs", a.gpu_procs());
+  json.Field("requested_duration_ns", a.requested_duration_ns());
+  json.Field("start_ns", AttachStartNs(s));
+  json.Field("end_ns", AttachEndNs(s));
+  json.Field("duration_ns", AttachEndNs(s) - AttachStartNs(s));
+  json.Field("clean_end", s.has_trailer && s.trailer.attach_end_ns() != 0);
+  json.Key("cuda");
+  json.BeginArray();
+  if (s.has_trailer) {
+    for (const v1::CudaAttachStatus& c : s.trailer.cuda_attach()) {
+      json.BeginObject();
+      json.Field("pid", c.pid());
+      json.Field("mode", c.mode());
+      json.Field("detail", c.detail());
+      json.Field("stopped_ns", c.stopped_ns());
+      json.Field("kernels", c.kernels());
+      json.EndObject();
+    }
+  }
+  json.EndArray();
+  json.EndObject();
+}
+
 }  // namespace
 
 void WriteOsTextReport(const OsSummary& summary, std::ostream& out) {
@@ -344,6 +390,7 @@ void WriteOsJsonReport(const OsSummary& s, std::ostream& out,
   json.Field("duration_ns", TraceDurationNs(s));
   json.Field("complete", s.has_trailer);
   json.EndObject();
+  WriteAttach(json, s);
 
   json.Field("events", s.events);
   json.Field("first_event_ns", s.first_event_ns);

@@ -362,6 +362,16 @@ absl::Status EventMapper::AddStep(const StepSpan& step) {
   return Emit(record);
 }
 
+absl::Status EventMapper::AddAttachWindow(uint64_t start_ns, uint64_t end_ns) {
+  TimelineRecord record{};
+  record.ts = start_ns;
+  record.dur = end_ns > start_ns ? end_ns - start_ns : 0;
+  record.kind = RecordKind::kAttachWindow;
+  record.track = tracks_->AttachWindow();
+  record.name = strings_->Intern("attach window");
+  return Emit(record);
+}
+
 RecordDescriber::RecordDescriber(const v1::TraceHeader& header, const StringTable& strings)
     : header_(header), strings_(strings) {
   args_.reserve(16);
@@ -523,6 +533,18 @@ void RecordDescriber::Describe(const TimelineRecord& r, SliceEvent* event) {
       event->category = SliceCategory::kStep;
       Int("index", static_cast<int64_t>(r.a[0]));
       break;
+    case RecordKind::kAttachWindow: {
+      event->category = SliceCategory::kProcess;
+      const v1::AttachInfo& attach = header_.attach();
+      target_pids_.clear();
+      for (uint32_t pid : attach.target_pids()) {
+        absl::StrAppend(&target_pids_, target_pids_.empty() ? "" : ",", pid);
+      }
+      String("target_pids", target_pids_);
+      Bool("gpu_procs", attach.gpu_procs());
+      if (attach.requested_duration_ns() != 0) Uint("requested_duration_ns", attach.requested_duration_ns());
+      break;
+    }
     case RecordKind::kExec:
       event->category = SliceCategory::kProcess;
       String("filename", strings_.Get(r.b[0]));

@@ -34,6 +34,9 @@ class EventMapper {
 
   absl::Status Add(const v1::Event& event);
   absl::Status AddStep(const StepSpan& step);
+  // An attached recording's window, [start_ns, end_ns), on its own
+  // trace-wide track: nothing outside it was recorded.
+  absl::Status AddAttachWindow(uint64_t start_ns, uint64_t end_ns);
 
   uint64_t events() const { return events_; }
   uint64_t records() const { return ordinal_; }
@@ -83,6 +86,7 @@ class RecordDescriber {
   std::vector<DebugArg> args_;
   std::string grid_;
   std::string block_;
+  std::string target_pids_;
 };
 
 }  // namespace gpuos

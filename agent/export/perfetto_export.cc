@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <memory>
 #include <vector>
 
@@ -72,12 +73,24 @@ absl::StatusOr<ExportSummary> ExportTrace(const std::string& in_path, const std:
 
   // Pass 1.
   absl::Status map_status;
-  summary.input_status = ForEachEvent(**reader, [&](const v1::Event& event) {
-    if (map_status.ok()) map_status = mapper.Add(event);
-  });
+  uint64_t last_event_ns = 0;
+  uint64_t attach_end_ns = 0;
+  summary.input_status = ForEachEvent(
+      **reader,
+      [&](const v1::Event& event) {
+        last_event_ns = std::max(last_event_ns, event.ts_ns());
+        if (map_status.ok()) map_status = mapper.Add(event);
+      },
+      [&](const v1::TraceTrailer& trailer) { attach_end_ns = trailer.attach_end_ns(); });
   if (!map_status.ok()) return map_status;
   for (const StepSpan& step : options.steps) {
     absl::Status status = mapper.AddStep(step);
+    if (!status.ok()) return status;
+  }
+  if (header.has_attach()) {
+    // Without a clean end, the window closes at the last event.
+    const uint64_t start = header.attach().start_ns();
+    absl::Status status = mapper.AddAttachWindow(start, attach_end_ns ? attach_end_ns : std::max(last_event_ns, start));
     if (!status.ok()) return status;
   }
   summary.events_read = mapper.events();

@@ -24,6 +24,7 @@ enum class RecordKind : uint8_t {
   kGpuMemset,
   kGpuSync,
   kStep,
+  kAttachWindow,
   // Instants.
   kNvtxMark,
   kExec,

@@ -106,6 +106,17 @@ uint32_t TrackTable::Steps(uint32_t pid) {
   return index;
 }
 
+uint32_t TrackTable::AttachWindow() {
+  const auto key = std::make_tuple(uint64_t{0}, static_cast<uint8_t>(TrackKind::kAttachWindow));
+  auto it = children_.find(key);
+  if (it != children_.end()) return it->second;
+  Track track;
+  track.kind = TrackKind::kAttachWindow;
+  const uint32_t index = Add(std::move(track));
+  children_.emplace(key, index);
+  return index;
+}
+
 uint32_t TrackTable::Counter(CounterKind kind, uint32_t pid_or_device) {
   const auto key = std::make_tuple(static_cast<uint8_t>(kind), pid_or_device);
   auto it = counters_.find(key);
@@ -186,6 +197,9 @@ void TrackTable::NameChild(Track& track) const {
       break;
     case TrackKind::kSteps:
       track.name = "steps";
+      break;
+    case TrackKind::kAttachWindow:
+      track.name = "attach window";
       break;
     case TrackKind::kCounter:
       switch (track.counter) {

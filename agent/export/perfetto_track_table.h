@@ -1,7 +1,8 @@
 // The tracks of an exported timeline: one per process and per thread, child
 // tracks for what may overlap a thread's own slices (syscalls, off-CPU time),
 // one per GPU stream, per-process tracks for NVTX start/end ranges and CUDA
-// sync waits, the steps track and the counter tracks.  Found while the
+// sync waits, the steps track, an attached recording's window and the
+// counter tracks.  Found while the
 // trace is read (pass 1), described to the viewers before any event (pass 2).
 //
 // A track whose slices would not nest (two kernels of one CUDA graph running
@@ -30,6 +31,7 @@ enum class TrackKind : uint8_t {
   kGpuSync,       // a process's host waits for the GPU
   kNvtxAsync,     // a process's NVTX start/end ranges (may cross threads)
   kSteps,         // training steps, per process or for the whole trace
+  kAttachWindow,  // an attached recording's window, for the whole trace
   kCounter,
 };
 
@@ -73,6 +75,7 @@ class TrackTable {
   uint32_t GpuStream(uint32_t pid, uint32_t device, uint32_t context, uint32_t stream);
   uint32_t ProcessChild(uint32_t pid, TrackKind kind);  // kGpuSync, kNvtxAsync
   uint32_t Steps(uint32_t pid);                         // pid 0: the whole trace
+  uint32_t AttachWindow();
   uint32_t Counter(CounterKind kind, uint32_t pid_or_device);
   // The n-th (n >= 1) overflow lane of `base`, created on first use.
   uint32_t Lane(uint32_t base, uint32_t n);

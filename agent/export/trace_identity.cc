@@ -87,6 +87,84 @@ std::string CommandLine(const v1::TraceHeader& header) {
   return words.empty() ? "(attached; no command)" : absl::StrJoin(words, " ");
 }
 
+bool IsAttached(const v1::TraceHeader& header) { return header.has_attach(); }
+
+bool IsAttachTarget(const v1::TraceHeader& header, uint32_t pid) {
+  if (!header.has_attach()) return false;
+  for (uint32_t target : header.attach().target_pids()) {
+    if (target == pid) return true;
+  }
+  return false;
+}
+
+uint64_t AttachStartNs(const OsSummary& s) {
+  const uint64_t start = s.header.attach().start_ns();
+  return start ? start : TraceStartNs(s);
+}
+
+uint64_t AttachEndNs(const OsSummary& s) {
+  if (s.has_trailer && s.trailer.attach_end_ns()) return s.trailer.attach_end_ns();
+  return std::max(TraceEndNs(s), AttachStartNs(s));
+}
+
+namespace {
+
+// "30s", "1500ms", "2.5s": how --duration was probably typed.
+std::string DurationFlag(uint64_t ns) {
+  if (ns % 1000000000ull == 0) return absl::StrCat(ns / 1000000000ull, "s");
+  if (ns % 1000000ull == 0) return absl::StrCat(ns / 1000000ull, "ms");
+  return absl::StrFormat("%.6gs", ns / 1e9);
+}
+
+}  // namespace
+
+std::string AttachText(const OsSummary& s) {
+  const v1::AttachInfo& a = s.header.attach();
+  std::vector<std::string> targets;
+  for (int i = 0; i < a.target_pids_size(); ++i) {
+    const uint32_t pid = a.target_pids(i);
+    std::string name;
+    // The header's command line is the first target's.
+    if (i == 0 && s.header.command_line_size() > 0) name = CommandLine(s.header);
+    for (const ProcessSummary& p : s.processes) {
+      if (name.empty() && p.pid == pid) name = Printable(p.comm);
+    }
+    targets.push_back(name.empty() ? absl::StrCat(pid) : absl::StrCat(pid, " (", name, ")"));
+  }
+  std::string text = targets.empty() ? std::string("no target pid recorded")
+                                     : absl::StrCat(targets.size() == 1 ? "pid " : "pids ",
+                                                    absl::StrJoin(targets, ", "));
+  // The header clock pair maps the monotonic attach time onto wall time.
+  const v1::ClockPair& clock = s.header.start_clock();
+  const uint64_t start = AttachStartNs(s);
+  uint64_t realtime = 0;
+  if (clock.realtime_ns()) {
+    realtime = clock.realtime_ns() + start - clock.monotonic_ns();
+  }
+  absl::StrAppend(&text, " from ", WallClock(realtime), " for ",
+                  absl::StrFormat("%.1f s", (AttachEndNs(s) - start) / 1e9));
+  std::vector<std::string> how;
+  if (a.requested_duration_ns()) how.push_back(absl::StrCat("--duration ", DurationFlag(a.requested_duration_ns())));
+  if (a.gpu_procs()) how.push_back("--gpu-procs");
+  if (!(s.has_trailer && s.trailer.attach_end_ns())) how.push_back("no clean end: up to the last event");
+  if (!how.empty()) absl::StrAppend(&text, " (", absl::StrJoin(how, ", "), ")");
+  return text;
+}
+
+std::vector<std::string> CudaAttachLines(const OsSummary& s) {
+  std::vector<std::string> lines;
+  if (!s.has_trailer) return lines;
+  for (const v1::CudaAttachStatus& c : s.trailer.cuda_attach()) {
+    std::string line = absl::StrCat("pid ", c.pid(), ": ", c.mode().empty() ? "unknown" : Printable(c.mode()));
+    if (c.stopped_ns()) absl::StrAppend(&line, absl::StrFormat("; stopped %.3f ms", c.stopped_ns() / 1e6));
+    if (c.mode() != "none" && c.mode() != "uprobes") absl::StrAppend(&line, "; ", c.kernels(), " kernels");
+    if (c.mode() == "uprobes") absl::StrAppend(&line, "; CPU side of driver calls only");
+    if (!c.detail().empty()) absl::StrAppend(&line, "; ", Printable(c.detail()));
+    lines.push_back(std::move(line));
+  }
+  return lines;
+}
+
 std::string WallClock(uint64_t realtime_ns) {
   if (!realtime_ns) return "unknown";
   const time_t secs = static_cast<time_t>(realtime_ns / 1000000000ull);

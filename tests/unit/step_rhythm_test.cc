@@ -2,7 +2,7 @@
 // rhythm rule on single names (api_rhythm.h), the anchor a constructed
 // training loop's launching thread yields among decoys (a name twice a step
 // with alternating spacing, per-kernel launches every 20 us, a regular call
-// every 5 steps, a more regular call on another thread), the exact step
+// every 2 steps, a more regular call on another thread), the exact step
 // windows, fixed windows when nothing is regular, NVTX still first, and the
 // attach window clipping steps, read back through a real .gpuos file.
 #include <stdlib.h>
@@ -106,7 +106,8 @@ StepPlan Locate(const std::vector<v1::Event>& events, const v1::TraceHeader* hea
 // A training loop of `steps` steps of 50 ms +- 2.5 ms on thread kPid.  Each
 // step: the batch in as two cudaMemcpyAsync (input, then label 40 us
 // later), 200 kernel launches 20 us apart, one cudaStreamSynchronize (the
-// loss, 2-4 ms of waiting); every 5th step a cudaDeviceSynchronize too.
+// loss, 2-4 ms of waiting); every 2nd step a cudaDeviceSynchronize too
+// (regular as well: 20 calls, the pause its one excused interval).
 // One 300 ms pause (an evaluation) after step 20.  Another thread polls
 // cudaEventQuery every 10 ms exactly.  `sync_ends` receives the ends of the
 // synchronize calls: the step boundaries the rhythm must find.
@@ -126,7 +127,7 @@ std::vector<v1::Event> TrainingLoop(uint64_t steps, std::vector<uint64_t>* sync_
     const uint64_t sync_start = t + length - sync_wait - 100 * kUs;
     events.push_back(Api(sync_start, sync_wait, "cudaStreamSynchronize_v3020"));
     sync_ends->push_back(sync_start + sync_wait);
-    if (i % 5 == 0) events.push_back(Api(sync_start + sync_wait + 10 * kUs, 20 * kUs, "cudaDeviceSynchronize_v3020"));
+    if (i % 2 == 0) events.push_back(Api(sync_start + sync_wait + 10 * kUs, 20 * kUs, "cudaDeviceSynchronize_v3020"));
     t += length;
     if (i == 20) t += 300 * kMs;
   }
@@ -256,6 +257,22 @@ TEST(StepRhythmTest, PicksTheOncePerStepSyncAndReturnsItsWindows) {
             std::string::npos)
       << plan.note;
   EXPECT_NE(plan.note.find("the 3 longest of 39 intervals set aside"), std::string::npos) << plan.note;
+
+  // The decoys are what they claim: a second regular name, half as
+  // frequent; the copies irregular; the launches too dense.
+  ApiRhythm main_thread{StepOptions()};
+  for (const v1::Event& e : events) {
+    if (e.has_cuda_api() && e.tid() == kPid) main_thread.Add(e.cuda_api().name(), e.ts_ns() + e.cuda_api().duration_ns());
+  }
+  RhythmChoice choice = main_thread.Choose();
+  ASSERT_EQ(choice.candidates.size(), 4u);
+  EXPECT_EQ(choice.candidates[1].name, "cudaDeviceSynchronize");
+  EXPECT_TRUE(choice.candidates[1].regular());
+  EXPECT_EQ(choice.candidates[1].calls, 20u);
+  EXPECT_EQ(choice.candidates[2].name, "cudaLaunchKernel");
+  EXPECT_EQ(choice.candidates[2].verdict, RhythmVerdict::kTooDense);
+  EXPECT_EQ(choice.candidates[3].name, "cudaMemcpyAsync");
+  EXPECT_EQ(choice.candidates[3].verdict, RhythmVerdict::kIrregular);
 
   // The whole analysis agrees, and the report's fields say the same.
   auto a = AnalyzeStepEvents(v1::TraceHeader(), events, StepOptions());
