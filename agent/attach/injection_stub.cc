@@ -25,6 +25,7 @@
 #define STUB_MAP_SIZE 72      // u64
 #define STUB_HANDLE 80        // u64, written by the stub
 #define STUB_ENTRY 88         // u64, written by the stub
+#define STUB_COOKIE 96        // u64: tells our page from a later mapping at its address
 #define STUB_PATH 128         // char[1024]
 #define STUB_SYMBOL 1152      // char[256]
 #define STUB_ARGUMENT 1408    // char[2048]
@@ -259,6 +260,7 @@ absl::StatusOr<std::string> BuildStubImage(const StubParameters& p) {
   Put32(data, STUB_DLOPEN_FLAGS, RTLD_NOW);
   Put64(data, STUB_XSAVE_SIZE, std::max<uint64_t>(p.cpu_state.area_size, 576));
   Put64(data, STUB_MAP_SIZE, kStubMapSize);
+  Put64(data, STUB_COOKIE, p.cookie);
   if (absl::Status s = PutString(data, STUB_PATH, 1024, p.library_path, "the library path");
       !s.ok()) {
     return s;
@@ -274,15 +276,22 @@ absl::StatusOr<std::string> BuildStubImage(const StubParameters& p) {
   return image;
 }
 
-absl::StatusOr<StubProgress> ReadStubProgress(pid_t pid, uint64_t map_address) {
-  char header[8];
+absl::StatusOr<StubProgress> ReadStubProgress(pid_t pid, uint64_t map_address,
+                                              uint64_t cookie) {
+  char header[STUB_COOKIE + 8];
   if (absl::Status s = ReadMemory(pid, map_address + kStubDataOffset, header, sizeof(header));
       !s.ok()) {
     return s;
   }
   uint32_t state, tid;
+  uint64_t found_cookie;
   memcpy(&state, header + STUB_STATE, sizeof(state));
   memcpy(&tid, header + STUB_TID, sizeof(tid));
+  memcpy(&found_cookie, header + STUB_COOKIE, sizeof(found_cookie));
+  if (found_cookie != cookie) {
+    return absl::NotFoundError(
+        absl::StrFormat("the memory at 0x%x in pid %d is no longer the stub's", map_address, pid));
+  }
   StubProgress progress;
   progress.state = static_cast<StubState>(state);
   progress.tid = static_cast<pid_t>(tid);

@@ -54,6 +54,9 @@ struct StubParameters {
   std::string entry_symbol;  // < 256 bytes
   std::string argument;      // < 2048 bytes
   CpuStateSave cpu_state;
+  // Random per injection: once the entry has unmapped the pages, the
+  // process may map something else at their address.
+  uint64_t cookie = 0;
 };
 
 // The kStubMapSize bytes to write at the mapped address.
@@ -72,7 +75,8 @@ struct StubProgress {
   std::string error;
 };
 
-// Reads the stub's data page; fails when it is not mapped (any more).
-absl::StatusOr<StubProgress> ReadStubProgress(pid_t pid, uint64_t map_address);
+// Reads the stub's data page; fails when it is not mapped (any more) or
+// no longer holds `cookie`.
+absl::StatusOr<StubProgress> ReadStubProgress(pid_t pid, uint64_t map_address, uint64_t cookie);
 
 }  // namespace gpuos::attach

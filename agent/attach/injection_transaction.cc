@@ -3,6 +3,7 @@
 
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -80,6 +81,9 @@ class Transaction {
  public:
   explicit Transaction(const InjectionPlan& plan) : plan_(plan) {
     choice_options_.runtime_ranges = plan.loader.runtime_ranges;
+    if (getrandom(&cookie_, sizeof(cookie_), 0) != sizeof(cookie_)) {
+      cookie_ = static_cast<uint64_t>(MonotonicNanos()) ^ (uint64_t{static_cast<uint32_t>(getpid())} << 32);
+    }
   }
 
   absl::StatusOr<TransactionResult> Run();
@@ -98,6 +102,7 @@ class Transaction {
   const InjectionPlan& plan_;
   ThreadChoiceOptions choice_options_;
   uint64_t page_ = 0;  // mapped in an earlier attempt; reused
+  uint64_t cookie_ = 0;
 };
 
 absl::Status Transaction::LetGo(TracedThread& thread, const struct user_regs_struct& saved,
@@ -264,6 +269,7 @@ absl::StatusOr<int64_t> Transaction::TryThread(pid_t tid) {
   parameters.entry_symbol = plan_.entry_symbol;
   parameters.argument = plan_.argument;
   parameters.cpu_state = plan_.cpu_state;
+  parameters.cookie = cookie_;
   auto image = BuildStubImage(parameters);
   if (!image.ok()) {
     if (absl::Status s = thread.Detach(0); !s.ok()) return s;
@@ -300,7 +306,7 @@ absl::StatusOr<int64_t> Transaction::WaitForEntry() {
   const int64_t deadline = start + plan_.timeout_ns;
   StubState last = StubState::kNotStarted;
   for (;;) {
-    auto progress = ReadStubProgress(pid, page_);
+    auto progress = ReadStubProgress(pid, page_, cookie_);
     const int64_t now = MonotonicNanos();
     if (!progress.ok()) {
       // The entry function unmaps the pages once the thread has left them.

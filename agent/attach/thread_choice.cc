@@ -147,8 +147,9 @@ absl::StatusOr<std::vector<ThreadChoice>> ChooseThreads(pid_t pid,
       (tid == pid ? main_thread : others).push_back(choice);
     }
     const int64_t now = MonotonicNanos();
-    // The main thread may only be between two waits: give it a moment.
-    if (main_thread.empty() && !others.empty() && tids.front() == pid) {
+    // A live main thread may only be between two waits: give it a moment.
+    const char main_state = ThreadState(pid, pid);
+    if (main_thread.empty() && !others.empty() && (main_state == 'R' || main_state == 'S')) {
       if (others_since == 0) others_since = now;
       if (now - others_since < kMainThreadGrace && now < deadline) {
         SleepNanos(2 * 1000 * 1000);

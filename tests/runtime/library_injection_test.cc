@@ -104,10 +104,24 @@ bool MappingStartsAt(pid_t pid, uint64_t address) {
 // An injection_target run in its own temporary directory.
 class Target {
  public:
-  explicit Target(std::vector<std::string> flags) {
-    std::vector<std::string> argv = {WorkloadPath("injection_target"), "--stop-file",
-                                     dir_.File("stop"), "--ready-file", dir_.File("ready")};
+  // hide_workloads: in a mount namespace of its own, where a tmpfs hides the
+  // workloads folder (and so the probe library), as a container would.
+  explicit Target(std::vector<std::string> flags, bool hide_workloads = false,
+                  const std::string& program = "injection_target") {
+    std::string binary = WorkloadPath(program);
+    if (hide_workloads) {
+      binary = dir_.File("injection_target");
+      std::filesystem::copy_file(WorkloadPath(program), binary);
+    }
+    std::vector<std::string> argv = {binary, "--stop-file", dir_.File("stop"), "--ready-file",
+                                     dir_.File("ready")};
     argv.insert(argv.end(), flags.begin(), flags.end());
+    if (hide_workloads) {
+      std::string command = absl::StrFormat("mount -t tmpfs tmpfs '%s' && exec",
+                                            WorkloadPath(""));
+      for (const std::string& arg : argv) absl::StrAppend(&command, " '", arg, "'");
+      argv = {"unshare", "--mount", "--propagation", "private", "/bin/sh", "-c", command};
+    }
     child_.emplace(Child::Start(argv));
     ready_ = WaitUntil([&] { return ReadFile(dir_.File("ready")).has_value(); }, 10);
   }
@@ -283,6 +297,27 @@ TEST(LibraryInjection, SurvivesSignalsArrivingMeanwhile) {
     EXPECT_TRUE(RunningAndUntraced(target.pid()));
   }
   ExpectCleanExit(target);
+}
+
+TEST(LibraryInjection, CopiesTheLibraryIntoAnotherMountNamespace) {
+  REQUIRE_ROOT();
+  Target target({"--mode", "futex"}, /*hide_workloads=*/true);
+  ASSERT_TRUE(target.ready());
+  ASSERT_FALSE(std::filesystem::exists(
+      absl::StrFormat("/proc/%d/root%s", target.pid(), ProbeLibrary())))
+      << "the target still sees the probe library";
+  const std::string argument = target.dir().File("probe");
+  DriverOutcome outcome = RunDriver(absl::StrCat(target.pid()), ProbeLibrary(), kProbeEntry,
+                                    argument);
+  ASSERT_TRUE(outcome.ok) << outcome.run.Describe();
+  const std::string copy = outcome.fields["path"];
+  EXPECT_TRUE(absl::StartsWith(copy, "/tmp/gpuos-inject-")) << copy;
+  EXPECT_EQ(ProbeEntry(argument)["argument"], argument);
+  EXPECT_EQ(ProbeUnmapped(argument)["unmapped"], "1");
+  EXPECT_TRUE(MapsContain(target.pid(), copy));
+  EXPECT_TRUE(RunningAndUntraced(target.pid()));
+  ExpectCleanExit(target);
+  unlink(copy.c_str());
 }
 
 // --- killing the caller and the guardian ---------------------------------
@@ -486,6 +521,38 @@ TEST(LibraryInjectionErrors, MissingEntrySymbolReportsDlerror) {
   EXPECT_TRUE(RunningAndUntraced(target.pid()));
   // The stub dlclosed the library again.
   EXPECT_TRUE(WaitUntil([&] { return !MapsContain(target.pid(), ProbeLibrary()); }, 2));
+  ExpectCleanExit(target);
+}
+
+TEST(LibraryInjectionErrors, StaticProgramWithoutCLibrary) {
+  REQUIRE_ROOT();
+  Target target({"--mode", "nanosleep"}, false, "injection_target_static");
+  ASSERT_TRUE(target.ready());
+  absl::Status status = Inject(target.pid());
+  EXPECT_TRUE(absl::IsFailedPrecondition(status)) << status;
+  EXPECT_TRUE(absl::StrContains(status.message(), "no C library is mapped")) << status;
+  EXPECT_TRUE(RunningAndUntraced(target.pid()));
+  ExpectCleanExit(target);
+}
+
+TEST(LibraryInjectionErrors, EntryOutlastingTheTimeout) {
+  REQUIRE_ROOT();
+  Target target({"--mode", "futex"});
+  ASSERT_TRUE(target.ready());
+  const std::string argument = target.dir().File("probe");
+  InjectionRequest request;
+  request.pid = target.pid();
+  request.library_path = ProbeLibrary();
+  request.entry_symbol = "gpuos_probe_slow_entry";
+  request.entry_argument = argument;
+  request.timeout = absl::Milliseconds(500);
+  absl::Status status = InjectLibrary(request).status();
+  EXPECT_TRUE(absl::IsDeadlineExceeded(status)) << status;
+  EXPECT_TRUE(absl::StrContains(status.message(), "had not returned after 0.5 s")) << status;
+  // The thread finishes the stub on its own and goes back to its work.
+  EXPECT_EQ(ProbeEntry(argument, 10)["argument"], argument);
+  EXPECT_EQ(ProbeUnmapped(argument)["unmapped"], "1");
+  EXPECT_TRUE(RunningAndUntraced(target.pid()));
   ExpectCleanExit(target);
 }
 

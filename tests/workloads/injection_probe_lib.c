@@ -5,6 +5,8 @@
 // injector's stub pages once the borrowed thread has left them (blocked in
 // a syscall with its pc outside the pages, or exited), then reports that in
 // "<argument>.unmapped".  Gives up after 30 s and leaves the pages mapped.
+// gpuos_probe_slow_entry does the same after sleeping 2 s (an entry that
+// outlasts the injector's timeout).
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -106,4 +108,14 @@ __attribute__((visibility("default"))) void gpuos_probe_entry(const char* argume
   pthread_t thread;
   if (pthread_create(&thread, &attr, UnmapWhenLeft, job) != 0) free(job);
   pthread_attr_destroy(&attr);
+}
+
+__attribute__((visibility("default"))) void gpuos_probe_slow_entry(const char* argument,
+                                                                    uintptr_t stub_page,
+                                                                    size_t stub_size,
+                                                                    int stub_tid) {
+  struct timespec two_seconds = {2, 0};
+  while (nanosleep(&two_seconds, &two_seconds) != 0 && errno == EINTR) {
+  }
+  gpuos_probe_entry(argument, stub_page, stub_size, stub_tid);
 }
