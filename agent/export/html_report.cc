@@ -287,6 +287,7 @@ class HtmlReport {
     item("duration", absl::StrFormat("%.3f s%s", seconds,
                                      os_.has_trailer ? "" : " (no trailer: the recording did not end cleanly; "
                                                             "measured from events)"));
+    if (IsAttached(h)) item("attach window", absl::StrFormat("%.3f s", (AttachEndNs(os_) - AttachStartNs(os_)) / 1e9));
     item("events", absl::StrCat(os_.events));
     item("dropped", os_.dropped_events ? absl::StrCat("<b style=\"color:#c0392b\">", os_.dropped_events, "</b>")
                                        : std::string("0"));

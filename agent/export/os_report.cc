@@ -93,6 +93,12 @@ void WriteHeaderBlock(const OsSummary& s, std::ostream& out) {
   }
   out << "  started:   " << WallClock(h.start_clock().realtime_ns()) << "\n";
   out << "  duration:  " << absl::StrFormat("%.3f s", TraceDurationNs(s) / 1e9);
+  if (IsAttached(h)) {
+    // Loading and unloading the probes take time outside the window, with
+    // no event of the job in it.
+    out << absl::StrFormat(" of recording; events only within the %.3f s attach window",
+                           (AttachEndNs(s) - AttachStartNs(s)) / 1e9);
+  }
   if (!s.has_trailer)
     out << "  (no trailer: the recording did not end cleanly; measured from events)";
   out << "\n";

@@ -175,6 +175,10 @@ TEST(AttachReportTest, IdentityBlockSaysAttachedAndHowCudaWasRecorded) {
                       "permitted\n"),
             std::string::npos)
       << text;
+  // The recording ran 5 ms past the window (the trailer's end clock).
+  EXPECT_NE(text.find("  duration:  31.005 s of recording; events only within the 30.000 s attach window\n"),
+            std::string::npos)
+      << text;
   // No launch line; targets are starred as such.
   EXPECT_EQ(text.find("command:"), std::string::npos) << text;
   EXPECT_EQ(text.find("traced command"), std::string::npos) << text;
@@ -285,6 +289,7 @@ TEST(AttachReportTest, HtmlShowsTheAttachBox) {
             std::string::npos)
       << page.substr(0, 4000);
   EXPECT_NE(page.find("<li>CUDA pid 4250: uprobes;"), std::string::npos);
+  EXPECT_NE(page.find("<dt>attach window</dt><dd>30.000 s</dd>"), std::string::npos);
   EXPECT_NE(page.find("* = an attach target"), std::string::npos);
 }
 
