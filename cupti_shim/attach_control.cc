@@ -223,7 +223,13 @@ void SetConnection(int fd) {
   C().conn_fd = fd;
 }
 
-void AcceptPeers(int listen_fd, int* conn) {
+// A second agent while one is connected: told why, at once and again for
+// each request it sends (it may read only after sending), then dropped
+// when it hangs up.  Only the newest few are kept waiting.
+constexpr size_t kMaxTurnedAway = 4;
+const char kBusy[] = "another gpuos-trace is already connected to this process";
+
+void AcceptPeers(int listen_fd, int* conn, std::vector<int>* turned_away) {
   for (;;) {
     int fd = accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd < 0) return;
@@ -237,8 +243,12 @@ void AcceptPeers(int listen_fd, int* conn) {
       continue;
     }
     if (*conn >= 0) {
-      Reply(fd, ErrorReply("another gpuos-trace is already connected to this process"));
-      close(fd);
+      Reply(fd, ErrorReply(kBusy));
+      if (turned_away->size() >= kMaxTurnedAway) {
+        close(turned_away->front());
+        turned_away->erase(turned_away->begin());
+      }
+      turned_away->push_back(fd);
       continue;
     }
     *conn = fd;
@@ -256,11 +266,14 @@ void* ControlMain(void* raw) {
   delete static_cast<ListenerFds*>(raw);
   int conn = -1;
   bool attached = false;
+  std::vector<int> turned_away;
   bool unmaps_pending = ServiceUnmaps();
   for (;;) {
-    pollfd polled[3] = {{fds.listen_fd, POLLIN, 0}, {fds.wake_fd, POLLIN, 0}, {conn, POLLIN, 0}};
+    pollfd polled[3 + kMaxTurnedAway] = {
+        {fds.listen_fd, POLLIN, 0}, {fds.wake_fd, POLLIN, 0}, {conn, POLLIN, 0}};
+    for (size_t i = 0; i < turned_away.size(); ++i) polled[3 + i] = {turned_away[i], POLLIN, 0};
     // Asleep until something happens, except while a stub page is watched.
-    int n = poll(polled, conn >= 0 ? 3 : 2, unmaps_pending ? kStubPollMs : -1);
+    int n = poll(polled, 3 + turned_away.size(), unmaps_pending ? kStubPollMs : -1);
     if (n < 0) {
       if (errno != EINTR) usleep(100 * 1000);
       continue;
@@ -284,7 +297,23 @@ void* ControlMain(void* raw) {
         conn = -1;
       }
     }
-    if ((polled[0].revents & POLLIN) != 0) AcceptPeers(fds.listen_fd, &conn);
+    std::vector<int> still_waiting;
+    for (size_t i = 0; i < turned_away.size(); ++i) {
+      const int fd = turned_away[i];
+      if (polled[3 + i].revents != 0) {
+        char buffer[4096];
+        ssize_t got = recv(fd, buffer, sizeof(buffer), MSG_DONTWAIT);
+        if (got > 0) {
+          Reply(fd, ErrorReply(kBusy));
+        } else if (got == 0 || (errno != EAGAIN && errno != EINTR)) {
+          close(fd);
+          continue;
+        }
+      }
+      still_waiting.push_back(fd);
+    }
+    turned_away.swap(still_waiting);
+    if ((polled[0].revents & POLLIN) != 0) AcceptPeers(fds.listen_fd, &conn, &turned_away);
   }
   return nullptr;
 }

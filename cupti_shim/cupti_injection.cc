@@ -33,6 +33,7 @@
 #include "cupti_loader.h"
 #include "cupti_record_encoder.h"
 #include "event_channel.h"
+#include "import_redirect.h"
 
 namespace gpuos_shim {
 namespace {
@@ -93,6 +94,8 @@ struct State {
   std::atomic<bool> wanted{false};
   // InitializeInjection ran: the process is inside or past cuInit.
   std::atomic<bool> cuda_up{false};
+  // Attached before cuInit: InitializeInjection is to start collection.
+  std::atomic<bool> awaiting_cuinit{false};
   // The parser may call CUPTI on its own (periodic flush, drop counts);
   // parser_in_cupti lets a stop or exit wait out a call it began (set, then
   // check, on both sides, so one of them sees the other).
@@ -489,12 +492,13 @@ Driver ProcessDriver() {
 }
 
 // Before cuInit every driver call but a few answers NOT_INITIALIZED, and
-// asking does not initialize anything.
+// asking does not initialize anything; after it, cuCtxGetCurrent succeeds
+// (with no context, on a thread that has none).
 bool CudaInitialized(const Driver& driver) {
   if (driver.CtxGetCurrent == nullptr) return false;
   CUcontext context = nullptr;
-  const CUresult result = driver.CtxGetCurrent(&context);
-  return result != CUDA_ERROR_NOT_INITIALIZED && result != CUDA_ERROR_DEINITIALIZED;
+  // (CUDA's stub library answers CUDA_ERROR_STUB_LIBRARY to everything.)
+  return driver.CtxGetCurrent(&context) == CUDA_SUCCESS;
 }
 
 // Runs in the exit callsite of a CUDA API call, where CUPTI's documentation
@@ -753,9 +757,13 @@ bool KindWanted(const char* kind) {
 
 // Per-call filtering inside CUPTI where it can (records of untraced calls
 // are then never written); otherwise every call of the kind is recorded and
-// the parser filters.
-std::string EnableApiRecords(const CuptiApi& api) {
+// the parser filters.  CUPTI's per-call switches take effect only when set
+// before CUDA is initialized (seen on an H200, CUPTI 13.0: set mid-run they
+// record nothing), so a start in a running CUDA process (attach) enables
+// the whole kinds.
+std::string EnableApiRecords(const CuptiApi& api, bool cuda_running) {
   State& s = S();
+  s.api_filtered_in_cupti = false;
   const bool want_runtime = KindWanted("runtime");
   const bool want_driver = KindWanted("driver");
   if (!want_runtime && !want_driver) return "no API calls (GPUOS_CUPTI_KINDS)";
@@ -763,7 +771,7 @@ std::string EnableApiRecords(const CuptiApi& api) {
   // the parser instead (to measure which costs the job less).
   const char* filter = getenv("GPUOS_CUPTI_API_FILTER");
   const bool filter_in_cupti = !(filter && std::string(filter) == "shim");
-  if (filter_in_cupti && api.ActivityEnableRuntimeApi != nullptr &&
+  if (filter_in_cupti && !cuda_running && api.ActivityEnableRuntimeApi != nullptr &&
       api.ActivityEnableDriverApi != nullptr) {
     bool ok = true;
     for (uint32_t cbid = 0; want_runtime && ok && cbid < s.runtime_traced.size(); ++cbid) {
@@ -781,14 +789,16 @@ std::string EnableApiRecords(const CuptiApi& api) {
   const bool driver = want_driver && CuptiOk("cuptiActivityEnable(DRIVER)",
                                              api.ActivityEnable(CUPTI_ACTIVITY_KIND_DRIVER));
   if (!runtime && !driver) return "no API calls";
-  return "API calls filtered by the shim";
+  return filter_in_cupti && cuda_running
+             ? "API calls filtered by the shim (CUDA was running at the start)"
+             : "API calls filtered by the shim";
 }
 
 // Subscribes, registers the timestamp and buffer callbacks, enables the
 // kinds; the same whether CUDA starts now (InitializeInjection) or runs
 // already (attach).  Called by the one thread that moved the phase to
 // kStarting.  Returns whether records are being collected.
-bool BeginCollection() {
+bool BeginCollection(bool cuda_running) {
   State& s = S();
   CuptiLoadResult loaded = LoadCupti();
   if (loaded.api == nullptr) {
@@ -894,7 +904,7 @@ bool BeginCollection() {
     // work unfinished (PyTorch polls a lot).
     CuptiOk("cuptiActivityEnableAllSyncRecords", api.ActivityEnableAllSyncRecords(0));
   }
-  const std::string api_records = EnableApiRecords(api);
+  const std::string api_records = EnableApiRecords(api, cuda_running);
 
   if (!kernels && !copies) {
     if (!LaunchMode()) {
@@ -928,8 +938,9 @@ bool BeginCollection() {
 
 // Starts collection unless it runs or is starting already.  `wait`: wait
 // out a start in progress elsewhere (never on a thread inside cuInit: the
-// other start may be waiting for cuInit to finish).
-bool StartCollection(bool wait) {
+// other start may be waiting for cuInit to finish).  `cuda_running`: CUDA
+// was initialized before this start (attach mid-run).
+bool StartCollection(bool wait, bool cuda_running) {
   State& s = S();
   if (s.finalize_state.load() == kFinalizing) {
     Disable("CUPTI is still being finalized after the last detach: attach again later");
@@ -941,7 +952,7 @@ bool StartCollection(bool wait) {
     return s.phase.load() == kOn;
   }
   s.owner_pid = getpid();
-  const bool started = BeginCollection();
+  const bool started = BeginCollection(cuda_running);
   s.phase = started ? kOn : kOff;
   return started;
 }
@@ -971,7 +982,7 @@ void OnCudaInjection() {
   s.owner_pid = getpid();
   RestartListenerIfForked();
   if (LaunchMode()) {
-    StartCollection(/*wait=*/false);
+    StartCollection(/*wait=*/false, /*cuda_running=*/false);
     return;
   }
   bool start = false;
@@ -979,6 +990,7 @@ void OnCudaInjection() {
     std::lock_guard<std::mutex> lock(DecisionMutex());
     s.cuda_up = true;
     start = s.wanted.load();
+    s.awaiting_cuinit = false;
     if (!start) {
       Disable(AttachPossible()
                   ? "idle: CUDA is up; CUPTI is not subscribed until gpuos-trace attaches"
@@ -987,7 +999,7 @@ void OnCudaInjection() {
   }
   // Attached before CUDA started: collection starts here, inside cuInit,
   // as in a launched trace.
-  if (start) StartCollection(/*wait=*/false);
+  if (start) StartCollection(/*wait=*/false, /*cuda_running=*/false);
 }
 
 }  // namespace
@@ -1000,6 +1012,15 @@ bool StartCuptiForAttach(std::string* status) {
             "not recorded");
     *status = CurrentStatus();
     return false;
+  }
+  // Injected rather than preloaded, the shim's cuptiSubscribe does not
+  // interpose for libraries already loaded (Kineto's): point their imports
+  // at it, so that torch.profiler still gets CUPTI from us.  (Preloaded,
+  // they point at it already, and nothing is written.)
+  const size_t redirected = RedirectImports(
+      "cuptiSubscribe", reinterpret_cast<void*>(&cuptiSubscribe), reinterpret_cast<void*>(&cuptiSubscribe));
+  if (redirected > 0 && s.debug) {
+    fprintf(stderr, "gpuos-shim: cuptiSubscribe imports redirected to the shim: %zu\n", redirected);
   }
   // Asked before taking the decision lock: a driver call may wait for a
   // cuInit in progress, whose InitializeInjection waits for that lock.
@@ -1024,9 +1045,12 @@ bool StartCuptiForAttach(std::string* status) {
       Disable("this process has not loaded CUDA (libcuda.so.1): CUDA activity not recorded");
     }
     s.wanted = plan != kNoCuda;
+    s.awaiting_cuinit = plan == kAtCuInit;
   }
   bool started = false;
-  if (plan == kStartNow) started = StartCollection(/*wait=*/true);
+  if (plan == kStartNow) {
+    started = StartCollection(/*wait=*/true, /*cuda_running=*/s.cuda_up.load() || initialized);
+  }
   // A cuInit that came between the decision and here started it already.
   if (plan == kAtCuInit) started = s.phase.load() == kOn;
   *status = CurrentStatus();
@@ -1038,7 +1062,7 @@ void StopCuptiForDetach() {
   bool was_waiting = false;
   {
     std::lock_guard<std::mutex> lock(DecisionMutex());
-    was_waiting = s.wanted.load() && s.phase.load() == kOff;
+    was_waiting = s.awaiting_cuinit.exchange(false);
     s.wanted = false;
   }
   if (InForkChild()) return;

@@ -15,11 +15,19 @@
 // A later attach starts again.  In a prepared process (`gpuos-trace
 // --prepare`) InitializeInjection only notes that CUDA is up; collection
 // starts there at cuInit only if an agent attached before CUDA started.
+// Injected into a process that loaded CUDA but has not initialized it,
+// collection starts at once: CUPTI then records from cuInit on, and does
+// not initialize CUDA itself (both seen on an H200).  Started mid-run,
+// API records come from the whole RUNTIME/DRIVER kinds, filtered by the
+// parser: CUPTI's per-call switches record nothing when set after cuInit.
 //
 // The traced job always comes first: when CUPTI is missing, too old, or
 // already taken by another tool (torch.profiler, Nsight Systems), the shim
 // steps aside, says why in ShimStats.cupti_status, and the job runs on
-// untouched.  Nothing here exits, aborts or blocks the job for long.
+// untouched.  An injected shim points already loaded libraries'
+// cuptiSubscribe imports at its own (import_redirect.h), so that it can
+// step aside for torch.profiler as a preloaded one does.  Nothing here
+// exits, aborts or blocks the job for long.
 //
 // Not named cupti_activity.h: that is CUPTI's own header, which cupti.h
 // includes with <>, so a file of that name beside ours would shadow it.
