@@ -3,6 +3,12 @@
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,13 +16,20 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <map>
 #include <mutex>
+#include <optional>
+#include <set>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/syscall_names.h"
+#include "bpf/cuda_uprobes.h"
 #include "bpf/event_header.h"
+#include "cuda_uprobes.skel.h"
 #include "faults.skel.h"
 #include "bpf/futex.h"
 #include "futex.skel.h"
@@ -108,11 +121,182 @@ const char* MapName(uint32_t id) {
     case GPUOS_MAP_MM_IN_FLIGHT: return "mm_in_flight";
     case GPUOS_MAP_FUTEX_IN_FLIGHT: return "futex_in_flight";
     case GPUOS_MAP_FUTEX_WAKES: return "futex_wakes";
+    case GPUOS_MAP_CUDA_IN_FLIGHT: return "cuda_in_flight";
   }
   return "unknown";
 }
 
+struct CudaFunction {
+  const char* name;
+  uint32_t args;  // enum gpuos_cuda_args
+};
+
+constexpr CudaFunction kCudaFunctions[] = {
+#define GPUOS_CUDA_FN_ENTRY(name, args) {#name, args},
+    GPUOS_CUDA_UPROBE_FUNCTIONS(GPUOS_CUDA_FN_ENTRY)
+#undef GPUOS_CUDA_FN_ENTRY
+};
+static_assert(sizeof(kCudaFunctions) / sizeof(kCudaFunctions[0]) == GPUOS_CUDA_FN_COUNT);
+
+// File offsets (what a uprobe is placed by) of the defined functions among
+// `names` in the ELF file at `path`, from its dynamic symbol table (libcuda
+// is stripped of the other) and, where present, the full one.
+absl::StatusOr<std::map<std::string, uint64_t>> FunctionOffsets(
+    const std::string& path, const std::set<std::string>& names) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    return absl::NotFoundError(absl::StrFormat("cannot open %s: %s", path, strerror(errno)));
+  }
+  std::map<std::string, uint64_t> vaddrs;
+  std::vector<GElf_Phdr> loads;
+  elf_version(EV_CURRENT);
+  Elf* elf = elf_begin(fd, ELF_C_READ_MMAP, nullptr);
+  bool is_elf = elf && elf_kind(elf) == ELF_K_ELF;
+  if (is_elf) {
+    size_t phnum = 0;
+    if (elf_getphdrnum(elf, &phnum) == 0) {
+      for (size_t i = 0; i < phnum; ++i) {
+        GElf_Phdr phdr;
+        if (gelf_getphdr(elf, static_cast<int>(i), &phdr) && phdr.p_type == PT_LOAD) {
+          loads.push_back(phdr);
+        }
+      }
+    }
+    for (Elf_Scn* scn = elf_nextscn(elf, nullptr); scn; scn = elf_nextscn(elf, scn)) {
+      GElf_Shdr shdr;
+      if (!gelf_getshdr(scn, &shdr) || (shdr.sh_type != SHT_DYNSYM && shdr.sh_type != SHT_SYMTAB) ||
+          shdr.sh_entsize == 0) {
+        continue;
+      }
+      Elf_Data* data = elf_getdata(scn, nullptr);
+      if (!data) continue;
+      size_t count = shdr.sh_size / shdr.sh_entsize;
+      for (size_t i = 0; i < count; ++i) {
+        GElf_Sym sym;
+        if (!gelf_getsym(data, static_cast<int>(i), &sym)) continue;
+        if (GELF_ST_TYPE(sym.st_info) != STT_FUNC || sym.st_shndx == SHN_UNDEF ||
+            sym.st_value == 0) {
+          continue;
+        }
+        const char* name = elf_strptr(elf, shdr.sh_link, sym.st_name);
+        if (name && names.count(name)) vaddrs.emplace(name, sym.st_value);
+      }
+    }
+  }
+  if (elf) elf_end(elf);
+  close(fd);
+  if (!is_elf) {
+    return absl::InvalidArgumentError(absl::StrFormat("%s is not an ELF shared library", path));
+  }
+  std::map<std::string, uint64_t> offsets;
+  for (const auto& [name, vaddr] : vaddrs) {
+    for (const GElf_Phdr& load : loads) {
+      if (vaddr >= load.p_vaddr && vaddr < load.p_vaddr + load.p_filesz) {
+        offsets[name] = vaddr - load.p_vaddr + load.p_offset;
+        break;
+      }
+    }
+  }
+  return offsets;
+}
+
+// Whether to probe with one uprobe_multi link per process and direction
+// (Linux 6.6; libbpf 1.1 predates it, hence the raw syscall below) instead
+// of one perf-event link per function.  Removing a perf-event uprobe waits
+// for RCU grace periods under a global lock, about 0.1 s each: 12 s to
+// detach 53 functions from one process; a uprobe_multi link waits once.
+// From 6.10 only: before it, such a link's pid filter let through only the
+// thread whose pid was given, not the whole process.
+bool KernelFiltersUprobeMultiByProcess() {
+  struct utsname u;
+  int major = 0, minor = 0;
+  if (uname(&u) != 0 || sscanf(u.release, "%d.%d", &major, &minor) != 2) return false;
+  return major > 6 || (major == 6 && minor >= 10);
+}
+
+constexpr uint32_t kBpfTraceUprobeMulti = 48;     // enum bpf_attach_type, Linux 6.6
+constexpr uint32_t kBpfFUprobeMultiReturn = 1;  // BPF_F_UPROBE_MULTI_RETURN
+
+// BPF_LINK_CREATE for a uprobe_multi link: `prog` at each file offset of
+// `path` (with its cookie), in process `pid` only.  Returns the link's fd,
+// or -errno.
+int CreateUprobeMultiLink(const bpf_program* prog, const std::string& path,
+                          const std::vector<uint64_t>& offsets,
+                          const std::vector<uint64_t>& cookies, bool retprobe, pid_t pid) {
+  // union bpf_attr's link_create member as of Linux 6.6.
+  struct {
+    uint32_t prog_fd;
+    uint32_t target_fd;
+    uint32_t attach_type;
+    uint32_t flags;
+    uint64_t path;
+    uint64_t offsets;
+    uint64_t ref_ctr_offsets;
+    uint64_t cookies;
+    uint32_t cnt;
+    uint32_t multi_flags;
+    uint32_t pid;
+    uint32_t pad;
+  } link_create = {};
+  link_create.prog_fd = static_cast<uint32_t>(bpf_program__fd(prog));
+  link_create.attach_type = kBpfTraceUprobeMulti;
+  link_create.path = reinterpret_cast<uintptr_t>(path.c_str());
+  link_create.offsets = reinterpret_cast<uintptr_t>(offsets.data());
+  link_create.cookies = reinterpret_cast<uintptr_t>(cookies.data());
+  link_create.cnt = static_cast<uint32_t>(offsets.size());
+  link_create.multi_flags = retprobe ? kBpfFUprobeMultiReturn : 0;
+  link_create.pid = static_cast<uint32_t>(pid);
+  union bpf_attr attr;
+  static_assert(sizeof(attr) >= sizeof(link_create));
+  memset(&attr, 0, sizeof(attr));
+  memcpy(&attr, &link_create, sizeof(link_create));
+  long fd = syscall(__NR_bpf, BPF_LINK_CREATE, &attr, sizeof(attr));
+  return fd < 0 ? -errno : static_cast<int>(fd);
+}
+
+// (device, inode) of a path, or nothing.
+std::optional<std::pair<dev_t, ino_t>> FileId(const std::string& path) {
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) return std::nullopt;
+  return std::make_pair(st.st_dev, st.st_ino);
+}
+
 }  // namespace
+
+std::string FindMappedLibrary(pid_t pid, absl::string_view soname_prefix) {
+  std::ifstream maps(absl::StrFormat("/proc/%d/maps", pid));
+  std::string line;
+  while (std::getline(maps, line)) {
+    // address perms offset dev inode path; the path may hold spaces.
+    size_t pos = 0;
+    std::string range;
+    for (int field = 0; field < 5 && pos != std::string::npos; ++field) {
+      size_t end = line.find(' ', pos);
+      if (field == 0) range = line.substr(pos, end - pos);
+      pos = end == std::string::npos ? end : line.find_first_not_of(' ', end);
+    }
+    if (pos == std::string::npos || line[pos] != '/') continue;
+    std::string path = line.substr(pos);
+    bool deleted = absl::EndsWith(path, " (deleted)");
+    if (deleted) path.resize(path.size() - strlen(" (deleted)"));
+    absl::string_view base(path);
+    base.remove_prefix(base.rfind('/') + 1);
+    if (!absl::StartsWith(base, soname_prefix)) continue;
+
+    // The path in maps is the process's view: another mount namespace or
+    // root (a container) may hold a different file there, or none, and a
+    // replaced library is only reachable through the mapping itself.
+    std::string in_root = absl::StrFormat("/proc/%d/root%s", pid, path);
+    if (!deleted) {
+      auto theirs = FileId(in_root);
+      if (theirs && FileId(path) == theirs) return path;
+      if (theirs) return in_root;
+    }
+    std::string mapped = absl::StrFormat("/proc/%d/map_files/%s", pid, range);
+    if (FileId(mapped)) return mapped;
+  }
+  return "";
+}
 
 const char* EventKindName(uint32_t kind) {
   switch (kind) {
@@ -127,23 +311,36 @@ const char* EventKindName(uint32_t kind) {
     case GPUOS_EV_MMAP: return "mmap";
     case GPUOS_EV_MUNMAP: return "munmap";
     case GPUOS_EV_FUTEX_WAIT: return "futex_wait";
+    case GPUOS_EV_CUDA_CALL: return "cuda_call";
   }
   return "unknown";
 }
 
 struct BpfSession::Impl {
   RecordHandler handler;
+  BpfSessionOptions options;
   proc_bpf* proc = nullptr;
   offcpu_bpf* sched = nullptr;
   faults_bpf* faults = nullptr;
   mm_bpf* mm = nullptr;
   futex_bpf* futex = nullptr;
   syscalls_bpf* syscalls = nullptr;
+  // Loaded by the first AttachCudaUprobes(); its links are attached by
+  // hand, per process, so the skeleton does not own them: uprobe_multi
+  // links (cuda_multi) or one perf-event link per function.
+  cuda_uprobes_bpf* cuda = nullptr;
+  bool cuda_multi = false;
+  std::vector<int> cuda_link_fds;
+  std::vector<bpf_link*> cuda_links;
+  std::set<pid_t> cuda_pids;
   ring_buffer* ring = nullptr;
 
   ~Impl() {
     // Freeing the ring buffer first: no callback may run into a dead handler.
     if (ring) ring_buffer__free(ring);
+    for (int fd : cuda_link_fds) close(fd);
+    for (bpf_link* link : cuda_links) bpf_link__destroy(link);
+    if (cuda) cuda_uprobes_bpf__destroy(cuda);
     if (syscalls) syscalls_bpf__destroy(syscalls);
     if (futex) futex_bpf__destroy(futex);
     if (mm) mm_bpf__destroy(mm);
@@ -178,6 +375,7 @@ absl::StatusOr<std::unique_ptr<BpfSession>> BpfSession::Start(const BpfSessionOp
 
   auto impl = std::make_unique<Impl>();
   impl->handler = std::move(handler);
+  impl->options = options;
 
   LIBBPF_OPTS(bpf_object_open_opts, open_opts);
   if (!options.btf_path.empty()) open_opts.btf_custom_path = options.btf_path.c_str();
@@ -339,8 +537,11 @@ KernelDrops BpfSession::ReadDrops() const {
 
 std::vector<std::pair<std::string, uint64_t>> BpfSession::ReadRecursionMisses() const {
   std::vector<std::pair<std::string, uint64_t>> out;
-  for (struct bpf_object* obj : {impl_->proc->obj, impl_->sched->obj, impl_->faults->obj,
-                                 impl_->mm->obj, impl_->futex->obj, impl_->syscalls->obj}) {
+  std::vector<struct bpf_object*> objects = {impl_->proc->obj,  impl_->sched->obj,
+                                             impl_->faults->obj, impl_->mm->obj,
+                                             impl_->futex->obj, impl_->syscalls->obj};
+  if (impl_->cuda) objects.push_back(impl_->cuda->obj);
+  for (struct bpf_object* obj : objects) {
     struct bpf_program* prog;
     bpf_object__for_each_program(prog, obj) {
       int fd = bpf_program__fd(prog);
@@ -372,6 +573,108 @@ void BpfSession::ForgetThreads(const std::vector<uint32_t>& tids) {
     prev = &key;
   }
   for (const auto& k : doomed) bpf_map_delete_elem(stats_fd, &k);
+}
+
+absl::StatusOr<int> BpfSession::AttachCudaUprobes(pid_t pid, const std::string& library_path) {
+  if (pid <= 0) {
+    // libbpf reads 0 as "this process" and -1 as "every process".
+    return absl::InvalidArgumentError(absl::StrFormat("no process %d to probe", pid));
+  }
+  if (impl_->cuda_pids.count(pid)) {
+    return absl::AlreadyExistsError(
+        absl::StrFormat("process %d already has CUDA uprobes in this session", pid));
+  }
+  std::set<std::string> names;
+  for (const CudaFunction& fn : kCudaFunctions) names.insert(fn.name);
+  absl::StatusOr<std::map<std::string, uint64_t>> offsets = FunctionOffsets(library_path, names);
+  if (!offsets.ok()) return offsets.status();
+  if (offsets->empty()) {
+    return absl::NotFoundError(absl::StrFormat(
+        "%s exports none of the CUDA driver functions gpuos-trace probes (cuLaunchKernel, "
+        "cuMemcpyHtoD_v2, cuStreamSynchronize...): is it the driver's libcuda.so?",
+        library_path));
+  }
+
+  if (!impl_->cuda) {
+    LIBBPF_OPTS(bpf_object_open_opts, open_opts);
+    if (!impl_->options.btf_path.empty()) {
+      open_opts.btf_custom_path = impl_->options.btf_path.c_str();
+    }
+    cuda_uprobes_bpf* cuda = cuda_uprobes_bpf__open_opts(&open_opts);
+    if (!cuda) return LoadError("open the CUDA uprobe BPF object", errno);
+    cuda->rodata->wakeup_bytes = impl_->options.ring_buffer_bytes / 8;
+    const bool multi = impl_->options.cuda_uprobe_multi && KernelFiltersUprobeMultiByProcess();
+    if (multi) {
+      for (bpf_program* prog : {cuda->progs.cuda_call_entry, cuda->progs.cuda_call_return}) {
+        bpf_program__set_expected_attach_type(prog,
+                                              static_cast<bpf_attach_type>(kBpfTraceUprobeMulti));
+      }
+    }
+    absl::Status shared = ShareCommonMaps(cuda, impl_->proc);
+    int err = shared.ok() ? cuda_uprobes_bpf__load(cuda) : 0;
+    if (!shared.ok() || err) {
+      cuda_uprobes_bpf__destroy(cuda);
+      return shared.ok() ? LoadError("load the CUDA uprobe BPF programs", err) : shared;
+    }
+    impl_->cuda = cuda;
+    impl_->cuda_multi = multi;
+  }
+
+  // One probe per address: where the library gives two listed names to one
+  // function, both would fire on every call.
+  std::map<uint64_t, uint32_t> by_offset;
+  for (uint32_t id = 0; id < GPUOS_CUDA_FN_COUNT; ++id) {
+    auto it = offsets->find(kCudaFunctions[id].name);
+    if (it != offsets->end()) by_offset.emplace(it->second, id);
+  }
+  auto attach_error = [&](const std::string& what, int err) {
+    err = err < 0 ? -err : err;
+    if (err == ESRCH) return absl::NotFoundError(absl::StrFormat("process %d is gone", pid));
+    return LoadError(absl::StrFormat("put uprobes on %s in %s for process %d", what,
+                                     library_path, pid)
+                         .c_str(),
+                     err);
+  };
+  if (impl_->cuda_multi) {
+    std::vector<uint64_t> probe_offsets, cookies;
+    for (const auto& [offset, id] : by_offset) {
+      probe_offsets.push_back(offset);
+      cookies.push_back(GPUOS_CUDA_COOKIE(id, kCudaFunctions[id].args));
+    }
+    int entry = CreateUprobeMultiLink(impl_->cuda->progs.cuda_call_entry, library_path,
+                                      probe_offsets, cookies, false, pid);
+    if (entry < 0) return attach_error("the CUDA driver functions", entry);
+    int ret = CreateUprobeMultiLink(impl_->cuda->progs.cuda_call_return, library_path,
+                                    probe_offsets, cookies, true, pid);
+    if (ret < 0) {
+      close(entry);
+      return attach_error("the CUDA driver functions' returns", ret);
+    }
+    impl_->cuda_link_fds.push_back(entry);
+    impl_->cuda_link_fds.push_back(ret);
+  } else {
+    std::vector<bpf_link*> links;
+    for (const auto& [offset, id] : by_offset) {
+      for (bool retprobe : {false, true}) {
+        LIBBPF_OPTS(bpf_uprobe_opts, opts,
+                    .bpf_cookie = GPUOS_CUDA_COOKIE(id, kCudaFunctions[id].args),
+                    .retprobe = retprobe);
+        bpf_program* prog =
+            retprobe ? impl_->cuda->progs.cuda_call_return : impl_->cuda->progs.cuda_call_entry;
+        bpf_link* link =
+            bpf_program__attach_uprobe_opts(prog, pid, library_path.c_str(), offset, &opts);
+        if (!link) {
+          int err = errno;
+          for (bpf_link* done : links) bpf_link__destroy(done);
+          return attach_error(kCudaFunctions[id].name, err);
+        }
+        links.push_back(link);
+      }
+    }
+    impl_->cuda_links.insert(impl_->cuda_links.end(), links.begin(), links.end());
+  }
+  impl_->cuda_pids.insert(pid);
+  return static_cast<int>(by_offset.size());
 }
 
 }  // namespace gpuos

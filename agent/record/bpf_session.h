@@ -7,6 +7,8 @@
 // everything: nothing of ours stays in the kernel.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -15,6 +17,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace gpuos {
 
@@ -28,6 +31,11 @@ struct BpfSessionOptions {
   std::string btf_path;
   // Print libbpf's own messages.
   bool verbose = false;
+  // AttachCudaUprobes: one uprobe_multi link per process where the kernel
+  // has a sound one (6.10+), which detaches in a blink; false: one
+  // perf-event link per function, as on older kernels (about 0.1 s each to
+  // detach).
+  bool cuda_uprobe_multi = true;
 };
 
 // One (thread, syscall) total from the kernel's syscall_stats map.
@@ -83,6 +91,17 @@ class BpfSession {
   // totals have been read and written.
   void ForgetThreads(const std::vector<uint32_t>& tids);
 
+  // Records the CUDA driver API calls of process `pid` (launches, copies,
+  // memsets, synchronization: bpf/cuda_uprobes.h's list) with uprobes on
+  // its driver library, CPU side only: the fallback when the CUPTI shim
+  // cannot be put into a running process.  library_path is that library as
+  // this process can open it (FindMappedLibrary).  Calls are recorded only
+  // while pid is also Track()ed.  Loads the uprobe programs on first use.
+  // Returns how many functions were probed (names at one address count
+  // once); an error when the library exports none of them, or when pid
+  // already has them.  The probes go with the session.
+  absl::StatusOr<int> AttachCudaUprobes(pid_t pid, const std::string& library_path);
+
  private:
   struct Impl;
   explicit BpfSession(std::unique_ptr<Impl> impl);
@@ -91,5 +110,14 @@ class BpfSession {
 
 // Names for event kinds and kernel maps, as used in drop reports.
 const char* EventKindName(uint32_t kind);
+
+// The shared library process `pid` has mapped whose file name starts with
+// soname_prefix ("libcuda.so" finds libcuda.so.1 and libcuda.so.580.65.06),
+// as a path this process can open that names the very file mapped: the
+// plain path when it resolves to the same file here, else through
+// /proc/PID/root (a container's own filesystem), else /proc/PID/map_files
+// (a library replaced on disk since it was loaded).  Empty when none is
+// mapped or the process is gone.
+std::string FindMappedLibrary(pid_t pid, absl::string_view soname_prefix);
 
 }  // namespace gpuos

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <string>
 
+#include "bpf/cuda_uprobes.h"
 #include "bpf/event_header.h"
 #include "bpf/faults.h"
 #include "bpf/futex.h"
@@ -25,6 +26,13 @@ const T* As(const void* data, size_t size) {
 }
 
 }  // namespace
+
+const char* CudaUprobeFunctionName(uint32_t function) {
+#define GPUOS_CUDA_FN_NAME(name, args) #name,
+  static const char* const kNames[] = {GPUOS_CUDA_UPROBE_FUNCTIONS(GPUOS_CUDA_FN_NAME)};
+#undef GPUOS_CUDA_FN_NAME
+  return function < GPUOS_CUDA_FN_COUNT ? kNames[function] : nullptr;
+}
 
 DecodeResult DecodeBpfRecord(const void* data, size_t size, v1::Event* event) {
   const auto* hdr = As<gpuos_event_header>(data, size);
@@ -129,6 +137,27 @@ DecodeResult DecodeBpfRecord(const void* data, size_t size, v1::Event* event) {
       f->set_op(e->op);
       f->set_has_timeout(e->has_timeout != 0);
       f->set_result(e->result);
+      return DecodeResult::kOk;
+    }
+    case GPUOS_EV_CUDA_CALL: {
+      const auto* e = As<gpuos_cuda_call_event>(data, size);
+      if (!e) return DecodeResult::kTooShort;
+      const char* name = CudaUprobeFunctionName(e->function);
+      auto* c = event->mutable_cuda_api();
+      c->set_duration_ns(e->duration_ns);
+      // An id this agent does not know would be a kernel/agent mismatch;
+      // keep the call, named by its id.
+      c->set_name(name ? name : "cuda_uprobe_function_" + std::to_string(e->function));
+      c->set_driver(true);
+      c->set_from_uprobe(true);
+      c->set_return_value(e->result);
+      c->set_bytes(e->bytes);
+      c->set_grid_x(e->grid[0]);
+      c->set_grid_y(e->grid[1]);
+      c->set_grid_z(e->grid[2]);
+      c->set_block_x(e->block[0]);
+      c->set_block_y(e->block[1]);
+      c->set_block_z(e->block[2]);
       return DecodeResult::kOk;
     }
   }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "gpuos_trace.pb.h"
 
@@ -12,5 +13,9 @@ namespace gpuos {
 enum class DecodeResult { kOk, kTooShort, kUnknownKind };
 
 DecodeResult DecodeBpfRecord(const void* data, size_t size, v1::Event* event);
+
+// The driver function a cuda_uprobes record names (bpf/cuda_uprobes.h's
+// list), e.g. "cuLaunchKernel_ptsz"; nullptr for an id not in the list.
+const char* CudaUprobeFunctionName(uint32_t function);
 
 }  // namespace gpuos
