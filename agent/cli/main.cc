@@ -17,6 +17,8 @@
 #include "export/os_report.h"
 #include "export/perfetto_export.h"
 #include "export/step_report.h"
+#include "record/attach_recorder.h"
+#include "record/prepare.h"
 #include "record/recorder.h"
 
 namespace {
@@ -125,6 +127,8 @@ int main(int argc, char** argv) {
     case gpuos::ParsedCommandLine::Kind::kExport:
       return RunExport(parsed->export_);
     case gpuos::ParsedCommandLine::Kind::kRecord:
+      if (parsed->record.prepare) return gpuos::RunPrepared(parsed->record);
+      if (parsed->record.attaching()) return gpuos::RunAttach(parsed->record);
       return gpuos::RunRecord(parsed->record);
   }
   return 2;

@@ -12,6 +12,11 @@ namespace gpuos {
 
 const char kUsage[] =
     "usage: gpuos-trace [options] [--] COMMAND [ARGS...]   record COMMAND and its whole process tree\n"
+    "       gpuos-trace [options] --pid PID [--pid PID...] [--duration 30s]\n"
+    "                                                         attach to running processes and their descendants\n"
+    "       gpuos-trace [options] --gpu-procs [--duration 30s] attach to every process holding a GPU context\n"
+    "       gpuos-trace --prepare [--] COMMAND [ARGS...]      run COMMAND with the shim loaded but idle, for a later\n"
+    "                                                         attach where ptrace is not allowed\n"
     "       gpuos-trace report FILE [--format text|json]      steps, GPU idle causes, diagnosis, OS and CUDA tables\n"
     "                  [--step-regex RE]       NVTX ranges that are steps (default: step, iteration, Batch N, ProfilerStep#N)\n"
     "                  [--data-range-regex RE] NVTX ranges that wait for data (default: get batch, DataLoader fetch)\n"
@@ -30,6 +35,8 @@ const char kUsage[] =
     "      --shim FILE         the shim library (default: libgpuos_shim.so next to gpuos-trace)\n"
     "      --no-python-hooks   do not mark DataLoader fetches and optimizer steps in Python processes\n"
     "      --btf FILE          kernel BTF to use instead of /sys/kernel/btf/vmlinux\n"
+    "      --duration DUR      attach mode: stop after DUR (30s, 5m, 1h); default: Ctrl-C or the job's end\n"
+    "      --no-inject         attach mode: never ptrace; CUDA API calls through uprobes only (CPU side)\n"
     "  -q, --quiet             no summary on stderr\n"
     "  -v, --verbose           print libbpf's messages\n"
     "  -h, --help              this text\n"
@@ -118,6 +125,29 @@ absl::StatusOr<ParsedCommandLine> ParseRecord(const std::vector<std::string>& ar
       auto v = TakeValue(args, &i, name, iv);
       if (!v.ok()) return v.status();
       rec.btf_path = *v;
+    } else if (name == "--pid") {
+      auto v = TakeValue(args, &i, name, iv);
+      if (!v.ok()) return v.status();
+      int pid = 0;
+      if (!absl::SimpleAtoi(*v, &pid) || pid <= 0) {
+        return Usage(absl::StrFormat("--pid %s: expected a process id", *v));
+      }
+      if (std::find(rec.attach_pids.begin(), rec.attach_pids.end(), pid) == rec.attach_pids.end()) {
+        rec.attach_pids.push_back(pid);
+      }
+    } else if (name == "--gpu-procs") {
+      rec.gpu_procs = true;
+    } else if (name == "--duration") {
+      auto v = TakeValue(args, &i, name, iv);
+      if (!v.ok()) return v.status();
+      auto ns = ParseDuration(*v);
+      if (!ns.ok()) return ns.status();
+      if (*ns == 0) return Usage("--duration must be longer than 0");
+      rec.duration_ns = *ns;
+    } else if (name == "--no-inject") {
+      rec.inject = false;
+    } else if (name == "--prepare") {
+      rec.prepare = true;
     } else if (name == "-q" || name == "--quiet") {
       rec.quiet = true;
     } else if (name == "-v" || name == "--verbose") {
@@ -127,7 +157,19 @@ absl::StatusOr<ParsedCommandLine> ParseRecord(const std::vector<std::string>& ar
     }
   }
   rec.command.assign(args.begin() + static_cast<std::ptrdiff_t>(std::min(i, args.size())), args.end());
-  if (rec.command.empty()) return Usage("no command to trace (usage: gpuos-trace [options] -- COMMAND [ARGS...])");
+  if (rec.attaching()) {
+    if (!rec.command.empty()) {
+      return Usage("give either --pid/--gpu-procs or a command to launch, not both");
+    }
+    if (rec.prepare) return Usage("--prepare starts a command; it does not go with --pid/--gpu-procs");
+  } else {
+    if (rec.duration_ns) return Usage("--duration goes with --pid or --gpu-procs (attach mode)");
+    if (!rec.inject) return Usage("--no-inject goes with --pid or --gpu-procs (attach mode)");
+    if (rec.command.empty()) {
+      return Usage(rec.prepare ? "--prepare needs a command (gpuos-trace --prepare -- COMMAND [ARGS...])"
+                               : "no command to trace (usage: gpuos-trace [options] -- COMMAND [ARGS...])");
+    }
+  }
   if (rec.output_path.empty()) rec.output_path = "gpuos-trace-" + now_suffix + ".gpuos";
   return parsed;
 }

@@ -27,6 +27,7 @@
 #include "record/install_paths.h"
 #include "record/recording.h"
 #include "record/recording_summary.h"
+#include "record/shim_environment.h"
 #include "record/shim_listener.h"
 #include "stream/trace_writer.h"
 
@@ -45,26 +46,6 @@ void PrintError(const absl::Status& status) {
 std::string Basename(const std::string& path) {
   size_t slash = path.rfind('/');
   return slash == std::string::npos ? path : path.substr(slash + 1);
-}
-
-// Environment that puts the shim into every process of the tree.
-std::vector<std::string> ShimEnvironment(const std::string& shim, const std::string& socket_path) {
-  std::vector<std::string> env;
-  const char* preload = getenv("LD_PRELOAD");
-  env.push_back("LD_PRELOAD=" + shim + (preload && *preload ? std::string(" ") + preload : ""));
-  for (const char* name : {"CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH"}) {
-    const char* existing = getenv(name);
-    if (existing && *existing && shim != existing) {
-      // Another tool (Nsight Systems?) is injected: leave it in place.
-      fprintf(stderr, "gpuos-trace: warning: %s is already set to %s; keeping it, so %s events "
-              "are not recorded\n", name, existing,
-              std::string(name).rfind("CUDA", 0) == 0 ? "CUDA" : "NVTX");
-      continue;
-    }
-    env.push_back(std::string(name) + "=" + shim);
-  }
-  env.push_back("GPUOS_SHIM_SOCKET=" + socket_path);
-  return env;
 }
 
 }  // namespace
@@ -132,13 +113,8 @@ int RunRecord(const RecordOptions& options) {
                 std::string(listener.status().message()).c_str());
       } else {
         shim_listener = std::move(*listener);
-        launch.extra_env = ShimEnvironment(shim, shim_listener->socket_path());
-        std::string hooks = options.python_hooks ? FindPythonHooks() : "";
-        if (!hooks.empty()) {
-          const char* path = getenv("PYTHONPATH");
-          launch.extra_env.push_back("PYTHONPATH=" + hooks +
-                                     (path && *path ? std::string(":") + path : ""));
-        }
+        launch.extra_env = ShimEnvironment(shim, shim_listener->socket_path(),
+                                           options.python_hooks ? FindPythonHooks() : "");
       }
     }
   }

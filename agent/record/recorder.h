@@ -27,6 +27,20 @@ struct RecordOptions {
   bool python_hooks = true;
   // gpuos-trace's own command line, kept in the trace header.
   std::vector<std::string> tracer_argv;
+
+  // Attach mode (--pid, --gpu-procs): trace running processes instead of
+  // launching `command` (attach_recorder.h).
+  std::vector<int> attach_pids;
+  bool gpu_procs = false;
+  // --duration: stop after this long; 0: at Ctrl-C or when the job ends.
+  uint64_t duration_ns = 0;
+  // --no-inject: never ptrace a process; CUDA through uprobes only.
+  bool inject = true;
+  // --prepare: start `command` with the shim loaded but idle, for a later
+  // attach (prepare.h).
+  bool prepare = false;
+
+  bool attaching() const { return !attach_pids.empty() || gpu_procs; }
 };
 
 // Returns what gpuos-trace exits with: the command's exit code (128 + signal

@@ -53,6 +53,13 @@ void Recording::OnRecord(const void* data, size_t size) {
     ++undecodable_;
     return;
   }
+  if (event_.ts_ns() > bpf_window_end_ns_) return;
+  // A process or thread born just before the window opened is kept: later
+  // events of it need its start (and name).
+  if (event_.ts_ns() < bpf_window_start_ns_ && !event_.has_process_start() &&
+      !event_.has_thread_start() && !event_.has_exec() && !event_.has_comm_change()) {
+    return;
+  }
   Track(event_);
   Write(event_);
 }
@@ -137,6 +144,7 @@ void Recording::OnShimEvent(const v1::Event& event) {
 void Recording::Track(v1::Event& event) {
   switch (event.payload_case()) {
     case v1::Event::kProcessStart:
+      live_processes_.insert(event.pid());
       ++processes_seen_;
       ++threads_seen_;
       thread_pid_[event.tid()] = event.pid();
@@ -156,6 +164,9 @@ void Recording::Track(v1::Event& event) {
         thread_pid_.erase(event.exec().old_tid());
         thread_pid_[event.pid()] = event.pid();
       }
+      break;
+    case v1::Event::kProcessExit:
+      live_processes_.erase(event.pid());
       break;
     case v1::Event::kThreadExit:
       thread_pid_.erase(event.tid());

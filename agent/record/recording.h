@@ -9,7 +9,9 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <climits>
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 #include <utility>
@@ -45,6 +47,18 @@ class Recording {
   void AddExistingThread(pid_t pid, pid_t tid, const std::string& comm, uint64_t ts_ns);
 
   void OnRecord(const void* data, size_t size);
+
+  // Attach mode's window: kernel events that start before `start_ns` (a
+  // process tracked a moment before the others) or after `end_ns` are left
+  // out, so the trace covers exactly the attach window.
+  void SetBpfEventWindow(uint64_t start_ns, uint64_t end_ns) {
+    bpf_window_start_ns_ = start_ns;
+    bpf_window_end_ns_ = end_ns;
+  }
+
+  // Processes seen starting (or found at attach) and not seen exiting.
+  const std::set<uint32_t>& live_processes() const { return live_processes_; }
+  bool KnowsThread(uint32_t tid) const { return thread_pid_.contains(tid); }
 
   // Writes the kernel-side totals (syscalls, futex wakes, drops) that changed
   // since the last snapshot; then frees the map entries of exited threads.
@@ -85,6 +99,9 @@ class Recording {
   uint64_t shim_events_ = 0;
   std::map<uint32_t, v1::ShimStats> shim_status_;
   std::map<uint32_t, uint32_t> kernels_by_pid_;
+  std::set<uint32_t> live_processes_;
+  uint64_t bpf_window_start_ns_ = 0;
+  uint64_t bpf_window_end_ns_ = UINT64_MAX;
   size_t processes_seen_ = 0;
   size_t threads_seen_ = 0;
   absl::Status write_error_;

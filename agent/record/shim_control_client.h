@@ -1,0 +1,52 @@
+// The agent's side of the shim's control socket (cupti_shim/attach_control.h):
+// in a process started with `gpuos-trace --prepare` or injected during an
+// attach, the shim listens on the abstract Unix socket "gpuos-shim.<pid>";
+// "attach <agent socket>" switches its NVTX and CUPTI recording on and
+// points it at the agent, "detach" flushes and switches everything off.
+// Closing the connection detaches too, so a gpuos-trace that dies leaves
+// the shim idle.
+#pragma once
+
+#include <sys/types.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace gpuos {
+
+class ShimControlClient {
+ public:
+  // Connects to the shim of `pid`; NotFound when no shim listens there.
+  static absl::StatusOr<std::unique_ptr<ShimControlClient>> Connect(pid_t pid);
+  ~ShimControlClient();  // closing the connection detaches the shim
+
+  // Sends "attach"; returns the shim's reply after "attached " (what it
+  // could switch on, e.g. "cupti=1 nvtx=1 CUPTI 130000 from ...").
+  // `while_waiting` runs every few ms until the answer comes (the agent
+  // keeps reading the shim's events meanwhile).
+  absl::StatusOr<std::string> Attach(const std::string& agent_socket, absl::Duration timeout,
+                                     const std::function<void()>& while_waiting = {});
+  // Sends "detach"; returns once the shim says it has flushed everything.
+  absl::StatusOr<std::string> Detach(absl::Duration timeout,
+                                     const std::function<void()>& while_waiting = {});
+
+  pid_t pid() const { return pid_; }
+
+ private:
+  ShimControlClient(pid_t pid, int fd) : pid_(pid), fd_(fd) {}
+  absl::StatusOr<std::string> Exchange(const std::string& request, const std::string& expect,
+                                       absl::Duration timeout,
+                                       const std::function<void()>& while_waiting);
+  pid_t pid_;
+  int fd_;
+};
+
+// The abstract socket name the shim of `pid` listens on (without the
+// leading NUL).
+std::string ShimControlName(pid_t pid);
+
+}  // namespace gpuos
