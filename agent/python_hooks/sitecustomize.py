@@ -38,7 +38,9 @@ def _shim_ranges():
 
 
 def _install():
-    if not os.environ.get("GPUOS_SHIM_SOCKET"):
+    # A launched trace, or a job started with `gpuos-trace --prepare` (the
+    # shim drops the ranges until an attach switches it on).
+    if not (os.environ.get("GPUOS_SHIM_SOCKET") or os.environ.get("GPUOS_SHIM_PREPARED") == "1"):
         return
     try:
         push, pop = _shim_ranges()

@@ -6,6 +6,7 @@
 
 #include <cstdio>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
@@ -21,6 +22,12 @@ constexpr absl::Duration kAttachTimeout = absl::Seconds(15);
 constexpr absl::Duration kDetachTimeout = absl::Seconds(15);
 // After an injection, the shim's control thread needs a moment to listen.
 constexpr absl::Duration kListenerWait = absl::Seconds(3);
+
+// Whether the shim's "attached ..." reply says CUPTI records now, or will
+// at the process's first cuInit.
+bool CuptiRecordsOrWill(const std::string& reply) {
+  return absl::StrContains(reply, "cupti=1") || absl::StrContains(reply, "waiting");
+}
 
 absl::StatusOr<std::unique_ptr<ShimControlClient>> ConnectWithRetry(pid_t pid,
                                                                     absl::Duration wait) {
@@ -59,7 +66,8 @@ void CudaAttacher::AttachProcess(pid_t pid, const std::function<void()>& pump) {
     auto client = ShimControlClient::Connect(pid);
     if (client.ok()) {
       status.set_mode("prepared");
-      if (SwitchOn(pid, std::move(*client), &status, pump)) {
+      if (SwitchOn(pid, std::move(*client), &status, pump) &&
+          (libcuda.empty() || CuptiRecordsOrWill(status.detail()))) {
         statuses_.push_back(status);
         return;
       }
@@ -97,16 +105,17 @@ void CudaAttacher::AttachProcess(pid_t pid, const std::function<void()>& pump) {
                 pid, injected->hijacked_tid, absl::ToDoubleMilliseconds(injected->stopped));
       }
       auto client = ConnectWithRetry(pid, kListenerWait);
-      if (client.ok() && SwitchOn(pid, std::move(*client), &status, pump)) {
+      if (client.ok() && SwitchOn(pid, std::move(*client), &status, pump) &&
+          CuptiRecordsOrWill(status.detail())) {
         statuses_.push_back(status);
         return;
       }
       why_not_injected = absl::StrCat(
-          "the injected shim did not switch on: ",
+          "the injected shim could not record CUDA: ",
           client.ok() ? status.detail() : std::string(client.status().message()));
     }
   } else {
-    why_not_injected = "the shim in the process does not answer";
+    why_not_injected = absl::StrCat("the shim in the process could not record CUDA: ", status.detail());
   }
 
   // 3. uprobes on the driver library: CPU side only.
