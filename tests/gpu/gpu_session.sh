@@ -3,11 +3,12 @@
 #   tests/gpu/gpu_session.sh [BIN_DIR] [PARTS]
 # BIN_DIR (default build-gpu) holds what deploy/make_gpu_bundle.sh put there:
 # a static gpuos-trace, libgpuos_shim.so and python_hooks/.  PARTS is a
-# comma list of: probe, known, torch, coexist, overhead, suite (default: all but suite).
+# comma list of: probe, known, torch, coexist, overhead, attach, suite
+# (default: all but suite).
 # Logs go to $OUT (or ./gpu-session-out); the table of results comes last.
 set -u
 BIN_DIR=${1:-build-gpu}
-PARTS=${2:-probe,known,torch,coexist,overhead}
+PARTS=${2:-probe,known,torch,coexist,overhead,attach}
 OUT=${OUT:-$PWD/gpu-session-out}
 mkdir -p "$OUT"
 export OUT
@@ -93,6 +94,39 @@ if want overhead; then
       py_launch*|raw_launch*|py_train*) row "overhead ${line%% *}" "$(echo "$line" | grep -q MISSES && echo MISS || echo OK)" "$(echo "$line" | tr -s ' ' | cut -d' ' -f2-7)" ;;
     esac
   done <"$OUT/overhead.log"
+fi
+
+if want attach; then
+  echo "== attach to a running PyTorch job (issue #6)"
+  # A launched trace of the same job, for its kernels per step.
+  timeout 120 "$TRACE" -q -o "$OUT/attach_launched.gpuos" -- python3 "$HERE/attach_train.py" \
+    --seconds 8 --log "$OUT/attach_launched.steps" >/dev/null 2>"$OUT/attach_launched.err"
+  "$TRACE" dump "$OUT/attach_launched.gpuos" >"$OUT/attach_launched.jsonl" 2>/dev/null
+  launched=$(python3 "$HERE/attach_check.py" launched "$OUT/attach_launched.jsonl" "$OUT/attach_launched.steps" 2>&1 | tail -1)
+  echo "launched: $launched"
+  row "attach: launched trace (reference)" "$([[ $launched == *kernels_per_step* ]] && echo DONE || echo FAIL)" "$launched"
+  # mode name, extra gpuos-trace options, how the job is started.
+  for variant in "injected::" "uprobes:--no-inject:" "prepared::--prepare"; do
+    IFS=: read -r name opts prep <<<"$variant"
+    log="$OUT/attach_$name.steps"
+    if [ -n "$prep" ]; then
+      "$TRACE" --prepare -- python3 "$HERE/attach_train.py" --seconds 24 --log "$log" >"$OUT/attach_$name.job" 2>&1 &
+    else
+      python3 "$HERE/attach_train.py" --seconds 24 --log "$log" >"$OUT/attach_$name.job" 2>&1 &
+    fi
+    job=$!
+    for _ in $(seq 100); do grep -q ready "$OUT/attach_$name.job" 2>/dev/null && break; sleep 0.2; done
+    sleep 5  # the job's speed before
+    timeout 60 "$TRACE" $opts --pid $job --duration 8s -o "$OUT/attach_$name.gpuos" 2>"$OUT/attach_$name.err"
+    rc=$?
+    wait $job
+    jrc=$?
+    "$TRACE" dump "$OUT/attach_$name.gpuos" >"$OUT/attach_$name.jsonl" 2>/dev/null
+    "$TRACE" report "$OUT/attach_$name.gpuos" >"$OUT/attach_${name}_report.txt" 2>&1
+    result=$(python3 "$HERE/attach_check.py" window "$OUT/attach_$name.jsonl" "$log" 2>&1 | tail -1)
+    echo "$name: rc=$rc job=$jrc $result"
+    row "attach $name" "$([ $rc = 0 ] && [ $jrc = 0 ] && echo DONE || echo FAIL)" "$result"
+  done
 fi
 
 if want suite; then
