@@ -605,10 +605,14 @@ TEST(CudaUprobesTest, FollowsALibraryDeletedSinceItWasLoaded) {
 
 // Not a timed test: prints what a probed call costs the traced thread
 // (uprobe + uretprobe), and checks that every call was accounted for.
+// GPUOS_UPROBE_BENCH_LIBCUDA=/path/to/libcuda.so.1 measures with a real
+// driver instead (its cuEventQuery before cuInit: an immediate error).
 TEST(CudaUprobesTest, CostPerProbedCall) {
   GPUOS_REQUIRE_ROOT();
   constexpr long kIters = 200000;
-  auto caller = StartCaller(FakeLibcuda(), "bench", kIters);
+  const char* real = getenv("GPUOS_UPROBE_BENCH_LIBCUDA");
+  const std::string library = real && *real ? real : FakeLibcuda();
+  auto caller = StartCaller(library, "bench", kIters);
   ASSERT_TRUE(caller);
   auto session = Session::Start(true, 64ull << 20);
   ASSERT_TRUE(session);
@@ -621,16 +625,19 @@ TEST(CudaUprobesTest, CostPerProbedCall) {
     ASSERT_TRUE(absl::SimpleAtod(Fields(line)["ns_per_call"], &ns[r])) << line;
   };
   round(0);  // no probes
-  ASSERT_TRUE(session->bpf->AttachCudaUprobes(caller->pid(), FakeLibcuda()).ok());
+  absl::StatusOr<int> attached = session->bpf->AttachCudaUprobes(caller->pid(), library);
+  ASSERT_TRUE(attached.ok()) << attached.status();
+  printf("%s: %d functions probed\n", library.c_str(), *attached);
   round(1);  // probed, process not tracked: the probes return at once
   ASSERT_TRUE(session->bpf->Track(caller->pid()).ok());
   round(2);  // probed and tracked: one record per call
   ASSERT_EQ(caller->Wait(20), 0);
   session->Drain();
   EXPECT_EQ(CountPid(session->events, caller->pid()) + session->Drops(), 3u * kIters);
-  printf("uprobe cost per probed call (uprobe + uretprobe, fake cuEventQuery): "
+  printf("uprobe cost per probed call (uprobe + uretprobe, cuEventQuery of %s): "
          "%.0f ns recorded, %.0f ns untracked (unprobed call %.1f ns); %zu recorded, %lu dropped\n",
-         ns[2] - ns[0], ns[1] - ns[0], ns[0], CountPid(session->events, caller->pid()),
+         library.c_str(), ns[2] - ns[0], ns[1] - ns[0], ns[0],
+         CountPid(session->events, caller->pid()),
          static_cast<unsigned long>(session->Drops()));
   RecordProperty("probed_call_ns", static_cast<int>(ns[2] - ns[0]));
   RecordProperty("probed_untracked_call_ns", static_cast<int>(ns[1] - ns[0]));
