@@ -33,7 +33,14 @@ def steps(path):
 
 
 def per_step(events, ends, lo, hi):
-    """Kernels and uprobe launch calls between step ends inside [lo, hi]."""
+    """Kernels and uprobe launch calls between step ends inside [lo, hi],
+    narrowed to where CUDA was recorded: CUPTI (or the probes) start a few
+    ms after the window opens and stop a little before it closes, and a
+    step half-recorded would count short."""
+    seen = [int(e["ts_ns"]) for e in events
+            if "gpu_kernel" in e or ("cuda_api" in e and e["cuda_api"].get("from_uprobe"))]
+    if seen:
+        lo, hi = max(lo, min(seen)), min(hi, max(seen))
     inside = [t for t in ends if lo <= t <= hi]
     if len(inside) < 3:
         return len(inside), 0, 0
@@ -68,8 +75,8 @@ def main():
         "step_ms_during": durations(ends, start + 500_000_000, end),
         "step_ms_after": durations(ends, end + 1_000_000_000, 1 << 63),
         "steps_in_window": n,
-        "kernels_per_step": round(kps, 2),
-        "uprobe_launches_per_step": round(lps, 2),
+        "kernels_per_step": round(kps, 3),
+        "uprobe_launches_per_step": round(lps, 3),
         "mode": [c.get("mode") for c in cuda],
         "stopped_ms": [round(int(c.get("stopped_ns", 0)) / 1e6, 2) for c in cuda],
         "detail": [c.get("detail", "")[:160] for c in cuda],
