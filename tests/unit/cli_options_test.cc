@@ -1,0 +1,80 @@
+// gpuos-trace's command-line rules (cli/options.h), record and attach side:
+// what each option sets, and the one-line error for each misuse.
+#include "cli/options.h"
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "gtest/gtest.h"
+
+namespace gpuos {
+namespace {
+
+absl::StatusOr<ParsedCommandLine> Parse(std::vector<std::string> args) {
+  args.insert(args.begin(), "gpuos-trace");
+  return ParseCommandLine(args, "20261122-000000");
+}
+
+void ExpectError(std::vector<std::string> args, const std::string& message) {
+  auto parsed = Parse(args);
+  ASSERT_FALSE(parsed.ok()) << "accepted: " << args.back();
+  EXPECT_TRUE(absl::StrContains(parsed.status().message(), message)) << parsed.status();
+}
+
+TEST(CliOptions, LaunchTakesTheCommandAfterTheOptions) {
+  auto parsed = Parse({"-o", "run.gpuos", "--buffer-size", "64M", "--", "python3", "-c", "1"});
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->kind, ParsedCommandLine::Kind::kRecord);
+  EXPECT_EQ(parsed->record.output_path, "run.gpuos");
+  EXPECT_EQ(parsed->record.ring_buffer_bytes, 64ull << 20);
+  EXPECT_EQ(parsed->record.command, (std::vector<std::string>{"python3", "-c", "1"}));
+  EXPECT_FALSE(parsed->record.attaching());
+  auto defaulted = Parse({"ls"});
+  ASSERT_TRUE(defaulted.ok());
+  EXPECT_EQ(defaulted->record.output_path, "gpuos-trace-20261122-000000.gpuos");
+}
+
+TEST(CliOptions, AttachOptions) {
+  auto parsed = Parse({"--pid", "42", "--pid=43", "--pid", "42", "--duration", "30s", "--no-inject"});
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  const RecordOptions& r = parsed->record;
+  EXPECT_TRUE(r.attaching());
+  EXPECT_EQ(r.attach_pids, (std::vector<int>{42, 43}));  // a repeated pid counts once
+  EXPECT_EQ(r.duration_ns, 30'000'000'000ull);
+  EXPECT_FALSE(r.inject);
+  EXPECT_TRUE(r.command.empty());
+  auto gpu = Parse({"--gpu-procs", "--duration", "2m"});
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  EXPECT_TRUE(gpu->record.gpu_procs);
+  EXPECT_TRUE(gpu->record.attaching());
+  EXPECT_EQ(gpu->record.duration_ns, 120'000'000'000ull);
+}
+
+TEST(CliOptions, PrepareTakesACommand) {
+  auto parsed = Parse({"--prepare", "--", "python3", "train.py"});
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_TRUE(parsed->record.prepare);
+  EXPECT_EQ(parsed->record.command, (std::vector<std::string>{"python3", "train.py"}));
+}
+
+TEST(CliOptions, MisusesGetOneClearLine) {
+  ExpectError({}, "nothing to do");
+  ExpectError({"-o", "x.gpuos"}, "no command to trace");
+  ExpectError({"--pid"}, "option --pid needs a value");
+  ExpectError({"--pid", "abc"}, "--pid abc: expected a process id");
+  ExpectError({"--pid", "0"}, "--pid 0: expected a process id");
+  ExpectError({"--pid", "-5"}, "--pid -5: expected a process id");
+  ExpectError({"--pid", "42", "--", "ls"}, "not both");
+  ExpectError({"--duration", "5s", "--", "ls"}, "--duration goes with --pid");
+  ExpectError({"--no-inject", "--", "ls"}, "--no-inject goes with --pid");
+  ExpectError({"--pid", "42", "--duration", "5"}, "is not a duration");
+  ExpectError({"--pid", "42", "--duration", "0s"}, "--duration must be longer than 0");
+  ExpectError({"--prepare"}, "--prepare needs a command");
+  ExpectError({"--prepare", "--pid", "42"}, "--prepare starts a command");
+  ExpectError({"--buffer-size", "3000", "--", "ls"}, "power of two");
+  ExpectError({"--frobnicate", "--", "ls"}, "unknown option --frobnicate");
+}
+
+}  // namespace
+}  // namespace gpuos
