@@ -11,6 +11,7 @@
 //    running, not stopped, not traced.
 // The real driver, CUPTI and a PyTorch job are checked on the GPU machine
 // (tests/gpu/, docs/gpu-results.md).  Needs root.
+#include <dirent.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -85,16 +86,26 @@ void ExpectSameCalls(const std::map<std::string, int>& traced, const std::map<st
   EXPECT_GT(made_total, 50);
 }
 
-std::string StatusField(pid_t pid, const std::string& field) {
-  std::istringstream lines(rt::ReadFile(absl::StrCat("/proc/", pid, "/status")).value_or(""));
-  std::string line;
-  while (std::getline(lines, line)) {
-    if (absl::StartsWith(line, field + ":")) {
-      std::string value = line.substr(field.size() + 1);
-      return value.substr(value.find_first_not_of(" \t"));
+// Whether any thread of `pid` is ptrace-stopped or traced now.
+bool AnyThreadTraced(pid_t pid) {
+  DIR* d = opendir(absl::StrCat("/proc/", pid, "/task").c_str());
+  if (!d) return false;
+  bool traced = false;
+  while (dirent* e = readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    std::istringstream lines(
+        rt::ReadFile(absl::StrCat("/proc/", pid, "/task/", e->d_name, "/status")).value_or(""));
+    std::string line;
+    while (std::getline(lines, line)) {
+      if (absl::StartsWith(line, "TracerPid:") && line.substr(line.find_last_of(" \t") + 1) != "0") traced = true;
+      if (absl::StartsWith(line, "State:") && (absl::StrContains(line, "(tracing stop)") ||
+                                               absl::StrContains(line, "(stopped)"))) {
+        traced = true;
+      }
     }
   }
-  return "";
+  closedir(d);
+  return traced;
 }
 
 bool ShimMapped(pid_t pid) {
@@ -171,9 +182,7 @@ TEST(AttachCuda, InjectionLoadsTheShimStopsBrieflyAndFallsBackWhenCuptiCannotSta
   rt::RunResult r = attach.tracer.Wait(30);
   ASSERT_EQ(r.exit_code, 0) << r.Describe();
   // The job runs on: untraced, not stopped, with the idle shim in it.
-  EXPECT_EQ(StatusField(caller.pid(), "TracerPid"), "0");
-  EXPECT_FALSE(absl::StartsWith(StatusField(caller.pid(), "State"), "t"));
-  EXPECT_FALSE(absl::StartsWith(StatusField(caller.pid(), "State"), "T"));
+  EXPECT_FALSE(AnyThreadTraced(caller.pid()));
   EXPECT_TRUE(ShimMapped(caller.pid()));
   ASSERT_TRUE(caller.Round(1));
   EXPECT_EQ(caller.Finish().exit_code, 0);
@@ -189,6 +198,37 @@ TEST(AttachCuda, InjectionLoadsTheShimStopsBrieflyAndFallsBackWhenCuptiCannotSta
   EXPECT_LT(status.stopped_ns(), 50'000'000u);
   RecordProperty("stopped_us", std::to_string(status.stopped_ns() / 1000));
   ExpectSameCalls(UprobeCalls(*trace, caller.pid()), caller.CallsOfRound(0));
+}
+
+// gpuos-trace SIGKILLed while its injection guardian holds the job's
+// thread stopped (GPUOS_INJECT_TEST_PAUSE makes the guardian wait there):
+// the guardian finishes on its own, and the job runs on, untraced, its
+// calls still working.  (Killing the guardian too, at each safe point, is
+// tests/runtime/library_injection_test.cc's KillAtSafePoint.)
+TEST(AttachCuda, KillingGpuosTraceMidInjectionLeavesTheJobRunning) {
+  GPUOS_REQUIRE_ROOT();
+  rt::TempDir dir;
+  Caller caller(dir, 2);
+  ASSERT_TRUE(caller.WaitFor("ready"));
+  const std::string err = dir.File("tracer.err");
+  rt::RunOptions options;
+  options.env = {"GPUOS_INJECT_TEST_PAUSE=seized-and-stopped"};
+  rt::Child tracer = rt::Child::Start(
+      {"/bin/sh", "-c", "exec \"$0\" -o \"$1\" --pid \"$2\" 2>\"$3\"", rt::TracerPath(),
+       dir.File("killed.gpuos"), std::to_string(caller.pid()), err},
+      options);
+  ASSERT_TRUE(rt::WaitUntil(
+      [&] { return absl::StrContains(rt::ReadFile(err).value_or(""), "paused at seized-and-stopped"); }, 20))
+      << rt::ReadFile(err).value_or("");
+  // One of the job's threads is ptrace-stopped right now.
+  EXPECT_TRUE(AnyThreadTraced(caller.pid()));
+  tracer.Signal(SIGKILL);
+  tracer.Wait(10);
+  // The guardian sleeps out its pause, then finishes and lets go.
+  ASSERT_TRUE(rt::WaitUntil([&] { return !AnyThreadTraced(caller.pid()); }, 15));
+  ASSERT_TRUE(caller.Round(0));
+  ASSERT_TRUE(caller.Round(1));
+  EXPECT_EQ(caller.Finish().exit_code, 0);
 }
 
 }  // namespace
