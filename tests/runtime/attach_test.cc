@@ -226,6 +226,31 @@ TEST(Attach, CountsCoverExactlyTheAttachWindow) {
   }
 }
 
+TEST(Attach, SeveralPidsAreTracedTogether) {
+  GPUOS_REQUIRE_ROOT();
+  rt::TempDir dir;
+  rt::Child first = StartTarget(dir, "first.log");
+  rt::Child second = StartTarget(dir, "second.log");
+  usleep(300'000);
+  const std::string trace_path = dir.File("attach.gpuos");
+  rt::RunResult r = rt::Run({rt::TracerPath(), "-q", "--no-cuda", "--pid", std::to_string(first.pid()),
+                             "--pid", std::to_string(second.pid()), "--duration", "1s", "-o", trace_path});
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  usleep(200'000);
+  first.Signal(SIGTERM);
+  second.Signal(SIGTERM);
+  ASSERT_EQ(first.Wait(30).exit_code, 0);
+  ASSERT_EQ(second.Wait(30).exit_code, 0);
+  auto trace = rt::ReadTrace(trace_path);
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  EXPECT_EQ(trace->header.attach().target_pids_size(), 2);
+  size_t inside = 0;
+  ExpectExactWindow(ReadTargetLog(dir.File("first.log")), *trace, first.pid(), &inside);
+  EXPECT_GT(inside, 2 * 800u);
+  ExpectExactWindow(ReadTargetLog(dir.File("second.log")), *trace, second.pid(), &inside);
+  EXPECT_GT(inside, 2 * 800u);
+}
+
 TEST(Attach, WorkersForkedAfterTheAttachAreFollowed) {
   GPUOS_REQUIRE_ROOT();
   rt::TempDir dir;
