@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "attach/injection_debug.h"
 #include "attach/remote_process.h"
 
 namespace gpuos::attach {
@@ -94,7 +95,9 @@ void WriteReply(int fd, const GuardianReply& reply) {
 
   GuardianReply reply;
   reply.guardian_pid = getpid();
+  InjectionDebugLog("guardian started");
   auto result = RunInjectionTransaction(plan);
+  InjectionDebugLog("guardian done");
   if (result.ok()) {
     reply.code = static_cast<int32_t>(absl::StatusCode::kOk);
     reply.hijacked_tid = result->hijacked_tid;

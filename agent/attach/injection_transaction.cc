@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
+#include "attach/injection_debug.h"
 #include "attach/ptrace_permission.h"
 #include "attach/remote_process.h"
 #include "attach/syscall_restart.h"
@@ -36,14 +37,7 @@ constexpr unsigned long long kUserCs64 = 0x33;
 // the thread has been let go untouched.
 absl::Status Retry(const std::string& why) { return absl::AbortedError(why); }
 
-// GPUOS_INJECT_DEBUG=1: the guardian's steps with timestamps, to stderr.
-void Trace(const char* what) {
-  static const bool enabled = getenv("GPUOS_INJECT_DEBUG") != nullptr;
-  if (!enabled) return;
-  std::string line = absl::StrFormat("gpuos-inject: %.3f ms %s\n", MonotonicNanos() / 1e6, what);
-  ssize_t ignored = write(STDERR_FILENO, line.data(), line.size());
-  (void)ignored;
-}
+void Trace(const char* what) { InjectionDebugLog(what); }
 
 void PauseForTest(const InjectionPlan& plan, const char* phase) {
   if (plan.pause_phase != phase) return;
@@ -135,7 +129,9 @@ absl::StatusOr<uint64_t> Transaction::MapStubPages(TracedThread& thread,
   // ---- Dirty window: from this SETREGS until the saved registers are back.
   if (absl::Status s = thread.SetRegisters(regs); !s.ok()) return s;
   if (absl::Status s = thread.ResumeToSyscall(); !s.ok()) return abandon(s);
+  Trace("mmap: resumed to the syscall entry");
   auto stop = thread.WaitForStop(kMmapStopTimeout);
+  Trace("mmap: first stop");
   if (!stop.ok()) return stop.status();
   if (stop->kind == StopKind::kGone) {
     return absl::NotFoundError(absl::StrFormat("pid %d exited during the injection", plan_.pid));
@@ -159,6 +155,7 @@ absl::StatusOr<uint64_t> Transaction::MapStubPages(TracedThread& thread,
   // Syscall entry; run it to its exit.
   if (absl::Status s = thread.ResumeToSyscall(); !s.ok()) return abandon(s);
   stop = thread.WaitForStop(kMmapStopTimeout);
+  Trace("mmap: second stop");
   if (!stop.ok()) return stop.status();
   if (stop->kind == StopKind::kGone) {
     return absl::NotFoundError(absl::StrFormat("pid %d exited during the injection", plan_.pid));
@@ -305,6 +302,7 @@ absl::StatusOr<int64_t> Transaction::WaitForEntry() {
   const int64_t start = MonotonicNanos();
   const int64_t deadline = start + plan_.timeout_ns;
   StubState last = StubState::kNotStarted;
+  Trace("waiting for the entry");
   for (;;) {
     auto progress = ReadStubProgress(pid, page_, cookie_);
     const int64_t now = MonotonicNanos();

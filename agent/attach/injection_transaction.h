@@ -49,8 +49,7 @@ struct InjectionPlan {
   // "gpuos-inject: paused at <phase> guardian=<pid>" to stderr and sleeps
   // 3 s, so that tests can kill it there.  Phases: seized-and-stopped,
   // page-mapped-and-regs-restored, stub-written, detached-stub-running.
-  // (GPUOS_INJECT_DEBUG=1 in the guardian's environment logs each step
-  // with a timestamp to stderr.)
+  // (GPUOS_INJECT_DEBUG=1: see injection_debug.h.)
   std::string pause_phase;
 };
 

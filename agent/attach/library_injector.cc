@@ -17,6 +17,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
 #include "attach/elf_symbols.h"
+#include "attach/injection_debug.h"
 #include "attach/injection_guardian.h"
 #include "attach/injection_stub.h"
 #include "attach/injection_transaction.h"
@@ -129,6 +130,7 @@ absl::StatusOr<InjectionReport> InjectLibrary(const InjectionRequest& request) {
   if (request.timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("the injection timeout must be positive");
   }
+  attach::InjectionDebugLog("checking the target");
   if (absl::Status s = CheckTarget(request.pid); !s.ok()) return s;
   if (absl::Status s = CheckLibrary(request.library_path); !s.ok()) return s;
 
@@ -152,7 +154,9 @@ absl::StatusOr<InjectionReport> InjectLibrary(const InjectionRequest& request) {
   check.argument = plan.argument;
   if (auto image = attach::BuildStubImage(check); !image.ok()) return image.status();
 
+  attach::InjectionDebugLog("planned; starting the guardian");
   auto result = attach::RunInGuardian(plan);
+  attach::InjectionDebugLog("the guardian answered");
   if (!result.ok()) return result.status();
   InjectionReport report;
   report.hijacked_tid = result->hijacked_tid;

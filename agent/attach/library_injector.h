@@ -19,7 +19,12 @@
 // The ptrace work runs in a separate guardian process (injection_guardian.h)
 // that finishes or rolls back even if gpuos-trace is killed.  An error
 // means the process was left as it was (at most, 8 KiB of unused pages
-// stay mapped in it); the caller can fall back to another method.
+// stay mapped in it); the caller can fall back to another method.  The one
+// moment at which SIGKILLing the guardian itself would hurt the target is
+// the ~100 us while the borrowed thread runs mmap with our registers
+// (injection_transaction.h).  The library's constructors and its entry run
+// on the borrowed thread, which may hold locks of the application or of
+// other libraries: they should only start a thread of their own.
 #pragma once
 
 #include <sys/types.h>
