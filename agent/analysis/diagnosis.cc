@@ -160,14 +160,19 @@ Diagnosis Diagnose(const StepAnalysis& a) {
   const double copy_only = Share(t.gpu.copy_only_ns, wall);
   const double same_stream = Share(t.gpu.htod_on_kernel_stream_ns, t.gpu.htod_ns);
   const double overlap = Share(t.gpu.copy_overlap_ns, t.gpu.memcpy_ns);
-  if (copy_only >= kSerializedCopyShare && (same_stream >= kSameStreamFraction || overlap < kCopyOverlapFraction)) {
+  const bool copies_keep_busy_gpu = copy_only >= kSerializedCopyBusyGpuShare && copy_only > idle;
+  bool serialized_fired = false;
+  if ((copy_only >= kSerializedCopyShare || copies_keep_busy_gpu) &&
+      (same_stream >= kSameStreamFraction || overlap < kCopyOverlapFraction)) {
+    serialized_fired = true;
     Finding f;
     f.bottleneck = Bottleneck::kSerializedCopies;
     f.score = copy_only;
     f.evidence = absl::StrFormat(
-        "the GPU copied with no kernel running %s of step time; only %s of copy time overlapped a kernel; %s of "
-        "host-to-device copy time was on streams that also ran the kernels",
-        Pct(copy_only), Pct(overlap), Pct(same_stream));
+        "the GPU copied with no kernel running %s of step time (idle %s, kernels %s); only %s of copy time "
+        "overlapped a kernel; %s of host-to-device copy time was on streams that also ran the kernels; "
+        "overlapping the copies with compute can shorten the step by up to %s",
+        Pct(copy_only), Pct(idle), Pct(kernel_share), Pct(overlap), Pct(same_stream), Pct(copy_only));
     f.recommendation =
         "Overlap copies with compute: copy the next batch on a separate CUDA stream (a prefetcher) while the "
         "current one computes, from pinned memory with non_blocking=True, and make the compute stream wait on "
@@ -221,6 +226,20 @@ Diagnosis Diagnose(const StepAnalysis& a) {
   }
 
   std::stable_sort(fired.begin(), fired.end(), [](const Finding& x, const Finding& y) { return x.score > y.score; });
+  // A busy GPU that also sits in serialized copies: hiding the copies is
+  // the next step, optimizing kernels the one after (see diagnosis.h).
+  if (serialized_fired) {
+    auto gpu = std::find_if(fired.begin(), fired.end(),
+                            [](const Finding& f) { return f.bottleneck == Bottleneck::kGpuBound; });
+    auto copies = std::find_if(fired.begin(), fired.end(),
+                               [](const Finding& f) { return f.bottleneck == Bottleneck::kSerializedCopies; });
+    if (gpu != fired.end() && copies != fired.end() && gpu < copies) {
+      gpu->recommendation =
+          "Once the copies overlap compute, the GPU is the bottleneck: optimize the kernels -- mixed precision "
+          "(AMP, bf16) for Tensor Cores, torch.compile or fused kernels, channels-last layouts.";
+      std::rotate(gpu, copies, copies + 1);
+    }
+  }
   if (fired.empty()) {
     size_t top = 0;
     for (size_t i = 1; i < kStageCount; ++i) {
