@@ -106,7 +106,7 @@ if want attach; then
   echo "launched: $launched"
   row "attach: launched trace (reference)" "$([[ $launched == *kernels_per_step* ]] && echo DONE || echo FAIL)" "$launched"
   # mode name, extra gpuos-trace options, how the job is started.
-  for variant in "injected::" "uprobes:--no-inject:" "prepared::--prepare"; do
+  for variant in "injected::" "uprobes:--no-inject:" "prepared::--prepare" "gpu-procs:--gpu-procs:"; do
     IFS=: read -r name opts prep <<<"$variant"
     log="$OUT/attach_$name.steps"
     if [ -n "$prep" ]; then
@@ -117,7 +117,9 @@ if want attach; then
     job=$!
     for _ in $(seq 100); do grep -q ready "$OUT/attach_$name.job" 2>/dev/null && break; sleep 0.2; done
     sleep 5  # the job's speed before
-    timeout 60 "$TRACE" $opts --pid $job --duration 8s -o "$OUT/attach_$name.gpuos" 2>"$OUT/attach_$name.err"
+    target="--pid $job"
+    [ "$name" = gpu-procs ] && target=""  # every process holding a GPU context: the job
+    timeout 60 "$TRACE" $opts $target --duration 8s -o "$OUT/attach_$name.gpuos" 2>"$OUT/attach_$name.err"
     rc=$?
     wait $job
     jrc=$?
