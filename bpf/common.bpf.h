@@ -1,8 +1,8 @@
 /* Maps and helpers shared by every gpuos-trace BPF program.  Each object
  * declares these maps; the agent creates them once (in the first object it
  * loads) and hands the same fds to the others with bpf_map__reuse_fd(), so
- * all programs see one tracked-process set, one ring buffer and one set of
- * drop counters. */
+ * all programs see one tracked-process set, one per-thread state, one ring
+ * buffer and one set of drop counters. */
 #ifndef GPUOS_COMMON_BPF_H
 #define GPUOS_COMMON_BPF_H
 
@@ -13,18 +13,35 @@
 
 #include "event_header.h"
 #include "syscalls.h"
+#include "offcpu.h"
+#include "faults.h"
+#include "mm.h"
+#include "futex.h"
 
 /* Defaults; the agent may resize before load. */
 #define GPUOS_MAX_PROCESSES 16384
 #define GPUOS_MAX_THREADS 65536
 
-/* Thread group ids of the traced tree.  The value is unused (1). */
+/* Thread group ids of the traced tree.  The value is unused (1).  The
+ * source of truth for "is this process traced"; threads cache the answer
+ * in their thread_state (below). */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, GPUOS_MAX_PROCESSES);
 	__type(key, __u32);
 	__type(value, __u8);
 } tracked_pids SEC(".maps");
+
+/* Bumped by the agent after each pid it adds to tracked_pids: a thread
+ * whose cached "not traced" answer is from an older generation asks
+ * tracked_pids again.  (Children added by the kernel side are new tasks
+ * with no cached answer.)  One slot; array lookups are inlined. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} track_generation SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -39,14 +56,29 @@ struct {
 	__type(value, __u64);
 } drop_counts SEC(".maps");
 
-/* The syscall each traced thread is inside (written by syscalls.bpf.c,
- * read by offcpu.bpf.c to name the cause of a blocked interval). */
+/* Everything the programs keep per thread, in the thread's own task
+ * storage: a lookup is a pointer chase from the task, where a tid-keyed
+ * hash costs a hash, a bucket walk and, for untraced threads, a miss in
+ * every program (docs/benchmarks.md, 2026-11-22).  Freed by the kernel
+ * with the task, so no exit handler has to delete it.  A start time or
+ * count of 0 marks a slot as empty. */
+struct gpuos_thread_state {
+	__u64 generation;   /* track_generation when tracked was last decided */
+	__u32 tracked;      /* 1: the thread's process is in tracked_pids */
+	__u32 pid;          /* its thread group id, valid when tracked */
+	struct gpuos_syscall_call syscall;  /* syscalls.bpf.c; read by offcpu.bpf.c */
+	struct gpuos_sched_state sched;     /* offcpu.bpf.c; switched_out_ns != 0: kept */
+	struct gpuos_fault_state fault;     /* faults.bpf.c; count != 0: a window is open */
+	struct gpuos_mm_call mm;            /* mm.bpf.h; start_ns != 0: in flight */
+	struct gpuos_futex_call futex;      /* futex.bpf.h; start_ns != 0: in flight */
+};
+
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, GPUOS_MAX_THREADS);
-	__type(key, __u32);
-	__type(value, struct gpuos_syscall_call);
-} syscall_in_flight SEC(".maps");
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct gpuos_thread_state);
+} thread_state SEC(".maps");
 
 /* Set by the agent before load. */
 const volatile __u64 fault_window_ns = 1000000;
@@ -61,16 +93,61 @@ static __always_inline int is_tracked(__u32 pid)
 	return bpf_map_lookup_elem(&tracked_pids, &pid) != NULL;
 }
 
+static __always_inline void count_drop(__u32 slot);
+
+/* The state of the current thread if it belongs to the traced tree, else
+ * NULL.  Untraced threads keep a "no" stamped with the generation it was
+ * decided at, so that they pay one task-storage lookup and one array read
+ * rather than a hash lookup. */
+static __always_inline struct gpuos_thread_state *current_thread(void)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct gpuos_thread_state *st = bpf_task_storage_get(&thread_state, task, 0, 0);
+	__u32 zero = 0;
+
+	if (st && st->tracked)
+		return st;
+	__u64 *gen = bpf_map_lookup_elem(&track_generation, &zero);
+	if (!gen)
+		return NULL;
+	/* Read before tracked_pids: the agent bumps it after its insert. */
+	__u64 generation = *gen;
+	if (st && st->generation == generation)
+		return NULL;
+	__u32 pid = bpf_get_current_pid_tgid() >> 32;
+	int tracked = is_tracked(pid);
+	if (!st) {
+		st = bpf_task_storage_get(&thread_state, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+		if (!st) {
+			if (tracked)
+				count_drop(GPUOS_DROP_MAP_FULL_BASE + GPUOS_MAP_SYSCALL_IN_FLIGHT);
+			return NULL;
+		}
+	}
+	st->pid = pid;
+	st->tracked = tracked;
+	st->generation = generation;
+	return tracked ? st : NULL;
+}
+
+/* The state of a thread already known to be traced (current or not), NULL
+ * for any other: never creates one. */
+static __always_inline struct gpuos_thread_state *traced_thread(struct task_struct *task)
+{
+	struct gpuos_thread_state *st = bpf_task_storage_get(&thread_state, task, 0, 0);
+
+	return st && st->tracked ? st : NULL;
+}
+
 /* The current thread's pid (tgid) if it belongs to the traced tree, else 0. */
 static __always_inline __u32 current_tracked_pid(__u32 *tid)
 {
-	__u64 id = bpf_get_current_pid_tgid();
-	__u32 pid = id >> 32;
+	struct gpuos_thread_state *st = current_thread();
 
-	if (!is_tracked(pid))
+	if (!st)
 		return 0;
-	*tid = (__u32)id;
-	return pid;
+	*tid = (__u32)bpf_get_current_pid_tgid();
+	return st->pid;
 }
 
 static __always_inline void count_drop(__u32 slot)

@@ -1,23 +1,15 @@
 // SPDX-License-Identifier: GPL-2.0
 /* User page faults of traced threads, counted in the kernel per thread and
  * sent as one record per window (fault_window_ns), per on-CPU stretch and
- * at thread exit: a fault costs one hash update, not a ring-buffer record,
- * yet every fault stays attributed to a short interval. */
+ * at thread exit: a fault costs a few stores into the thread's task
+ * storage (thread_state), not a ring-buffer record, yet every fault stays
+ * attributed to a short interval. */
 #include "common.bpf.h"
 #include "faults.h"
 
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, GPUOS_MAX_THREADS);
-	__type(key, __u32);
-	__type(value, struct gpuos_fault_state);
-} fault_state SEC(".maps");
-
 static __always_inline __u64 current_maj_flt(void)
 {
-	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
-
-	return BPF_CORE_READ(task, maj_flt);
+	return bpf_get_current_task_btf()->maj_flt;
 }
 
 /* Sends the window's count and starts a new, empty one. */
@@ -39,30 +31,24 @@ static __always_inline void flush(struct gpuos_fault_state *st, __u32 tid)
 	st->maj_flt_at_start = maj;
 }
 
-SEC("tracepoint/exceptions/page_fault_user")
-int handle_page_fault_user(void *ctx)
+/* A BTF raw tracepoint: no perf trace record is built for it, and it is
+ * never skipped because another program runs on the CPU. */
+SEC("tp_btf/page_fault_user")
+int BPF_PROG(handle_page_fault_user)
 {
-	__u32 tid;
-	__u32 pid = current_tracked_pid(&tid);
+	struct gpuos_thread_state *t = current_thread();
 
-	if (!pid)
+	if (!t)
 		return 0;
 	__u64 now = bpf_ktime_get_ns();
-	struct gpuos_fault_state *st = bpf_map_lookup_elem(&fault_state, &tid);
-	if (!st) {
-		struct gpuos_fault_state fresh = {
-			.first_ns = now,
-			.last_ns = now,
-			.count = 1,
-			.pid = pid,
-			.maj_flt_at_start = current_maj_flt(),
-		};
-		if (bpf_map_update_elem(&fault_state, &tid, &fresh, BPF_NOEXIST))
-			count_map_full(GPUOS_MAP_FAULT_STATE);
-		return 0;
+	struct gpuos_fault_state *st = &t->fault;
+	if (!st->pid) {
+		/* The thread's first fault: the major-fault baseline. */
+		st->pid = t->pid;
+		st->maj_flt_at_start = current_maj_flt();
 	}
 	if (st->count && now - st->first_ns > fault_window_ns)
-		flush(st, tid);
+		flush(st, (__u32)bpf_get_current_pid_tgid());
 	if (!st->count)
 		st->first_ns = now;
 	st->count++;
@@ -70,30 +56,23 @@ int handle_page_fault_user(void *ctx)
 	return 0;
 }
 
-/* A raw tracepoint, like offcpu.bpf.c's, so it is never skipped. */
-SEC("raw_tp/sched_switch")
-int handle_fault_switch(struct bpf_raw_tracepoint_args *ctx)
+SEC("tp_btf/sched_switch")
+int BPF_PROG(handle_fault_switch, bool preempt, struct task_struct *prev)
 {
-	struct task_struct *prev = (struct task_struct *)ctx->args[1];
-	__u32 tid = BPF_CORE_READ(prev, pid);
-	struct gpuos_fault_state *st = bpf_map_lookup_elem(&fault_state, &tid);
+	struct gpuos_thread_state *t = traced_thread(prev);
 
-	if (st && st->count)
-		flush(st, tid);
+	if (t && t->fault.count)
+		flush(&t->fault, prev->pid);
 	return 0;
 }
 
 SEC("tracepoint/sched/sched_process_exit")
 int handle_fault_exit(void *ctx)
 {
-	__u32 tid = (__u32)bpf_get_current_pid_tgid();
-	struct gpuos_fault_state *st = bpf_map_lookup_elem(&fault_state, &tid);
+	struct gpuos_thread_state *t = traced_thread(bpf_get_current_task_btf());
 
-	if (!st)
-		return 0;
-	if (st->count)
-		flush(st, tid);
-	bpf_map_delete_elem(&fault_state, &tid);
+	if (t && t->fault.count)
+		flush(&t->fault, (__u32)bpf_get_current_pid_tgid());
 	return 0;
 }
 

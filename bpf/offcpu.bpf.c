@@ -1,38 +1,29 @@
 // SPDX-License-Identifier: GPL-2.0
 /* Off-CPU intervals of traced threads.  At switch-out the thread's state,
- * time and cause are kept in sched_state; a wakeup stamps the start of its
+ * time and cause are kept in its thread_state; a wakeup stamps the start of its
  * run-queue wait; at switch-in one off_cpu_event is sent.  The voluntary /
  * involuntary split follows the kernel's own nvcsw/nivcsw accounting in
  * __schedule(): voluntary means not preempted and prev_state != 0.
  *
- * These are raw tracepoints: a perf-event tracepoint program is skipped
- * whenever any other such program runs on the CPU (one global recursion
- * guard), so a wakeup from an interrupt that lands inside, say, the syscall
- * programs was lost.  Raw tracepoint programs are only guarded against
- * themselves.  Arguments are sched_switch's since Linux 5.18:
- * (bool preempt, struct task_struct *prev, struct task_struct *next,
- * unsigned int prev_state). */
+ * These are BTF raw tracepoints: a perf-event tracepoint program is
+ * skipped whenever any other such program runs on the CPU (one global
+ * recursion guard), so a wakeup from an interrupt that lands inside, say,
+ * the syscall programs was lost.  Raw tracepoint programs are only guarded
+ * against themselves, and the BTF flavour gives typed task pointers, which
+ * the task storage (thread_state) of the woken and the next task needs.
+ * Arguments are sched_switch's since Linux 5.18. */
 #include "common.bpf.h"
 #include "offcpu.h"
 
 #define GPUOS_TASK_STOPPED_OR_TRACED (0x4 | 0x8) /* __TASK_STOPPED, __TASK_TRACED */
 #define GPUOS_TASK_DEAD 0x80                      /* the last switch-out of an exiting task */
 
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, GPUOS_MAX_THREADS);
-	__type(key, __u32);
-	__type(value, struct gpuos_sched_state);
-} sched_state SEC(".maps");
-
-static __always_inline __u32 blocked_cause(__u32 tid, __s64 prev_state, __s32 *nr)
+static __always_inline __u32 blocked_cause(struct gpuos_thread_state *t, __s64 prev_state, __s32 *nr)
 {
-	struct gpuos_syscall_call *sc = bpf_map_lookup_elem(&syscall_in_flight, &tid);
-
 	*nr = -1;
-	if (sc && sc->start_ns) {
-		*nr = sc->nr;
-		if (sc->nr == nr_futex || sc->nr == nr_futex_waitv || sc->nr == nr_futex_wait)
+	if (t->syscall.start_ns) {
+		*nr = t->syscall.nr;
+		if (*nr == nr_futex || *nr == nr_futex_waitv || *nr == nr_futex_wait)
 			return GPUOS_OFFCPU_FUTEX;
 		return GPUOS_OFFCPU_SYSCALL;
 	}
@@ -44,45 +35,39 @@ static __always_inline __u32 blocked_cause(__u32 tid, __s64 prev_state, __s32 *n
 	return GPUOS_OFFCPU_PAGE_FAULT;
 }
 
-SEC("raw_tp/sched_switch")
-int handle_sched_switch(struct bpf_raw_tracepoint_args *ctx)
+SEC("tp_btf/sched_switch")
+int BPF_PROG(handle_sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
+	     unsigned int prev_state)
 {
 	__u64 now = bpf_ktime_get_ns();
-	bool preempt = (bool)ctx->args[0];
-	struct task_struct *prev = (struct task_struct *)ctx->args[1];
-	struct task_struct *next = (struct task_struct *)ctx->args[2];
-	__s64 prev_state = (__u32)ctx->args[3];
-	__u32 prev_tid = BPF_CORE_READ(prev, pid);
-	__u32 next_tid = BPF_CORE_READ(next, pid);
 
 	/* Switch-out: the current task is prev. */
-	if (prev_tid) {
-		__u32 tid;
-		__u32 pid = current_tracked_pid(&tid);
-		if (pid && !(prev_state & GPUOS_TASK_DEAD)) {
+	if (prev->pid && !(prev_state & GPUOS_TASK_DEAD)) {
+		struct gpuos_thread_state *t = current_thread();
+		if (t) {
 			int voluntary = !preempt && prev_state != 0;
-			struct gpuos_sched_state st = {
-				.switched_out_ns = now,
-				.prev_state = prev_state,
-				.pid = pid,
-			};
+			struct gpuos_sched_state *st = &t->sched;
+			st->switched_out_ns = now;
+			st->woken_ns = 0;
+			st->woken_by_tid = 0;
+			st->prev_state = prev_state;
+			st->pid = t->pid;
 			if (voluntary) {
-				st.cause = blocked_cause(prev_tid, prev_state, &st.syscall_nr);
+				st->cause = blocked_cause(t, prev_state, &st->syscall_nr);
 			} else {
-				st.cause = GPUOS_OFFCPU_PREEMPTED;
-				st.syscall_nr = -1;
+				st->cause = GPUOS_OFFCPU_PREEMPTED;
+				st->syscall_nr = -1;
 			}
-			if (bpf_map_update_elem(&sched_state, &prev_tid, &st, BPF_ANY))
-				count_map_full(GPUOS_MAP_SCHED_STATE);
 		}
 	}
 
-	/* Switch-in: any thread with a kept state is a traced one. */
-	struct gpuos_sched_state *st = bpf_map_lookup_elem(&sched_state, &next_tid);
-	if (!st)
+	/* Switch-in: a thread with a kept state is a traced one. */
+	struct gpuos_thread_state *t = traced_thread(next);
+	if (!t || !t->sched.switched_out_ns)
 		return 0;
+	struct gpuos_sched_state *st = &t->sched;
 	struct gpuos_off_cpu_event *e = reserve_event(sizeof(*e), GPUOS_EV_OFF_CPU, st->switched_out_ns,
-						st->pid, next_tid);
+						st->pid, next->pid);
 	if (e) {
 		int voluntary = st->cause != GPUOS_OFFCPU_PREEMPTED;
 		e->duration_ns = now - st->switched_out_ns;
@@ -99,30 +84,19 @@ int handle_sched_switch(struct bpf_raw_tracepoint_args *ctx)
 		e->woken_by_tid = st->woken_by_tid;
 		submit_event(e);
 	}
-	bpf_map_delete_elem(&sched_state, &next_tid);
+	st->switched_out_ns = 0;
 	return 0;
 }
 
-SEC("raw_tp/sched_wakeup")
-int handle_sched_wakeup(struct bpf_raw_tracepoint_args *ctx)
+SEC("tp_btf/sched_wakeup")
+int BPF_PROG(handle_sched_wakeup, struct task_struct *task)
 {
-	struct task_struct *task = (struct task_struct *)ctx->args[0];
-	__u32 tid = BPF_CORE_READ(task, pid);
-	struct gpuos_sched_state *st = bpf_map_lookup_elem(&sched_state, &tid);
+	struct gpuos_thread_state *t = traced_thread(task);
 
-	if (st && !st->woken_ns) {
-		st->woken_ns = bpf_ktime_get_ns();
-		st->woken_by_tid = (__u32)bpf_get_current_pid_tgid();
+	if (t && t->sched.switched_out_ns && !t->sched.woken_ns) {
+		t->sched.woken_ns = bpf_ktime_get_ns();
+		t->sched.woken_by_tid = (__u32)bpf_get_current_pid_tgid();
 	}
-	return 0;
-}
-
-SEC("tracepoint/sched/sched_process_exit")
-int handle_sched_exit(void *ctx)
-{
-	__u32 tid = (__u32)bpf_get_current_pid_tgid();
-
-	bpf_map_delete_elem(&sched_state, &tid);
 	return 0;
 }
 

@@ -135,7 +135,6 @@ int handle_exit(struct trace_event_raw_sched_process_template *ctx)
 		emit_proc(GPUOS_EV_PROCESS_EXIT, pid, tid, 0, 0, 0, exit_code, 0, 0);
 		bpf_map_delete_elem(&tracked_pids, &pid);
 	}
-	bpf_map_delete_elem(&syscall_in_flight, &tid);
 	return 0;
 }
 

@@ -32,8 +32,6 @@
 #include "cuda_uprobes.skel.h"
 #include "faults.skel.h"
 #include "bpf/futex.h"
-#include "futex.skel.h"
-#include "mm.skel.h"
 #include "proc.skel.h"
 #include "offcpu.skel.h"
 #include "bpf/syscalls.h"
@@ -82,14 +80,6 @@ absl::Status LoadError(const char* what, int err) {
                                              detail.empty() ? "" : "; libbpf: ", detail));
 }
 
-bool TracepointExists(const char* category, const char* name) {
-  for (const char* root : {"/sys/kernel/tracing", "/sys/kernel/debug/tracing"}) {
-    std::string path = absl::StrCat(root, "/events/", category, "/", name, "/id");
-    if (access(path.c_str(), F_OK) == 0) return true;
-  }
-  return false;
-}
-
 // Points an object's copy of a shared map at the one already created.
 absl::Status Reuse(struct bpf_map* map, int fd) {
   int err = bpf_map__reuse_fd(map, fd);
@@ -102,7 +92,8 @@ absl::Status ShareCommonMaps(Skel* skel, const proc_bpf* owner) {
   for (auto [mine, theirs] : {std::pair{skel->maps.tracked_pids, owner->maps.tracked_pids},
                               std::pair{skel->maps.events, owner->maps.events},
                               std::pair{skel->maps.drop_counts, owner->maps.drop_counts},
-                              std::pair{skel->maps.syscall_in_flight, owner->maps.syscall_in_flight}}) {
+                              std::pair{skel->maps.thread_state, owner->maps.thread_state},
+                              std::pair{skel->maps.track_generation, owner->maps.track_generation}}) {
     absl::Status status = Reuse(mine, bpf_map__fd(theirs));
     if (!status.ok()) return status;
   }
@@ -114,7 +105,8 @@ void SetEntries(struct bpf_map* map, uint32_t entries) { bpf_map__set_max_entrie
 const char* MapName(uint32_t id) {
   switch (id) {
     case GPUOS_MAP_TRACKED: return "tracked_pids";
-    case GPUOS_MAP_SYSCALL_IN_FLIGHT: return "syscall_in_flight";
+    // The slot of the tid-keyed hash that task storage replaced.
+    case GPUOS_MAP_SYSCALL_IN_FLIGHT: return "thread_state";
     case GPUOS_MAP_SYSCALL_STATS: return "syscall_stats";
     case GPUOS_MAP_SCHED_STATE: return "sched_state";
     case GPUOS_MAP_FAULT_STATE: return "fault_state";
@@ -322,8 +314,6 @@ struct BpfSession::Impl {
   proc_bpf* proc = nullptr;
   offcpu_bpf* sched = nullptr;
   faults_bpf* faults = nullptr;
-  mm_bpf* mm = nullptr;
-  futex_bpf* futex = nullptr;
   syscalls_bpf* syscalls = nullptr;
   // Loaded by the first AttachCudaUprobes(); its links are attached by
   // hand, per process, so the skeleton does not own them: uprobe_multi
@@ -334,6 +324,9 @@ struct BpfSession::Impl {
   std::vector<bpf_link*> cuda_links;
   std::set<pid_t> cuda_pids;
   ring_buffer* ring = nullptr;
+  // The value of the kernel's track_generation (bpf/common.bpf.h).
+  std::mutex track_mu;
+  uint64_t track_generation = 1;
 
   ~Impl() {
     // Freeing the ring buffer first: no callback may run into a dead handler.
@@ -342,8 +335,6 @@ struct BpfSession::Impl {
     for (bpf_link* link : cuda_links) bpf_link__destroy(link);
     if (cuda) cuda_uprobes_bpf__destroy(cuda);
     if (syscalls) syscalls_bpf__destroy(syscalls);
-    if (futex) futex_bpf__destroy(futex);
-    if (mm) mm_bpf__destroy(mm);
     if (faults) faults_bpf__destroy(faults);
     if (sched) offcpu_bpf__destroy(sched);
     if (proc) proc_bpf__destroy(proc);
@@ -384,23 +375,15 @@ absl::StatusOr<std::unique_ptr<BpfSession>> BpfSession::Start(const BpfSessionOp
   impl->proc = proc_bpf__open_opts(&open_opts);
   impl->sched = offcpu_bpf__open_opts(&open_opts);
   impl->faults = faults_bpf__open_opts(&open_opts);
-  impl->mm = mm_bpf__open_opts(&open_opts);
-  impl->futex = futex_bpf__open_opts(&open_opts);
   impl->syscalls = syscalls_bpf__open_opts(&open_opts);
-  if (!impl->proc || !impl->sched || !impl->faults || !impl->mm || !impl->futex ||
-      !impl->syscalls) {
+  if (!impl->proc || !impl->sched || !impl->faults || !impl->syscalls) {
     return LoadError("open the BPF objects", errno);
   }
 
   // Sizes and settings the verifier should see.
   SetEntries(impl->proc->maps.events, static_cast<uint32_t>(rb));
   SetEntries(impl->proc->maps.tracked_pids, options.max_processes);
-  SetEntries(impl->proc->maps.syscall_in_flight, options.max_threads);
-  SetEntries(impl->sched->maps.sched_state, options.max_threads);
-  SetEntries(impl->faults->maps.fault_state, options.max_threads);
-  SetEntries(impl->mm->maps.mm_in_flight, options.max_threads);
-  SetEntries(impl->futex->maps.futex_in_flight, options.max_threads);
-  SetEntries(impl->futex->maps.futex_wakes, options.max_threads);
+  SetEntries(impl->syscalls->maps.futex_wakes, options.max_threads);
   impl->faults->rodata->fault_window_ns = options.fault_window_ns;
   // Wake the agent when an eighth of the ring is used (it also drains on
   // its own timer), so a burst never fills the ring between two drains.
@@ -408,9 +391,9 @@ absl::StatusOr<std::unique_ptr<BpfSession>> BpfSession::Start(const BpfSessionOp
   impl->proc->rodata->wakeup_bytes = wakeup;
   impl->sched->rodata->wakeup_bytes = wakeup;
   impl->faults->rodata->wakeup_bytes = wakeup;
-  impl->mm->rodata->wakeup_bytes = wakeup;
-  impl->futex->rodata->wakeup_bytes = wakeup;
-  // Syscall numbers the off-CPU program names blocking causes by.
+  impl->syscalls->rodata->wakeup_bytes = wakeup;
+  // Syscall numbers the off-CPU program names blocking causes by, and the
+  // syscall programs pick mmap/munmap/futex calls out by.
   auto set_numbers = [](auto* rodata) {
     rodata->nr_futex = SyscallNumber("futex");
     rodata->nr_futex_waitv = SyscallNumber("futex_waitv");
@@ -418,35 +401,26 @@ absl::StatusOr<std::unique_ptr<BpfSession>> BpfSession::Start(const BpfSessionOp
     rodata->nr_futex_wake = SyscallNumber("futex_wake");
   };
   set_numbers(impl->sched->rodata);
-
-  // Programs for tracepoints this kernel lacks are left out, not fatal.
-  struct Optional {
-    struct bpf_program* prog;
-    const char* category;
-    const char* name;
-  };
-  for (const Optional& opt : {
-           Optional{impl->futex->progs.handle_enter_futex_waitv, "syscalls", "sys_enter_futex_waitv"},
-           Optional{impl->futex->progs.handle_exit_futex_waitv, "syscalls", "sys_exit_futex_waitv"},
-           Optional{impl->futex->progs.handle_enter_futex2_wait, "syscalls", "sys_enter_futex_wait"},
-           Optional{impl->futex->progs.handle_exit_futex2_wait, "syscalls", "sys_exit_futex_wait"},
-           Optional{impl->futex->progs.handle_enter_futex2_wake, "syscalls", "sys_enter_futex_wake"},
-           Optional{impl->futex->progs.handle_exit_futex2_wake, "syscalls", "sys_exit_futex_wake"},
-       }) {
-    if (!TracepointExists(opt.category, opt.name)) bpf_program__set_autoload(opt.prog, false);
-  }
+  set_numbers(impl->syscalls->rodata);
+  impl->syscalls->rodata->nr_mmap = SyscallNumber("mmap");
+  impl->syscalls->rodata->nr_munmap = SyscallNumber("munmap");
 
   int err = proc_bpf__load(impl->proc);
   if (err) return LoadError("load the BPF programs", err);
+  {
+    // Above the 0 of a thread state never stamped.
+    uint32_t zero = 0;
+    if (bpf_map_update_elem(bpf_map__fd(impl->proc->maps.track_generation), &zero,
+                            &impl->track_generation, BPF_ANY)) {
+      return LoadError("set up the BPF maps", errno);
+    }
+  }
   for (absl::Status status : {ShareCommonMaps(impl->sched, impl->proc),
                               ShareCommonMaps(impl->faults, impl->proc),
-                              ShareCommonMaps(impl->mm, impl->proc),
-                              ShareCommonMaps(impl->futex, impl->proc),
                               ShareCommonMaps(impl->syscalls, impl->proc)}) {
     if (!status.ok()) return status;
   }
   if ((err = offcpu_bpf__load(impl->sched)) || (err = faults_bpf__load(impl->faults)) ||
-      (err = mm_bpf__load(impl->mm)) || (err = futex_bpf__load(impl->futex)) ||
       (err = syscalls_bpf__load(impl->syscalls))) {
     return LoadError("load the BPF programs", err);
   }
@@ -458,8 +432,7 @@ absl::StatusOr<std::unique_ptr<BpfSession>> BpfSession::Start(const BpfSessionOp
   // Attach last, in dependency order: the programs that keep per-thread
   // state run before the ones that read it.
   if ((err = proc_bpf__attach(impl->proc)) || (err = syscalls_bpf__attach(impl->syscalls)) ||
-      (err = offcpu_bpf__attach(impl->sched)) || (err = faults_bpf__attach(impl->faults)) ||
-      (err = mm_bpf__attach(impl->mm)) || (err = futex_bpf__attach(impl->futex))) {
+      (err = offcpu_bpf__attach(impl->sched)) || (err = faults_bpf__attach(impl->faults))) {
     return LoadError("attach the BPF programs to their tracepoints", err);
   }
   return std::unique_ptr<BpfSession>(new BpfSession(std::move(impl)));
@@ -467,9 +440,20 @@ absl::StatusOr<std::unique_ptr<BpfSession>> BpfSession::Start(const BpfSessionOp
 
 absl::Status BpfSession::Track(uint32_t pid) {
   uint8_t one = 1;
+  std::lock_guard<std::mutex> lock(impl_->track_mu);
   if (bpf_map_update_elem(bpf_map__fd(impl_->proc->maps.tracked_pids), &pid, &one, BPF_ANY)) {
     return absl::InternalError(absl::StrFormat("cannot track pid %d: %s", pid, strerror(errno)));
   }
+  // After the insert: threads that cached "not traced" look again
+  // (bpf/common.bpf.h, current_thread).
+  uint64_t generation = impl_->track_generation + 1;
+  uint32_t zero = 0;
+  if (bpf_map_update_elem(bpf_map__fd(impl_->proc->maps.track_generation), &zero, &generation,
+                          BPF_ANY)) {
+    return absl::InternalError(
+        absl::StrFormat("cannot track pid %d: updating track_generation: %s", pid, strerror(errno)));
+  }
+  impl_->track_generation = generation;
   return absl::OkStatus();
 }
 
@@ -501,7 +485,7 @@ std::vector<KernelSyscallTotal> BpfSession::ReadSyscallTotals() const {
 
 std::vector<KernelFutexWakes> BpfSession::ReadFutexWakes() const {
   std::vector<KernelFutexWakes> out;
-  int fd = bpf_map__fd(impl_->futex->maps.futex_wakes);
+  int fd = bpf_map__fd(impl_->syscalls->maps.futex_wakes);
   uint32_t key = 0, next = 0;
   uint32_t* prev = nullptr;
   while (bpf_map_get_next_key(fd, prev, &next) == 0) {
@@ -538,8 +522,7 @@ KernelDrops BpfSession::ReadDrops() const {
 std::vector<std::pair<std::string, uint64_t>> BpfSession::ReadRecursionMisses() const {
   std::vector<std::pair<std::string, uint64_t>> out;
   std::vector<struct bpf_object*> objects = {impl_->proc->obj,  impl_->sched->obj,
-                                             impl_->faults->obj, impl_->mm->obj,
-                                             impl_->futex->obj, impl_->syscalls->obj};
+                                             impl_->faults->obj, impl_->syscalls->obj};
   if (impl_->cuda) objects.push_back(impl_->cuda->obj);
   for (struct bpf_object* obj : objects) {
     struct bpf_program* prog;
@@ -557,7 +540,7 @@ std::vector<std::pair<std::string, uint64_t>> BpfSession::ReadRecursionMisses() 
 }
 
 void BpfSession::ForgetThreads(const std::vector<uint32_t>& tids) {
-  int wakes_fd = bpf_map__fd(impl_->futex->maps.futex_wakes);
+  int wakes_fd = bpf_map__fd(impl_->syscalls->maps.futex_wakes);
   int stats_fd = bpf_map__fd(impl_->syscalls->maps.syscall_stats);
   for (uint32_t tid : tids) bpf_map_delete_elem(wakes_fd, &tid);
   // Syscall totals are keyed by (tid, nr): collect the keys first, since

@@ -1,0 +1,91 @@
+/* futex waits of traced threads (one record each: where a trainer thread
+ * sleeps on a lock or a DataLoader queue) and futex wakes (counted per
+ * thread in the kernel: wake-heavy loops must stay cheap).  Called from
+ * syscalls.bpf.c's sys_enter/sys_exit programs, so a futex call runs two
+ * programs, not four (docs/benchmarks.md, 2026-11-22). */
+#ifndef GPUOS_FUTEX_BPF_H
+#define GPUOS_FUTEX_BPF_H
+
+#include "common.bpf.h"
+#include "futex.h"
+
+#define FUTEX_WAIT 0
+#define FUTEX_WAKE 1
+#define FUTEX_REQUEUE 3
+#define FUTEX_CMP_REQUEUE 4
+#define FUTEX_WAKE_OP 5
+#define FUTEX_LOCK_PI 6
+#define FUTEX_UNLOCK_PI 7
+#define FUTEX_WAIT_BITSET 9
+#define FUTEX_WAKE_BITSET 10
+#define FUTEX_WAIT_REQUEUE_PI 11
+#define FUTEX_CMP_REQUEUE_PI 12
+#define FUTEX_LOCK_PI2 13
+#define FUTEX_CMD_MASK 0x7f /* without FUTEX_PRIVATE_FLAG and FUTEX_CLOCK_REALTIME */
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, GPUOS_MAX_THREADS);
+	__type(key, __u32);
+	__type(value, struct gpuos_futex_wake_stats);
+} futex_wakes SEC(".maps");
+
+static __always_inline int is_wait(__u32 op)
+{
+	return op == FUTEX_WAIT || op == FUTEX_WAIT_BITSET || op == FUTEX_LOCK_PI ||
+	       op == FUTEX_LOCK_PI2 || op == FUTEX_WAIT_REQUEUE_PI || op == GPUOS_FUTEX_WAITV ||
+	       op == GPUOS_FUTEX2_WAIT;
+}
+
+static __always_inline int is_wake(__u32 op)
+{
+	return op == FUTEX_WAKE || op == FUTEX_WAKE_BITSET || op == FUTEX_WAKE_OP ||
+	       op == FUTEX_REQUEUE || op == FUTEX_CMP_REQUEUE || op == FUTEX_UNLOCK_PI ||
+	       op == FUTEX_CMP_REQUEUE_PI || op == GPUOS_FUTEX2_WAKE;
+}
+
+static __always_inline void futex_enter(struct gpuos_thread_state *t, __u32 op, __u64 uaddr,
+					__u64 timeout, __u64 now)
+{
+	if (!is_wait(op) && !is_wake(op))
+		return;
+	t->futex.start_ns = now;
+	t->futex.uaddr = uaddr;
+	t->futex.op = op;
+	t->futex.has_timeout = timeout != 0;
+}
+
+static __always_inline void futex_leave(struct gpuos_thread_state *t, long ret, __u64 now, __u64 id)
+{
+	struct gpuos_futex_call *call = &t->futex;
+	__u32 tid = (__u32)id;
+
+	if (is_wait(call->op)) {
+		struct gpuos_futex_wait_event *e =
+			reserve_event(sizeof(*e), GPUOS_EV_FUTEX_WAIT, call->start_ns, id >> 32, tid);
+		if (e) {
+			e->duration_ns = now - call->start_ns;
+			e->uaddr = call->uaddr;
+			e->result = ret;
+			e->op = call->op;
+			e->has_timeout = call->has_timeout;
+			submit_event(e);
+		}
+	} else {
+		struct gpuos_futex_wake_stats *stats = bpf_map_lookup_elem(&futex_wakes, &tid);
+		if (!stats) {
+			struct gpuos_futex_wake_stats fresh = { .pid = id >> 32 };
+			if (bpf_map_update_elem(&futex_wakes, &tid, &fresh, BPF_NOEXIST))
+				count_map_full(GPUOS_MAP_FUTEX_WAKES);
+			stats = bpf_map_lookup_elem(&futex_wakes, &tid);
+		}
+		if (stats) {
+			stats->calls++;
+			if (ret > 0)
+				stats->woken += ret;
+		}
+	}
+	call->start_ns = 0;
+}
+
+#endif
