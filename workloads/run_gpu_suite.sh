@@ -527,7 +527,13 @@ for i in "${!RUN_NAMES[@]}"; do
         rlimit=$((BUDGET_S + 30 - $(elapsed)))
         ((rlimit > 60)) && rlimit=60
         ((rlimit < 5)) && rlimit=5
-        timeout "$rlimit" "$TRACE" report "$trace_file" --format json \
+        # The report leaves out the same warm-up steps as the workload's own
+        # throughput figure (its --warmup N), so both describe steady state.
+        warmup=1
+        for ((wi = 0; wi + 1 < ${#cmd[@]}; wi++)); do
+          [[ ${cmd[wi]} == --warmup ]] && warmup=${cmd[wi + 1]}
+        done
+        timeout "$rlimit" "$TRACE" report "$trace_file" --format json --warmup-steps "$warmup" \
           >"$OUT/logs/$name.report.json" 2>"$OUT/logs/$name.report.err"
         rrc=$?
         if [[ $rrc -eq 0 || $rrc -eq 3 ]]; then  # 3: damaged file, readable part reported

@@ -160,19 +160,34 @@ Diagnosis Diagnose(const StepAnalysis& a) {
   const double copy_only = Share(t.gpu.copy_only_ns, wall);
   const double same_stream = Share(t.gpu.htod_on_kernel_stream_ns, t.gpu.htod_ns);
   const double overlap = Share(t.gpu.copy_overlap_ns, t.gpu.memcpy_ns);
-  const bool copies_keep_busy_gpu = copy_only >= kSerializedCopyBusyGpuShare && copy_only > idle;
+  // Below kSerializedCopyShare the copies must cost every step (the median
+  // step's copy-only share), not a few: a handful of stalled steps must not
+  // hide a copy that serializes with compute in all of them, nor fake one.
+  std::vector<double> step_copy_only;
+  for (const StepRecord& s : a.steps) {
+    if (!s.warmup && s.duration_ns() > 0) step_copy_only.push_back(Share(s.gpu.copy_only_ns, s.duration_ns()));
+  }
+  double median_copy_only = 0;
+  if (!step_copy_only.empty()) {
+    std::nth_element(step_copy_only.begin(), step_copy_only.begin() + step_copy_only.size() / 2,
+                     step_copy_only.end());
+    median_copy_only = step_copy_only[step_copy_only.size() / 2];
+  }
+  const bool copies_every_step =
+      copy_only >= kSerializedCopyBusyGpuShare && median_copy_only >= kSerializedCopyBusyGpuShare;
   bool serialized_fired = false;
-  if ((copy_only >= kSerializedCopyShare || copies_keep_busy_gpu) &&
+  if ((copy_only >= kSerializedCopyShare || copies_every_step) &&
       (same_stream >= kSameStreamFraction || overlap < kCopyOverlapFraction)) {
     serialized_fired = true;
     Finding f;
     f.bottleneck = Bottleneck::kSerializedCopies;
     f.score = copy_only;
     f.evidence = absl::StrFormat(
-        "the GPU copied with no kernel running %s of step time (idle %s, kernels %s); only %s of copy time "
-        "overlapped a kernel; %s of host-to-device copy time was on streams that also ran the kernels; "
-        "overlapping the copies with compute can shorten the step by up to %s",
-        Pct(copy_only), Pct(idle), Pct(kernel_share), Pct(overlap), Pct(same_stream), Pct(copy_only));
+        "the GPU copied with no kernel running %s of step time (%s in the median step; GPU idle %s, kernels "
+        "%s); only %s of copy time overlapped a kernel; %s of host-to-device copy time was on streams that "
+        "also ran the kernels; overlapping the copies with compute can shorten the step by up to %s",
+        Pct(copy_only), Pct(median_copy_only), Pct(idle), Pct(kernel_share), Pct(overlap), Pct(same_stream),
+        Pct(copy_only));
     f.recommendation =
         "Overlap copies with compute: copy the next batch on a separate CUDA stream (a prefetcher) while the "
         "current one computes, from pinned memory with non_blocking=True, and make the compute stream wait on "

@@ -16,9 +16,9 @@
 //                       W, with at least one pageable copy.  score: that share.
 //   serialized_copies   the GPU copies with no kernel running >=
 //                       kSerializedCopyShare of W -- or >=
-//                       kSerializedCopyBusyGpuShare of W when that is more
-//                       than the GPU's idle time, i.e. the copies are what
-//                       keeps an otherwise busy GPU from computing -- and
+//                       kSerializedCopyBusyGpuShare both of W and of the
+//                       median measured step (the copies cost every step,
+//                       not a few stalled ones) -- and
 //                       host-to-device copies share streams with kernels
 //                       (>= kSameStreamFraction of their time) or hardly
 //                       overlap kernels (< kCopyOverlapFraction).  score:
