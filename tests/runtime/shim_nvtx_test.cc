@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "runtime_support.h"
 #include "stream/trace_reader.h"
 
 namespace gpuos {
@@ -225,7 +226,19 @@ TEST_F(ShimNvtxTest, TracedProgramSurvivesItsTracerBeingKilled) {
           static_cast<char*>(nullptr));
     _exit(127);
   }
-  usleep(300 * 1000);
+  // Killed once the command runs (its child has exec'd): before that, on a
+  // loaded machine still loading BPF programs, killing the tracer means the
+  // command never starts, which is not what this test is about.
+  ASSERT_TRUE(rt::WaitUntil(
+      [&] {
+        for (pid_t child : rt::ChildrenOf(tracer)) {
+          std::string comm = rt::CommOf(child);
+          if (comm == "sh" || comm == "nvtx_program") return true;
+        }
+        return false;
+      },
+      30));
+  usleep(100 * 1000);
   kill(tracer, SIGKILL);
   int status = 0;
   waitpid(tracer, &status, 0);
