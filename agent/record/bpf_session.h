@@ -2,7 +2,7 @@
 // them, and gives the recorder what they produce: ring-buffer records as
 // they come, and the totals kept in kernel maps.  Follows libbpf's
 // open -> configure -> load -> attach order; the maps every program shares
-// (tracked_pids, events, drop_counts, syscall_in_flight) are created by the
+// (tracked_pids, events, drop_counts, thread_state) are created by the
 // first object and reused by the others.  Destroying the session detaches
 // everything: nothing of ours stays in the kernel.
 #pragma once
