@@ -223,17 +223,8 @@ int RunAttach(const RecordOptions& options) {
     }
   }
 
-  int epoll_fd = epoll_create1(EPOLL_CLOEXEC);
-  epoll_event ev{};
-  ev.events = EPOLLIN;
-  ev.data.fd = recording.bpf().ring_buffer_fd();
-  epoll_ctl(epoll_fd, EPOLL_CTL_ADD, ev.data.fd, &ev);
-  ev.data.fd = *signal_fd;
-  epoll_ctl(epoll_fd, EPOLL_CTL_ADD, ev.data.fd, &ev);
-  if (shim_listener) {
-    ev.data.fd = shim_listener->poll_fd();
-    epoll_ctl(epoll_fd, EPOLL_CTL_ADD, ev.data.fd, &ev);
-  }
+  int epoll_fd = OpenEventPoll({recording.bpf().ring_buffer_fd(), *signal_fd,
+                                shim_listener ? shim_listener->poll_fd() : -1});
 
   const char* stopped_by = "the end of every traced process";
   uint64_t last_snapshot = MonotonicNowNs();
@@ -284,9 +275,6 @@ int RunAttach(const RecordOptions& options) {
   recording.StopBpf();  // every program, map and uprobe of ours leaves the kernel
 
   v1::TraceTrailer trailer;
-  *trailer.mutable_end_clock() = ReadClockPair();
-  trailer.set_dropped_events(recording.dropped());
-  trailer.set_events_written((*writer)->events_written());
   trailer.set_attach_end_ns(end_ns);
   if (cuda) {
     for (v1::CudaAttachStatus status : cuda->statuses()) {
@@ -295,13 +283,7 @@ int RunAttach(const RecordOptions& options) {
       *trailer.add_cuda_attach() = status;
     }
   }
-  absl::Status closed = (*writer)->WriteTrailer(trailer);
-  if (closed.ok()) closed = (*writer)->Close();
-  if (!recording.write_error().ok()) closed = recording.write_error();
-  if (!closed.ok()) {
-    fprintf(stderr, "gpuos-trace: writing %s failed: %s\n", options.output_path.c_str(),
-            std::string(closed.message()).c_str());
-  }
+  const absl::Status closed = recording.Finish(trailer);
   if (!options.quiet) {
     fprintf(stderr,
             "gpuos-trace: detached after %.3f s (%s); recorded %llu events from %zu processes, "

@@ -150,17 +150,8 @@ int RunRecord(const RecordOptions& options) {
   uint64_t start_ns = MonotonicNowNs();
   if (absl::Status s = (*command)->Release(); !s.ok()) PrintError(s);
 
-  int epoll_fd = epoll_create1(EPOLL_CLOEXEC);
-  epoll_event ev{};
-  ev.events = EPOLLIN;
-  ev.data.fd = recording.bpf().ring_buffer_fd();
-  epoll_ctl(epoll_fd, EPOLL_CTL_ADD, ev.data.fd, &ev);
-  ev.data.fd = *signal_fd;
-  epoll_ctl(epoll_fd, EPOLL_CTL_ADD, ev.data.fd, &ev);
-  if (shim_listener) {
-    ev.data.fd = shim_listener->poll_fd();
-    epoll_ctl(epoll_fd, EPOLL_CTL_ADD, ev.data.fd, &ev);
-  }
+  int epoll_fd = OpenEventPoll({recording.bpf().ring_buffer_fd(), *signal_fd,
+                                shim_listener ? shim_listener->poll_fd() : -1});
 
   bool tree_done = (*command)->ReapChildren();
   uint64_t last_snapshot = MonotonicNowNs();
@@ -192,21 +183,11 @@ int RunRecord(const RecordOptions& options) {
 
   int exit_code = (*command)->exit_code();
   v1::TraceTrailer trailer;
-  *trailer.mutable_end_clock() = ReadClockPair();
   if ((*command)->wait_status()) {
     trailer.set_root_exited(true);
     trailer.set_root_wait_status(*(*command)->wait_status());
   }
-  trailer.set_dropped_events(recording.dropped());
-  trailer.set_events_written((*writer)->events_written());
-  absl::Status closed = (*writer)->WriteTrailer(trailer);
-  if (closed.ok()) closed = (*writer)->Close();
-  if (!recording.write_error().ok()) closed = recording.write_error();
-
-  if (!closed.ok()) {
-    fprintf(stderr, "gpuos-trace: writing %s failed: %s\n", options.output_path.c_str(),
-            std::string(closed.message()).c_str());
-  }
+  recording.Finish(trailer).IgnoreError();  // printed; the command's status still counts
   if (!options.quiet) {
     fprintf(stderr,
             "gpuos-trace: %s exited with %d after %.3f s; recorded %llu events from %zu "

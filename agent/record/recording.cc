@@ -1,7 +1,10 @@
 // The event sink of a recording; see recording.h.
 #include "record/recording.h"
 
+#include <sys/epoll.h>
 #include <unistd.h>
+
+#include <cstdio>
 
 #include <climits>
 #include <string>
@@ -19,6 +22,32 @@ std::string Basename(const std::string& path) {
 }
 
 }  // namespace
+
+int OpenEventPoll(std::initializer_list<int> fds) {
+  int epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+  for (int fd : fds) {
+    if (fd < 0) continue;
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = fd;
+    epoll_ctl(epoll_fd, EPOLL_CTL_ADD, fd, &ev);
+  }
+  return epoll_fd;
+}
+
+absl::Status Recording::Finish(v1::TraceTrailer trailer) {
+  *trailer.mutable_end_clock() = ReadClockPair();
+  trailer.set_dropped_events(dropped());
+  trailer.set_events_written(writer_->events_written());
+  absl::Status closed = writer_->WriteTrailer(trailer);
+  if (closed.ok()) closed = writer_->Close();
+  if (!write_error_.ok()) closed = write_error_;
+  if (!closed.ok()) {
+    fprintf(stderr, "gpuos-trace: writing %s failed: %s\n", options_.output_path.c_str(),
+            std::string(closed.message()).c_str());
+  }
+  return closed;
+}
 
 absl::Status Recording::StartBpf() {
   BpfSessionOptions bpf_options;

@@ -9,6 +9,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <initializer_list>
 #include <climits>
 #include <map>
 #include <set>
@@ -26,6 +27,10 @@
 namespace gpuos {
 
 struct RecordOptions;
+
+// An epoll set watching `fds` for input (negative ones are skipped): the
+// ring buffer, the signalfd, the shim listener of a recording loop.
+int OpenEventPoll(std::initializer_list<int> fds);
 
 class Recording {
  public:
@@ -69,6 +74,12 @@ class Recording {
 
   // Writes an event made by the agent itself.
   void Write(const v1::Event& event);
+
+  // Ends the file: fills the trailer's end clock, drops and event count
+  // (the caller sets what is particular to its mode), writes it and closes.
+  // A failure, of this or of any earlier write, is printed as one line and
+  // returned.
+  absl::Status Finish(v1::TraceTrailer trailer);
 
   // The last word of each process's shim (CUPTI stepping aside, drops).
   const std::map<uint32_t, v1::ShimStats>& shim_status() const { return shim_status_; }
