@@ -22,6 +22,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "analysis/cuda_summary.h"
+#include "export/step_columns.h"
 #include "export/text_table.h"
 #include "export/trace_identity.h"
 
@@ -537,45 +538,26 @@ class HtmlReport {
   }
 
   void StepTable() {
-    struct Column {
-      const char* title;
-      std::function<double(const StepRecord&)> value;
-      bool is_ms;
-    };
-    const std::vector<Column> columns = {
-        {"ms", [](const StepRecord& s) { return static_cast<double>(s.duration_ns()); }, true},
-        {"data", [](const StepRecord& s) { return static_cast<double>(s.cpu.data_wait_ns); }, true},
-        {"sync", [](const StepRecord& s) { return static_cast<double>(s.cpu.sync_ns); }, true},
-        {"copy", [](const StepRecord& s) { return static_cast<double>(s.cpu.copy_api_ns); }, true},
-        {"launch", [](const StepRecord& s) { return static_cast<double>(s.cpu.launch_api_ns); }, true},
-        {"cuda other", [](const StepRecord& s) { return static_cast<double>(s.cpu.other_cuda_api_ns); }, true},
-        {"other", [](const StepRecord& s) { return static_cast<double>(s.cpu.other_ns); }, true},
-        {"off-CPU", [](const StepRecord& s) { return static_cast<double>(s.off_cpu.total()); }, true},
-        {"GPU kern", [](const StepRecord& s) { return static_cast<double>(s.gpu.kernel_busy_ns); }, true},
-        {"GPU copy", [](const StepRecord& s) { return static_cast<double>(s.gpu.copy_only_ns); }, true},
-        {"GPU idle", [](const StepRecord& s) { return static_cast<double>(s.gpu.idle_ns); }, true},
-        {"kernels", [](const StepRecord& s) { return static_cast<double>(s.gpu.kernels_started); }, false},
-        {"inv sw", [](const StepRecord& s) { return static_cast<double>(s.os.launching.involuntary); }, false},
-        {"munmap", [](const StepRecord& s) { return static_cast<double>(s.os.munmap.calls); }, false},
-    };
-    auto cell = [](const Column& c, double v, bool stat) {
-      return c.is_ms ? Ms(v) : absl::StrFormat(stat ? "%.1f" : "%.0f", v);
+    const std::vector<StepColumn>& columns = StepColumns();
+    // The page's own ms format (as many decimals as comparing needs).
+    auto cell = [](const StepColumn& c, double v, bool statistic) {
+      return c.is_ms ? Ms(v) : StepCell(c, v, statistic);
     };
     const size_t rows = std::min(a_.steps.size(), opt_.max_step_rows);
     out_ << "<details><summary>Step table (" << rows << " of " << a_.steps.size()
          << " steps; ms; * = warmup)</summary>\n<div class=\"scroll\"><table class=\"sortable\">";
     std::vector<std::string> titles = {"step"};
-    for (const Column& c : columns) titles.push_back(c.title);
+    for (const StepColumn& c : columns) titles.push_back(c.title);
     out_ << Thead(titles) << "<tbody>";
     for (size_t i = 0; i < rows; ++i) {
       const StepRecord& s = a_.steps[i];
       out_ << "<tr>" << Td(absl::StrCat(s.index, s.warmup ? "*" : ""));
-      for (const Column& c : columns) out_ << Td(cell(c, c.value(s), false));
+      for (const StepColumn& c : columns) out_ << Td(cell(c, c.value(s), /*statistic=*/false));
       out_ << "</tr>";
     }
     out_ << "</tbody><tfoot>";
     std::vector<DistributionStats> stats;
-    for (const Column& c : columns) {
+    for (const StepColumn& c : columns) {
       std::vector<double> values;
       for (const StepRecord& s : a_.steps) {
         if (Measured(s)) values.push_back(c.value(s));
@@ -586,7 +568,7 @@ class HtmlReport {
                                {"p50", &DistributionStats::p50},
                                {"p95", &DistributionStats::p95}}) {
       out_ << "<tr>" << Td(name);
-      for (size_t c = 0; c < columns.size(); ++c) out_ << Td(cell(columns[c], stats[c].*field, true));
+      for (size_t c = 0; c < columns.size(); ++c) out_ << Td(cell(columns[c], stats[c].*field, /*statistic=*/true));
       out_ << "</tr>";
     }
     out_ << "</tfoot></table></div>\n<p class=\"note\">data/sync/copy/launch/cuda other/other partition the step "

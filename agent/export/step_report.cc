@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_format.h"
 #include "analysis/cuda_summary.h"
+#include "export/step_columns.h"
 #include "export/text_table.h"
 
 namespace gpuos {
@@ -18,44 +19,15 @@ std::string Ms(double ns) { return absl::StrFormat("%.3f", ns / 1e6); }
 std::string Pct(double share) { return absl::StrFormat("%.1f", share * 100); }
 double Share(uint64_t part, uint64_t whole) { return whole ? static_cast<double>(part) / whole : 0.0; }
 
-// One column of the step table: a title and how to read it from a step.
-struct StepColumn {
-  const char* title;
-  std::function<double(const StepRecord&)> value;
-  bool is_ms;  // else a count
-};
-
-std::vector<StepColumn> StepColumns() {
-  return {
-      {"ms", [](const StepRecord& s) { return static_cast<double>(s.duration_ns()); }, true},
-      {"data", [](const StepRecord& s) { return static_cast<double>(s.cpu.data_wait_ns); }, true},
-      {"sync", [](const StepRecord& s) { return static_cast<double>(s.cpu.sync_ns); }, true},
-      {"copy", [](const StepRecord& s) { return static_cast<double>(s.cpu.copy_api_ns); }, true},
-      {"launch", [](const StepRecord& s) { return static_cast<double>(s.cpu.launch_api_ns); }, true},
-      {"cuda other", [](const StepRecord& s) { return static_cast<double>(s.cpu.other_cuda_api_ns); }, true},
-      {"other", [](const StepRecord& s) { return static_cast<double>(s.cpu.other_ns); }, true},
-      {"off-CPU", [](const StepRecord& s) { return static_cast<double>(s.off_cpu.total()); }, true},
-      {"GPU kern", [](const StepRecord& s) { return static_cast<double>(s.gpu.kernel_busy_ns); }, true},
-      {"GPU copy", [](const StepRecord& s) { return static_cast<double>(s.gpu.copy_only_ns); }, true},
-      {"GPU idle", [](const StepRecord& s) { return static_cast<double>(s.gpu.idle_ns); }, true},
-      {"kernels", [](const StepRecord& s) { return static_cast<double>(s.gpu.kernels_started); }, false},
-      {"inv sw", [](const StepRecord& s) { return static_cast<double>(s.os.launching.involuntary); }, false},
-      {"munmap", [](const StepRecord& s) { return static_cast<double>(s.os.munmap.calls); }, false},
-  };
-}
-
-std::string Cell(const StepColumn& c, double v) { return c.is_ms ? Ms(v) : absl::StrFormat("%.0f", v); }
-std::string StatCell(const StepColumn& c, double v) { return c.is_ms ? Ms(v) : absl::StrFormat("%.1f", v); }
-
 void StepTable(const StepAnalysis& a, std::ostream& out, size_t max_steps) {
-  const std::vector<StepColumn> columns = StepColumns();
+  const std::vector<StepColumn>& columns = StepColumns();
   std::vector<TextTable::Column> titles = {{"step"}};
   for (const StepColumn& c : columns) titles.push_back({c.title});
   TextTable table(titles);
   for (size_t i = 0; i < a.steps.size() && i < max_steps; ++i) {
     const StepRecord& s = a.steps[i];
     std::vector<std::string> cells = {absl::StrFormat("%d%s", s.index, s.warmup ? "*" : "")};
-    for (const StepColumn& c : columns) cells.push_back(Cell(c, c.value(s)));
+    for (const StepColumn& c : columns) cells.push_back(StepCell(c, c.value(s), /*statistic=*/false));
     table.AddRow(std::move(cells));
   }
   table.AddRule();
@@ -70,7 +42,7 @@ void StepTable(const StepAnalysis& a, std::ostream& out, size_t max_steps) {
                              {"p50", &DistributionStats::p50},
                              {"p95", &DistributionStats::p95}}) {
     std::vector<std::string> cells = {name};
-    for (size_t c = 0; c < columns.size(); ++c) cells.push_back(StatCell(columns[c], stats[c].*field));
+    for (size_t c = 0; c < columns.size(); ++c) cells.push_back(StepCell(columns[c], stats[c].*field, /*statistic=*/true));
     table.AddRow(std::move(cells));
   }
   out << "\nSteps (ms of the launching thread's wall time; * = warmup; mean/p50/p95 over measured steps)\n";
