@@ -546,6 +546,21 @@ TEST(CudaUprobesTest, ErrorsSayWhatIsWrong) {
   EXPECT_EQ(FindMappedLibrary(caller->pid(), "fake_cuda"), "");
 }
 
+// Probes the caller through `found` (the library as FindMappedLibrary gave
+// it), runs one round, and checks every call was recorded exactly.
+void ProbeOneRoundThrough(Caller* caller, const std::string& found) {
+  auto session = Session::Start();
+  ASSERT_TRUE(session);
+  ASSERT_TRUE(session->bpf->Track(caller->pid()).ok());
+  absl::StatusOr<int> attached = session->bpf->AttachCudaUprobes(caller->pid(), found);
+  ASSERT_TRUE(attached.ok()) << attached.status();
+  RunRound(caller, session.get(), 0);
+  ASSERT_EQ(caller->Wait(20), 0);
+  session->Drain();
+  std::vector<CallRecord> made = CallerCalls(caller->lines(), RecordedNames(Symbols(caller->lines())));
+  ExpectRecordedExactly(made, session->Recorded(caller->pid()));
+}
+
 // A container's view: the process sees, at the path in its maps, a file
 // that this namespace does not have there (here a different ELF file holds
 // that path), so only /proc/PID/root reaches the library it runs.
@@ -565,16 +580,7 @@ TEST(CudaUprobesTest, FindsTheLibraryInsideAnotherMountNamespace) {
 
   std::string found = FindMappedLibrary(caller->pid(), "libcuda.so");
   EXPECT_EQ(found, absl::StrCat("/proc/", caller->pid(), "/root", lib));
-  auto session = Session::Start();
-  ASSERT_TRUE(session);
-  ASSERT_TRUE(session->bpf->Track(caller->pid()).ok());
-  absl::StatusOr<int> attached = session->bpf->AttachCudaUprobes(caller->pid(), found);
-  ASSERT_TRUE(attached.ok()) << attached.status();
-  RunRound(caller.get(), session.get(), 0);
-  ASSERT_EQ(caller->Wait(20), 0);
-  session->Drain();
-  std::vector<CallRecord> made = CallerCalls(caller->lines(), RecordedNames(Symbols(caller->lines())));
-  ExpectRecordedExactly(made, session->Recorded(caller->pid()));
+  ProbeOneRoundThrough(caller.get(), found);
 }
 
 // A driver upgraded under a running job: the file the process mapped is
@@ -591,16 +597,7 @@ TEST(CudaUprobesTest, FollowsALibraryDeletedSinceItWasLoaded) {
   std::string found = FindMappedLibrary(caller->pid(), "libcuda.so");
   EXPECT_TRUE(absl::StartsWith(found, absl::StrCat("/proc/", caller->pid(), "/map_files/")))
       << found;
-  auto session = Session::Start();
-  ASSERT_TRUE(session);
-  ASSERT_TRUE(session->bpf->Track(caller->pid()).ok());
-  absl::StatusOr<int> attached = session->bpf->AttachCudaUprobes(caller->pid(), found);
-  ASSERT_TRUE(attached.ok()) << attached.status();
-  RunRound(caller.get(), session.get(), 0);
-  ASSERT_EQ(caller->Wait(20), 0);
-  session->Drain();
-  std::vector<CallRecord> made = CallerCalls(caller->lines(), RecordedNames(Symbols(caller->lines())));
-  ExpectRecordedExactly(made, session->Recorded(caller->pid()));
+  ProbeOneRoundThrough(caller.get(), found);
 }
 
 // Not a timed test: prints what a probed call costs the traced thread
