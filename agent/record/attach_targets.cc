@@ -16,6 +16,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "record/mapped_library.h"
 
 namespace gpuos {
 namespace {
@@ -146,19 +147,6 @@ absl::StatusOr<ExistingProcess> ReadExistingProcess(pid_t pid) {
   return process;
 }
 
-std::string MappedLibrary(pid_t pid, absl::string_view name_prefix) {
-  std::ifstream maps(absl::StrFormat("/proc/%d/maps", pid));
-  std::string line;
-  while (std::getline(maps, line)) {
-    size_t path_start = line.find('/');
-    if (path_start == std::string::npos) continue;
-    std::string path = line.substr(path_start);
-    size_t slash = path.rfind('/');
-    if (absl::StartsWith(absl::string_view(path).substr(slash + 1), name_prefix)) return path;
-  }
-  return "";
-}
-
 std::vector<pid_t> FindGpuProcesses() {
   std::vector<pid_t> out;
   const pid_t self = getpid();
@@ -180,7 +168,7 @@ std::vector<pid_t> FindGpuProcesses() {
         break;
       }
     }
-    if (!gpu) gpu = !MappedLibrary(pid, "libcuda.so").empty();
+    if (!gpu) gpu = !FindMappedLibrary(pid, "libcuda.so").empty();
     if (gpu) out.push_back(pid);
   }
   std::sort(out.begin(), out.end());

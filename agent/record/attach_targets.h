@@ -41,10 +41,6 @@ std::set<pid_t> DescendantsOf(const std::set<pid_t>& roots);
 // The process's parent, owner, name and threads; NotFound when it is gone.
 absl::StatusOr<ExistingProcess> ReadExistingProcess(pid_t pid);
 
-// The path of the first mapping of `pid` whose file name starts with
-// `name_prefix` ("libcuda.so"), or "" when none.
-std::string MappedLibrary(pid_t pid, absl::string_view name_prefix);
-
 // Processes that hold a GPU context now: an open /dev/nvidiaN (or
 // /dev/nvidia-uvm) file, or the CUDA driver library mapped.  Sorted.
 std::vector<pid_t> FindGpuProcesses();

@@ -111,13 +111,5 @@ class BpfSession {
 // Names for event kinds and kernel maps, as used in drop reports.
 const char* EventKindName(uint32_t kind);
 
-// The shared library process `pid` has mapped whose file name starts with
-// soname_prefix ("libcuda.so" finds libcuda.so.1 and libcuda.so.580.65.06),
-// as a path this process can open that names the very file mapped: the
-// plain path when it resolves to the same file here, else through
-// /proc/PID/root (a container's own filesystem), else /proc/PID/map_files
-// (a library replaced on disk since it was loaded).  Empty when none is
-// mapped or the process is gone.
-std::string FindMappedLibrary(pid_t pid, absl::string_view soname_prefix);
 
 }  // namespace gpuos

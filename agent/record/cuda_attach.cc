@@ -11,7 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "attach/library_injector.h"
-#include "record/attach_targets.h"
+#include "record/mapped_library.h"
 
 namespace gpuos {
 namespace {
@@ -58,7 +58,7 @@ void CudaAttacher::AttachProcess(pid_t pid, const std::function<void()>& pump) {
   v1::CudaAttachStatus status;
   status.set_pid(static_cast<uint32_t>(pid));
   const std::string libcuda = FindMappedLibrary(pid, "libcuda.so");
-  const bool shim_mapped = !MappedLibrary(pid, "libgpuos_shim.so").empty();
+  const bool shim_mapped = !FindMappedLibrary(pid, "libgpuos_shim.so").empty();
   if (libcuda.empty() && !shim_mapped) return;  // no CUDA, nothing to switch on
 
   // 1. A prepared (or earlier injected) shim is listening already.

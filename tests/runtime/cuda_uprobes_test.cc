@@ -34,6 +34,7 @@
 #include "bpf/cuda_uprobes.h"
 #include "gtest/gtest.h"
 #include "record/bpf_session.h"
+#include "record/mapped_library.h"
 #include "record/event_decoder.h"
 #include "runtime_support.h"
 
