@@ -1,9 +1,15 @@
 #!/usr/bin/env bash
 # Where gpuos-trace's CUDA-side overhead comes from, on the GPU machine: the
 # raw launch loop and the small training loop, untraced and under
-# gpuos-trace with the eBPF side only (--no-cuda) and with growing sets of
-# CUPTI activity kinds (GPUOS_CUPTI_KINDS), in alternating rounds; medians.
+# gpuos-trace in variants that differ only in the environment the shim sees
+# (which CUPTI activity kinds, which clock, which thread ids), in
+# alternating rounds; medians.  Prints figures, not a test.
 #   bench/gpu_overhead_breakdown.sh [BIN_DIR] [ROUNDS]
+# BREAKDOWN_VARIANTS: one variant per line, "name" then the environment
+# (VAR=value ...) and gpuos-trace options (--...); "untraced" is special,
+# and "cupti-alone:KINDS" runs bench/cupti_floor.cu (a minimal CUPTI client
+# inside the launch loop, no gpuos-trace) with those kinds, for raw_launch
+# only: the floor under any CUPTI-based tracer.
 set -u
 BIN_DIR=${1:-build-gpu}
 ROUNDS=${2:-3}
@@ -13,16 +19,39 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 RESULTS="$OUT/breakdown_runs.jsonl"
 : >"$RESULTS"
 [ -x "$OUT/cuda_launch_rate" ] || nvcc -O2 -arch=native -o "$OUT/cuda_launch_rate" "$HERE/cuda_launch_rate.cu"
+CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+[ -x "$OUT/cupti_floor" ] || nvcc -O2 -arch=native -o "$OUT/cupti_floor" "$HERE/cupti_floor.cu" \
+  -I"$CUDA_HOME/extras/CUPTI/include" -L"$CUDA_HOME/extras/CUPTI/lib64" -L"$CUDA_HOME/lib64" -lcupti -Xlinker -rpath -Xlinker "$CUDA_HOME/lib64"
 
-VARIANTS=(untraced ebpf-only kernel kernel,runtime kernel,runtime,memcpy,memset,sync kernel,runtime,driver,memcpy,memset,sync)
+DEFAULT_VARIANTS="untraced
+ebpf-only --no-cuda
+kernel GPUOS_CUPTI_KINDS=kernel
+kernel,runtime GPUOS_CUPTI_KINDS=kernel,runtime
+kernel,runtime,memcpy,memset,sync GPUOS_CUPTI_KINDS=kernel,runtime,memcpy,memset,sync
+all-kinds"
+mapfile -t VARIANTS <<<"${BREAKDOWN_VARIANTS:-$DEFAULT_VARIANTS}"
+WORKLOADS=${BREAKDOWN_WORKLOADS:-raw_launch py_train}
+
 for round in $(seq "$ROUNDS"); do
-  for variant in "${VARIANTS[@]}"; do
-    for workload in raw_launch py_train; do
-      if [ $workload = raw_launch ]; then cmd=("$OUT/cuda_launch_rate"); else cmd=(python3 "$HERE/gpu_overhead.py" --mode train); fi
+  for spec in "${VARIANTS[@]}"; do
+    read -r variant rest <<<"$spec"
+    [ -n "$variant" ] || continue
+    envs=(); opts=()
+    for word in $rest; do
+      if [[ $word == --* ]]; then opts+=("$word"); else envs+=("$word"); fi
+    done
+    for workload in $WORKLOADS; do
+      case $workload in
+        raw_launch) cmd=("$OUT/cuda_launch_rate") ;;
+        py_launch) cmd=(python3 "$HERE/gpu_overhead.py" --mode launch) ;;
+        py_train) cmd=(python3 "$HERE/gpu_overhead.py" --mode train) ;;
+      esac
       case $variant in
         untraced) line=$("${cmd[@]}" 2>/dev/null | tail -1) ;;
-        ebpf-only) line=$("$TRACE" -q --no-cuda -o "$OUT/b.gpuos" -- "${cmd[@]}" 2>/dev/null | tail -1) ;;
-        *) line=$(GPUOS_CUPTI_KINDS=$variant "$TRACE" -q -o "$OUT/b.gpuos" -- "${cmd[@]}" 2>/dev/null | tail -1) ;;
+        cupti-alone:*)
+          [ $workload = raw_launch ] || continue
+          line=$("$OUT/cupti_floor" 200000 "${variant#cupti-alone:}" 2>/dev/null | tail -1) ;;
+        *) line=$(env "${envs[@]}" "$TRACE" -q "${opts[@]}" -o "$OUT/b.gpuos" -- "${cmd[@]}" 2>/dev/null | tail -1) ;;
       esac
       echo "{\"variant\": \"$variant\", \"workload\": \"$workload\", \"result\": ${line:-null}}" >>"$RESULTS"
     done
@@ -36,11 +65,11 @@ for r in runs:
     if r["result"]:
         rates.setdefault((r["workload"], r["variant"]), []).append(r["result"]["rate"])
 print()
-print(f"{'workload':<11} {'variant':<44} {'median rate':>12} {'overhead':>9}")
-for workload in ("raw_launch", "py_train"):
+print(f"{'workload':<11} {'variant':<36} {'median rate':>12} {'overhead':>9}  n")
+for workload in dict.fromkeys(w for w, _ in rates):
     base = statistics.median(rates[(workload, "untraced")])
     for (w, v), values in rates.items():
         if w == workload:
             m = statistics.median(values)
-            print(f"{workload:<11} {v:<44} {m:>12.0f} {(1 - m / base) * 100:>8.1f}%")
+            print(f"{workload:<11} {v:<36} {m:>12.0f} {(1 - m / base) * 100:>8.1f}%  {len(values)}")
 PY

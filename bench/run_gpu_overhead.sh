@@ -2,7 +2,10 @@
 # gpuos-trace's CUDA-side overhead on the GPU machine (issue 3, point 7),
 # measured side by side in one run: for each workload, rounds of
 # [untraced, under gpuos-trace, under torch.profiler] in alternating order,
-# then the medians and the overheads relative to untraced.
+# then the medians and the overheads relative to untraced.  The raw launch
+# loop also runs as bench/cupti_floor.cu with kernel and runtime-API records
+# ("CUPTI alone": a minimal CUPTI client inside the loop, no gpuos-trace),
+# the floor under any tracer that records each kernel through CUPTI.
 #   bench/run_gpu_overhead.sh [BIN_DIR] [ROUNDS]
 # BIN_DIR holds gpuos-trace and libgpuos_shim.so (default build-gpu).
 set -u
@@ -16,6 +19,10 @@ RESULTS="$OUT/overhead_runs.jsonl"
 
 nvcc -O2 -arch=native -o "$OUT/cuda_launch_rate" "$HERE/cuda_launch_rate.cu" >"$OUT/nvcc_bench.log" 2>&1 ||
   echo "run_gpu_overhead: nvcc failed (see $OUT/nvcc_bench.log)"
+CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+nvcc -O2 -arch=native -o "$OUT/cupti_floor" "$HERE/cupti_floor.cu" -I"$CUDA_HOME/extras/CUPTI/include" \
+  -L"$CUDA_HOME/extras/CUPTI/lib64" -L"$CUDA_HOME/lib64" -lcupti -Xlinker -rpath -Xlinker "$CUDA_HOME/lib64" \
+  >>"$OUT/nvcc_bench.log" 2>&1 || echo "run_gpu_overhead: nvcc failed for cupti_floor (see $OUT/nvcc_bench.log)"
 
 run() {  # run VARIANT WORKLOAD CMD...
   local variant=$1 workload=$2; shift 2
@@ -30,12 +37,17 @@ run() {  # run VARIANT WORKLOAD CMD...
 
 for round in $(seq "$ROUNDS"); do
   # Rotate the order each round so drift does not favour one variant.
-  case $((round % 3)) in
-    0) order="untraced gpuos profiler" ;;
-    1) order="gpuos profiler untraced" ;;
-    2) order="profiler untraced gpuos" ;;
+  case $((round % 4)) in
+    0) order="untraced gpuos profiler cupti" ;;
+    1) order="gpuos profiler cupti untraced" ;;
+    2) order="profiler cupti untraced gpuos" ;;
+    3) order="cupti untraced gpuos profiler" ;;
   esac
   for variant in $order; do
+    if [ "$variant" = cupti ]; then
+      [ -x "$OUT/cupti_floor" ] && run cupti raw_launch "$OUT/cupti_floor" 200000 kernel,runtime
+      continue
+    fi
     flag=""
     [ "$variant" = profiler ] && flag="--profiler"
     run "$variant" py_launch python3 "$HERE/gpu_overhead.py" --mode launch $flag
@@ -55,7 +67,7 @@ for r in runs:
         rates.setdefault((r["workload"], r["variant"]), []).append(r["result"]["rate"])
 targets = {"py_launch": 15.0, "raw_launch": 15.0, "py_train": 5.0}
 print()
-print(f"{'workload':<11} {'untraced':>12} {'gpuos-trace':>12} {'overhead':>9} {'torch.prof':>12} {'overhead':>9} {'target':>7}  verdict")
+print(f"{'workload':<11} {'untraced':>12} {'gpuos-trace':>12} {'overhead':>9} {'torch.prof':>12} {'overhead':>9} {'CUPTI alone':>12} {'overhead':>9} {'target':>7}  verdict")
 for workload in ("py_launch", "raw_launch", "py_train"):
     base = rates.get((workload, "untraced"))
     if not base:
@@ -63,10 +75,12 @@ for workload in ("py_launch", "raw_launch", "py_train"):
     b = statistics.median(base)
     g = statistics.median(rates.get((workload, "gpuos"), [float("nan")]))
     p = statistics.median(rates.get((workload, "profiler"), [float("nan")]))
+    c = statistics.median(rates.get((workload, "cupti"), [float("nan")]))
     go = (1 - g / b) * 100
     po = (1 - p / b) * 100
+    co = (1 - c / b) * 100
     t = targets[workload]
     verdict = "meets" if go <= t and (p != p or go < po) else "MISSES"
-    print(f"{workload:<11} {b:>12.0f} {g:>12.0f} {go:>8.1f}% {p:>12.0f} {po:>8.1f}% {t:>6.0f}%  {verdict}"
+    print(f"{workload:<11} {b:>12.0f} {g:>12.0f} {go:>8.1f}% {p:>12.0f} {po:>8.1f}% {c:>12.0f} {co:>8.1f}% {t:>6.0f}%  {verdict}"
           f"  (n={len(base)} rounds, medians)")
 PY

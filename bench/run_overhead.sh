@@ -39,7 +39,14 @@ for f in "$TRACER" "$WORKLOAD"; do
   [[ -x $f ]] || { echo "run_overhead: $f missing: cmake --build $BUILD_DIR --target bench" >&2; exit 1; }
 done
 [[ $(id -u) -eq 0 ]] || { echo "run_overhead: gpuos-trace needs root: run with sudo" >&2; exit 1; }
-command -v jq >/dev/null || { echo "run_overhead: needs jq (apt-get install jq)" >&2; exit 1; }
+# jq reads reports and bpftool's listing (diag, ring, memory); the overhead
+# part runs without either (on the GPU machine, which has neither), only
+# it then cannot check for someone else's tracer.
+if [[ $ONLY != overhead ]]; then
+  command -v jq >/dev/null || { echo "run_overhead: needs jq (apt-get install jq)" >&2; exit 1; }
+fi
+CAN_SEE_TRACERS=1
+command -v jq >/dev/null && command -v bpftool >/dev/null || CAN_SEE_TRACERS=0
 
 # The OS side alone: no CUDA shim preloaded into the workload, where the
 # tracer has one.
@@ -65,6 +72,7 @@ spread() { sort -g | awk 'NR==1{lo=$1} {hi=$1} END {printf "%s %s\n", lo, hi}'; 
 # untraced runs); a just-exited tracer's programs may take a moment to go.
 other_tracers() {
   local n
+  ((CAN_SEE_TRACERS)) || { echo 0; return; }
   for _ in 1 2 3 4 5; do
     n=$(bpftool -j prog show 2>/dev/null | jq '[.[] | select(.name=="handle_sys_enter")] | length' 2>/dev/null || echo 0)
     [[ $n == 0 ]] && break
@@ -107,6 +115,7 @@ echo "# host: $(nproc) CPUs ($(awk -F': ' '/^model name/ {print $2; exit}' /proc
   "$(systemd-detect-virt 2>/dev/null || echo "virt unknown")), kernel $(uname -r)," \
   "clocksource $(cat /sys/devices/system/clocksource/clocksource0/current_clocksource)"
 echo "# load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+((CAN_SEE_TRACERS)) || echo "# no jq or bpftool here: rounds are not checked for other tracers"
 echo "# tracer: $TRACER ${TRACE_OPTS[*]} ($("$TRACER" --version 2>&1)," \
   "source $(git -C "$(dirname "$0")" rev-parse --short HEAD 2>/dev/null || echo "not a git checkout")" \
   "$([[ -n $(git -C "$(dirname "$0")" status --porcelain 2>/dev/null) ]] && echo "+ uncommitted changes"))"

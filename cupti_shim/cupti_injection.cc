@@ -32,6 +32,7 @@
 #include "attach_control.h"
 #include "cupti_loader.h"
 #include "cupti_record_encoder.h"
+#include "cupti_timestamps.h"
 #include "event_channel.h"
 #include "import_redirect.h"
 
@@ -128,6 +129,9 @@ struct State {
   uint64_t parsed_buffers = 0;
   bool flush_events_requested = false;
 
+  // CUPTI's clock and its mapping onto CLOCK_MONOTONIC.
+  CuptiTimestamps timestamps;
+
   // Per API domain, indexed by cbid; written once during initialisation.
   std::vector<std::string> runtime_names, driver_names;
   std::vector<bool> runtime_traced, driver_traced;
@@ -192,8 +196,6 @@ void Disable(const std::string& why) {
 }
 
 // ---- CUPTI callbacks: short, and never call CUPTI --------------------------
-
-uint64_t CUPTIAPI MonotonicTimestamp() { return MonotonicNs(); }
 
 void CUPTIAPI BufferRequested(uint8_t** buffer, size_t* size, size_t* max_records) {
   *buffer = nullptr;
@@ -375,6 +377,14 @@ void ParserLoop() {
       }
       batch.swap(s.completed);
       flush_events = std::exchange(s.flush_events_requested, false);
+    }
+    ClockConverter clock;
+    if (!batch.empty()) {
+      // A reading newer than every record in the batch, so that none of
+      // them is extrapolated.
+      s.timestamps.TakeReading();
+      clock = s.timestamps.Snapshot();
+      context.clock = &clock;
     }
     for (const CompletedBuffer& buffer : batch) {
       ParseBuffer(buffer, context, &encoded);
@@ -830,13 +840,13 @@ bool BeginCollection(bool cuda_running) {
             ": CUDA activity not recorded");
     return false;
   }
-  // Before any kind is enabled, so every record is on CLOCK_MONOTONIC.
-  // (Again on every start: cuptiFinalize at a detach forgets them.)
-  result = api.ActivityRegisterTimestampCallback(MonotonicTimestamp);
-  if (result != CUPTI_SUCCESS) {
+  // Before any kind is enabled, so every record is on a clock we can map
+  // onto CLOCK_MONOTONIC.  (Again on every start: cuptiFinalize at a
+  // detach forgets the callback.)
+  std::string clock_error;
+  if (!s.timestamps.Setup(api, &clock_error)) {
     api.Unsubscribe(s.subscriber);
-    Disable(source +
-            ": cuptiActivityRegisterTimestampCallback failed: " + CuptiResultName(&api, result) +
+    Disable(source + ": " + clock_error +
             ": CUDA activity not recorded (its clock would not match)");
     return false;
   }
@@ -924,7 +934,7 @@ bool BeginCollection(bool cuda_running) {
   {
     std::lock_guard<std::mutex> lock(s.problem_mu);
     s.base_status =
-        source + ", " + api_records +
+        source + ", " + api_records + ", " + s.timestamps.Describe() +
         (serialised_kernels ? ", kernels serialised (no concurrent-kernel tracing)" : "");
     status = s.base_status + s.problem_text;
   }

@@ -37,6 +37,7 @@ GPUOS_CUPTI_SAME_TYPE(ActivityEnableDriverApi, cuptiActivityEnableDriverApi);
 GPUOS_CUPTI_SAME_TYPE(ActivityEnableAllSyncRecords, cuptiActivityEnableAllSyncRecords);
 GPUOS_CUPTI_SAME_TYPE(EnableDomain, cuptiEnableDomain);
 GPUOS_CUPTI_SAME_TYPE(Finalize, cuptiFinalize);
+GPUOS_CUPTI_SAME_TYPE(GetTimestamp, cuptiGetTimestamp);
 #undef GPUOS_CUPTI_SAME_TYPE
 
 constexpr const char* kAlreadyLoadedNames[] = {"libcupti.so.13", "libcupti.so.12", "libcupti.so"};
@@ -143,6 +144,7 @@ CuptiLoadResult Load() {
   Resolve(handle, "cuptiActivityEnableAllSyncRecords", &api->ActivityEnableAllSyncRecords);
   Resolve(handle, "cuptiEnableDomain", &api->EnableDomain);
   Resolve(handle, "cuptiFinalize", &api->Finalize);
+  Resolve(handle, "cuptiGetTimestamp", &api->GetTimestamp);
   dlerror();
 
   std::string missing;

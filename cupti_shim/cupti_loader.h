@@ -51,6 +51,9 @@ struct CuptiApi {
   CUptiResult (*EnableDomain)(uint32_t enable, CUpti_SubscriberHandle subscriber,
                               CUpti_CallbackDomain domain);
   CUptiResult (*Finalize)();
+  // CUPTI's own clock, for mapping records stamped with it onto
+  // CLOCK_MONOTONIC (cupti_timestamps.h).
+  CUptiResult (*GetTimestamp)(uint64_t* timestamp);
 
   uint32_t version = 0;      // cuptiGetVersion(): 19..28 for CUDA 12.x, 130000+ for 13.x
   std::string library_path;  // the file the functions came from

@@ -110,6 +110,17 @@ uint32_t ValidOrZero(uint32_t value) {
 
 bool HasTimestamps(uint64_t start, uint64_t end) { return start != 0 && end != 0; }
 
+// A record's time on CLOCK_MONOTONIC.
+struct Span {
+  uint64_t start;
+  uint64_t duration;
+};
+Span MonotonicSpan(uint64_t start, uint64_t end, const RecordEncodeContext& context) {
+  if (context.clock == nullptr) return {start, Duration(start, end)};
+  const uint64_t mapped_start = context.clock->ToMonotonic(start);
+  return {mapped_start, Duration(mapped_start, context.clock->ToMonotonic(end))};
+}
+
 bool Contains(std::string_view haystack, std::string_view needle) {
   return haystack.find(needle) != std::string_view::npos;
 }
@@ -132,11 +143,16 @@ std::string DemangleKernelName(const char* mangled) {
   return result;
 }
 
-std::string EncodeKernel(const CUpti_ActivityKernel10& kernel, uint32_t pid,
+namespace {
+
+// One function per record kind (CUDA 13 record versions; older CUPTIs'
+// records share the prefix these read, see above).  The kernel one serves
+// both CUPTI_ACTIVITY_KIND_KERNEL and _CONCURRENT_KERNEL.
+std::string EncodeKernel(const CUpti_ActivityKernel10& kernel, Span span, uint32_t pid,
                          const std::string& demangled_name) {
   namespace f = field;
   ProtoWriter payload;
-  payload.Uint(f::kKernelDuration, Duration(kernel.start, kernel.end));
+  payload.Uint(f::kKernelDuration, span.duration);
   payload.Bytes(f::kKernelName, demangled_name);
   payload.Uint(f::kKernelDevice, kernel.deviceId);
   payload.Uint(f::kKernelContext, kernel.contextId);
@@ -156,18 +172,17 @@ std::string EncodeKernel(const CUpti_ActivityKernel10& kernel, uint32_t pid,
   payload.Uint(f::kKernelRegisters, kernel.registersPerThread);
   payload.Uint(f::kKernelGraphId, kernel.graphId);
   payload.Uint(f::kKernelGraphNodeId, kernel.graphNodeId);
-  return EncodeEvent(kernel.start, pid, 0, f::kEventGpuKernel, payload);
+  return EncodeEvent(span.start, pid, 0, f::kEventGpuKernel, payload);
 }
 
-namespace {
 
 // The fields a copy record of every kind carries (memcpy and peer-to-peer).
 // CUpti_ActivityMemcpyKind / _MemoryKind number their values as the schema's
 // MemcpyDirection / MemoryKind do (checked in the unit test).
 template <typename CopyRecord>
-void AppendCopyFields(const CopyRecord& copy, ProtoWriter& payload) {
+void AppendCopyFields(const CopyRecord& copy, Span span, ProtoWriter& payload) {
   namespace f = field;
-  payload.Uint(f::kMemcpyDuration, Duration(copy.start, copy.end));
+  payload.Uint(f::kMemcpyDuration, span.duration);
   payload.Uint(f::kMemcpyBytes, copy.bytes);
   payload.Uint(f::kMemcpyDirection, copy.copyKind);
   payload.Uint(f::kMemcpySrcKind, copy.srcKind);
@@ -179,32 +194,30 @@ void AppendCopyFields(const CopyRecord& copy, ProtoWriter& payload) {
   payload.Uint(f::kMemcpyGraphId, copy.graphId);
 }
 
-}  // namespace
-
-std::string EncodeMemcpy(const CUpti_ActivityMemcpy6& copy, uint32_t pid) {
+std::string EncodeMemcpy(const CUpti_ActivityMemcpy6& copy, Span span, uint32_t pid) {
   ProtoWriter payload;
-  AppendCopyFields(copy, payload);
+  AppendCopyFields(copy, span, payload);
   // The runtime call (cudaMemcpy...) is what the API events show, so its id
   // joins them; a copy issued straight through the driver API has none and
   // joins the driver call instead.
   payload.Uint(field::kMemcpyCorrelation,
                copy.runtimeCorrelationId != 0 ? copy.runtimeCorrelationId : copy.correlationId);
-  return EncodeEvent(copy.start, pid, 0, field::kEventGpuMemcpy, payload);
+  return EncodeEvent(span.start, pid, 0, field::kEventGpuMemcpy, payload);
 }
 
-std::string EncodeMemcpyPtoP(const CUpti_ActivityMemcpyPtoP4& copy, uint32_t pid) {
+std::string EncodeMemcpyPtoP(const CUpti_ActivityMemcpyPtoP4& copy, Span span, uint32_t pid) {
   ProtoWriter payload;
-  AppendCopyFields(copy, payload);
+  AppendCopyFields(copy, span, payload);
   payload.Uint(field::kMemcpyCorrelation, copy.correlationId);
   payload.Uint(field::kMemcpySrcDevice, copy.srcDeviceId);
   payload.Uint(field::kMemcpyDstDevice, copy.dstDeviceId);
-  return EncodeEvent(copy.start, pid, 0, field::kEventGpuMemcpy, payload);
+  return EncodeEvent(span.start, pid, 0, field::kEventGpuMemcpy, payload);
 }
 
-std::string EncodeMemset(const CUpti_ActivityMemset4& set, uint32_t pid) {
+std::string EncodeMemset(const CUpti_ActivityMemset4& set, Span span, uint32_t pid) {
   namespace f = field;
   ProtoWriter payload;
-  payload.Uint(f::kMemsetDuration, Duration(set.start, set.end));
+  payload.Uint(f::kMemsetDuration, span.duration);
   payload.Uint(f::kMemsetBytes, set.bytes);
   payload.Uint(f::kMemsetValue, set.value);
   payload.Uint(f::kMemsetKind, set.memoryKind);
@@ -214,13 +227,14 @@ std::string EncodeMemset(const CUpti_ActivityMemset4& set, uint32_t pid) {
   payload.Uint(f::kMemsetStream, set.streamId);
   payload.Uint(f::kMemsetCorrelation, set.correlationId);
   payload.Uint(f::kMemsetGraphId, set.graphId);
-  return EncodeEvent(set.start, pid, 0, f::kEventGpuMemset, payload);
+  return EncodeEvent(span.start, pid, 0, f::kEventGpuMemset, payload);
 }
 
-std::string EncodeSynchronization(const CUpti_ActivitySynchronization2& sync, uint32_t pid) {
+std::string EncodeSynchronization(const CUpti_ActivitySynchronization2& sync, Span span,
+                                  uint32_t pid) {
   namespace f = field;
   ProtoWriter payload;
-  payload.Uint(f::kSyncDuration, Duration(sync.start, sync.end));
+  payload.Uint(f::kSyncDuration, span.duration);
   // CUpti_ActivitySynchronizationType numbers as GpuSync.Kind does.
   payload.Uint(f::kSyncKind, static_cast<uint32_t>(sync.type));
   payload.Uint(f::kSyncContext, ValidOrZero(sync.contextId));
@@ -229,21 +243,25 @@ std::string EncodeSynchronization(const CUpti_ActivitySynchronization2& sync, ui
   payload.Uint(f::kSyncEventId, ValidOrZero(sync.cudaEventId));
   // The record names no thread; the API call with the same correlation id
   // does.
-  return EncodeEvent(sync.start, pid, 0, f::kEventGpuSync, payload);
+  return EncodeEvent(span.start, pid, 0, f::kEventGpuSync, payload);
 }
 
-std::string EncodeApi(const CUpti_ActivityAPI& api, std::string_view name) {
+// CUPTI_ACTIVITY_KIND_RUNTIME and _DRIVER; pid/tid from the record (the
+// shim asks CUPTI for system thread ids, so tid is the kernel's tid).
+std::string EncodeApi(const CUpti_ActivityAPI& api, Span span, std::string_view name) {
   namespace f = field;
   ProtoWriter payload;
-  payload.Uint(f::kApiDuration, Duration(api.start, api.end));
+  payload.Uint(f::kApiDuration, span.duration);
   payload.Bytes(f::kApiName, name);
   payload.Bool(f::kApiDriver, api.kind == CUPTI_ACTIVITY_KIND_DRIVER);
   payload.Uint(f::kApiCbid, api.cbid);
   payload.Uint(f::kApiCorrelation, api.correlationId);
   // A CUresult or cudaError_t, stored unsigned by CUPTI.
   payload.Int(f::kApiReturn, static_cast<int32_t>(api.returnValue));
-  return EncodeEvent(api.start, api.processId, api.threadId, f::kEventCudaApi, payload);
+  return EncodeEvent(span.start, api.processId, api.threadId, f::kEventCudaApi, payload);
 }
+
+}  // namespace
 
 RecordEncodeOutcome EncodeActivityRecord(const CUpti_Activity* record,
                                          const RecordEncodeContext& context, std::string* out) {
@@ -255,31 +273,31 @@ RecordEncodeOutcome EncodeActivityRecord(const CUpti_Activity* record,
       if (!HasTimestamps(kernel.start, kernel.end)) return RecordEncodeOutcome::kNoTimestamps;
       std::string name =
           context.kernel_name ? context.kernel_name(kernel.name) : DemangleKernelName(kernel.name);
-      *out = EncodeKernel(kernel, context.pid, name);
+      *out = EncodeKernel(kernel, MonotonicSpan(kernel.start, kernel.end, context), context.pid, name);
       return RecordEncodeOutcome::kEncoded;
     }
     case CUPTI_ACTIVITY_KIND_MEMCPY: {
       const auto& copy = *reinterpret_cast<const CUpti_ActivityMemcpy6*>(record);
       if (!HasTimestamps(copy.start, copy.end)) return RecordEncodeOutcome::kNoTimestamps;
-      *out = EncodeMemcpy(copy, context.pid);
+      *out = EncodeMemcpy(copy, MonotonicSpan(copy.start, copy.end, context), context.pid);
       return RecordEncodeOutcome::kEncoded;
     }
     case CUPTI_ACTIVITY_KIND_MEMCPY2: {
       const auto& copy = *reinterpret_cast<const CUpti_ActivityMemcpyPtoP4*>(record);
       if (!HasTimestamps(copy.start, copy.end)) return RecordEncodeOutcome::kNoTimestamps;
-      *out = EncodeMemcpyPtoP(copy, context.pid);
+      *out = EncodeMemcpyPtoP(copy, MonotonicSpan(copy.start, copy.end, context), context.pid);
       return RecordEncodeOutcome::kEncoded;
     }
     case CUPTI_ACTIVITY_KIND_MEMSET: {
       const auto& set = *reinterpret_cast<const CUpti_ActivityMemset4*>(record);
       if (!HasTimestamps(set.start, set.end)) return RecordEncodeOutcome::kNoTimestamps;
-      *out = EncodeMemset(set, context.pid);
+      *out = EncodeMemset(set, MonotonicSpan(set.start, set.end, context), context.pid);
       return RecordEncodeOutcome::kEncoded;
     }
     case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: {
       const auto& sync = *reinterpret_cast<const CUpti_ActivitySynchronization2*>(record);
       if (!HasTimestamps(sync.start, sync.end)) return RecordEncodeOutcome::kNoTimestamps;
-      *out = EncodeSynchronization(sync, context.pid);
+      *out = EncodeSynchronization(sync, MonotonicSpan(sync.start, sync.end, context), context.pid);
       return RecordEncodeOutcome::kEncoded;
     }
     case CUPTI_ACTIVITY_KIND_RUNTIME:
@@ -288,7 +306,7 @@ RecordEncodeOutcome EncodeActivityRecord(const CUpti_Activity* record,
       if (!HasTimestamps(api.start, api.end)) return RecordEncodeOutcome::kNoTimestamps;
       const bool driver = api.kind == CUPTI_ACTIVITY_KIND_DRIVER;
       std::string_view name = context.api_name ? context.api_name(driver, api.cbid) : "";
-      *out = EncodeApi(api, name);
+      *out = EncodeApi(api, MonotonicSpan(api.start, api.end, context), name);
       return RecordEncodeOutcome::kEncoded;
     }
     default:

@@ -4,9 +4,9 @@
 // check every field without CUPTI or a GPU.  Also here: which CUDA API calls
 // become events at all, and under what name.
 //
-// Timestamps are taken as they come: the shim registers a CLOCK_MONOTONIC
-// timestamp callback with CUPTI before enabling any activity, so record
-// start/end are already on the clock of every other event.
+// Timestamps go through the context's ClockConverter when it has one (CUPTI
+// stamping with its own clock or the TSC, cupti_timestamps.h), and are taken
+// as they come otherwise (a CLOCK_MONOTONIC timestamp callback).
 #pragma once
 
 #include <cupti.h>
@@ -15,6 +15,8 @@
 #include <functional>
 #include <string>
 #include <string_view>
+
+#include "cupti_clock_converter.h"
 
 namespace gpuos_shim {
 
@@ -29,6 +31,8 @@ struct RecordEncodeContext {
   ApiNameResolver api_name;
   // Demangled kernel name; when empty, DemangleKernelName() is used.
   std::function<std::string(const char* mangled)> kernel_name;
+  // Maps record timestamps onto CLOCK_MONOTONIC; null: they are already.
+  const ClockConverter* clock = nullptr;
 };
 
 enum class RecordEncodeOutcome {
@@ -44,19 +48,6 @@ enum class RecordEncodeOutcome {
 // Encodes one record into `out` (replacing its contents).
 RecordEncodeOutcome EncodeActivityRecord(const CUpti_Activity* record,
                                          const RecordEncodeContext& context, std::string* out);
-
-// One function per record kind (CUDA 13 record versions; older CUPTIs'
-// records share the prefix these read, see the .cc).  The kernel one serves
-// both CUPTI_ACTIVITY_KIND_KERNEL and _CONCURRENT_KERNEL.
-std::string EncodeKernel(const CUpti_ActivityKernel10& kernel, uint32_t pid,
-                         const std::string& demangled_name);
-std::string EncodeMemcpy(const CUpti_ActivityMemcpy6& copy, uint32_t pid);
-std::string EncodeMemcpyPtoP(const CUpti_ActivityMemcpyPtoP4& copy, uint32_t pid);
-std::string EncodeMemset(const CUpti_ActivityMemset4& set, uint32_t pid);
-std::string EncodeSynchronization(const CUpti_ActivitySynchronization2& sync, uint32_t pid);
-// CUPTI_ACTIVITY_KIND_RUNTIME and _DRIVER; pid/tid from the record (the
-// shim asks CUPTI for system thread ids, so tid is the kernel's tid).
-std::string EncodeApi(const CUpti_ActivityAPI& api, std::string_view name);
 
 // abi::__cxa_demangle, or the name unchanged when it is not a mangled C++
 // name; "" for null.

@@ -3,8 +3,9 @@
 #   tests/gpu/gpu_session.sh [BIN_DIR] [PARTS]
 # BIN_DIR (default build-gpu) holds what deploy/make_gpu_bundle.sh put there:
 # a static gpuos-trace, libgpuos_shim.so and python_hooks/.  PARTS is a
-# comma list of: probe, known, torch, coexist, overhead, attach, suite
-# (default: all but suite).
+# comma list of: probe, known, known-cupti-clock, torch, coexist, overhead,
+# os-overhead, attach, suite (default: all but known-cupti-clock,
+# os-overhead and suite).
 # Logs go to $OUT (or ./gpu-session-out); the table of results comes last.
 set -u
 BIN_DIR=${1:-build-gpu}
@@ -41,6 +42,19 @@ if want known; then
     row "known CUDA work (run_gpu_checks)" FAIL "$(grep -c FAIL "$OUT/known.log") failing lines, see known.log"
   else
     row "known CUDA work (run_gpu_checks)" PASS "$(grep -c PASS "$OUT/known.log") checks"
+  fi
+fi
+
+if want known-cupti-clock; then
+  # The same checks with records on CUPTI's own clock, mapped onto
+  # CLOCK_MONOTONIC by the shim (GPUOS_CUPTI_TIMESTAMPS=cupti).
+  echo "== known CUDA work, CUPTI's clock"
+  GPUOS_CUPTI_TIMESTAMPS=cupti OUT="$OUT/known-cupti" timeout 300 bash "$HERE/run_gpu_checks.sh" "$BIN_DIR" \
+    2>&1 | tee "$OUT/known-cupti.log" | tail -20
+  if grep -q "FAIL" "$OUT/known-cupti.log" || ! grep -q "CUPTI's clock" "$OUT/known-cupti/"*report* 2>/dev/null; then
+    row "known work, CUPTI clock mapped" FAIL "$(grep -c FAIL "$OUT/known-cupti.log") failing lines, see known-cupti.log"
+  else
+    row "known work, CUPTI clock mapped" PASS "$(grep -c PASS "$OUT/known-cupti.log") checks"
   fi
 fi
 
@@ -94,6 +108,20 @@ if want overhead; then
       py_launch*|raw_launch*|py_train*) row "overhead ${line%% *}" "$(echo "$line" | grep -q MISSES && echo MISS || echo OK)" "$(echo "$line" | tr -s ' ' | cut -d' ' -f2-7)" ;;
     esac
   done <"$OUT/overhead.log"
+fi
+
+if want os-overhead; then
+  # The OS side's per-event cost (issue #2, point 8) on this machine; needs
+  # bench/overhead_workload in BIN_DIR/bench (deploy/make_gpu_bundle.sh).
+  echo "== OS-side overhead per event"
+  timeout 400 bash "$ROOT/bench/run_overhead.sh" --build-dir "$BIN_DIR" --only overhead \
+    --pairs "${GPUOS_OS_BENCH_ROUNDS:-5}" 2>&1 | tee "$OUT/os-overhead.log" | tail -14
+  while IFS= read -r line; do
+    case "$line" in
+      futex-wake*|getppid*|mmap-touch*|page-fault*)
+        row "os ${line%% *}" "$(grep -q ' PASS ' <<<"$line" && echo PASS || echo MISS)" "$(tr -s ' ' <<<"${line#* }")" ;;
+    esac
+  done < <(sed -n '/On-CPU time/,/^$/p' "$OUT/os-overhead.log")
 fi
 
 if want attach; then

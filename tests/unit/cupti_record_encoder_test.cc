@@ -321,6 +321,30 @@ TEST(CuptiRecordEncoderTest, ApiCallsTakeThreadAndNameFromTheirRecord) {
   EXPECT_EQ(event.cuda_api().return_value(), -1);
 }
 
+TEST(CuptiRecordEncoderTest, TimestampsGoThroughTheContextsClock) {
+  // CUPTI's own clock (realtime-like ns), 1.7e18 against 5e9 monotonic,
+  // running 100 ppm fast: start and duration both come out mapped.
+  ClockConverter clock(1.0, /*min_spacing_ns=*/1);
+  clock.AddReading(1'700'000'000'000'000'000ull, 5'000'000'000ull);
+  clock.AddReading(1'700'000'001'000'100'000ull, 6'000'000'000ull);
+  RecordEncodeContext context = ContextWithPid(9);
+  context.clock = &clock;
+
+  auto kernel = Zeroed<CUpti_ActivityKernel10>(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+  kernel.start = 1'700'000'000'500'050'000ull;  // 0.5 s after the first reading
+  kernel.end = kernel.start + 1'000'100;         // 1 ms, as the fast clock counts it
+  Event event = EncodeAndParse(reinterpret_cast<CUpti_Activity*>(&kernel), context);
+  EXPECT_EQ(event.ts_ns(), 5'500'000'000ull);
+  EXPECT_EQ(event.gpu_kernel().duration_ns(), 1'000'000u);
+
+  auto api = Zeroed<CUpti_ActivityAPI>(CUPTI_ACTIVITY_KIND_RUNTIME);
+  api.start = 1'700'000'000'000'000'000ull;
+  api.end = api.start + 10'001;
+  event = EncodeAndParse(reinterpret_cast<CUpti_Activity*>(&api), context);
+  EXPECT_EQ(event.ts_ns(), 5'000'000'000ull);
+  EXPECT_EQ(event.cuda_api().duration_ns(), 10'000u);
+}
+
 TEST(CuptiRecordEncoderTest, RecordsWithoutTimestampsAreLeftOut) {
   auto kernel = Zeroed<CUpti_ActivityKernel10>(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
   kernel.start = 0;
