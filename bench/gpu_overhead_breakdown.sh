@@ -7,9 +7,9 @@
 #   bench/gpu_overhead_breakdown.sh [BIN_DIR] [ROUNDS]
 # BREAKDOWN_VARIANTS: one variant per line, "name" then the environment
 # (VAR=value ...) and gpuos-trace options (--...); "untraced" is special,
-# and "cupti-alone:KINDS" runs bench/cupti_floor.cu (a minimal CUPTI client
-# inside the launch loop, no gpuos-trace) with those kinds, for raw_launch
-# only: the floor under any CUPTI-based tracer.
+# and "cupti-alone:KINDS" runs the workload with a minimal CUPTI client
+# injected by the driver (bench/cupti_floor_injection.cc) recording those
+# kinds, no gpuos-trace: the floor under any CUPTI-based tracer.
 set -u
 BIN_DIR=${1:-build-gpu}
 ROUNDS=${2:-3}
@@ -20,8 +20,10 @@ RESULTS="$OUT/breakdown_runs.jsonl"
 : >"$RESULTS"
 [ -x "$OUT/cuda_launch_rate" ] || nvcc -O2 -arch=native -o "$OUT/cuda_launch_rate" "$HERE/cuda_launch_rate.cu"
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
-[ -x "$OUT/cupti_floor" ] || nvcc -O2 -arch=native -o "$OUT/cupti_floor" "$HERE/cupti_floor.cu" \
-  -I"$CUDA_HOME/extras/CUPTI/include" -L"$CUDA_HOME/extras/CUPTI/lib64" -L"$CUDA_HOME/lib64" -lcupti -Xlinker -rpath -Xlinker "$CUDA_HOME/lib64"
+FLOOR="$OUT/libcupti_floor.so"
+[ -f "$FLOOR" ] || g++ -O2 -shared -fPIC -o "$FLOOR" "$HERE/cupti_floor_injection.cc" \
+  -I"$CUDA_HOME/extras/CUPTI/include" -I"$CUDA_HOME/include" -L"$CUDA_HOME/extras/CUPTI/lib64" \
+  -L"$CUDA_HOME/lib64" -lcupti -Wl,-rpath,"$CUDA_HOME/lib64"
 
 DEFAULT_VARIANTS="untraced
 ebpf-only --no-cuda
@@ -49,8 +51,7 @@ for round in $(seq "$ROUNDS"); do
       case $variant in
         untraced) line=$("${cmd[@]}" 2>/dev/null | tail -1) ;;
         cupti-alone:*)
-          [ $workload = raw_launch ] || continue
-          line=$("$OUT/cupti_floor" 200000 "${variant#cupti-alone:}" 2>/dev/null | tail -1) ;;
+          line=$(CUDA_INJECTION64_PATH="$FLOOR" CUPTI_FLOOR_KINDS="${variant#cupti-alone:}" "${cmd[@]}" 2>/dev/null | tail -1) ;;
         *) line=$(env "${envs[@]}" "$TRACE" -q "${opts[@]}" -o "$OUT/b.gpuos" -- "${cmd[@]}" 2>/dev/null | tail -1) ;;
       esac
       echo "{\"variant\": \"$variant\", \"workload\": \"$workload\", \"result\": ${line:-null}}" >>"$RESULTS"

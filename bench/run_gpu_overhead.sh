@@ -2,10 +2,11 @@
 # gpuos-trace's CUDA-side overhead on the GPU machine (issue 3, point 7),
 # measured side by side in one run: for each workload, rounds of
 # [untraced, under gpuos-trace, under torch.profiler] in alternating order,
-# then the medians and the overheads relative to untraced.  The raw launch
-# loop also runs as bench/cupti_floor.cu with kernel and runtime-API records
-# ("CUPTI alone": a minimal CUPTI client inside the loop, no gpuos-trace),
-# the floor under any tracer that records each kernel through CUPTI.
+# then the medians and the overheads relative to untraced.  A fourth
+# variant, "CUPTI alone", runs each workload with a minimal CUPTI client
+# injected by the driver (bench/cupti_floor_injection.cc: kernel and
+# runtime-API records, nothing done with them): the floor under any tracer
+# that records each kernel through CUPTI.
 #   bench/run_gpu_overhead.sh [BIN_DIR] [ROUNDS]
 # BIN_DIR holds gpuos-trace and libgpuos_shim.so (default build-gpu).
 set -u
@@ -20,15 +21,19 @@ RESULTS="$OUT/overhead_runs.jsonl"
 nvcc -O2 -arch=native -o "$OUT/cuda_launch_rate" "$HERE/cuda_launch_rate.cu" >"$OUT/nvcc_bench.log" 2>&1 ||
   echo "run_gpu_overhead: nvcc failed (see $OUT/nvcc_bench.log)"
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
-nvcc -O2 -arch=native -o "$OUT/cupti_floor" "$HERE/cupti_floor.cu" -I"$CUDA_HOME/extras/CUPTI/include" \
-  -L"$CUDA_HOME/extras/CUPTI/lib64" -L"$CUDA_HOME/lib64" -lcupti -Xlinker -rpath -Xlinker "$CUDA_HOME/lib64" \
-  >>"$OUT/nvcc_bench.log" 2>&1 || echo "run_gpu_overhead: nvcc failed for cupti_floor (see $OUT/nvcc_bench.log)"
+FLOOR="$OUT/libcupti_floor.so"
+g++ -O2 -shared -fPIC -o "$FLOOR" "$HERE/cupti_floor_injection.cc" -I"$CUDA_HOME/extras/CUPTI/include" \
+  -I"$CUDA_HOME/include" -L"$CUDA_HOME/extras/CUPTI/lib64" -L"$CUDA_HOME/lib64" -lcupti \
+  -Wl,-rpath,"$CUDA_HOME/lib64" >>"$OUT/nvcc_bench.log" 2>&1 ||
+  echo "run_gpu_overhead: building the CUPTI-alone client failed (see $OUT/nvcc_bench.log)"
 
 run() {  # run VARIANT WORKLOAD CMD...
   local variant=$1 workload=$2; shift 2
   local line
   if [ "$variant" = gpuos ]; then
     line=$("$TRACE" -q -o "$OUT/bench_${workload}.gpuos" -- "$@" 2>>"$OUT/bench.stderr" | tail -1)
+  elif [ "$variant" = cupti ]; then
+    line=$(CUDA_INJECTION64_PATH="$FLOOR" "$@" 2>>"$OUT/bench.stderr" | tail -1)
   else
     line=$("$@" 2>>"$OUT/bench.stderr" | tail -1)
   fi
@@ -44,10 +49,7 @@ for round in $(seq "$ROUNDS"); do
     3) order="cupti untraced gpuos profiler" ;;
   esac
   for variant in $order; do
-    if [ "$variant" = cupti ]; then
-      [ -x "$OUT/cupti_floor" ] && run cupti raw_launch "$OUT/cupti_floor" 200000 kernel,runtime
-      continue
-    fi
+    [ "$variant" = cupti ] && [ ! -f "$FLOOR" ] && continue
     flag=""
     [ "$variant" = profiler ] && flag="--profiler"
     run "$variant" py_launch python3 "$HERE/gpu_overhead.py" --mode launch $flag
