@@ -1,6 +1,7 @@
 /* futex waits of traced threads (one record each: where a trainer thread
  * sleeps on a lock or a DataLoader queue) and futex wakes (counted per
- * thread in the kernel: wake-heavy loops must stay cheap).  Called from
+ * thread in the kernel, in syscall_stats under GPUOS_WAKE_STATS_NR:
+ * wake-heavy loops must stay cheap).  Called from
  * syscalls.bpf.c's sys_enter/sys_exit programs, so a futex call runs two
  * programs, not four (docs/benchmarks.md, 2026-11-22). */
 #ifndef GPUOS_FUTEX_BPF_H
@@ -8,6 +9,7 @@
 
 #include "common.bpf.h"
 #include "futex.h"
+#include "syscalls.h"
 
 #define FUTEX_WAIT 0
 #define FUTEX_WAKE 1
@@ -22,13 +24,6 @@
 #define FUTEX_CMP_REQUEUE_PI 12
 #define FUTEX_LOCK_PI2 13
 #define FUTEX_CMD_MASK 0x7f /* without FUTEX_PRIVATE_FLAG and FUTEX_CLOCK_REALTIME */
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, GPUOS_MAX_THREADS);
-	__type(key, __u32);
-	__type(value, struct gpuos_futex_wake_stats);
-} futex_wakes SEC(".maps");
 
 static __always_inline int is_wait(__u32 op)
 {
@@ -55,10 +50,13 @@ static __always_inline void futex_enter(struct gpuos_thread_state *t, __u32 op, 
 	t->futex.has_timeout = timeout != 0;
 }
 
-static __always_inline void futex_leave(struct gpuos_thread_state *t, long ret, __u64 now, __u64 id)
+/* Records a wait; returns whether the call was a wake, which the caller
+ * counts in syscall_stats. */
+static __always_inline int futex_leave(struct gpuos_thread_state *t, long ret, __u64 now, __u64 id)
 {
 	struct gpuos_futex_call *call = &t->futex;
 	__u32 tid = (__u32)id;
+	int wake = 0;
 
 	if (is_wait(call->op)) {
 		struct gpuos_futex_wait_event *e =
@@ -72,20 +70,10 @@ static __always_inline void futex_leave(struct gpuos_thread_state *t, long ret, 
 			submit_event(e);
 		}
 	} else {
-		struct gpuos_futex_wake_stats *stats = bpf_map_lookup_elem(&futex_wakes, &tid);
-		if (!stats) {
-			struct gpuos_futex_wake_stats fresh = { .pid = id >> 32 };
-			if (bpf_map_update_elem(&futex_wakes, &tid, &fresh, BPF_NOEXIST))
-				count_map_full(GPUOS_MAP_FUTEX_WAKES);
-			stats = bpf_map_lookup_elem(&futex_wakes, &tid);
-		}
-		if (stats) {
-			stats->calls++;
-			if (ret > 0)
-				stats->woken += ret;
-		}
+		wake = 1;
 	}
 	call->start_ns = 0;
+	return wake;
 }
 
 #endif

@@ -27,11 +27,5 @@ struct gpuos_futex_call {
 };
 
 /* Per-thread wake totals, read by the agent: wake calls and threads woken. */
-struct gpuos_futex_wake_stats {
-	__u64 calls;
-	__u64 woken;
-	__u32 pid;
-	__u32 pad;
-};
 
 #endif

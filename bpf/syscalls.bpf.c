@@ -65,17 +65,21 @@ int BPF_PROG(handle_sys_exit, struct pt_regs *regs, long ret)
 	__u64 duration = now - t->syscall.start_ns;
 	__u64 id = bpf_get_current_pid_tgid();
 	struct gpuos_syscall_key key = { .tid = (__u32)id, .nr = t->syscall.nr };
+	__u64 woken = 0;
 	/* Mark the thread as outside any syscall. */
 	t->syscall.start_ns = 0;
 	if (t->mm.start_ns)
 		mm_leave(t, ret, now, id);
-	if (t->futex.start_ns)
-		futex_leave(t, ret, now, id);
+	if (t->futex.start_ns && futex_leave(t, ret, now, id)) {
+		key.nr = GPUOS_WAKE_STATS_NR(key.nr);
+		woken = ret > 0 ? ret : 0;
+	}
 
 	struct gpuos_syscall_stats *stats = bpf_map_lookup_elem(&syscall_stats, &key);
 	if (stats) {
 		stats->calls++;
 		stats->total_ns += duration;
+		stats->woken += woken;
 		if (duration > stats->max_ns)
 			stats->max_ns = duration;
 		return 0;
@@ -84,6 +88,7 @@ int BPF_PROG(handle_sys_exit, struct pt_regs *regs, long ret)
 		.calls = 1,
 		.total_ns = duration,
 		.max_ns = duration,
+		.woken = woken,
 		.pid = id >> 32,
 	};
 	if (bpf_map_update_elem(&syscall_stats, &key, &fresh, BPF_NOEXIST))

@@ -341,7 +341,6 @@ absl::StatusOr<std::unique_ptr<BpfSession>> BpfSession::Start(const BpfSessionOp
   // Sizes and settings the verifier should see.
   SetEntries(impl->proc->maps.events, static_cast<uint32_t>(rb));
   SetEntries(impl->proc->maps.tracked_pids, options.max_processes);
-  SetEntries(impl->syscalls->maps.futex_wakes, options.max_threads);
   impl->faults->rodata->fault_window_ns = options.fault_window_ns;
   // Wake the agent when an eighth of the ring is used (it also drains on
   // its own timer), so a burst never fills the ring between two drains.
@@ -425,35 +424,61 @@ absl::StatusOr<int> BpfSession::Consume() {
   return n < 0 ? 0 : n;
 }
 
-std::vector<KernelSyscallTotal> BpfSession::ReadSyscallTotals() const {
-  std::vector<KernelSyscallTotal> out;
-  int fd = bpf_map__fd(impl_->syscalls->maps.syscall_stats);
+namespace {
+
+// Every entry of the syscall_stats map, as the kernel keeps them: futex
+// wake calls under GPUOS_WAKE_STATS_NR(nr) (see bpf/syscalls.h).
+std::vector<std::pair<gpuos_syscall_key, gpuos_syscall_stats>> ReadSyscallStatsMap(int fd) {
+  std::vector<std::pair<gpuos_syscall_key, gpuos_syscall_stats>> out;
   gpuos_syscall_key key{}, next{};
   gpuos_syscall_key* prev = nullptr;
   while (bpf_map_get_next_key(fd, prev, &next) == 0) {
     gpuos_syscall_stats stats{};
-    if (bpf_map_lookup_elem(fd, &next, &stats) == 0) {
-      out.push_back({stats.pid, next.tid, next.nr, stats.calls, stats.total_ns, stats.max_ns});
-    }
+    if (bpf_map_lookup_elem(fd, &next, &stats) == 0) out.emplace_back(next, stats);
     key = next;
     prev = &key;
   }
   return out;
 }
 
-std::vector<KernelFutexWakes> BpfSession::ReadFutexWakes() const {
-  std::vector<KernelFutexWakes> out;
-  int fd = bpf_map__fd(impl_->syscalls->maps.futex_wakes);
-  uint32_t key = 0, next = 0;
-  uint32_t* prev = nullptr;
-  while (bpf_map_get_next_key(fd, prev, &next) == 0) {
-    gpuos_futex_wake_stats stats{};
-    if (bpf_map_lookup_elem(fd, &next, &stats) == 0) {
-      out.push_back({stats.pid, next, stats.calls, stats.woken});
-    }
-    key = next;
-    prev = &key;
+}  // namespace
+
+std::vector<KernelSyscallTotal> BpfSession::ReadSyscallTotals() const {
+  // Wake calls go back into their syscall's totals.
+  std::map<std::pair<uint32_t, int32_t>, KernelSyscallTotal> merged;
+  for (const auto& [key, stats] :
+       ReadSyscallStatsMap(bpf_map__fd(impl_->syscalls->maps.syscall_stats))) {
+    const int32_t nr =
+        GPUOS_IS_WAKE_STATS_NR(key.nr) ? GPUOS_SYSCALL_OF_WAKE_STATS_NR(key.nr) : key.nr;
+    KernelSyscallTotal& total = merged[{key.tid, nr}];
+    total.pid = stats.pid;
+    total.tid = key.tid;
+    total.nr = nr;
+    total.calls += stats.calls;
+    total.total_ns += stats.total_ns;
+    total.max_ns = std::max<uint64_t>(total.max_ns, stats.max_ns);
   }
+  std::vector<KernelSyscallTotal> out;
+  out.reserve(merged.size());
+  for (auto& [key, total] : merged) out.push_back(total);
+  return out;
+}
+
+std::vector<KernelFutexWakes> BpfSession::ReadFutexWakes() const {
+  // One thread may wake through futex and futex_wake (futex2): summed.
+  std::map<uint32_t, KernelFutexWakes> by_thread;
+  for (const auto& [key, stats] :
+       ReadSyscallStatsMap(bpf_map__fd(impl_->syscalls->maps.syscall_stats))) {
+    if (!GPUOS_IS_WAKE_STATS_NR(key.nr)) continue;
+    KernelFutexWakes& wakes = by_thread[key.tid];
+    wakes.pid = stats.pid;
+    wakes.tid = key.tid;
+    wakes.calls += stats.calls;
+    wakes.woken += stats.woken;
+  }
+  std::vector<KernelFutexWakes> out;
+  out.reserve(by_thread.size());
+  for (auto& [tid, wakes] : by_thread) out.push_back(wakes);
   return out;
 }
 
@@ -498,10 +523,8 @@ std::vector<std::pair<std::string, uint64_t>> BpfSession::ReadRecursionMisses() 
 }
 
 void BpfSession::ForgetThreads(const std::vector<uint32_t>& tids) {
-  int wakes_fd = bpf_map__fd(impl_->syscalls->maps.futex_wakes);
   int stats_fd = bpf_map__fd(impl_->syscalls->maps.syscall_stats);
-  for (uint32_t tid : tids) bpf_map_delete_elem(wakes_fd, &tid);
-  // Syscall totals are keyed by (tid, nr): collect the keys first, since
+  // Syscall totals (futex wake counts among them) are keyed by (tid, nr): collect the keys first, since
   // deleting while iterating restarts the walk.
   std::vector<gpuos_syscall_key> doomed;
   gpuos_syscall_key key{}, next{};

@@ -33,6 +33,11 @@ constexpr int64_t kMmaps = 25;
 constexpr int64_t kMmapBytes = 3 * 4096 + 123;
 constexpr int64_t kFutexWaits = 4;
 constexpr int64_t kFutexTimeoutUs = 3000;
+constexpr int64_t kFutexWakes = 57;
+// Wakes a thread may make beyond its own: glibc's internal locks (stdio,
+// malloc arenas) wake a waiter only when contended, which the workload's
+// few threads rarely are; pthread_join does not wake.
+constexpr int64_t kOtherWakesSlack = 6;
 constexpr int64_t kTouchPages = 40;
 constexpr int64_t kSleeps = 4;
 constexpr int64_t kSleepUs = 3000;
@@ -145,7 +150,7 @@ class RecordingGroundTruth : public ::testing::Test {
          "--threads", absl::StrCat(kThreads), "--workers", absl::StrCat(kWorkers),
          "--worker-threads", absl::StrCat(kWorkerThreads), "--mmaps", absl::StrCat(kMmaps),
          "--mmap-bytes", absl::StrCat(kMmapBytes), "--futex-waits", absl::StrCat(kFutexWaits),
-         "--futex-timeout-us", absl::StrCat(kFutexTimeoutUs), "--touch-pages",
+         "--futex-wakes", absl::StrCat(kFutexWakes), "--futex-timeout-us", absl::StrCat(kFutexTimeoutUs), "--touch-pages",
          absl::StrCat(kTouchPages), "--sleeps", absl::StrCat(kSleeps), "--sleep-us",
          absl::StrCat(kSleepUs), "--exec", "--report", report},
         options));
@@ -407,6 +412,29 @@ TEST_F(RecordingGroundTruth, FutexWaitsAreCountedAndTimed) {
     EXPECT_LE(static_cast<int64_t>(t->futex_wait.calls), kFutexWaits + line.Int("joins"));
     EXPECT_GE(t->futex_wait.total_ns, static_cast<uint64_t>(kFutexWaits * kFutexTimeoutUs) * 1000);
   }
+}
+
+TEST_F(RecordingGroundTruth, FutexWakesAreCountedPerThread) {
+  for (const GroundTruthLine& line : lines()) {
+    SCOPED_TRACE(line.raw);
+    ASSERT_EQ(line.Int("futex_wakes"), kFutexWakes);
+    ASSERT_EQ(line.Int("futex_woken"), 0) << "nobody waits on the word the workload wakes";
+    const ThreadSummary* t = FindThread(*FindProcess(summary(), line.Int("pid")), line.Int("tid"));
+    ASSERT_NE(t, nullptr);
+    EXPECT_GE(static_cast<int64_t>(t->futex_wake_calls), kFutexWakes);
+    EXPECT_LE(static_cast<int64_t>(t->futex_wake_calls), kFutexWakes + kOtherWakesSlack);
+    // Only wakes beyond the workload's own can have woken anyone.
+    EXPECT_LE(static_cast<int64_t>(t->futex_woken),
+              static_cast<int64_t>(t->futex_wake_calls) - kFutexWakes);
+  }
+  // Wakes are futex calls too: the syscall table counts them (waits, wakes
+  // and whatever glibc made), per thread merged back from the kernel's
+  // separate wake entries.
+  int64_t futex_calls = 0;
+  for (const SyscallRow& row : summary().syscalls) {
+    if (row.nr == SYS_futex) futex_calls = static_cast<int64_t>(row.calls);
+  }
+  EXPECT_GE(futex_calls, static_cast<int64_t>(lines().size()) * (kFutexWaits + kFutexWakes));
 }
 
 TEST_F(RecordingGroundTruth, ContextSwitchesMatchTheKernelsCounters) {

@@ -11,6 +11,7 @@
 //     --worker-threads W     extra threads in each worker (default 1)
 //     --mmaps K --mmap-bytes B    K mmap+munmap pairs of B bytes per thread
 //     --futex-waits F --futex-timeout-us T   F futex waits that time out
+//     --futex-wakes K        K futex wakes of a word nobody waits on
 //     --touch-pages P        P fresh pages written (P user page faults)
 //     --sleeps S --sleep-us U     S nanosleeps
 //     --exec                 the last worker execs this program first
@@ -27,7 +28,8 @@
 //   ru_nvcsw ru_nivcsw ru_minflt ru_majflt: getrusage(RUSAGE_THREAD)
 //   read_begin_ns read_end_ns: CLOCK_MONOTONIC around those reads
 //   mmaps munmaps mmap_bytes munmap_bytes work_mmaps work_bytes futex_waits
-//   futex_timeouts futex_addr sleeps sleep_ns touched joins forks
+//   futex_timeouts futex_addr futex_wakes futex_woken sleeps sleep_ns touched
+//   joins forks
 //   pre_exec_tid: for exec-main, the thread that called execve
 // mmaps/munmaps/..._bytes count every mmap and munmap the thread made itself
 // (work, the page-touch region, stacks it made for its threads).  clean=0
@@ -64,6 +66,7 @@ struct Options {
   long mmap_bytes = 3 * 4096 + 123;
   long futex_waits = 3;
   long futex_timeout_us = 2000;
+  long futex_wakes = 0;
   long touch_pages = 32;
   long sleeps = 3;
   long sleep_us = 2000;
@@ -86,6 +89,7 @@ struct Tally {
   long mmaps = 0, munmaps = 0, mmap_bytes = 0, munmap_bytes = 0;
   long work_mmaps = 0;
   long futex_waits = 0, futex_timeouts = 0;
+  long futex_wakes = 0, futex_woken = 0;
   uintptr_t futex_addr = 0;
   long sleeps = 0, sleep_ns = 0;
   long touched = 0;
@@ -147,6 +151,12 @@ void DoWork(Tally& t) {
     long rc = syscall(SYS_futex, &word, FUTEX_WAIT_PRIVATE, 0, &timeout, nullptr, 0);
     ++t.futex_waits;
     if (rc == -1 && errno == ETIMEDOUT) ++t.futex_timeouts;
+  }
+  // Wakes of the same word: nobody waits, so each wakes no one.
+  for (long i = 0; i < g_opt.futex_wakes; ++i) {
+    long rc = syscall(SYS_futex, &word, FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
+    ++t.futex_wakes;
+    if (rc > 0) t.futex_woken += rc;
   }
   for (long i = 0; i < g_opt.sleeps; ++i) {
     struct timespec ts = {g_opt.sleep_us / 1000000, (g_opt.sleep_us % 1000000) * 1000};
@@ -239,14 +249,14 @@ void Report(const char* role, pid_t ppid, bool clean, const Tally& t) {
       "role=%s pid=%d ppid=%d tid=%d comm=%s clean=%d vcsw=%ld ivcsw=%ld minflt=%ld majflt=%ld "
       "ru_nvcsw=%ld ru_nivcsw=%ld ru_minflt=%ld ru_majflt=%ld mmaps=%ld munmaps=%ld "
       "mmap_bytes=%ld munmap_bytes=%ld work_mmaps=%ld work_bytes=%ld futex_waits=%ld "
-      "futex_timeouts=%ld futex_addr=%lu sleeps=%ld sleep_ns=%ld touched=%ld joins=%ld forks=%ld "
+      "futex_timeouts=%ld futex_addr=%lu futex_wakes=%ld futex_woken=%ld sleeps=%ld sleep_ns=%ld touched=%ld joins=%ld forks=%ld "
       "pre_exec_tid=%ld read_begin_ns=%llu read_end_ns=%llu\n",
       role, pid, ppid, tid, comm, clean ? 1 : 0,
       StatusField(status, "\nvoluntary_ctxt_switches:"),
       StatusField(status, "\nnonvoluntary_ctxt_switches:"), minflt, majflt, ru.ru_nvcsw,
       ru.ru_nivcsw, ru.ru_minflt, ru.ru_majflt, t.mmaps, t.munmaps, t.mmap_bytes, t.munmap_bytes,
       t.work_mmaps, g_opt.mmap_bytes, t.futex_waits, t.futex_timeouts,
-      static_cast<unsigned long>(t.futex_addr), t.sleeps, t.sleep_ns, t.touched, t.joins, t.forks,
+      static_cast<unsigned long>(t.futex_addr), t.futex_wakes, t.futex_woken, t.sleeps, t.sleep_ns, t.touched, t.joins, t.forks,
       role[0] == 'e' ? g_opt.pre_exec_tid : 0L, static_cast<unsigned long long>(read_begin_ns),
       static_cast<unsigned long long>(read_end_ns));
   // One write of a whole line to an O_APPEND file: lines never interleave.
@@ -371,6 +381,7 @@ std::vector<std::string> WorkArgs() {
           "--mmap-bytes", std::to_string(o.mmap_bytes),
           "--futex-waits", std::to_string(o.futex_waits),
           "--futex-timeout-us", std::to_string(o.futex_timeout_us),
+          "--futex-wakes", std::to_string(o.futex_wakes),
           "--touch-pages", std::to_string(o.touch_pages),
           "--sleeps",     std::to_string(o.sleeps),
           "--sleep-us",   std::to_string(o.sleep_us),
@@ -509,6 +520,7 @@ int main(int argc, char** argv) {
     else if (flag == "--mmap-bytes") g_opt.mmap_bytes = Number(argv[i], value());
     else if (flag == "--futex-waits") g_opt.futex_waits = Number(argv[i], value());
     else if (flag == "--futex-timeout-us") g_opt.futex_timeout_us = Number(argv[i], value());
+    else if (flag == "--futex-wakes") g_opt.futex_wakes = Number(argv[i], value());
     else if (flag == "--touch-pages") g_opt.touch_pages = Number(argv[i], value());
     else if (flag == "--sleeps") g_opt.sleeps = Number(argv[i], value());
     else if (flag == "--sleep-us") g_opt.sleep_us = Number(argv[i], value());
