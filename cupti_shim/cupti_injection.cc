@@ -379,7 +379,8 @@ void ParserLoop() {
       flush_events = std::exchange(s.flush_events_requested, false);
     }
     ClockConverter clock;
-    if (!batch.empty()) {
+    context.clock = nullptr;
+    if (!batch.empty() && s.timestamps.mapped()) {
       // A reading newer than every record in the batch, so that none of
       // them is extrapolated.
       s.timestamps.TakeReading();

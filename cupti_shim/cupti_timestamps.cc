@@ -93,9 +93,14 @@ void CuptiTimestamps::TakeReading() {
   if (ReadPair(&source, &monotonic)) converter_.AddReading(source, monotonic);
 }
 
+bool CuptiTimestamps::mapped() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return mapped_;
+}
+
 ClockConverter CuptiTimestamps::Snapshot() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return mapped_ ? converter_ : ClockConverter();
+  return converter_;
 }
 
 }  // namespace gpuos_shim

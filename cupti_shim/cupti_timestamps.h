@@ -40,8 +40,11 @@ class CuptiTimestamps {
   // One more paired reading (mapped sources only; cheap: a few clock reads).
   void TakeReading();
 
+  // Whether records need mapping at all (not with the monotonic callback).
+  bool mapped() const;
+
   // The mapping as of now, for the parser to use on a batch of records
-  // without a lock per timestamp.  Identity for the monotonic callback.
+  // without a lock per timestamp.
   ClockConverter Snapshot() const;
 
  private:
