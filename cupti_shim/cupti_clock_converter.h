@@ -2,11 +2,10 @@
 // of readings of both taken while collection runs.
 //
 // Why: every event in a .gpuos file is CLOCK_MONOTONIC.  CUPTI can be told
-// to stamp records with a clock of ours (a timestamp callback), but CUPTI
-// then calls that function twice per recorded API call on the job's own
-// thread.  The alternatives are CUPTI's own clock (no callback at all) or a
-// callback that only reads the TSC; either way the records come out on a
-// clock that must be mapped afterwards, on the parser thread.
+// to stamp records with a clock of ours (a timestamp callback), which is the
+// default; where that callback cannot be used, records come on CUPTI's own
+// clock and must be mapped afterwards, on the parser thread
+// (cupti_timestamps.h).  The class is pure arithmetic on any pair of clocks.
 //
 // The mapping is piecewise linear between readings, and extrapolated past
 // the first and last with the nearest segment's slope (the nominal slope

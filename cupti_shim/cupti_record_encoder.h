@@ -5,8 +5,8 @@
 // become events at all, and under what name.
 //
 // Timestamps go through the context's ClockConverter when it has one (CUPTI
-// stamping with its own clock or the TSC, cupti_timestamps.h), and are taken
-// as they come otherwise (a CLOCK_MONOTONIC timestamp callback).
+// stamping with its own clock, cupti_timestamps.h), and are taken as they
+// come otherwise (a CLOCK_MONOTONIC timestamp callback).
 #pragma once
 
 #include <cupti.h>

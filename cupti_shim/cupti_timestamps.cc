@@ -26,8 +26,7 @@ const char* SourceName(TimestampSource source) {
   return "?";
 }
 
-}  // namespace
-
+// The source GPUOS_CUPTI_TIMESTAMPS asks for, else the default.
 TimestampSource ChosenTimestampSource() {
   const char* env = getenv("GPUOS_CUPTI_TIMESTAMPS");
   const std::string wanted = env != nullptr ? env : "";
@@ -36,11 +35,13 @@ TimestampSource ChosenTimestampSource() {
   return kDefaultSource;
 }
 
+}  // namespace
+
 bool CuptiTimestamps::ReadPair(uint64_t* source, uint64_t* monotonic) const {
+  if (source_ != TimestampSource::kCuptiClock) return false;
   for (int attempt = 0; attempt < kReadingTries; ++attempt) {
     const uint64_t before = MonotonicNs();
     uint64_t value = 0;
-    if (source_ != TimestampSource::kCuptiClock) return false;
     if (api_->GetTimestamp(&value) != CUPTI_SUCCESS) return false;
     const uint64_t after = MonotonicNs();
     if (after - before <= kMaxReadingSpreadNs || attempt + 1 == kReadingTries) {

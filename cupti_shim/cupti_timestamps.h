@@ -34,7 +34,7 @@ class CuptiTimestamps {
   // records would not line up with the eBPF events).
   bool Setup(const CuptiApi& api, std::string* error);
 
-  // "timestamps: ..." for the shim's status line.
+  // "timestamps: ..." for the shim's status line, which the report shows.
   std::string Describe() const;
 
   // One more paired reading (mapped sources only; cheap: a few clock reads).
@@ -56,8 +56,5 @@ class CuptiTimestamps {
   ClockConverter converter_;
   bool mapped_ = false;
 };
-
-// The source GPUOS_CUPTI_TIMESTAMPS asks for, else the default.
-TimestampSource ChosenTimestampSource();
 
 }  // namespace gpuos_shim
