@@ -424,61 +424,42 @@ absl::StatusOr<int> BpfSession::Consume() {
   return n < 0 ? 0 : n;
 }
 
-namespace {
-
-// Every entry of the syscall_stats map, as the kernel keeps them: futex
-// wake calls under GPUOS_WAKE_STATS_NR(nr) (see bpf/syscalls.h).
-std::vector<std::pair<gpuos_syscall_key, gpuos_syscall_stats>> ReadSyscallStatsMap(int fd) {
-  std::vector<std::pair<gpuos_syscall_key, gpuos_syscall_stats>> out;
+KernelSyscallTables BpfSession::ReadSyscallTables() const {
+  // Futex wake calls sit under GPUOS_WAKE_STATS_NR(nr) (bpf/syscalls.h): they
+  // go back into their syscall's totals, and make the thread's wake counts
+  // (one thread may wake through futex and futex_wake: summed).
+  std::map<std::pair<uint32_t, int32_t>, KernelSyscallTotal> totals;
+  std::map<uint32_t, KernelFutexWakes> wakes;
+  int fd = bpf_map__fd(impl_->syscalls->maps.syscall_stats);
   gpuos_syscall_key key{}, next{};
   gpuos_syscall_key* prev = nullptr;
   while (bpf_map_get_next_key(fd, prev, &next) == 0) {
-    gpuos_syscall_stats stats{};
-    if (bpf_map_lookup_elem(fd, &next, &stats) == 0) out.emplace_back(next, stats);
     key = next;
     prev = &key;
-  }
-  return out;
-}
-
-}  // namespace
-
-std::vector<KernelSyscallTotal> BpfSession::ReadSyscallTotals() const {
-  // Wake calls go back into their syscall's totals.
-  std::map<std::pair<uint32_t, int32_t>, KernelSyscallTotal> merged;
-  for (const auto& [key, stats] :
-       ReadSyscallStatsMap(bpf_map__fd(impl_->syscalls->maps.syscall_stats))) {
-    const int32_t nr =
-        GPUOS_IS_WAKE_STATS_NR(key.nr) ? GPUOS_SYSCALL_OF_WAKE_STATS_NR(key.nr) : key.nr;
-    KernelSyscallTotal& total = merged[{key.tid, nr}];
+    gpuos_syscall_stats stats{};
+    if (bpf_map_lookup_elem(fd, &key, &stats) != 0) continue;
+    const bool wake = GPUOS_IS_WAKE_STATS_NR(key.nr);
+    const int32_t nr = wake ? GPUOS_SYSCALL_OF_WAKE_STATS_NR(key.nr) : key.nr;
+    KernelSyscallTotal& total = totals[{key.tid, nr}];
     total.pid = stats.pid;
     total.tid = key.tid;
     total.nr = nr;
     total.calls += stats.calls;
     total.total_ns += stats.total_ns;
     total.max_ns = std::max<uint64_t>(total.max_ns, stats.max_ns);
+    if (wake) {
+      KernelFutexWakes& w = wakes[key.tid];
+      w.pid = stats.pid;
+      w.tid = key.tid;
+      w.calls += stats.calls;
+      w.woken += stats.woken;
+    }
   }
-  std::vector<KernelSyscallTotal> out;
-  out.reserve(merged.size());
-  for (auto& [key, total] : merged) out.push_back(total);
-  return out;
-}
-
-std::vector<KernelFutexWakes> BpfSession::ReadFutexWakes() const {
-  // One thread may wake through futex and futex_wake (futex2): summed.
-  std::map<uint32_t, KernelFutexWakes> by_thread;
-  for (const auto& [key, stats] :
-       ReadSyscallStatsMap(bpf_map__fd(impl_->syscalls->maps.syscall_stats))) {
-    if (!GPUOS_IS_WAKE_STATS_NR(key.nr)) continue;
-    KernelFutexWakes& wakes = by_thread[key.tid];
-    wakes.pid = stats.pid;
-    wakes.tid = key.tid;
-    wakes.calls += stats.calls;
-    wakes.woken += stats.woken;
-  }
-  std::vector<KernelFutexWakes> out;
-  out.reserve(by_thread.size());
-  for (auto& [tid, wakes] : by_thread) out.push_back(wakes);
+  KernelSyscallTables out;
+  out.totals.reserve(totals.size());
+  for (const auto& [k, total] : totals) out.totals.push_back(total);
+  out.wakes.reserve(wakes.size());
+  for (const auto& [tid, w] : wakes) out.wakes.push_back(w);
   return out;
 }
 

@@ -55,6 +55,14 @@ struct KernelFutexWakes {
   uint64_t woken = 0;
 };
 
+// What the kernel's syscall_stats map holds, split as the stream wants it:
+// per-(thread, syscall) totals (futex wake calls added back into their
+// syscall's) and per-thread futex wake counts.
+struct KernelSyscallTables {
+  std::vector<KernelSyscallTotal> totals;
+  std::vector<KernelFutexWakes> wakes;
+};
+
 // Events the kernel side lost, by reason ("ringbuf:<kind>", "map_full:<map>").
 struct KernelDrops {
   std::vector<std::pair<std::string, uint64_t>> by_reason;
@@ -81,8 +89,8 @@ class BpfSession {
   // Hands every waiting record to the handler; returns how many.
   absl::StatusOr<int> Consume();
 
-  std::vector<KernelSyscallTotal> ReadSyscallTotals() const;
-  std::vector<KernelFutexWakes> ReadFutexWakes() const;
+  // One walk of the syscall_stats map.
+  KernelSyscallTables ReadSyscallTables() const;
   KernelDrops ReadDrops() const;
   // Per program: runs the kernel skipped because another BPF program was
   // already running on that CPU (each is a lost event).

@@ -96,7 +96,8 @@ void Recording::OnRecord(const void* data, size_t size) {
 void Recording::Snapshot(bool final) {
   uint64_t now = MonotonicNowNs();
   v1::Event event;
-  for (const KernelSyscallTotal& t : bpf_->ReadSyscallTotals()) {
+  const KernelSyscallTables tables = bpf_->ReadSyscallTables();
+  for (const KernelSyscallTotal& t : tables.totals) {
     uint64_t& seen = syscall_calls_seen_[{t.tid, t.nr}];
     if (seen == t.calls) continue;
     seen = t.calls;
@@ -111,7 +112,7 @@ void Recording::Snapshot(bool final) {
     s->set_max_ns(t.max_ns);
     Write(event);
   }
-  for (const KernelFutexWakes& w : bpf_->ReadFutexWakes()) {
+  for (const KernelFutexWakes& w : tables.wakes) {
     uint64_t& seen = wake_calls_seen_[w.tid];
     if (seen == w.calls) continue;
     seen = w.calls;
