@@ -9,7 +9,14 @@
 # (VAR=value ...) and gpuos-trace options (--...); "untraced" is special,
 # and "cupti-alone:KINDS" runs the workload with a minimal CUPTI client
 # injected by the driver (bench/cupti_floor_injection.cc) recording those
-# kinds, no gpuos-trace: the floor under any CUPTI-based tracer.
+# kinds, no gpuos-trace: the floor under any CUPTI-based tracer (its
+# CUPTI_FLOOR_* knobs go in the environment words; a name after a second
+# colon tells two such variants apart: "cupti-alone:kernel:pinned").
+# BREAKDOWN_PIN: a CPU list; every workload then runs under
+# `taskset -c LIST` (inside gpuos-trace, so the agent is not pinned), which
+# takes the variation between runs from where the scheduler put them.
+# BREAKDOWN_TRAIN_ITERS: steps of the timed training loop (default 1000).
+# The variants run in a rotating order, so drift favours none of them.
 set -u
 BIN_DIR=${1:-build-gpu}
 ROUNDS=${2:-3}
@@ -23,7 +30,7 @@ CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 FLOOR="$OUT/libcupti_floor.so"
 [ -f "$FLOOR" ] || g++ -O2 -shared -fPIC -o "$FLOOR" "$HERE/cupti_floor_injection.cc" \
   -I"$CUDA_HOME/extras/CUPTI/include" -I"$CUDA_HOME/include" -L"$CUDA_HOME/extras/CUPTI/lib64" \
-  -L"$CUDA_HOME/lib64" -lcupti -Wl,-rpath,"$CUDA_HOME/lib64"
+  -L"$CUDA_HOME/lib64" -lcupti -lpthread -Wl,-rpath,"$CUDA_HOME/lib64"
 
 DEFAULT_VARIANTS="untraced
 ebpf-only --no-cuda
@@ -34,8 +41,12 @@ all-kinds"
 mapfile -t VARIANTS <<<"${BREAKDOWN_VARIANTS:-$DEFAULT_VARIANTS}"
 WORKLOADS=${BREAKDOWN_WORKLOADS:-raw_launch py_train}
 
+PIN=()
+[ -n "${BREAKDOWN_PIN:-}" ] && PIN=(taskset -c "$BREAKDOWN_PIN")
+
 for round in $(seq "$ROUNDS"); do
-  for spec in "${VARIANTS[@]}"; do
+  shift_by=$(( (round - 1) % ${#VARIANTS[@]} ))
+  for spec in "${VARIANTS[@]:$shift_by}" "${VARIANTS[@]:0:$shift_by}"; do
     read -r variant rest <<<"$spec"
     [ -n "$variant" ] || continue
     envs=(); opts=()
@@ -44,14 +55,16 @@ for round in $(seq "$ROUNDS"); do
     done
     for workload in $WORKLOADS; do
       case $workload in
-        raw_launch) cmd=("$OUT/cuda_launch_rate") ;;
-        py_launch) cmd=(python3 "$HERE/gpu_overhead.py" --mode launch) ;;
-        py_train) cmd=(python3 "$HERE/gpu_overhead.py" --mode train) ;;
+        raw_launch) cmd=("${PIN[@]}" "$OUT/cuda_launch_rate") ;;
+        py_launch) cmd=("${PIN[@]}" python3 "$HERE/gpu_overhead.py" --mode launch) ;;
+        py_train) cmd=("${PIN[@]}" python3 "$HERE/gpu_overhead.py" --mode train ${BREAKDOWN_TRAIN_ITERS:+--iters "$BREAKDOWN_TRAIN_ITERS"}) ;;
       esac
       case $variant in
         untraced) line=$("${cmd[@]}" 2>/dev/null | tail -1) ;;
         cupti-alone:*)
-          line=$(CUDA_INJECTION64_PATH="$FLOOR" CUPTI_FLOOR_KINDS="${variant#cupti-alone:}" "${cmd[@]}" 2>/dev/null | tail -1) ;;
+          kinds=${variant#cupti-alone:}
+          line=$(env "${envs[@]}" CUDA_INJECTION64_PATH="$FLOOR" CUPTI_FLOOR_KINDS="${kinds%%:*}" "${cmd[@]}" \
+            2>/dev/null | tail -1) ;;
         *) line=$(env "${envs[@]}" "$TRACE" -q "${opts[@]}" -o "$OUT/b.gpuos" -- "${cmd[@]}" 2>/dev/null | tail -1) ;;
       esac
       echo "{\"variant\": \"$variant\", \"workload\": \"$workload\", \"result\": ${line:-null}}" >>"$RESULTS"
@@ -61,16 +74,27 @@ done
 python3 - "$RESULTS" <<'PY'
 import json, statistics, sys
 runs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-rates = {}
+rates, parts = {}, {}
 for r in runs:
     if r["result"]:
-        rates.setdefault((r["workload"], r["variant"]), []).append(r["result"]["rate"])
+        key = (r["workload"], r["variant"])
+        rates.setdefault(key, []).append(r["result"]["rate"])
+        for part in ("enqueue_rate", "gpu_rate"):
+            if part in r["result"]:
+                parts.setdefault(key + (part,), []).append(r["result"][part])
 print()
-print(f"{'workload':<11} {'variant':<36} {'median rate':>12} {'overhead':>9}  n")
+print(f"{'workload':<11} {'variant':<36} {'median rate':>12} {'overhead':>9}  n"
+      f"   {'enqueue/s':>10} {'GPU/s':>10}  (raw_launch: launches over CPU time to enqueue, over GPU time)")
 for workload in dict.fromkeys(w for w, _ in rates):
+    if (workload, "untraced") not in rates:
+        continue
     base = statistics.median(rates[(workload, "untraced")])
     for (w, v), values in rates.items():
         if w == workload:
             m = statistics.median(values)
-            print(f"{workload:<11} {v:<36} {m:>12.0f} {(1 - m / base) * 100:>8.1f}%  {len(values)}")
+            extra = ""
+            if (w, v, "gpu_rate") in parts:
+                extra = (f"   {statistics.median(parts[(w, v, 'enqueue_rate')]):>10.0f}"
+                         f" {statistics.median(parts[(w, v, 'gpu_rate')]):>10.0f}")
+            print(f"{workload:<11} {v:<36} {m:>12.0f} {(1 - m / base) * 100:>8.1f}%  {len(values)}{extra}")
 PY

@@ -20,6 +20,7 @@
 //                      ring-buffer record per call
 //   mmap-munmap        mmap + munmap of one page: two records per pair
 #include <linux/futex.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -133,10 +134,10 @@ bool RunOne(const std::string& mode) {
 void PrintTimed(const std::string& mode, uint64_t ops, uint64_t wall_ns, uint64_t cpu_ns,
                 uint64_t wait_ns, long faults, long preemptions) {
   printf("mode=%s ops=%llu ns_per_op=%.2f cpu_ns_per_op=%.2f wait_ns_per_op=%.2f "
-         "faults_per_op=%.3f preemptions=%ld seconds=%.3f\n",
+         "faults_per_op=%.3f preemptions=%ld seconds=%.3f cpu=%d\n",
          mode.c_str(), static_cast<unsigned long long>(ops), static_cast<double>(wall_ns) / ops,
          static_cast<double>(cpu_ns) / ops, static_cast<double>(wait_ns) / ops,
-         static_cast<double>(faults) / ops, preemptions, wall_ns / 1e9);
+         static_cast<double>(faults) / ops, preemptions, wall_ns / 1e9, sched_getcpu());
 }
 
 int RunLoop(const Options& o) {

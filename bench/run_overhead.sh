@@ -40,13 +40,14 @@ for f in "$TRACER" "$WORKLOAD"; do
 done
 [[ $(id -u) -eq 0 ]] || { echo "run_overhead: gpuos-trace needs root: run with sudo" >&2; exit 1; }
 # jq reads reports and bpftool's listing (diag, ring, memory); the overhead
-# part runs without either (on the GPU machine, which has neither), only
-# it then cannot check for someone else's tracer.
+# part runs without either (on the GPU machine, which has neither): its
+# check for someone else's tracer uses bench/count_bpf_programs.
 if [[ $ONLY != overhead ]]; then
   command -v jq >/dev/null || { echo "run_overhead: needs jq (apt-get install jq)" >&2; exit 1; }
 fi
+COUNT_PROGRAMS=$(dirname "$WORKLOAD")/count_bpf_programs
 CAN_SEE_TRACERS=1
-command -v jq >/dev/null && command -v bpftool >/dev/null || CAN_SEE_TRACERS=0
+[[ -x $COUNT_PROGRAMS ]] || { command -v jq >/dev/null && command -v bpftool >/dev/null; } || CAN_SEE_TRACERS=0
 
 # The OS side alone: no CUDA shim preloaded into the workload, where the
 # tracer has one.
@@ -74,7 +75,11 @@ other_tracers() {
   local n
   ((CAN_SEE_TRACERS)) || { echo 0; return; }
   for _ in 1 2 3 4 5; do
-    n=$(bpftool -j prog show 2>/dev/null | jq '[.[] | select(.name=="handle_sys_enter")] | length' 2>/dev/null || echo 0)
+    if [[ -x $COUNT_PROGRAMS ]]; then
+      n=$("$COUNT_PROGRAMS" handle_sys_enter 2>/dev/null || echo 0)
+    else
+      n=$(bpftool -j prog show 2>/dev/null | jq '[.[] | select(.name=="handle_sys_enter")] | length' 2>/dev/null || echo 0)
+    fi
     [[ $n == 0 ]] && break
     sleep 0.2
   done
@@ -115,7 +120,9 @@ echo "# host: $(nproc) CPUs ($(awk -F': ' '/^model name/ {print $2; exit}' /proc
   "$(systemd-detect-virt 2>/dev/null || echo "virt unknown")), kernel $(uname -r)," \
   "clocksource $(cat /sys/devices/system/clocksource/clocksource0/current_clocksource)"
 echo "# load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
-((CAN_SEE_TRACERS)) || echo "# no jq or bpftool here: rounds are not checked for other tracers"
+echo "# NUMA nodes: $(ls -d /sys/devices/system/node/node* 2>/dev/null | wc -l);" \
+  "SMT siblings of CPU 0: $(cat /sys/devices/system/cpu/cpu0/topology/thread_siblings_list 2>/dev/null || echo unknown)"
+((CAN_SEE_TRACERS)) || echo "# no count_bpf_programs, jq or bpftool here: rounds are not checked for other tracers"
 echo "# tracer: $TRACER ${TRACE_OPTS[*]} ($("$TRACER" --version 2>&1)," \
   "source $(git -C "$(dirname "$0")" rev-parse --short HEAD 2>/dev/null || echo "not a git checkout")" \
   "$([[ -n $(git -C "$(dirname "$0")" status --porcelain 2>/dev/null) ]] && echo "+ uncommitted changes"))"
@@ -177,7 +184,8 @@ if [[ -z $ONLY || $ONLY == overhead ]]; then
       [[ $(other_tracers) == 0 ]] || quiet=busy
       # wall ns/op, on-CPU ns/op and preemptions of U, T, B
       row=""
-      for key in ns_per_op cpu_ns_per_op preemptions; do
+      # (then the CPU each ran on at the end, to see whether placement matters)
+      for key in ns_per_op cpu_ns_per_op preemptions cpu; do
         row+="$(field "$u" $key) $(field "$t" $key) $(field "$b" $key) "
       done
       if [[ $quiet == clean ]]; then
@@ -186,7 +194,7 @@ if [[ -z $ONLY || $ONLY == overhead ]]; then
       else
         echo "$row" >>"$WORK/$mode.busy"
       fi
-      printf '  %-18s try %2d %-5s: wall U %7.0f T %7.0f B %7.0f | cpu U %7.0f T %7.0f B %7.0f ns/op | preempt U %d T %d B %d\n' \
+      printf '  %-18s try %2d %-5s: wall U %7.0f T %7.0f B %7.0f | cpu U %7.0f T %7.0f B %7.0f ns/op | preempt U %d T %d B %d | on CPU %s %s %s\n' \
         "$mode" "$tries" "$quiet" $row
     done
     if ((clean == 0)); then

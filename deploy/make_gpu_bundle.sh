@@ -13,10 +13,13 @@ mkdir -p "$bundle"
 strip -o "$bundle/gpuos-trace" "$build/gpuos-trace"
 strip -o "$bundle/libgpuos_shim.so" "$build/libgpuos_shim.so"
 cp -r "$build/python_hooks" "$bundle/"
-# The OS-side benchmark's workload (bench/run_overhead.sh), where built.
-if [[ -x $build/bench/overhead_workload ]]; then
-  mkdir -p "$bundle/bench"
-  strip -o "$bundle/bench/overhead_workload" "$build/bench/overhead_workload"
-fi
+# The OS-side benchmark's workload and its check for other tracers
+# (bench/run_overhead.sh), where built.
+for tool in overhead_workload count_bpf_programs; do
+  if [[ -x $build/bench/$tool ]]; then
+    mkdir -p "$bundle/bench"
+    strip -o "$bundle/bench/$tool" "$build/bench/$tool"
+  fi
+done
 ldd "$bundle/gpuos-trace" | sed 's/^/  /'
 du -sh "$bundle"

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Does a traced syscall's cost vary from one gpuos-trace instance to the
+# next, and is the difference inside our BPF programs or around them?
+# For N instances in a row: the workload's on-CPU ns per getppid (or
+# MODE) under a fresh gpuos-trace, and, read before that tracer exits, the
+# mean run time of its handle_sys_enter and handle_sys_exit programs over
+# a second, shorter loop under the same instance with
+# kernel.bpf_stats_enabled on (those figures include bpf_stats' own clock
+# reads, so compare them between instances, not with the workload's).
+# An untraced run before each instance gives the baseline.  Needs root.
+#   bench/per_instance_cost.sh [BUILD_DIR] [N] [MODE]
+set -u
+BUILD_DIR=${1:-build}
+N=${2:-8}
+MODE=${3:-getppid}
+TRACER=$(realpath "$BUILD_DIR/gpuos-trace")
+WORKLOAD=$(realpath "$BUILD_DIR/bench/overhead_workload")
+COUNT=$(realpath "$BUILD_DIR/bench/count_bpf_programs")
+OUT=$(mktemp -d /tmp/gpuos-instances.XXXXXX)
+trap 'sysctl -qw kernel.bpf_stats_enabled=0; rm -rf "$OUT"' EXIT
+field() { tr ' ' '\n' <<<"$1" | sed -n "s/^$2=//p"; }
+printf '%-9s %12s %12s %10s %14s %14s %5s\n' instance "U cpu ns/op" "T cpu ns/op" "T-U" "enter ns/run" "exit ns/run" cpu
+for i in $(seq "$N"); do
+  u=$("$WORKLOAD" "$MODE" --ops 300000 --warmup 30000)
+  t=$("$TRACER" -q --no-cuda -o "$OUT/t.gpuos" -- sh -c \
+    "'$WORKLOAD' $MODE --ops 300000 --warmup 30000; sysctl -qw kernel.bpf_stats_enabled=1;
+     '$WORKLOAD' $MODE --ops 100000 --warmup 0 >/dev/null; sysctl -qw kernel.bpf_stats_enabled=0;
+     '$COUNT' --stats handle_sys_enter handle_sys_exit")
+  line=$(grep '^mode=' <<<"$t")
+  enter=$(grep 'prog=handle_sys_enter' <<<"$t" | tail -1)
+  exit_=$(grep 'prog=handle_sys_exit' <<<"$t" | tail -1)
+  uc=$(field "$u" cpu_ns_per_op) tc=$(field "$line" cpu_ns_per_op)
+  printf '%-9s %12.1f %12.1f %10.1f %14s %14s %5s\n' "$i" "$uc" "$tc" "$(awk -v a="$tc" -v b="$uc" 'BEGIN {print a - b}')" \
+    "$(field "$enter" ns_per_run)" "$(field "$exit_" ns_per_run)" "$(field "$line" cpu)"
+done
