@@ -766,6 +766,13 @@ bool KindWanted(const char* kind) {
   return false;
 }
 
+// ", only kernel,memcpy records (--cuda-records)" when GPUOS_CUPTI_KINDS
+// narrows the kinds, so a trace without API calls says why; else "".
+std::string KindsNote() {
+  const char* env = getenv("GPUOS_CUPTI_KINDS");
+  return env && *env ? std::string(", only ") + env + " records (--cuda-records)" : std::string();
+}
+
 // Per-call filtering inside CUPTI where it can (records of untraced calls
 // are then never written); otherwise every call of the kind is recorded and
 // the parser filters.  CUPTI's per-call switches take effect only when set
@@ -935,7 +942,7 @@ bool BeginCollection(bool cuda_running) {
   {
     std::lock_guard<std::mutex> lock(s.problem_mu);
     s.base_status =
-        source + ", " + api_records + ", " + s.timestamps.Describe() +
+        source + ", " + api_records + KindsNote() + ", " + s.timestamps.Describe() +
         (serialised_kernels ? ", kernels serialised (no concurrent-kernel tracing)" : "");
     status = s.base_status + s.problem_text;
   }

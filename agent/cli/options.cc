@@ -7,6 +7,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 
 namespace gpuos {
 
@@ -34,6 +35,8 @@ const char kUsage[] =
     "      --no-cuda           do not put the CUDA/NVTX shim into the traced processes\n"
     "      --shim FILE         the shim library (default: libgpuos_shim.so next to gpuos-trace)\n"
     "      --no-python-hooks   do not mark DataLoader fetches and optimizer steps in Python processes\n"
+    "      --cuda-records LIST CUDA records to keep, a comma list of kernel, memcpy, memset, sync,\n"
+    "                          runtime, driver (default: all); fewer cost the job less\n"
     "      --btf FILE          kernel BTF to use instead of /sys/kernel/btf/vmlinux\n"
     "      --duration DUR      attach mode: stop after DUR (30s, 5m, 1h); default: Ctrl-C or the job's end\n"
     "      --no-inject         attach mode: never ptrace; CUDA API calls through uprobes only (CPU side)\n"
@@ -117,6 +120,12 @@ absl::StatusOr<ParsedCommandLine> ParseRecord(const std::vector<std::string>& ar
       rec.cuda = false;
     } else if (name == "--no-python-hooks") {
       rec.python_hooks = false;
+    } else if (name == "--cuda-records") {
+      auto v = TakeValue(args, &i, name, iv);
+      if (!v.ok()) return v.status();
+      auto kinds = ParseCudaRecordKinds(*v);
+      if (!kinds.ok()) return kinds.status();
+      rec.cuda_records = *kinds;
     } else if (name == "--shim") {
       auto v = TakeValue(args, &i, name, iv);
       if (!v.ok()) return v.status();
@@ -162,8 +171,15 @@ absl::StatusOr<ParsedCommandLine> ParseRecord(const std::vector<std::string>& ar
       return Usage("give either --pid/--gpu-procs or a command to launch, not both");
     }
     if (rec.prepare) return Usage("--prepare starts a command; it does not go with --pid/--gpu-procs");
+    if (!rec.cuda_records.empty()) {
+      // The shim reads its choice from its environment, set at the start.
+      return Usage("--cuda-records goes with a launched command or --prepare, not with --pid/--gpu-procs");
+    }
   } else {
     if (rec.duration_ns) return Usage("--duration goes with --pid or --gpu-procs (attach mode)");
+    if (!rec.cuda && !rec.cuda_records.empty()) {
+      return Usage("--cuda-records chooses CUDA records; it does not go with --no-cuda");
+    }
     if (!rec.inject) return Usage("--no-inject goes with --pid or --gpu-procs (attach mode)");
     if (rec.command.empty()) {
       return Usage(rec.prepare ? "--prepare needs a command (gpuos-trace --prepare -- COMMAND [ARGS...])"
@@ -287,6 +303,29 @@ absl::StatusOr<ParsedCommandLine> ParseCommandLine(const std::vector<std::string
   }
   if (first == "record") return ParseRecord(args, 2, now_suffix);
   return ParseRecord(args, 1, now_suffix);
+}
+
+absl::StatusOr<std::string> ParseCudaRecordKinds(const std::string& text) {
+  static const std::vector<std::string> kKnown = {"kernel", "memcpy", "memset", "sync", "runtime", "driver"};
+  std::vector<std::string> kinds = absl::StrSplit(text, ',');
+  for (size_t k = 0; k < kinds.size(); ++k) {
+    if (std::find(kKnown.begin(), kKnown.end(), kinds[k]) == kKnown.end()) {
+      return Usage(absl::StrFormat(
+          "--cuda-records %s: unknown kind '%s' (expected a comma list of kernel, memcpy, memset, "
+          "sync, runtime, driver)", text, kinds[k]));
+    }
+    if (std::find(kinds.begin(), kinds.begin() + static_cast<std::ptrdiff_t>(k), kinds[k]) !=
+        kinds.begin() + static_cast<std::ptrdiff_t>(k)) {
+      return Usage(absl::StrFormat("--cuda-records %s: '%s' is listed twice", text, kinds[k]));
+    }
+  }
+  if (std::find(kinds.begin(), kinds.end(), "kernel") == kinds.end() &&
+      std::find(kinds.begin(), kinds.end(), "memcpy") == kinds.end()) {
+    return Usage(absl::StrFormat(
+        "--cuda-records %s: needs kernel or memcpy (without either nothing is recorded; "
+        "use --no-cuda to record no CUDA at all)", text));
+  }
+  return text;
 }
 
 absl::StatusOr<uint64_t> ParseByteSize(const std::string& text) {

@@ -47,6 +47,10 @@ struct ParsedCommandLine {
 absl::StatusOr<ParsedCommandLine> ParseCommandLine(const std::vector<std::string>& args,
                                                    const std::string& now_suffix);
 
+// "kernel,memcpy" -> the same list, checked: each of kernel, memcpy, memset,
+// sync, runtime, driver at most once, and kernel or memcpy among them (the
+// shim records nothing without one of the two).
+absl::StatusOr<std::string> ParseCudaRecordKinds(const std::string& text);
 // "64M", "1G", "4096" -> bytes.
 absl::StatusOr<uint64_t> ParseByteSize(const std::string& text);
 // "30s", "1ms", "250us", "100ns", "2m" -> nanoseconds.

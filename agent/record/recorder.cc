@@ -114,7 +114,8 @@ int RunRecord(const RecordOptions& options) {
       } else {
         shim_listener = std::move(*listener);
         launch.extra_env = ShimEnvironment(shim, shim_listener->socket_path(),
-                                           options.python_hooks ? FindPythonHooks() : "");
+                                           options.python_hooks ? FindPythonHooks() : "",
+                                           options.cuda_records);
       }
     }
   }

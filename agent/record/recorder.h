@@ -25,6 +25,10 @@ struct RecordOptions {
   std::string shim_path;
   // Put the Python start-up hook (agent/python_hooks/) on PYTHONPATH.
   bool python_hooks = true;
+  // --cuda-records: the CUDA record kinds to enable, a comma list of
+  // kernel, memcpy, memset, sync, runtime, driver; empty: all.  Fewer
+  // kinds cost the job less (docs/gpu-results.md).
+  std::string cuda_records;
   // gpuos-trace's own command line, kept in the trace header.
   std::vector<std::string> tracer_argv;
 

@@ -12,9 +12,12 @@ namespace gpuos {
 
 // "NAME=value" entries.  `socket_path` empty: prepared (idle) mode.
 // `python_hooks_dir` non-empty: put the Python start-up hook on PYTHONPATH.
+// `cuda_records` non-empty: the CUDA record kinds the shim enables
+// (GPUOS_CUPTI_KINDS; --cuda-records); empty: all.
 // Another tool already named by an injection variable is left in place,
 // with a warning on stderr.
 std::vector<std::string> ShimEnvironment(const std::string& shim, const std::string& socket_path,
-                                         const std::string& python_hooks_dir);
+                                         const std::string& python_hooks_dir,
+                                         const std::string& cuda_records = "");
 
 }  // namespace gpuos

@@ -3,13 +3,13 @@
 #   tests/gpu/gpu_session.sh [BIN_DIR] [PARTS]
 # BIN_DIR (default build-gpu) holds what deploy/make_gpu_bundle.sh put there:
 # a static gpuos-trace, libgpuos_shim.so and python_hooks/.  PARTS is a
-# comma list of: probe, known, known-cupti-clock, torch, coexist, overhead,
-# os-overhead, attach, suite (default: all but known-cupti-clock,
-# os-overhead and suite).
+# comma list of: probe, known, known-cupti-clock, cuda-records, torch,
+# coexist, overhead, os-overhead, attach, suite (default: all but
+# known-cupti-clock, os-overhead and suite).
 # Logs go to $OUT (or ./gpu-session-out); the table of results comes last.
 set -u
 BIN_DIR=${1:-build-gpu}
-PARTS=${2:-probe,known,torch,coexist,overhead,attach}
+PARTS=${2:-probe,known,cuda-records,torch,coexist,overhead,attach}
 OUT=${OUT:-$PWD/gpu-session-out}
 mkdir -p "$OUT"
 export OUT
@@ -55,6 +55,26 @@ if want known-cupti-clock; then
     row "known work, CUPTI clock mapped" FAIL "$(grep -c FAIL "$OUT/known-cupti.log") failing lines, see known-cupti.log"
   else
     row "known work, CUPTI clock mapped" PASS "$(grep -c PASS "$OUT/known-cupti.log") checks"
+  fi
+fi
+
+if want cuda-records; then
+  # --cuda-records kernel,memcpy: all kernels and copies of the known work,
+  # nothing of the kinds left out, and the status says so.
+  echo "== --cuda-records kernel,memcpy"
+  known="$OUT/known/cuda_known_work"
+  [ -x "$known" ] || { mkdir -p "$OUT/known"; nvcc -O2 -std=c++17 -arch=native -o "$known" "$HERE/cuda_known_work.cu"; }
+  timeout 120 "$TRACE" -q --cuda-records kernel,memcpy -o "$OUT/records.gpuos" -- "$known" \
+    >"$OUT/records.stdout" 2>"$OUT/records.stderr"
+  "$TRACE" dump "$OUT/records.gpuos" >"$OUT/records.jsonl" 2>/dev/null
+  python3 "$HERE/check_cuda_records.py" --expect "$OUT/records.stdout" --events "$OUT/records.jsonl" \
+    >"$OUT/records.log" 2>&1
+  rc=$?
+  cat "$OUT/records.log"
+  if [ $rc -eq 0 ]; then
+    row "--cuda-records kernel,memcpy" PASS "$(grep -c PASS "$OUT/records.log") checks"
+  else
+    row "--cuda-records kernel,memcpy" FAIL "$(grep FAIL "$OUT/records.log" | head -1)"
   fi
 fi
 

@@ -181,6 +181,19 @@ TEST_F(ShimNvtxTest, ShimIsInertInProgramsWithoutNvtxOrCuda) {
   EXPECT_EQ(threads, 0u) << "the shim started a thread in a program that never used it";
 }
 
+// --cuda-records reaches the shim of every traced process (as
+// GPUOS_CUPTI_KINDS, read when CUDA starts, which needs a GPU to see; the
+// GPU session checks the records themselves), child processes included;
+// without it gpuos-trace sets nothing, and the shim records all kinds.
+TEST_F(ShimNvtxTest, CudaRecordsReachEveryTracedProcess) {
+  const std::string show = " -- sh -c 'printf \"%s|\" \"$GPUOS_CUPTI_KINDS\"; sh -c \"printf %s \\\"\\$GPUOS_CUPTI_KINDS\\\"\"'";
+  std::string out;
+  ASSERT_EQ(Shell(kTracer + " -q --cuda-records kernel,memcpy -o " + dir_ + "/kinds.gpuos" + show, &out), 0);
+  EXPECT_EQ(out, "kernel,memcpy|kernel,memcpy");
+  ASSERT_EQ(Shell("env -u GPUOS_CUPTI_KINDS " + kTracer + " -q -o " + dir_ + "/all.gpuos" + show, &out), 0);
+  EXPECT_EQ(out, "|");
+}
+
 TEST_F(ShimNvtxTest, TracedProgramDoesNotWaitForAMissingOrStuckAgent) {
   std::string env = "LD_PRELOAD=" + ShimPath() + " NVTX_INJECTION64_PATH=" + ShimPath();
   // No agent at all: the socket does not exist.

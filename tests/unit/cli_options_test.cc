@@ -58,6 +58,30 @@ TEST(CliOptions, PrepareTakesACommand) {
   EXPECT_EQ(parsed->record.command, (std::vector<std::string>{"python3", "train.py"}));
 }
 
+TEST(CliOptions, CudaRecordsChoosesTheKinds) {
+  auto parsed = Parse({"--cuda-records", "kernel,memcpy,memset", "--", "python3", "train.py"});
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->record.cuda_records, "kernel,memcpy,memset");
+  auto inline_value = Parse({"--cuda-records=memcpy,sync", "./trainer"});
+  ASSERT_TRUE(inline_value.ok()) << inline_value.status();
+  EXPECT_EQ(inline_value->record.cuda_records, "memcpy,sync");
+  auto prepared = Parse({"--prepare", "--cuda-records", "kernel", "--", "./trainer"});
+  ASSERT_TRUE(prepared.ok()) << prepared.status();
+  EXPECT_EQ(prepared->record.cuda_records, "kernel");
+  auto defaulted = Parse({"./trainer"});
+  ASSERT_TRUE(defaulted.ok());
+  EXPECT_EQ(defaulted->record.cuda_records, "");  // all kinds
+
+  ExpectError({"--cuda-records", "kernel,foo", "--", "ls"}, "unknown kind 'foo'");
+  ExpectError({"--cuda-records", "", "--", "ls"}, "unknown kind ''");
+  ExpectError({"--cuda-records", "kernel,,memcpy", "--", "ls"}, "unknown kind ''");
+  ExpectError({"--cuda-records", "kernel,kernel", "--", "ls"}, "'kernel' is listed twice");
+  ExpectError({"--cuda-records", "runtime,driver", "--", "ls"}, "needs kernel or memcpy");
+  ExpectError({"--no-cuda", "--cuda-records", "kernel", "--", "ls"}, "not go with --no-cuda");
+  ExpectError({"--pid", "42", "--cuda-records", "kernel"}, "not with --pid/--gpu-procs");
+  ExpectError({"--cuda-records"}, "needs a value");
+}
+
 TEST(CliOptions, MisusesGetOneClearLine) {
   ExpectError({}, "nothing to do");
   ExpectError({"-o", "x.gpuos"}, "no command to trace");
