@@ -21,6 +21,7 @@ set -u
 BIN_DIR=${1:-build-gpu}
 ROUNDS=${2:-3}
 OUT=${OUT:-$(mktemp -d /tmp/gpuos-gpu-breakdown.XXXXXX)}
+mkdir -p "$OUT"
 TRACE="$BIN_DIR/gpuos-trace"
 HERE=$(cd "$(dirname "$0")" && pwd)
 RESULTS="$OUT/breakdown_runs.jsonl"

@@ -8,6 +8,7 @@
 set -u
 REPEATS=${1:-2}
 OUT=${OUT:-$(mktemp -d /tmp/gpuos-phase-ab.XXXXXX)}
+mkdir -p "$OUT"
 HERE=$(cd "$(dirname "$0")" && pwd)
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 CUPTI_FLAGS=(-I"$CUDA_HOME/extras/CUPTI/include" -L"$CUDA_HOME/extras/CUPTI/lib64" -L"$CUDA_HOME/lib64"

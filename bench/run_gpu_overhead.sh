@@ -13,6 +13,7 @@ set -u
 BIN_DIR=${1:-build-gpu}
 ROUNDS=${2:-5}
 OUT=${OUT:-$(mktemp -d /tmp/gpuos-gpu-bench.XXXXXX)}
+mkdir -p "$OUT"
 TRACE="$BIN_DIR/gpuos-trace"
 HERE=$(cd "$(dirname "$0")" && pwd)
 RESULTS="$OUT/overhead_runs.jsonl"
