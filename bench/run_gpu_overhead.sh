@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # gpuos-trace's CUDA-side overhead on the GPU machine (issue 3, point 7),
 # measured side by side in one run: for each workload, rounds of
-# [untraced, under gpuos-trace, under torch.profiler] in alternating order,
-# then the medians and the overheads relative to untraced.  A fourth
+# [untraced, under gpuos-trace, under gpuos-trace --cuda-records
+# kernel,memcpy,memset ("lite"), under torch.profiler] in rotating order,
+# then the medians and the overheads relative to untraced.  A fifth
 # variant, "CUPTI alone", runs each workload with a minimal CUPTI client
 # injected by the driver (bench/cupti_floor_injection.cc: kernel and
 # runtime-API records, nothing done with them): the floor under any tracer
@@ -33,6 +34,9 @@ run() {  # run VARIANT WORKLOAD CMD...
   local line
   if [ "$variant" = gpuos ]; then
     line=$("$TRACE" -q -o "$OUT/bench_${workload}.gpuos" -- "$@" 2>>"$OUT/bench.stderr" | tail -1)
+  elif [ "$variant" = gpuos-lite ]; then
+    line=$("$TRACE" -q --cuda-records "$LITE_RECORDS" -o "$OUT/bench_${workload}.gpuos" -- "$@" \
+      2>>"$OUT/bench.stderr" | tail -1)
   elif [ "$variant" = cupti ]; then
     line=$(CUDA_INJECTION64_PATH="$FLOOR" "$@" 2>>"$OUT/bench.stderr" | tail -1)
   else
@@ -41,15 +45,13 @@ run() {  # run VARIANT WORKLOAD CMD...
   echo "{\"variant\": \"$variant\", \"workload\": \"$workload\", \"result\": ${line:-null}}" >>"$RESULTS"
 }
 
+# gpuos-lite: gpuos-trace keeping only these CUDA records (--cuda-records).
+LITE_RECORDS=${GPU_OVERHEAD_LITE_RECORDS:-kernel,memcpy,memset}
+VARIANTS=(untraced gpuos gpuos-lite profiler cupti)
 for round in $(seq "$ROUNDS"); do
   # Rotate the order each round so drift does not favour one variant.
-  case $((round % 4)) in
-    0) order="untraced gpuos profiler cupti" ;;
-    1) order="gpuos profiler cupti untraced" ;;
-    2) order="profiler cupti untraced gpuos" ;;
-    3) order="cupti untraced gpuos profiler" ;;
-  esac
-  for variant in $order; do
+  shift_by=$(( (round - 1) % ${#VARIANTS[@]} ))
+  for variant in "${VARIANTS[@]:$shift_by}" "${VARIANTS[@]:0:$shift_by}"; do
     [ "$variant" = cupti ] && [ ! -f "$FLOOR" ] && continue
     flag=""
     [ "$variant" = profiler ] && flag="--profiler"
@@ -70,20 +72,24 @@ for r in runs:
         rates.setdefault((r["workload"], r["variant"]), []).append(r["result"]["rate"])
 targets = {"py_launch": 15.0, "raw_launch": 15.0, "py_train": 5.0}
 print()
-print(f"{'workload':<11} {'untraced':>12} {'gpuos-trace':>12} {'overhead':>9} {'torch.prof':>12} {'overhead':>9} {'CUPTI alone':>12} {'overhead':>9} {'target':>7}  verdict")
+print(f"{'workload':<11} {'untraced':>10} {'gpuos-trace':>11} {'ovh':>6} {'gpuos lite':>10} {'ovh':>6} {'torch.prof':>10} {'ovh':>6} {'CUPTI alone':>11} {'ovh':>6} {'target':>6}  verdict (gpuos-trace, lite)")
 for workload in ("py_launch", "raw_launch", "py_train"):
     base = rates.get((workload, "untraced"))
     if not base:
         continue
     b = statistics.median(base)
-    g = statistics.median(rates.get((workload, "gpuos"), [float("nan")]))
-    p = statistics.median(rates.get((workload, "profiler"), [float("nan")]))
-    c = statistics.median(rates.get((workload, "cupti"), [float("nan")]))
-    go = (1 - g / b) * 100
-    po = (1 - p / b) * 100
-    co = (1 - c / b) * 100
+    def median_of(variant):
+        return statistics.median(rates.get((workload, variant), [float("nan")]))
+    def overhead(variant):
+        return (1 - median_of(variant) / b) * 100
     t = targets[workload]
-    verdict = "meets" if go <= t and (p != p or go < po) else "MISSES"
-    print(f"{workload:<11} {b:>12.0f} {g:>12.0f} {go:>8.1f}% {p:>12.0f} {po:>8.1f}% {c:>12.0f} {co:>8.1f}% {t:>6.0f}%  {verdict}"
-          f"  (n={len(base)} rounds, medians)")
+    po = overhead("profiler")
+    def verdict(variant):
+        o = overhead(variant)
+        return "meets" if o <= t and (po != po or o < po) else "MISSES"
+    print(f"{workload:<11} {b:>10.0f} {median_of('gpuos'):>11.0f} {overhead('gpuos'):>5.1f}%"
+          f" {median_of('gpuos-lite'):>10.0f} {overhead('gpuos-lite'):>5.1f}%"
+          f" {median_of('profiler'):>10.0f} {po:>5.1f}%"
+          f" {median_of('cupti'):>11.0f} {overhead('cupti'):>5.1f}% {t:>5.0f}%"
+          f"  {verdict('gpuos')}, {verdict('gpuos-lite')}  (n={len(base)} rounds, medians)")
 PY
