@@ -22,7 +22,8 @@ field() { tr ' ' '\n' <<<"$1" | sed -n "s/^$2=//p"; }
 printf '%-9s %12s %12s %10s %14s %14s %5s\n' instance "U cpu ns/op" "T cpu ns/op" "T-U" "enter ns/run" "exit ns/run" cpu
 for i in $(seq "$N"); do
   u=$("$WORKLOAD" "$MODE" --ops 300000 --warmup 30000)
-  t=$("$TRACER" -q --no-cuda -o "$OUT/t.gpuos" -- sh -c \
+  # --run-as-root: under sudo the traced shell must still read the BPF stats.
+  t=$("$TRACER" -q --no-cuda --run-as-root -o "$OUT/t.gpuos" -- sh -c \
     "'$WORKLOAD' $MODE --ops 300000 --warmup 30000; sysctl -qw kernel.bpf_stats_enabled=1;
      '$WORKLOAD' $MODE --ops 100000 --warmup 0 >/dev/null; sysctl -qw kernel.bpf_stats_enabled=0;
      '$COUNT' --stats handle_sys_enter handle_sys_exit")

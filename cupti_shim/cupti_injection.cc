@@ -766,11 +766,12 @@ bool KindWanted(const char* kind) {
   return false;
 }
 
-// ", only kernel,memcpy records (--cuda-records)" when GPUOS_CUPTI_KINDS
+// ", only kernel,memcpy records (...)" when GPUOS_CUPTI_KINDS
 // narrows the kinds, so a trace without API calls says why; else "".
 std::string KindsNote() {
   const char* env = getenv("GPUOS_CUPTI_KINDS");
-  return env && *env ? std::string(", only ") + env + " records (--cuda-records)" : std::string();
+  if (!env || !*env) return "";
+  return std::string(", only ") + env + " records (--cuda-records, GPUOS_CUPTI_KINDS)";
 }
 
 // Per-call filtering inside CUPTI where it can (records of untraced calls
@@ -784,7 +785,7 @@ std::string EnableApiRecords(const CuptiApi& api, bool cuda_running) {
   s.api_filtered_in_cupti = false;
   const bool want_runtime = KindWanted("runtime");
   const bool want_driver = KindWanted("driver");
-  if (!want_runtime && !want_driver) return "no API calls (GPUOS_CUPTI_KINDS)";
+  if (!want_runtime && !want_driver) return "no API calls";  // KindsNote() says why
   // GPUOS_CUPTI_API_FILTER=shim enables the whole API kinds and filters in
   // the parser instead (to measure which costs the job less).
   const char* filter = getenv("GPUOS_CUPTI_API_FILTER");
