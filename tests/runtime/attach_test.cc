@@ -95,20 +95,24 @@ bool BpfObjectExists(const std::string& kind, uint32_t id) {
   return fd >= 0;
 }
 
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 // The job's speed (getppid calls per 100 ms window) over windows that lie
 // entirely within [from, to).
-double MedianRate(const TargetLog& log, uint64_t from, uint64_t to) {
+std::vector<double> WindowRates(const TargetLog& log, uint64_t from, uint64_t to) {
   std::vector<double> rates;
   for (const auto& [start, calls] : log.rates) {
     if (start >= from && start + 100'000'000 <= to) rates.push_back(static_cast<double>(calls));
   }
-  return Median(rates);
+  return rates;
+}
+
+// The speed the job reaches in its good windows (the 80th percentile):
+// what another process on this 2-core machine takes away comes and goes,
+// so it lowers some windows; a tracer left behind lowers all of them.
+double ReachedRate(const TargetLog& log, uint64_t from, uint64_t to) {
+  std::vector<double> rates = WindowRates(log, from, to);
+  if (rates.empty()) return 0;
+  std::sort(rates.begin(), rates.end());
+  return rates[(rates.size() - 1) * 4 / 5];
 }
 
 struct Window {
@@ -330,17 +334,17 @@ TEST(Attach, DetachLeavesNothingBehindAndTheJobAtFullSpeed) {
   TargetLog log = ReadTargetLog(dir.File("ops.log"));
   ASSERT_FALSE(log.rates.empty());
   const uint64_t job_start = log.rates.front().first;
-  const double before = MedianRate(log, job_start + 200'000'000, w.start);
-  const double during = MedianRate(log, w.start, w.end);
-  const double after = MedianRate(log, w.end + 100'000'000, UINT64_MAX);
+  const double before = ReachedRate(log, job_start + 200'000'000, w.start);
+  const double during = ReachedRate(log, w.start, w.end);
+  const double after = ReachedRate(log, w.end + 100'000'000, UINT64_MAX);
   RecordProperty("rate_before", std::to_string(before));
   RecordProperty("rate_during", std::to_string(during));
   RecordProperty("rate_after", std::to_string(after));
   ASSERT_GT(before, 0);
   ASSERT_GT(after, 0);
-  // Medians of 100 ms windows; this 2-core machine is noisy, so 15%.  While
-  // attached every getppid() pays for the syscall programs, which this
-  // measure is sensitive enough to show.
+  // 80th percentiles of 100 ms windows, within 15%.  While attached every
+  // getppid() pays for the syscall programs, which this measure is
+  // sensitive enough to show (the last check).
   EXPECT_NEAR(after / before, 1.0, 0.15)
       << "getppid/100ms before " << before << ", during " << during << ", after " << after;
   EXPECT_LT(during, before) << "the speed measure does not see tracing at all";
