@@ -72,30 +72,4 @@ for round in $(seq "$ROUNDS"); do
     done
   done
 done
-python3 - "$RESULTS" <<'PY'
-import json, statistics, sys
-runs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-rates, parts = {}, {}
-for r in runs:
-    if r["result"]:
-        key = (r["workload"], r["variant"])
-        rates.setdefault(key, []).append(r["result"]["rate"])
-        for part in ("enqueue_rate", "gpu_rate"):
-            if part in r["result"]:
-                parts.setdefault(key + (part,), []).append(r["result"][part])
-print()
-print(f"{'workload':<11} {'variant':<36} {'median rate':>12} {'overhead':>9}  n"
-      f"   {'enqueue/s':>10} {'GPU/s':>10}  (raw_launch: launches over CPU time to enqueue, over GPU time)")
-for workload in dict.fromkeys(w for w, _ in rates):
-    if (workload, "untraced") not in rates:
-        continue
-    base = statistics.median(rates[(workload, "untraced")])
-    for (w, v), values in rates.items():
-        if w == workload:
-            m = statistics.median(values)
-            extra = ""
-            if (w, v, "gpu_rate") in parts:
-                extra = (f"   {statistics.median(parts[(w, v, 'enqueue_rate')]):>10.0f}"
-                         f" {statistics.median(parts[(w, v, 'gpu_rate')]):>10.0f}")
-            print(f"{workload:<11} {v:<36} {m:>12.0f} {(1 - m / base) * 100:>8.1f}%  {len(values)}{extra}")
-PY
+python3 "$HERE/summarize_gpu_runs.py" "$RESULTS"

@@ -63,33 +63,4 @@ for round in $(seq "$ROUNDS"); do
   done
 done
 
-python3 - "$RESULTS" <<'PY'
-import json, statistics, sys
-runs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-rates = {}
-for r in runs:
-    if r["result"]:
-        rates.setdefault((r["workload"], r["variant"]), []).append(r["result"]["rate"])
-targets = {"py_launch": 15.0, "raw_launch": 15.0, "py_train": 5.0}
-print()
-print(f"{'workload':<11} {'untraced':>10} {'gpuos-trace':>11} {'ovh':>6} {'gpuos lite':>10} {'ovh':>6} {'torch.prof':>10} {'ovh':>6} {'CUPTI alone':>11} {'ovh':>6} {'target':>6}  verdict (gpuos-trace, lite)")
-for workload in ("py_launch", "raw_launch", "py_train"):
-    base = rates.get((workload, "untraced"))
-    if not base:
-        continue
-    b = statistics.median(base)
-    def median_of(variant):
-        return statistics.median(rates.get((workload, variant), [float("nan")]))
-    def overhead(variant):
-        return (1 - median_of(variant) / b) * 100
-    t = targets[workload]
-    po = overhead("profiler")
-    def verdict(variant):
-        o = overhead(variant)
-        return "meets" if o <= t and (po != po or o < po) else "MISSES"
-    print(f"{workload:<11} {b:>10.0f} {median_of('gpuos'):>11.0f} {overhead('gpuos'):>5.1f}%"
-          f" {median_of('gpuos-lite'):>10.0f} {overhead('gpuos-lite'):>5.1f}%"
-          f" {median_of('profiler'):>10.0f} {po:>5.1f}%"
-          f" {median_of('cupti'):>11.0f} {overhead('cupti'):>5.1f}% {t:>5.0f}%"
-          f"  {verdict('gpuos')}, {verdict('gpuos-lite')}  (n={len(base)} rounds, medians)")
-PY
+python3 "$HERE/summarize_gpu_runs.py" "$RESULTS" --headline

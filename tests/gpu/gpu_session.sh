@@ -125,7 +125,7 @@ if want overhead; then
   timeout 560 bash "$ROOT/bench/run_gpu_overhead.sh" "$BIN_DIR" "${GPUOS_BENCH_ROUNDS:-3}" 2>&1 | tee "$OUT/overhead.log" | tail -8
   while IFS= read -r line; do
     case "$line" in
-      py_launch*|raw_launch*|py_train*) row "overhead ${line%% *}" "$(echo "$line" | grep -q MISSES && echo MISS || echo OK)" "$(echo "$line" | tr -s ' ' | cut -d' ' -f2-13)" ;;
+      py_launch*|raw_launch*|py_train*) row "overhead ${line%% *}" "$(echo "$line" | grep -q MISSES && echo MISS || echo OK)" "$(echo "$line" | tr -s ' ' | cut -d' ' -f2-)" ;;
     esac
   done <"$OUT/overhead.log"
 fi
