@@ -32,30 +32,14 @@
 #include <string>
 #include <thread>
 
+#include "cupti_bench_client.h"
+
 namespace {
 
-constexpr size_t kBufferBytes = size_t{8} << 20;
-std::atomic<unsigned long long> g_records{0};
-
-void CUPTIAPI Requested(uint8_t** buffer, size_t* size, size_t* max_records) {
-  *buffer = static_cast<uint8_t*>(aligned_alloc(64, kBufferBytes));
-  *size = *buffer != nullptr ? kBufferBytes : 0;
-  *max_records = 0;
-}
-
-void CUPTIAPI Completed(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t valid) {
-  CUpti_Activity* record = nullptr;
-  unsigned long long n = 0;
-  while (cuptiActivityGetNextRecord(buffer, valid, &record) == CUPTI_SUCCESS) ++n;
-  g_records += n;
-  free(buffer);
-}
-
-uint64_t CUPTIAPI MonotonicNs() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
-}
+using cupti_bench::Completed;
+using cupti_bench::g_records;
+using cupti_bench::MonotonicNs;
+using cupti_bench::Requested;
 
 template <typename T>
 void SetAttribute(const char* env, CUpti_ActivityAttribute attribute) {

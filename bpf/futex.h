@@ -26,6 +26,4 @@ struct gpuos_futex_call {
 	__u32 has_timeout;
 };
 
-/* Per-thread wake totals, read by the agent: wake calls and threads woken. */
-
 #endif

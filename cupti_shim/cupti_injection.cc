@@ -747,14 +747,20 @@ void BuildApiTable(const CuptiApi& api, bool driver, std::vector<std::string>* n
   }
 }
 
-// Which activity kinds to record: all by default; GPUOS_CUPTI_KINDS (a comma
-// list of kernel, memcpy, memset, sync, runtime, driver) narrows it, to trade
-// detail for overhead and to measure what each kind costs.
-bool KindWanted(const char* kind) {
+// GPUOS_CUPTI_KINDS (gpuos-trace --cuda-records sets it): a comma list of
+// kernel, memcpy, memset, sync, runtime, driver that narrows what is
+// recorded, trading detail for overhead; "" records all.  Read once.
+const std::string& RequestedKinds() {
   static const std::string kinds = [] {
     const char* env = getenv("GPUOS_CUPTI_KINDS");
-    return std::string(env && *env ? env : "kernel,memcpy,memset,sync,runtime,driver");
+    return std::string(env ? env : "");
   }();
+  return kinds;
+}
+
+bool KindWanted(const char* kind) {
+  const std::string& kinds = RequestedKinds();
+  if (kinds.empty()) return true;
   std::string needle = kind;
   size_t pos = 0;
   while (pos <= kinds.size()) {
@@ -766,12 +772,11 @@ bool KindWanted(const char* kind) {
   return false;
 }
 
-// ", only kernel,memcpy records (...)" when GPUOS_CUPTI_KINDS
-// narrows the kinds, so a trace without API calls says why; else "".
+// ", only kernel,memcpy records (...)" when the kinds are narrowed, so a
+// trace without API calls says why; else "".
 std::string KindsNote() {
-  const char* env = getenv("GPUOS_CUPTI_KINDS");
-  if (!env || !*env) return "";
-  return std::string(", only ") + env + " records (--cuda-records, GPUOS_CUPTI_KINDS)";
+  if (RequestedKinds().empty()) return "";
+  return ", only " + RequestedKinds() + " records (--cuda-records, GPUOS_CUPTI_KINDS)";
 }
 
 // Per-call filtering inside CUPTI where it can (records of untraced calls

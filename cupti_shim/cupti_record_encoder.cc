@@ -175,7 +175,6 @@ std::string EncodeKernel(const CUpti_ActivityKernel10& kernel, Span span, uint32
   return EncodeEvent(span.start, pid, 0, f::kEventGpuKernel, payload);
 }
 
-
 // The fields a copy record of every kind carries (memcpy and peer-to-peer).
 // CUpti_ActivityMemcpyKind / _MemoryKind number their values as the schema's
 // MemcpyDirection / MemoryKind do (checked in the unit test).

@@ -505,8 +505,8 @@ std::vector<std::pair<std::string, uint64_t>> BpfSession::ReadRecursionMisses() 
 
 void BpfSession::ForgetThreads(const std::vector<uint32_t>& tids) {
   int stats_fd = bpf_map__fd(impl_->syscalls->maps.syscall_stats);
-  // Syscall totals (futex wake counts among them) are keyed by (tid, nr): collect the keys first, since
-  // deleting while iterating restarts the walk.
+  // Syscall totals (futex wake counts among them) are keyed by (tid, nr):
+  // collect the keys first, since deleting while iterating restarts the walk.
   std::vector<gpuos_syscall_key> doomed;
   gpuos_syscall_key key{}, next{};
   gpuos_syscall_key* prev = nullptr;

@@ -119,5 +119,4 @@ class BpfSession {
 // Names for event kinds and kernel maps, as used in drop reports.
 const char* EventKindName(uint32_t kind);
 
-
 }  // namespace gpuos

@@ -150,8 +150,8 @@ class RecordingGroundTruth : public ::testing::Test {
          "--threads", absl::StrCat(kThreads), "--workers", absl::StrCat(kWorkers),
          "--worker-threads", absl::StrCat(kWorkerThreads), "--mmaps", absl::StrCat(kMmaps),
          "--mmap-bytes", absl::StrCat(kMmapBytes), "--futex-waits", absl::StrCat(kFutexWaits),
-         "--futex-wakes", absl::StrCat(kFutexWakes), "--futex-timeout-us", absl::StrCat(kFutexTimeoutUs), "--touch-pages",
-         absl::StrCat(kTouchPages), "--sleeps", absl::StrCat(kSleeps), "--sleep-us",
+         "--futex-wakes", absl::StrCat(kFutexWakes), "--futex-timeout-us",
+         absl::StrCat(kFutexTimeoutUs), "--touch-pages", absl::StrCat(kTouchPages), "--sleeps", absl::StrCat(kSleeps), "--sleep-us",
          absl::StrCat(kSleepUs), "--exec", "--report", report},
         options));
     lines_ = new std::vector<GroundTruthLine>(rt::ReadGroundTruthReport(report));
