@@ -301,6 +301,9 @@ TEST(Attach, DetachLeavesNothingBehindAndTheJobAtFullSpeed) {
   rt::TempDir dir;
   rt::Child target = StartTarget(dir, "ops.log");
   usleep(1'500'000);  // the job's speed before
+  // Before the tracer starts: loading and verifying its programs takes a
+  // CPU of this 2-core machine for a while, which is not tracing cost.
+  const auto tracer_start_ns = static_cast<uint64_t>(rt::MonotonicSeconds() * 1e9);
   const std::string trace_path = dir.File("attach.gpuos");
   rt::Child tracer = rt::Child::Start({rt::TracerPath(), "-q", "--no-cuda", "--pid",
                                        std::to_string(target.pid()), "-o", trace_path});
@@ -334,7 +337,8 @@ TEST(Attach, DetachLeavesNothingBehindAndTheJobAtFullSpeed) {
   TargetLog log = ReadTargetLog(dir.File("ops.log"));
   ASSERT_FALSE(log.rates.empty());
   const uint64_t job_start = log.rates.front().first;
-  const double before = ReachedRate(log, job_start + 200'000'000, w.start);
+  const double before =
+      ReachedRate(log, job_start + 200'000'000, std::min(tracer_start_ns, w.start));
   const double during = ReachedRate(log, w.start, w.end);
   const double after = ReachedRate(log, w.end + 100'000'000, UINT64_MAX);
   RecordProperty("rate_before", std::to_string(before));
@@ -342,10 +346,11 @@ TEST(Attach, DetachLeavesNothingBehindAndTheJobAtFullSpeed) {
   RecordProperty("rate_after", std::to_string(after));
   ASSERT_GT(before, 0);
   ASSERT_GT(after, 0);
-  // 80th percentiles of 100 ms windows, within 15%.  While attached every
-  // getppid() pays for the syscall programs, which this measure is
-  // sensitive enough to show (the last check).
-  EXPECT_NEAR(after / before, 1.0, 0.15)
+  // 80th percentiles of 100 ms windows: after detaching, the job is at
+  // least 85% as fast as before (faster is no fault: the machine is
+  // shared).  While attached every getppid() pays for the syscall programs,
+  // which this measure is sensitive enough to show (the last check).
+  EXPECT_GE(after / before, 0.85)
       << "getppid/100ms before " << before << ", during " << during << ", after " << after;
   EXPECT_LT(during, before) << "the speed measure does not see tracing at all";
 }
