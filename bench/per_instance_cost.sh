@@ -14,6 +14,8 @@ BUILD_DIR=${1:-build}
 N=${2:-8}
 MODE=${3:-getppid}
 TRACER=$(realpath "$BUILD_DIR/gpuos-trace")
+# Extra gpuos-trace options, e.g. PER_INSTANCE_TRACER_OPTS="--syscall-slots 0".
+read -r -a TRACER_OPTS <<<"${PER_INSTANCE_TRACER_OPTS:-}"
 WORKLOAD=$(realpath "$BUILD_DIR/bench/overhead_workload")
 COUNT=$(realpath "$BUILD_DIR/bench/count_bpf_programs")
 OUT=$(mktemp -d /tmp/gpuos-instances.XXXXXX)
@@ -23,7 +25,7 @@ printf '%-9s %12s %12s %10s %14s %14s %5s\n' instance "U cpu ns/op" "T cpu ns/op
 for i in $(seq "$N"); do
   u=$("$WORKLOAD" "$MODE" --ops 300000 --warmup 30000)
   # --run-as-root: under sudo the traced shell must still read the BPF stats.
-  t=$("$TRACER" -q --no-cuda --run-as-root -o "$OUT/t.gpuos" -- sh -c \
+  t=$("$TRACER" "${TRACER_OPTS[@]}" -q --no-cuda --run-as-root -o "$OUT/t.gpuos" -- sh -c \
     "'$WORKLOAD' $MODE --ops 300000 --warmup 30000; sysctl -qw kernel.bpf_stats_enabled=1;
      '$WORKLOAD' $MODE --ops 100000 --warmup 0 >/dev/null; sysctl -qw kernel.bpf_stats_enabled=0;
      '$COUNT' --stats handle_sys_enter handle_sys_exit")

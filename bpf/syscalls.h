@@ -27,12 +27,47 @@ struct gpuos_syscall_stats {
 #define GPUOS_IS_WAKE_STATS_NR(key_nr) ((key_nr) <= -2)
 #define GPUOS_SYSCALL_OF_WAKE_STATS_NR(key_nr) (-2 - (key_nr))
 
+/* Per-thread totals in a slot of an array, for syscall numbers below
+ * GPUOS_SLOT_NRS: the hot path then indexes an array (a lookup the verifier
+ * inlines) instead of hashing (tid, nr), about 50 ns less per syscall on
+ * the development VM (docs/benchmarks.md).  A traced thread takes a free
+ * slot at its first syscall and gives it back when it exits, after copying
+ * its totals into syscall_stats; a thread that finds no free slot, and
+ * syscall numbers out of range, use syscall_stats directly. */
+#define GPUOS_SLOT_NRS 512
+/* Entries past the syscall numbers: the wake calls of futex and of
+ * futex_wake (GPUOS_WAKE_STATS_NR's counterpart). */
+#define GPUOS_SLOT_WAKE_FUTEX GPUOS_SLOT_NRS
+#define GPUOS_SLOT_WAKE_FUTEX_WAKE (GPUOS_SLOT_NRS + 1)
+#define GPUOS_SLOT_ENTRIES (GPUOS_SLOT_NRS + 2)
+#define GPUOS_DEFAULT_SYSCALL_SLOTS 1024
+
+struct gpuos_slot_entry {
+	__u64 calls;
+	__u64 total_ns;
+	__u64 max_ns;
+};
+
+struct gpuos_syscall_slot {
+	/* Odd while the slot belongs to a thread: bumped (atomically) when a
+	 * thread takes it and when it gives it back, so a reader that sees the
+	 * same odd value before and after its copy read one thread's totals. */
+	__u64 seq;
+	__u32 tid;
+	__u32 pid;
+	__u64 woken[2];  /* threads woken: [0] futex, [1] futex_wake */
+	struct gpuos_slot_entry entries[GPUOS_SLOT_ENTRIES];
+};
+
 /* The syscall a thread is inside now; the scheduler program reads it to name
  * the cause of an off-CPU interval. */
 struct gpuos_syscall_call {
 	__u64 start_ns;
 	__s32 nr;
-	__u32 pad;
+	/* The thread's slot in syscall_slots plus one; 0: none taken yet;
+	 * GPUOS_NO_SLOT: none was free, the thread uses syscall_stats. */
+	__u32 slot;
 };
+#define GPUOS_NO_SLOT 0xffffffffu
 
 #endif

@@ -32,6 +32,8 @@ const char kUsage[] =
     "      --run-as-root       under sudo, run COMMAND as root instead of the invoking user\n"
     "      --buffer-size SIZE  BPF ring buffer size, a power of two (default 16M)\n"
     "      --fault-window DUR  page faults are counted in windows this long (default 1ms)\n"
+    "      --syscall-slots N   threads at a time whose syscall totals the kernel keeps the fast way\n"
+    "                          (default 1024, 12 KiB of kernel memory each; the rest cost more per call)\n"
     "      --no-cuda           do not put the CUDA/NVTX shim into the traced processes\n"
     "      --shim FILE         the shim library (default: libgpuos_shim.so next to gpuos-trace)\n"
     "      --no-python-hooks   do not mark DataLoader fetches and optimizer steps in Python processes\n"
@@ -46,6 +48,9 @@ const char kUsage[] =
     "      --version           print the version\n";
 
 namespace {
+
+// A slot is 12 KiB of kernel memory (bpf/syscalls.h).
+constexpr uint32_t kMaxSyscallSlots = 65536;
 
 absl::Status Usage(const std::string& message) {
   return absl::InvalidArgumentError(message);
@@ -116,6 +121,15 @@ absl::StatusOr<ParsedCommandLine> ParseRecord(const std::vector<std::string>& ar
       if (!ns.ok()) return ns.status();
       if (*ns == 0) return Usage("--fault-window must be longer than 0");
       rec.fault_window_ns = *ns;
+    } else if (name == "--syscall-slots") {
+      auto v = TakeValue(args, &i, name, iv);
+      if (!v.ok()) return v.status();
+      uint32_t slots = 0;
+      if (!absl::SimpleAtoi(*v, &slots) || slots > kMaxSyscallSlots) {
+        return Usage(absl::StrFormat("--syscall-slots %s: expected a number from 0 to %d", *v,
+                                     kMaxSyscallSlots));
+      }
+      rec.syscall_slots = slots;
     } else if (name == "--no-cuda") {
       rec.cuda = false;
     } else if (name == "--no-python-hooks") {

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <gelf.h>
 #include <libelf.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/utsname.h>
@@ -273,6 +274,12 @@ struct BpfSession::Impl {
   offcpu_bpf* sched = nullptr;
   faults_bpf* faults = nullptr;
   syscalls_bpf* syscalls = nullptr;
+  // The kernel's syscall_slots array (bpf/syscalls.h), mapped read-only.
+  const uint8_t* slots = nullptr;
+  size_t slots_bytes = 0;
+  uint32_t slot_count = 0;
+  int32_t nr_futex = -1;
+  int32_t nr_futex_wake = -1;
   // Loaded by the first AttachCudaUprobes(); its links are attached by
   // hand, per process, so the skeleton does not own them: uprobe_multi
   // links (cuda_multi) or one perf-event link per function.
@@ -289,6 +296,7 @@ struct BpfSession::Impl {
   ~Impl() {
     // Freeing the ring buffer first: no callback may run into a dead handler.
     if (ring) ring_buffer__free(ring);
+    if (slots) munmap(const_cast<uint8_t*>(slots), slots_bytes);
     for (int fd : cuda_link_fds) close(fd);
     for (bpf_link* link : cuda_links) bpf_link__destroy(link);
     if (cuda) cuda_uprobes_bpf__destroy(cuda);
@@ -303,6 +311,30 @@ struct BpfSession::Impl {
     return 0;
   }
 };
+
+namespace {
+
+// Bytes of one element of a BPF array map: values are 8-byte aligned.
+constexpr size_t kSlotStride = (sizeof(gpuos_syscall_slot) + 7) & ~size_t{7};
+
+}  // namespace
+
+// Hands every slot of syscall_slots to the kernel side's free list and maps
+// the array for reading.
+absl::Status BpfSession::MapSyscallSlots(Impl* impl) {
+  int queue = bpf_map__fd(impl->syscalls->maps.free_syscall_slots);
+  for (uint32_t i = 0; i < impl->slot_count; ++i) {
+    if (bpf_map_update_elem(queue, nullptr, &i, BPF_ANY)) return LoadError("set up the BPF maps", errno);
+  }
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  const size_t entries = bpf_map__max_entries(impl->syscalls->maps.syscall_slots);
+  impl->slots_bytes = (entries * kSlotStride + page - 1) / page * page;
+  void* map = mmap(nullptr, impl->slots_bytes, PROT_READ, MAP_SHARED,
+                   bpf_map__fd(impl->syscalls->maps.syscall_slots), 0);
+  if (map == MAP_FAILED) return LoadError("map the syscall slots", errno);
+  impl->slots = static_cast<const uint8_t*>(map);
+  return absl::OkStatus();
+}
 
 BpfSession::BpfSession(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 BpfSession::~BpfSession() = default;
@@ -341,6 +373,10 @@ absl::StatusOr<std::unique_ptr<BpfSession>> BpfSession::Start(const BpfSessionOp
   // Sizes and settings the verifier should see.
   SetEntries(impl->proc->maps.events, static_cast<uint32_t>(rb));
   SetEntries(impl->proc->maps.tracked_pids, options.max_processes);
+  // A map needs one entry; with none wanted the free list stays empty.
+  impl->slot_count = options.syscall_slots;
+  SetEntries(impl->syscalls->maps.syscall_slots, std::max<uint32_t>(options.syscall_slots, 1));
+  SetEntries(impl->syscalls->maps.free_syscall_slots, std::max<uint32_t>(options.syscall_slots, 1));
   impl->faults->rodata->fault_window_ns = options.fault_window_ns;
   // Wake the agent when an eighth of the ring is used (it also drains on
   // its own timer), so a burst never fills the ring between two drains.
@@ -359,6 +395,8 @@ absl::StatusOr<std::unique_ptr<BpfSession>> BpfSession::Start(const BpfSessionOp
   };
   set_numbers(impl->sched->rodata);
   set_numbers(impl->syscalls->rodata);
+  impl->nr_futex = impl->syscalls->rodata->nr_futex;
+  impl->nr_futex_wake = impl->syscalls->rodata->nr_futex_wake;
   impl->syscalls->rodata->nr_mmap = SyscallNumber("mmap");
   impl->syscalls->rodata->nr_munmap = SyscallNumber("munmap");
 
@@ -382,13 +420,17 @@ absl::StatusOr<std::unique_ptr<BpfSession>> BpfSession::Start(const BpfSessionOp
     return LoadError("load the BPF programs", err);
   }
 
+  if (absl::Status status = MapSyscallSlots(impl.get()); !status.ok()) return status;
+
   impl->ring = ring_buffer__new(bpf_map__fd(impl->proc->maps.events), &Impl::OnRecord,
                                 impl.get(), nullptr);
   if (!impl->ring) return LoadError("open the BPF ring buffer", errno);
 
   // Attach last, in dependency order: the programs that keep per-thread
-  // state run before the ones that read it.
-  if ((err = proc_bpf__attach(impl->proc)) || (err = syscalls_bpf__attach(impl->syscalls)) ||
+  // state run before the ones that read it, and the syscall programs'
+  // exit handler moves a thread's totals out of its slot before the
+  // process program tells the agent of the exit (bpf/syscalls.bpf.c).
+  if ((err = syscalls_bpf__attach(impl->syscalls)) || (err = proc_bpf__attach(impl->proc)) ||
       (err = offcpu_bpf__attach(impl->sched)) || (err = faults_bpf__attach(impl->faults))) {
     return LoadError("attach the BPF programs to their tracepoints", err);
   }
@@ -455,6 +497,48 @@ KernelSyscallTables BpfSession::ReadSyscallTables() const {
       w.woken += stats.woken;
     }
   }
+  // The slots after syscall_stats: a thread's exit moves its totals there
+  // after marking its slot free, so a walk in this order may miss a thread
+  // that exits meanwhile (until the next walk) but never counts it twice.
+  // Each slot is read between two reads of its seq, which is odd while a
+  // thread owns it; a slot taken or freed meanwhile is skipped.
+  std::vector<std::pair<uint32_t, gpuos_slot_entry>> entries;
+  for (uint32_t i = 0; i < impl_->slot_count; ++i) {
+    const auto* slot = reinterpret_cast<const gpuos_syscall_slot*>(impl_->slots + i * kSlotStride);
+    const uint64_t seq = __atomic_load_n(&slot->seq, __ATOMIC_ACQUIRE);
+    if (seq % 2 == 0) continue;
+    const uint32_t tid = slot->tid, pid = slot->pid;
+    const uint64_t woken[2] = {slot->woken[0], slot->woken[1]};
+    entries.clear();
+    for (uint32_t e = 0; e < GPUOS_SLOT_ENTRIES; ++e) {
+      gpuos_slot_entry entry;
+      std::memcpy(&entry, &slot->entries[e], sizeof(entry));
+      if (entry.calls) entries.emplace_back(e, entry);
+    }
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    if (__atomic_load_n(&slot->seq, __ATOMIC_RELAXED) != seq) continue;
+    for (const auto& [e, entry] : entries) {
+      const bool wake = e >= GPUOS_SLOT_NRS;
+      const int32_t nr = !wake ? static_cast<int32_t>(e)
+                         : e == GPUOS_SLOT_WAKE_FUTEX ? impl_->nr_futex
+                                                      : impl_->nr_futex_wake;
+      KernelSyscallTotal& total = totals[{tid, nr}];
+      total.pid = pid;
+      total.tid = tid;
+      total.nr = nr;
+      total.calls += entry.calls;
+      total.total_ns += entry.total_ns;
+      total.max_ns = std::max<uint64_t>(total.max_ns, entry.max_ns);
+      if (wake) {
+        KernelFutexWakes& w = wakes[tid];
+        w.pid = pid;
+        w.tid = tid;
+        w.calls += entry.calls;
+        w.woken += woken[e - GPUOS_SLOT_NRS];
+      }
+    }
+  }
+
   KernelSyscallTables out;
   out.totals.reserve(totals.size());
   for (const auto& [k, total] : totals) out.totals.push_back(total);

@@ -18,6 +18,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "bpf/syscalls.h"
 
 namespace gpuos {
 
@@ -27,6 +28,8 @@ struct BpfSessionOptions {
   uint64_t fault_window_ns = 1'000'000;
   uint32_t max_processes = 16384;
   uint32_t max_threads = 65536;
+  // Slots of the syscall_slots array (RecordOptions::syscall_slots).
+  uint32_t syscall_slots = GPUOS_DEFAULT_SYSCALL_SLOTS;
   // Kernel BTF to use instead of /sys/kernel/btf/vmlinux (empty: default).
   std::string btf_path;
   // Print libbpf's own messages.
@@ -113,6 +116,7 @@ class BpfSession {
  private:
   struct Impl;
   explicit BpfSession(std::unique_ptr<Impl> impl);
+  static absl::Status MapSyscallSlots(Impl* impl);
   std::unique_ptr<Impl> impl_;
 };
 

@@ -16,6 +16,10 @@ struct RecordOptions {
   bool run_as_root = false;
   uint64_t ring_buffer_bytes = 16ull << 20;
   uint64_t fault_window_ns = 1'000'000;
+  // --syscall-slots: traced threads at a time whose syscall totals the
+  // kernel keeps in per-thread arrays (bpf/syscalls.h); the others, and all
+  // when 0, go through a hash, which costs each syscall more.
+  uint32_t syscall_slots = 1024;
   std::string btf_path;
   bool quiet = false;
   bool verbose = false;

@@ -53,6 +53,7 @@ absl::Status Recording::StartBpf() {
   BpfSessionOptions bpf_options;
   bpf_options.ring_buffer_bytes = options_.ring_buffer_bytes;
   bpf_options.fault_window_ns = options_.fault_window_ns;
+  bpf_options.syscall_slots = options_.syscall_slots;
   bpf_options.btf_path = options_.btf_path;
   bpf_options.verbose = options_.verbose;
   auto session = BpfSession::Start(
