@@ -80,6 +80,45 @@ struct {
 	__type(value, struct gpuos_thread_state);
 } thread_state SEC(".maps");
 
+/* Per-thread syscall totals and the call in flight (bpf/syscalls.h),
+ * shared with the scheduler program; the agent reads them through mmap. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, GPUOS_DEFAULT_SYSCALL_SLOTS);
+	__type(key, __u32);
+	__type(value, struct gpuos_syscall_slot);
+} syscall_slots SEC(".maps");
+
+/* Thread id -> slot (bpf/syscalls.h); the agent sizes it to pid_max. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 4194304 / GPUOS_TIDS_PER_ENTRY);
+	__type(key, __u32);
+	__type(value, struct gpuos_tid_slots);
+} tid_slots SEC(".maps");
+
+/* Where thread tid's slot number is kept; NULL for a tid beyond the array
+ * (such a thread keeps its syscall state in thread_state). */
+static __always_inline __u16 *tid_slot_ref(__u32 tid)
+{
+	__u32 index = tid / GPUOS_TIDS_PER_ENTRY;
+	struct gpuos_tid_slots *e = bpf_map_lookup_elem(&tid_slots, &index);
+
+	return e ? &e->slot[tid % GPUOS_TIDS_PER_ENTRY] : NULL;
+}
+
+/* The slot that *ref names if thread tid owns it, else NULL. */
+static __always_inline struct gpuos_syscall_slot *owned_slot(__u16 *ref, __u32 tid)
+{
+	if (!ref || !*ref || *ref == GPUOS_TID_NO_SLOT)
+		return NULL;
+	__u32 index = *ref - 1;
+	struct gpuos_syscall_slot *s = bpf_map_lookup_elem(&syscall_slots, &index);
+
+	return s && s->tid == tid ? s : NULL;
+}
+
 /* Set by the agent before load. */
 const volatile __u64 fault_window_ns = 1000000;
 /* The agent is woken only once this much data waits in the ring buffer; in

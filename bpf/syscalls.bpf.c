@@ -21,15 +21,6 @@ struct {
 	__type(value, struct gpuos_syscall_stats);
 } syscall_stats SEC(".maps");
 
-/* Per-thread totals (bpf/syscalls.h); the agent reads them through mmap. */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(map_flags, BPF_F_MMAPABLE);
-	__uint(max_entries, GPUOS_DEFAULT_SYSCALL_SLOTS);
-	__type(key, __u32);
-	__type(value, struct gpuos_syscall_slot);
-} syscall_slots SEC(".maps");
-
 /* Indexes of the free slots; the agent fills it before attaching. */
 struct {
 	__uint(type, BPF_MAP_TYPE_QUEUE);
@@ -37,49 +28,49 @@ struct {
 	__type(value, __u32);
 } free_syscall_slots SEC(".maps");
 
-/* The slot a traced thread takes at its first syscall exit; GPUOS_NO_SLOT
- * when none is free (it then uses syscall_stats for good). */
-static __always_inline __u32 take_slot(struct gpuos_thread_state *t, __u64 id)
+/* A free slot for the current (traced) thread, noted in *ref; NULL, and
+ * GPUOS_TID_NO_SLOT noted, when none is free: the thread then keeps its
+ * state in thread_state and its totals in syscall_stats for good. */
+static __always_inline struct gpuos_syscall_slot *take_slot(__u16 *ref, __u64 id)
 {
 	__u32 index;
 	struct gpuos_syscall_slot *s;
 
 	if (bpf_map_pop_elem(&free_syscall_slots, &index) ||
 	    !(s = bpf_map_lookup_elem(&syscall_slots, &index))) {
-		t->syscall.slot = GPUOS_NO_SLOT;
-		return GPUOS_NO_SLOT;
+		*ref = GPUOS_TID_NO_SLOT;
+		return NULL;
 	}
 	s->tid = (__u32)id;
 	s->pid = id >> 32;
+	s->call_start_ns = 0;
 	/* Odd: owned.  A fully ordered atomic, so a reader that sees the new
 	 * value also sees the owner above. */
 	__sync_fetch_and_add(&s->seq, 1);
-	t->syscall.slot = index + 1;
-	return index + 1;
+	*ref = index + 1;
+	return s;
 }
 
-/* The entry of syscall nr (or of its wake calls) in a slot, or -1 when nr
- * has none and the call goes to syscall_stats. */
-static __always_inline int slot_entry(__s32 nr, int wake)
+/* The entry of syscall nr (or of its wake calls) in a slot, or
+ * GPUOS_SLOT_ENTRIES when nr has none and the call goes to syscall_stats. */
+static __always_inline __u32 slot_entry(__s32 nr, int wake)
 {
 	if (wake)
 		return nr == nr_futex ? GPUOS_SLOT_WAKE_FUTEX : GPUOS_SLOT_WAKE_FUTEX_WAKE;
-	return nr >= 0 && nr < GPUOS_SLOT_NRS ? nr : -1;
+	return (__u32)nr < GPUOS_SLOT_NRS ? (__u32)nr : GPUOS_SLOT_ENTRIES;
 }
 
-SEC("tp_btf/sys_enter")
-int BPF_PROG(handle_sys_enter, struct pt_regs *regs, long id)
+/* Syscalls recorded call by call too (mm.bpf.h, futex.bpf.h); their
+ * arguments wait in thread_state. */
+static __always_inline int has_call_record(__s32 nr)
 {
-	struct gpuos_thread_state *t = current_thread();
+	return nr == nr_mmap || nr == nr_munmap || nr == nr_futex || nr == nr_futex_waitv ||
+	       nr == nr_futex_wait || nr == nr_futex_wake;
+}
 
-	if (!t)
-		return 0;
-	__u64 now = bpf_ktime_get_ns();
-	__s32 nr = (__s32)id;
-	t->syscall.start_ns = now;
-	t->syscall.nr = nr;
-	if (nr < 0)
-		return 0;
+static __always_inline void call_record_enter(struct gpuos_thread_state *t, struct pt_regs *regs,
+					      __s32 nr, __u64 now)
+{
 	if (nr == nr_mmap)
 		mm_enter(t, regs, now, 0);
 	else if (nr == nr_munmap)
@@ -95,53 +86,110 @@ int BPF_PROG(handle_sys_enter, struct pt_regs *regs, long id)
 			    now);
 	else if (nr == nr_futex_wake)
 		futex_enter(t, GPUOS_FUTEX2_WAKE, PT_REGS_PARM1_SYSCALL(regs), 0, now);
+}
+
+/* A traced thread with a slot costs, per syscall, a helper call for its
+ * id, two inlined array lookups and a clock read on each side; the task
+ * storage lookup (about 40 ns on the development VM) is left to threads
+ * without a slot, to untraced threads, and to the calls recorded one by
+ * one. */
+SEC("tp_btf/sys_enter")
+int BPF_PROG(handle_sys_enter, struct pt_regs *regs, long id)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)pid_tgid;
+	__u16 *ref = tid_slot_ref(tid);
+	struct gpuos_syscall_slot *s = owned_slot(ref, tid);
+	struct gpuos_thread_state *t = NULL;
+	__s32 nr = (__s32)id;
+
+	if (!s) {
+		/* Untraced, or traced and without a slot so far or for good. */
+		t = current_thread();
+		if (!t)
+			return 0;
+		if (ref && !*ref)
+			s = take_slot(ref, pid_tgid);
+	}
+	__u64 now = bpf_ktime_get_ns();
+	if (s) {
+		s->call_start_ns = now;
+		s->call_nr = nr;
+	} else {
+		t->syscall.start_ns = now;
+		t->syscall.nr = nr;
+	}
+	if (nr < 0 || !has_call_record(nr))
+		return 0;
+	if (!t)
+		t = current_thread();
+	if (t)
+		call_record_enter(t, regs, nr, now);
 	return 0;
 }
 
 SEC("tp_btf/sys_exit")
 int BPF_PROG(handle_sys_exit, struct pt_regs *regs, long ret)
 {
-	/* No create and no tracked_pids check here: a thread that entered the
-	 * syscall traced has its start time set. */
-	struct gpuos_thread_state *t = bpf_task_storage_get(&thread_state, bpf_get_current_task_btf(), 0, 0);
-
-	if (!t || !t->syscall.start_ns)
-		return 0;
-	__u64 now = bpf_ktime_get_ns();
-	__u64 duration = now - t->syscall.start_ns;
+	/* No create and no tracked check here: a thread that entered the
+	 * syscall traced has its start time set, in its slot or its state. */
 	__u64 id = bpf_get_current_pid_tgid();
-	struct gpuos_syscall_key key = { .tid = (__u32)id, .nr = t->syscall.nr };
+	__u32 tid = (__u32)id;
+	struct gpuos_syscall_slot *s = owned_slot(tid_slot_ref(tid), tid);
+	struct gpuos_thread_state *t = NULL;
+	__u64 start_ns;
+	__s32 nr;
+
+	if (s) {
+		start_ns = s->call_start_ns;
+		if (!start_ns)
+			return 0;
+		nr = s->call_nr;
+		/* Mark the thread as outside any syscall. */
+		s->call_start_ns = 0;
+	} else {
+		t = bpf_task_storage_get(&thread_state, bpf_get_current_task_btf(), 0, 0);
+		if (!t || !t->syscall.start_ns)
+			return 0;
+		start_ns = t->syscall.start_ns;
+		nr = t->syscall.nr;
+		t->syscall.start_ns = 0;
+	}
+	__u64 now = bpf_ktime_get_ns();
+	__u64 duration = now - start_ns;
 	__u64 woken = 0;
 	int wake = 0;
-	/* Mark the thread as outside any syscall. */
-	t->syscall.start_ns = 0;
-	if (t->mm.start_ns)
-		mm_leave(t, ret, now, id);
-	if (t->futex.start_ns && futex_leave(t, ret, now, id)) {
-		key.nr = GPUOS_WAKE_STATS_NR(key.nr);
-		woken = ret > 0 ? ret : 0;
-		wake = 1;
-	}
-
-	__u32 slot = t->syscall.slot;
-	if (!slot)
-		slot = take_slot(t, id);
-	int entry = slot_entry(t->syscall.nr, wake);
-	if (slot != GPUOS_NO_SLOT && entry >= 0 && entry < GPUOS_SLOT_ENTRIES) {
-		__u32 index = slot - 1;
-		struct gpuos_syscall_slot *s = bpf_map_lookup_elem(&syscall_slots, &index);
-		if (s) {
-			struct gpuos_slot_entry *e = &s->entries[entry];
-			e->calls++;
-			e->total_ns += duration;
-			if (duration > e->max_ns)
-				e->max_ns = duration;
-			if (entry >= GPUOS_SLOT_NRS)
-				s->woken[entry - GPUOS_SLOT_NRS] += woken;
-			return 0;
+	if (nr >= 0 && has_call_record(nr)) {
+		if (!t)
+			t = bpf_task_storage_get(&thread_state, bpf_get_current_task_btf(), 0, 0);
+		if (t && t->mm.start_ns)
+			mm_leave(t, ret, now, id);
+		if (t && t->futex.start_ns && futex_leave(t, ret, now, id)) {
+			woken = ret > 0 ? ret : 0;
+			wake = 1;
 		}
 	}
 
+	__u32 entry = slot_entry(nr, wake);
+	if (s) {
+		/* Keeps clang from folding the bound check into the one above,
+		 * which leaves the verifier without the bound. */
+		barrier_var(entry);
+		if (entry >= GPUOS_SLOT_ENTRIES)
+			goto no_entry;
+		struct gpuos_slot_entry *e = &s->entries[entry];
+		e->calls++;
+		e->total_ns += duration;
+		if (duration > e->max_ns)
+			e->max_ns = duration;
+		if (entry == GPUOS_SLOT_WAKE_FUTEX)
+			s->woken[0] += woken;
+		else if (entry == GPUOS_SLOT_WAKE_FUTEX_WAKE)
+			s->woken[1] += woken;
+		return 0;
+	}
+no_entry:;
+	struct gpuos_syscall_key key = { .tid = tid, .nr = wake ? GPUOS_WAKE_STATS_NR(nr) : nr };
 	struct gpuos_syscall_stats *stats = bpf_map_lookup_elem(&syscall_stats, &key);
 	if (stats) {
 		stats->calls++;
@@ -183,7 +231,7 @@ static long harvest_entry(__u64 i, struct slot_harvest *h)
 	__u64 woken = 0;
 	if (i >= GPUOS_SLOT_NRS) {
 		key.nr = GPUOS_WAKE_STATS_NR(i == GPUOS_SLOT_WAKE_FUTEX ? nr_futex : nr_futex_wake);
-		woken = s->woken[i - GPUOS_SLOT_NRS];
+		woken = i == GPUOS_SLOT_WAKE_FUTEX ? s->woken[0] : s->woken[1];
 	}
 	struct gpuos_syscall_stats *stats = bpf_map_lookup_elem(&syscall_stats, &key);
 	if (stats) {
@@ -209,34 +257,34 @@ static long harvest_entry(__u64 i, struct slot_harvest *h)
 	return 0;
 }
 
-/* Moves the current thread's totals from its slot into syscall_stats and
- * frees the slot: at exit, and at exec (which may change the thread's id,
- * the slot's owner).  The agent reads a slot only while its seq is odd, and
+/* Moves thread tid's totals from its slot into syscall_stats and frees the
+ * slot.  The agent reads a slot only while its seq is odd, and
  * syscall_stats before the slots, so a thread's totals are never counted
- * twice (bpf_session.cc, ReadSyscallTables). */
-static __always_inline void give_back_slot(void)
+ * twice (bpf_session.cc, ReadSyscallTables).  Returns the start of the
+ * syscall the thread was inside (0: none), and its number in *nr. */
+static __always_inline __u64 give_back_slot(__u32 tid, __s32 *nr)
 {
-	struct gpuos_thread_state *t = bpf_task_storage_get(&thread_state, bpf_get_current_task_btf(), 0, 0);
+	__u16 *ref = tid_slot_ref(tid);
+	struct gpuos_syscall_slot *s = owned_slot(ref, tid);
 
-	if (!t)
-		return;
-	__u32 slot = t->syscall.slot;
-	t->syscall.slot = 0;
-	if (!slot || slot == GPUOS_NO_SLOT)
-		return;
-	struct slot_harvest h = { .index = slot - 1 };
-	struct gpuos_syscall_slot *s = bpf_map_lookup_elem(&syscall_slots, &h.index);
+	if (!ref || !*ref)
+		return 0;
+	struct slot_harvest h = { .index = *ref - 1, .tid = tid };
+	*ref = 0;
 	if (!s)
-		return;
-	__sync_fetch_and_add(&s->seq, 1);  /* even: no owner */
-	h.tid = s->tid;
+		return 0;
+	__u64 in_flight = s->call_start_ns;
+	*nr = s->call_nr;
 	h.pid = s->pid;
+	__sync_fetch_and_add(&s->seq, 1);  /* even: no owner */
 	bpf_loop(GPUOS_SLOT_ENTRIES, harvest_entry, &h, 0);
 	s->tid = 0;
 	s->pid = 0;
+	s->call_start_ns = 0;
 	s->woken[0] = 0;
 	s->woken[1] = 0;
 	bpf_map_push_elem(&free_syscall_slots, &h.index, 0);
+	return in_flight;
 }
 
 /* Attached before the process programs (bpf_session.cc): the totals are in
@@ -244,14 +292,29 @@ static __always_inline void give_back_slot(void)
 SEC("tracepoint/sched/sched_process_exit")
 int give_back_slot_at_exit(void *ctx)
 {
-	give_back_slot();
+	__s32 nr;
+
+	give_back_slot((__u32)bpf_get_current_pid_tgid(), &nr);
 	return 0;
 }
 
+/* A thread other than the leader that execs takes the leader's id: its
+ * slot, kept under the old id, goes back, and the execve in flight moves to
+ * its thread_state so that its return is counted under the new id. */
 SEC("tracepoint/sched/sched_process_exec")
-int give_back_slot_at_exec(void *ctx)
+int give_back_slot_at_exec(struct trace_event_raw_sched_process_exec *ctx)
 {
-	give_back_slot();
+	__u32 old_tid = ctx->old_pid;
+	__s32 nr = -1;
+
+	if (old_tid == (__u32)ctx->pid)
+		return 0;
+	__u64 in_flight = give_back_slot(old_tid, &nr);
+	struct gpuos_thread_state *t = current_thread();
+	if (in_flight && t) {
+		t->syscall.start_ns = in_flight;
+		t->syscall.nr = nr;
+	}
 	return 0;
 }
 

@@ -55,19 +55,32 @@ struct gpuos_syscall_slot {
 	__u64 seq;
 	__u32 tid;
 	__u32 pid;
+	/* The syscall the thread is inside now (start 0: none). */
+	__u64 call_start_ns;
+	__s32 call_nr;
+	__u32 pad;
 	__u64 woken[2];  /* threads woken: [0] futex, [1] futex_wake */
 	struct gpuos_slot_entry entries[GPUOS_SLOT_ENTRIES];
 };
 
-/* The syscall a thread is inside now; the scheduler program reads it to name
- * the cause of an off-CPU interval. */
+/* Which slot each thread holds, by thread id, 32 threads to an entry of
+ * the tid_slots array: 0 none (yet), else the slot's index plus one, or
+ * GPUOS_TID_NO_SLOT for a traced thread that found none free.  Indexing by
+ * tid needs no helper call (the verifier inlines array lookups), where the
+ * thread's task storage costs a call and a cache walk on every syscall. */
+#define GPUOS_TIDS_PER_ENTRY 32
+#define GPUOS_TID_NO_SLOT 0xffff
+#define GPUOS_MAX_SYSCALL_SLOTS (GPUOS_TID_NO_SLOT - 1)
+struct gpuos_tid_slots {
+	__u16 slot[GPUOS_TIDS_PER_ENTRY];
+};
+
+/* The syscall a thread without a slot is inside now; the scheduler program
+ * reads it (or the slot's) to name the cause of an off-CPU interval. */
 struct gpuos_syscall_call {
 	__u64 start_ns;
 	__s32 nr;
-	/* The thread's slot in syscall_slots plus one; 0: none taken yet;
-	 * GPUOS_NO_SLOT: none was free, the thread uses syscall_stats. */
-	__u32 slot;
+	__u32 pad;
 };
-#define GPUOS_NO_SLOT 0xffffffffu
 
 #endif

@@ -8,6 +8,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "bpf/syscalls.h"
 
 namespace gpuos {
 
@@ -50,7 +51,7 @@ const char kUsage[] =
 namespace {
 
 // A slot is 12 KiB of kernel memory (bpf/syscalls.h).
-constexpr uint32_t kMaxSyscallSlots = 65536;
+constexpr uint32_t kMaxSyscallSlots = GPUOS_MAX_SYSCALL_SLOTS;
 
 absl::Status Usage(const std::string& message) {
   return absl::InvalidArgumentError(message);

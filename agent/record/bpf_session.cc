@@ -81,6 +81,17 @@ absl::Status LoadError(const char* what, int err) {
                                              detail.empty() ? "" : "; libbpf: ", detail));
 }
 
+// Entries of the tid_slots array (bpf/syscalls.h) that cover every thread
+// id up to pid_max; threads with higher ids (pid_max raised later) keep
+// their syscall state in thread_state.
+uint32_t TidSlotEntries() {
+  uint64_t pid_max = 4194304;  // PID_MAX_LIMIT on 64-bit
+  std::ifstream in("/proc/sys/kernel/pid_max");
+  uint64_t read = 0;
+  if (in >> read && read > 0 && read < pid_max) pid_max = read;
+  return static_cast<uint32_t>((pid_max + GPUOS_TIDS_PER_ENTRY - 1) / GPUOS_TIDS_PER_ENTRY);
+}
+
 // Points an object's copy of a shared map at the one already created.
 absl::Status Reuse(struct bpf_map* map, int fd) {
   int err = bpf_map__reuse_fd(map, fd);
@@ -94,7 +105,9 @@ absl::Status ShareCommonMaps(Skel* skel, const proc_bpf* owner) {
                               std::pair{skel->maps.events, owner->maps.events},
                               std::pair{skel->maps.drop_counts, owner->maps.drop_counts},
                               std::pair{skel->maps.thread_state, owner->maps.thread_state},
-                              std::pair{skel->maps.track_generation, owner->maps.track_generation}}) {
+                              std::pair{skel->maps.track_generation, owner->maps.track_generation},
+                              std::pair{skel->maps.syscall_slots, owner->maps.syscall_slots},
+                              std::pair{skel->maps.tid_slots, owner->maps.tid_slots}}) {
     absl::Status status = Reuse(mine, bpf_map__fd(theirs));
     if (!status.ok()) return status;
   }
@@ -375,7 +388,8 @@ absl::StatusOr<std::unique_ptr<BpfSession>> BpfSession::Start(const BpfSessionOp
   SetEntries(impl->proc->maps.tracked_pids, options.max_processes);
   // A map needs one entry; with none wanted the free list stays empty.
   impl->slot_count = options.syscall_slots;
-  SetEntries(impl->syscalls->maps.syscall_slots, std::max<uint32_t>(options.syscall_slots, 1));
+  SetEntries(impl->proc->maps.syscall_slots, std::max<uint32_t>(options.syscall_slots, 1));
+  SetEntries(impl->proc->maps.tid_slots, TidSlotEntries());
   SetEntries(impl->syscalls->maps.free_syscall_slots, std::max<uint32_t>(options.syscall_slots, 1));
   impl->faults->rodata->fault_window_ns = options.fault_window_ns;
   // Wake the agent when an eighth of the ring is used (it also drains on
