@@ -16,6 +16,16 @@
 //   CUPTI_FLOOR_PER_THREAD=0|1        CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER
 //   CUPTI_FLOOR_ENABLE_AT=context|delay:MS   enable the kinds when the first
 //                                     context is created, or MS ms after start
+// Two pseudo-kinds time API calls with CUPTI's Callback API instead of its
+// RUNTIME/DRIVER activity records, as parcagpu and Proton do:
+// "runtime-cb" and "driver-cb" enable the callbacks of every launch, copy,
+// set, allocation, free and synchronize call of that domain; each call's
+// entry and exit are stamped with CLOCK_MONOTONIC and a 24-byte record
+// (correlation id, start, end) is written to a per-thread ring.
+//   CUPTI_FLOOR_VERIFY=1              also keep every callback's and every
+//                                     kernel record's correlation id, and
+//                                     say at exit how many kernels matched
+//                                     a timed call (not for timing runs)
 // Built on the GPU machine:
 //   g++ -O2 -shared -fPIC -o libcupti_floor.so bench/cupti_floor_injection.cc \
 //       -I$CUDA/extras/CUPTI/include -I$CUDA/include -L$CUDA/lib64 -lcupti
@@ -31,6 +41,8 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_set>
+#include <vector>
 
 #include "cupti_bench_client.h"
 
@@ -56,10 +68,116 @@ bool Wanted(const std::string& kinds, const char* kind) {
   return ("," + kinds + ",").find(std::string(",") + kind + ",") != std::string::npos;
 }
 
+// ---- API timing through callbacks ("runtime-cb", "driver-cb") ----------
+
+struct TimedCall {
+  uint32_t correlation_id;
+  uint32_t cbid;
+  uint64_t start_ns;
+  uint64_t end_ns;
+};
+
+constexpr size_t kRingRecords = size_t{1} << 14;  // per thread, overwritten
+std::atomic<unsigned long long> g_timed_calls{0};
+bool g_verify = false;
+std::mutex g_verify_mu;
+std::unordered_set<uint32_t> g_callback_ids[2];  // [driver]
+std::vector<uint32_t> g_kernel_ids;
+
+struct ThreadRing {
+  TimedCall* calls = new TimedCall[kRingRecords];
+  size_t head = 0;
+  uint64_t entered_ns[8] = {};  // per nesting depth (runtime -> driver)
+  int depth = 0;
+};
+thread_local ThreadRing t_ring;
+
+void CUPTIAPI OnApiCallback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+                            const void* data) {
+  const auto* call = static_cast<const CUpti_CallbackData*>(data);
+  ThreadRing& ring = t_ring;
+  if (call->callbackSite == CUPTI_API_ENTER) {
+    if (ring.depth < 8) ring.entered_ns[ring.depth] = MonotonicNs();
+    ++ring.depth;
+    return;
+  }
+  const uint64_t end = MonotonicNs();
+  --ring.depth;
+  const uint64_t start = ring.depth >= 0 && ring.depth < 8 ? ring.entered_ns[ring.depth] : end;
+  ring.calls[ring.head++ & (kRingRecords - 1)] = {call->correlationId, cbid, start, end};
+  g_timed_calls.fetch_add(1, std::memory_order_relaxed);
+  if (g_verify) {
+    std::lock_guard<std::mutex> lock(g_verify_mu);
+    g_callback_ids[domain == CUPTI_CB_DOMAIN_DRIVER_API].insert(call->correlationId);
+  }
+}
+
+bool IsWorkCall(const char* name) {
+  const std::string n = name;
+  for (const char* skip : {"Get", "Set", "Query", "Node", "Occupancy", "Attribute"}) {
+    if (n.find(skip) != std::string::npos) return false;
+  }
+  if (n.find("Graph") != std::string::npos && n.find("GraphLaunch") == std::string::npos) {
+    return false;
+  }
+  for (const char* work : {"Launch", "Memcpy", "Memset", "Malloc", "Free", "Synchronize"}) {
+    if (n.find(work) != std::string::npos) return true;
+  }
+  return false;
+}
+
+// Enables the callbacks of every work call of one API domain.
+void EnableApiCallbacks(CUpti_SubscriberHandle subscriber, CUpti_CallbackDomain domain) {
+  int enabled = 0;
+  for (uint32_t cbid = 1; cbid < 2048; ++cbid) {
+    const char* name = nullptr;
+    if (cuptiGetCallbackName(domain, cbid, &name) != CUPTI_SUCCESS || name == nullptr) continue;
+    if (IsWorkCall(name) && cuptiEnableCallback(1, subscriber, domain, cbid) == CUPTI_SUCCESS) {
+      ++enabled;
+    }
+  }
+  if (getenv("CUPTI_FLOOR_VERBOSE") != nullptr) {
+    fprintf(stderr, "cupti_floor: %d %s callbacks\n", enabled,
+            domain == CUPTI_CB_DOMAIN_DRIVER_API ? "driver" : "runtime");
+  }
+}
+
+// Keeps the kernels' correlation ids (CUPTI_FLOOR_VERIFY only).
+void CUPTIAPI CompletedVerify(CUcontext context, uint32_t stream, uint8_t* buffer, size_t size,
+                              size_t valid) {
+  CUpti_Activity* record = nullptr;
+  std::vector<uint32_t> ids;
+  while (cuptiActivityGetNextRecord(buffer, valid, &record) == CUPTI_SUCCESS) {
+    if (record->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) {
+      ids.push_back(reinterpret_cast<CUpti_ActivityKernel10*>(record)->correlationId);
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(g_verify_mu);
+    g_kernel_ids.insert(g_kernel_ids.end(), ids.begin(), ids.end());
+  }
+  Completed(context, stream, buffer, size, valid);
+}
+
 void AtExit() {
   cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
   if (getenv("CUPTI_FLOOR_VERBOSE") != nullptr) {
-    fprintf(stderr, "cupti_floor: %llu records\n", g_records.load());
+    fprintf(stderr, "cupti_floor: %llu records, %llu calls timed by callbacks\n",
+            g_records.load(), g_timed_calls.load());
+  }
+  if (g_verify) {
+    std::lock_guard<std::mutex> lock(g_verify_mu);
+    size_t runtime = 0, driver = 0, zero = 0;
+    for (uint32_t id : g_kernel_ids) {
+      zero += id == 0;
+      runtime += g_callback_ids[0].count(id);
+      driver += g_callback_ids[1].count(id);
+    }
+    fprintf(stderr,
+            "cupti_floor verify: %zu kernels, %zu with correlation id 0, %zu match a runtime "
+            "callback, %zu match a driver callback (%zu runtime, %zu driver ids)\n",
+            g_kernel_ids.size(), zero, runtime, driver, g_callback_ids[0].size(),
+            g_callback_ids[1].size());
   }
 }
 
@@ -89,6 +207,17 @@ void EnableKinds() {
       fprintf(stderr, "cupti_floor: could not enable %s records\n", entry.name);
     }
   }
+  const bool runtime_cb = Wanted(kinds, "runtime-cb");
+  const bool driver_cb = Wanted(kinds, "driver-cb");
+  if (runtime_cb || driver_cb) {
+    CUpti_SubscriberHandle subscriber;
+    if (cuptiSubscribe(&subscriber, OnApiCallback, nullptr) != CUPTI_SUCCESS) {
+      fprintf(stderr, "cupti_floor: could not subscribe for API callbacks\n");
+      return;
+    }
+    if (runtime_cb) EnableApiCallbacks(subscriber, CUPTI_CB_DOMAIN_RUNTIME_API);
+    if (driver_cb) EnableApiCallbacks(subscriber, CUPTI_CB_DOMAIN_DRIVER_API);
+  }
 }
 
 void CUPTIAPI OnContextCreated(void*, CUpti_CallbackDomain, CUpti_CallbackId, const void*) {
@@ -106,7 +235,11 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjection() {
   SetAttribute<uint8_t>("CUPTI_FLOOR_PINNED", CUPTI_ACTIVITY_ATTR_MEM_ALLOCATION_TYPE_HOST_PINNED);
   SetAttribute<size_t>("CUPTI_FLOOR_DEVICE_BUFFER", CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE);
   SetAttribute<uint8_t>("CUPTI_FLOOR_PER_THREAD", CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER);
-  if (cuptiActivityRegisterCallbacks(Requested, Completed) != CUPTI_SUCCESS) return 0;
+  g_verify = getenv("CUPTI_FLOOR_VERIFY") != nullptr;
+  if (cuptiActivityRegisterCallbacks(Requested, g_verify ? CompletedVerify : Completed) !=
+      CUPTI_SUCCESS) {
+    return 0;
+  }
   // When to enable the kinds: at once (default), when the first context is
   // created ("context"), or N ms later from another thread ("delay:N"), as
   // a profiler that starts in a running job does.

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "attach_control.h"
+#include "cupti_api_call_rings.h"
 #include "cupti_loader.h"
 #include "cupti_record_encoder.h"
 #include "cupti_timestamps.h"
@@ -51,6 +52,12 @@ constexpr size_t kBufferAlignment = 64;  // CUPTI needs 8
 // job's trace grows while it runs (cuptiActivityFlushPeriod only returns
 // full buffers, which a slow job may take minutes to fill).
 constexpr auto kFlushPeriod = std::chrono::milliseconds(500);
+// API calls timed by callbacks: each thread's ring holds this many (40
+// bytes each), which at 400,000 calls/s on one thread (a launch loop's
+// runtime and driver calls) lasts 80 ms; the parser empties the rings every
+// kRingDrainPeriod.
+constexpr size_t kApiRingRecords = size_t{1} << 15;
+constexpr auto kRingDrainPeriod = std::chrono::milliseconds(10);
 constexpr auto kExitDrainTimeout = std::chrono::seconds(5);
 // How long a stop waits for cuptiFinalize in an API's exit callback, and
 // for a start in progress on another thread.
@@ -104,6 +111,10 @@ struct State {
   std::atomic<bool> parser_in_cupti{false};
   // API records are enabled per call (cuptiActivityEnableRuntimeApi...).
   bool api_filtered_in_cupti = false;
+  // API calls are timed by our callbacks into api_rings (created once,
+  // never destroyed), not by CUPTI's RUNTIME/DRIVER records.
+  std::atomic<bool> api_by_callbacks{false};
+  ApiCallRings* api_rings = nullptr;
   std::atomic<int> finalize_state{kNoFinalize};
   std::atomic<int> finalize_result{CUPTI_SUCCESS};
   // Done once per process, by whichever start comes first (the phase
@@ -348,6 +359,33 @@ void KeepParserOutOfCupti() {
   }
 }
 
+// API calls timed by callbacks -> events.  Called by the parser every
+// kRingDrainPeriod and by a flush (ApiCallRings serializes the two).
+void DrainTimedApiCalls() {
+  State& s = S();
+  if (s.api_rings == nullptr) return;
+  RecordEncodeContext context;
+  context.pid = static_cast<uint32_t>(getpid());
+  context.api_name = [&s](bool driver, uint32_t cbid) -> std::string_view {
+    const std::vector<std::string>& names = driver ? s.driver_names : s.runtime_names;
+    return cbid < names.size() ? std::string_view(names[cbid]) : std::string_view();
+  };
+  std::string encoded;
+  s.api_rings->Drain([&](const TimedApiCall& call) {
+    if (EncodeTimedApiCall(call, context, &encoded) == RecordEncodeOutcome::kEncoded) {
+      SubmitEvent(std::move(encoded));
+    }
+    encoded.clear();
+  });
+  const uint64_t dropped = s.api_rings->TakeDropped();
+  if (dropped > 0) {
+    AddShimDroppedEvents(dropped);
+    ReportProblem("API call ring full",
+                  "a thread made CUDA API calls faster than the shim's parser took them: some "
+                  "API call events were dropped (counted)");
+  }
+}
+
 void ParserLoop() {
   State& s = S();
   KernelNameCache kernel_names;
@@ -368,7 +406,10 @@ void ParserLoop() {
       std::unique_lock<std::mutex> lock(s.queue_mu);
       auto work = [&s] { return !s.completed.empty() || s.flush_events_requested; };
       if (s.parser_may_call_cupti.load()) {
-        s.queue_cv.wait_until(lock, next_flush, work);
+        const Clock::time_point wake =
+            s.api_by_callbacks.load() ? std::min(next_flush, Clock::now() + kRingDrainPeriod)
+                                      : next_flush;
+        s.queue_cv.wait_until(lock, wake, work);
       } else {
         // Collection is off (detached): asleep until buffers come or a
         // start lets us flush again.
@@ -402,6 +443,7 @@ void ParserLoop() {
       }
       s.drained_cv.notify_all();
     }
+    DrainTimedApiCalls();
     if (flush_events) FlushEvents();
 
     if (Clock::now() >= next_flush) {
@@ -466,6 +508,7 @@ bool FlushAndDrain(std::chrono::milliseconds timeout) {
                     "CUDA activity may be missing");
     }
   }
+  DrainTimedApiCalls();
   CollectDrops();
   FlushEvents();
   return drained;
@@ -592,6 +635,32 @@ bool FinalizeCupti(std::string* why_not) {
   return true;
 }
 
+// Entry: the start time goes where CUPTI keeps it for the exit (the top
+// bit marks it ours: a call already under way when the callbacks were
+// switched on has no entry).  Exit: one record into the thread's ring.
+constexpr uint64_t kEnteredMark = uint64_t{1} << 63;
+void TimeApiCall(State& s, bool driver, CUpti_CallbackId cbid, const CUpti_CallbackData& call) {
+  if (!IsTracedApi(s, driver, cbid)) return;
+  if (call.callbackSite == CUPTI_API_ENTER) {
+    *call.correlationData = MonotonicNs() | kEnteredMark;
+    return;
+  }
+  const uint64_t entered = *call.correlationData;
+  const uint64_t end = MonotonicNs();
+  const uint64_t start = entered & ~kEnteredMark;
+  if ((entered & kEnteredMark) == 0 || start > end) return;
+  TimedApiCall timed;
+  timed.start_ns = start;
+  timed.end_ns = end;
+  timed.correlation_id = call.correlationId;
+  timed.cbid = cbid;
+  timed.tid = CurrentTid();
+  timed.return_value =
+      call.functionReturnValue != nullptr ? *static_cast<const int*>(call.functionReturnValue) : 0;
+  timed.driver = driver;
+  s.api_rings->Record(timed);
+}
+
 void CUPTIAPI OnCuptiCallback(void* /*userdata*/, CUpti_CallbackDomain domain,
                               CUpti_CallbackId cbid, const void* data) {
   State& s = S();
@@ -603,6 +672,11 @@ void CUPTIAPI OnCuptiCallback(void* /*userdata*/, CUpti_CallbackDomain domain,
     return;
   }
   if (InForkChild() || !s.active.load(std::memory_order_relaxed)) return;
+  if ((domain == CUPTI_CB_DOMAIN_RUNTIME_API || domain == CUPTI_CB_DOMAIN_DRIVER_API) &&
+      s.api_by_callbacks.load(std::memory_order_relaxed)) {
+    TimeApiCall(s, domain == CUPTI_CB_DOMAIN_DRIVER_API, cbid,
+                *static_cast<const CUpti_CallbackData*>(data));
+  }
   if (domain == CUPTI_CB_DOMAIN_RESOURCE && cbid == CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING) {
     RequestFlushFromCallback();
   } else if (domain == CUPTI_CB_DOMAIN_RUNTIME_API &&
@@ -640,6 +714,7 @@ bool StopCollection(bool allow_finalize, std::string* how) {
   int expected = kOn;
   if (!s.phase.compare_exchange_strong(expected, kStopping)) return false;
   s.active = false;
+  s.api_by_callbacks = false;  // what the rings hold is drained below
   KeepParserOutOfCupti();
   const CuptiApi& api = *s.api;
   for (CUpti_ActivityKind kind : kAllKinds) api.ActivityDisable(kind);
@@ -689,6 +764,7 @@ void OnForkChild() {
   s.in_fork_child.store(true);
   s.phase = kOff;
   s.active = false;
+  s.api_by_callbacks = false;
   s.wanted = false;
   s.parser_started = false;
   s.parser_may_call_cupti = false;
@@ -779,6 +855,34 @@ std::string KindsNote() {
   return ", only " + RequestedKinds() + " records (--cuda-records, GPUOS_CUPTI_KINDS)";
 }
 
+// Turns on our entry/exit callbacks for every traced call id of the wanted
+// domains.  All or nothing: on a failure the ones turned on are turned off
+// again, and the caller falls back to activity records.
+bool EnableApiCallbacks(const CuptiApi& api, bool want_runtime, bool want_driver) {
+  State& s = S();
+  if (s.api_rings == nullptr) s.api_rings = new (std::nothrow) ApiCallRings(kApiRingRecords);
+  if (s.api_rings == nullptr) return false;
+  std::vector<std::pair<CUpti_CallbackDomain, uint32_t>> enabled;
+  auto enable_domain = [&](CUpti_CallbackDomain domain, const std::vector<bool>& traced) {
+    for (uint32_t cbid = 0; cbid < traced.size(); ++cbid) {
+      if (!traced[cbid]) continue;
+      if (api.EnableCallback(1, s.subscriber, domain, cbid) != CUPTI_SUCCESS) return false;
+      enabled.emplace_back(domain, cbid);
+    }
+    return true;
+  };
+  s.api_by_callbacks = true;
+  if ((!want_runtime || enable_domain(CUPTI_CB_DOMAIN_RUNTIME_API, s.runtime_traced)) &&
+      (!want_driver || enable_domain(CUPTI_CB_DOMAIN_DRIVER_API, s.driver_traced))) {
+    return true;
+  }
+  s.api_by_callbacks = false;
+  for (const auto& [domain, cbid] : enabled) api.EnableCallback(0, s.subscriber, domain, cbid);
+  ReportProblem("API callbacks", "cuptiEnableCallback failed for a traced API call: API calls "
+                                 "recorded through activity records instead");
+  return false;
+}
+
 // Per-call filtering inside CUPTI where it can (records of untraced calls
 // are then never written); otherwise every call of the kind is recorded and
 // the parser filters.  CUPTI's per-call switches take effect only when set
@@ -791,6 +895,12 @@ std::string EnableApiRecords(const CuptiApi& api, bool cuda_running) {
   const bool want_runtime = KindWanted("runtime");
   const bool want_driver = KindWanted("driver");
   if (!want_runtime && !want_driver) return "no API calls";  // KindsNote() says why
+  // GPUOS_CUPTI_API_TIMING=activity: CUPTI's RUNTIME/DRIVER records, as
+  // before callbacks were measured cheaper (docs/gpu-results.md).
+  const char* timing = getenv("GPUOS_CUPTI_API_TIMING");
+  if (!(timing && std::string(timing) == "activity") && EnableApiCallbacks(api, want_runtime, want_driver)) {
+    return "API calls timed by callbacks";
+  }
   // GPUOS_CUPTI_API_FILTER=shim enables the whole API kinds and filters in
   // the parser instead (to measure which costs the job less).
   const char* filter = getenv("GPUOS_CUPTI_API_FILTER");

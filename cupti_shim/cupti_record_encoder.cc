@@ -313,6 +313,24 @@ RecordEncodeOutcome EncodeActivityRecord(const CUpti_Activity* record,
   }
 }
 
+RecordEncodeOutcome EncodeTimedApiCall(const TimedApiCall& call, const RecordEncodeContext& context,
+                                       std::string* out) {
+  out->clear();
+  if (!HasTimestamps(call.start_ns, call.end_ns)) return RecordEncodeOutcome::kNoTimestamps;
+  // The same event an activity record of the call would give.
+  CUpti_ActivityAPI api{};
+  api.kind = call.driver ? CUPTI_ACTIVITY_KIND_DRIVER : CUPTI_ACTIVITY_KIND_RUNTIME;
+  api.cbid = call.cbid;
+  api.processId = context.pid;
+  api.threadId = call.tid;
+  api.correlationId = call.correlation_id;
+  api.returnValue = static_cast<uint32_t>(call.return_value);
+  std::string_view name = context.api_name ? context.api_name(call.driver, call.cbid) : "";
+  // Stamped by the shim on CLOCK_MONOTONIC: never mapped.
+  *out = EncodeApi(api, Span{call.start_ns, Duration(call.start_ns, call.end_ns)}, name);
+  return RecordEncodeOutcome::kEncoded;
+}
+
 bool IsTracedApiName(std::string_view name) {
   // Getters, setters, queries and graph construction mention copies and
   // allocations without doing them ("cudaGraphAddMemcpyNode",

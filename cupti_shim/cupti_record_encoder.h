@@ -16,6 +16,7 @@
 #include <string>
 #include <string_view>
 
+#include "cupti_api_call_rings.h"
 #include "cupti_clock_converter.h"
 
 namespace gpuos_shim {
@@ -48,6 +49,13 @@ enum class RecordEncodeOutcome {
 // Encodes one record into `out` (replacing its contents).
 RecordEncodeOutcome EncodeActivityRecord(const CUpti_Activity* record,
                                          const RecordEncodeContext& context, std::string* out);
+
+// Encodes an API call the shim timed itself (cupti_api_call_rings.h) as the
+// same event its RUNTIME or DRIVER activity record would give; pid from the
+// context.  Its timestamps are CLOCK_MONOTONIC already: context.clock is
+// not used.
+RecordEncodeOutcome EncodeTimedApiCall(const TimedApiCall& call, const RecordEncodeContext& context,
+                                       std::string* out);
 
 // abi::__cxa_demangle, or the name unchanged when it is not a mangled C++
 // name; "" for null.

@@ -412,4 +412,8 @@ void AddCuptiDroppedRecords(uint64_t count) {
   if (count) TheChannel().cupti_dropped.fetch_add(count);
 }
 
+void AddShimDroppedEvents(uint64_t count) {
+  if (count) TheChannel().dropped_queue_full.fetch_add(count);
+}
+
 }  // namespace gpuos_shim

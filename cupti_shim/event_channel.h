@@ -31,6 +31,9 @@ void SetCuptiStatus(bool active, const std::string& status);
 void SetNvtxActive();
 bool NvtxActive();
 void AddCuptiDroppedRecords(uint64_t count);
+// Events lost before they reached the queue, to a full bounded buffer of
+// the shim's own (the per-thread API call rings); counted with the queue's.
+void AddShimDroppedEvents(uint64_t count);
 // Put in front of cupti_status while attached (says the mode; "" in launch
 // mode, whose status reads as it always did).
 void SetStatusPrefix(const std::string& prefix);

@@ -345,6 +345,69 @@ TEST(CuptiRecordEncoderTest, TimestampsGoThroughTheContextsClock) {
   EXPECT_EQ(event.cuda_api().duration_ns(), 10'000u);
 }
 
+// A call timed by the shim's callbacks gives byte for byte the event its
+// activity record would, except that its pid is the shim's process and its
+// times are never mapped (they are CLOCK_MONOTONIC already).
+TEST(CuptiRecordEncoderTest, TimedApiCallsEncodeAsTheirActivityRecordWould) {
+  RecordEncodeContext context = ContextWithPid(31337);
+  context.api_name = [](bool driver, uint32_t) -> std::string_view {
+    return driver ? "cuLaunchKernel" : "cudaLaunchKernel";
+  };
+  for (bool driver : {false, true}) {
+    TimedApiCall call;
+    call.start_ns = 5'000'000'000ull;
+    call.end_ns = 5'000'004'321ull;
+    call.correlation_id = 4242;
+    call.cbid = driver ? static_cast<uint32_t>(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel)
+                       : static_cast<uint32_t>(CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000);
+    call.tid = 31341;
+    call.return_value = driver ? -1 : 700;
+    call.driver = driver;
+
+    auto record = Zeroed<CUpti_ActivityAPI>(driver ? CUPTI_ACTIVITY_KIND_DRIVER
+                                                   : CUPTI_ACTIVITY_KIND_RUNTIME);
+    record.cbid = call.cbid;
+    record.start = call.start_ns;
+    record.end = call.end_ns;
+    record.processId = 31337;
+    record.threadId = call.tid;
+    record.correlationId = call.correlation_id;
+    record.returnValue = static_cast<uint32_t>(call.return_value);
+    std::string from_record, from_call;
+    ASSERT_EQ(EncodeActivityRecord(reinterpret_cast<CUpti_Activity*>(&record), context, &from_record),
+              RecordEncodeOutcome::kEncoded);
+    ASSERT_EQ(EncodeTimedApiCall(call, context, &from_call), RecordEncodeOutcome::kEncoded);
+    EXPECT_EQ(from_call, from_record) << (driver ? "driver" : "runtime");
+
+    Event event;
+    ASSERT_TRUE(event.ParseFromString(from_call));
+    EXPECT_EQ(event.pid(), 31337u);
+    EXPECT_EQ(event.tid(), 31341u);
+    EXPECT_EQ(event.cuda_api().duration_ns(), 4321u);
+    EXPECT_EQ(event.cuda_api().driver(), driver);
+    EXPECT_EQ(event.cuda_api().return_value(), driver ? -1 : 700);
+  }
+
+  // A context clock (CUPTI's own clock mapped) is not applied.
+  ClockConverter clock(1.0, /*min_spacing_ns=*/1);
+  clock.AddReading(1'700'000'000'000'000'000ull, 5'000'000'000ull);
+  clock.AddReading(1'700'000'001'000'000'000ull, 6'000'000'000ull);
+  context.clock = &clock;
+  TimedApiCall call;
+  call.start_ns = 7'000'000'000ull;
+  call.end_ns = 7'000'000'100ull;
+  std::string bytes;
+  ASSERT_EQ(EncodeTimedApiCall(call, context, &bytes), RecordEncodeOutcome::kEncoded);
+  Event event;
+  ASSERT_TRUE(event.ParseFromString(bytes));
+  EXPECT_EQ(event.ts_ns(), 7'000'000'000ull);
+  EXPECT_EQ(event.cuda_api().duration_ns(), 100u);
+
+  call.start_ns = 0;  // never entered
+  EXPECT_EQ(EncodeTimedApiCall(call, context, &bytes), RecordEncodeOutcome::kNoTimestamps);
+  EXPECT_TRUE(bytes.empty());
+}
+
 TEST(CuptiRecordEncoderTest, RecordsWithoutTimestampsAreLeftOut) {
   auto kernel = Zeroed<CUpti_ActivityKernel10>(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
   kernel.start = 0;
