@@ -14,6 +14,9 @@
 //                                     (CUPTI_ACTIVITY_ATTR_MEM_ALLOCATION_TYPE_HOST_PINNED)
 //   CUPTI_FLOOR_DEVICE_BUFFER=BYTES   CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE
 //   CUPTI_FLOOR_PER_THREAD=0|1        CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER
+//   CUPTI_FLOOR_SYSTEM_TID=1          API records with the kernel's thread ids
+//                                     (CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM),
+//                                     as gpuos-trace's shim asks for
 //   CUPTI_FLOOR_ENABLE_AT=context|delay:MS   enable the kinds when the first
 //                                     context is created, or MS ms after start
 // Two pseudo-kinds time API calls with CUPTI's Callback API instead of its
@@ -235,6 +238,9 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjection() {
   SetAttribute<uint8_t>("CUPTI_FLOOR_PINNED", CUPTI_ACTIVITY_ATTR_MEM_ALLOCATION_TYPE_HOST_PINNED);
   SetAttribute<size_t>("CUPTI_FLOOR_DEVICE_BUFFER", CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE);
   SetAttribute<uint8_t>("CUPTI_FLOOR_PER_THREAD", CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER);
+  if (getenv("CUPTI_FLOOR_SYSTEM_TID") != nullptr) {
+    cuptiSetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM);
+  }
   g_verify = getenv("CUPTI_FLOOR_VERIFY") != nullptr;
   if (cuptiActivityRegisterCallbacks(Requested, g_verify ? CompletedVerify : Completed) !=
       CUPTI_SUCCESS) {

@@ -67,9 +67,17 @@ def print_breakdown(runs):
             if parts:
                 extra = (f"   {statistics.median(p['enqueue_rate'] for p in parts):>10.0f}"
                          f" {statistics.median(p['gpu_rate'] for p in parts):>10.0f}")
+            if workload == "api_calls" and base_rate(seq) > 0 and m > 0:
+                # What each call costs more than untraced, from the medians.
+                extra = f"   {(1 / m - 1 / base_rate(seq)) * 1e9:>+8.0f} ns/call"
             print(f"{workload:<11} {variant:<40} {m:>12.0f} {ovh:>8.1f}% {by_round:>8.1f}%  {n}{extra}")
     print("(overhead: of the medians; by round: each run against its untraced neighbours, median;"
-          " raw_launch's enqueue/s and GPU/s: launches over CPU time to enqueue, over GPU time)")
+          " raw_launch's enqueue/s and GPU/s: launches over CPU time to enqueue, over GPU time;"
+          " api_calls: CPU time added per traced call)")
+
+
+def base_rate(seq):
+    return median_or_nan([res["rate"] for v, res in seq if v == "untraced"])
 
 
 def print_headline(runs):

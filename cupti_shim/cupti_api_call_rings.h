@@ -1,10 +1,10 @@
 // CUDA API calls timed by the shim itself, through CUPTI's Callback API
 // (an entry and an exit callback per call), instead of CUPTI's RUNTIME and
-// DRIVER activity records: on the GPU machine the callbacks cost a small
-// training loop about half what the activity records cost
-// (docs/gpu-results.md, "API calls timed by callbacks").  Kernel, copy and
-// set records still come from the activity API and carry the callback's
-// correlation id, which joins them.
+// DRIVER activity records, when GPUOS_CUPTI_API_TIMING=callback.  Kernel,
+// copy and set records still come from the activity API and carry the
+// callback's correlation id, which joins them.  Not the default: measured
+// on an H200, each traced call cost about 120 ns more this way than with
+// activity records (docs/gpu-results.md, "API calls timed by callbacks").
 //
 // Each thread that makes a traced call writes fixed-size records into its
 // own single-producer ring: no lock, no allocation and no system call on

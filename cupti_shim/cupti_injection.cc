@@ -895,10 +895,13 @@ std::string EnableApiRecords(const CuptiApi& api, bool cuda_running) {
   const bool want_runtime = KindWanted("runtime");
   const bool want_driver = KindWanted("driver");
   if (!want_runtime && !want_driver) return "no API calls";  // KindsNote() says why
-  // GPUOS_CUPTI_API_TIMING=activity: CUPTI's RUNTIME/DRIVER records, as
-  // before callbacks were measured cheaper (docs/gpu-results.md).
+  // GPUOS_CUPTI_API_TIMING=callback: our own entry/exit callbacks instead
+  // of CUPTI's RUNTIME/DRIVER records.  Not the default: on an H200 they
+  // cost each traced call about 120 ns more (docs/gpu-results.md, "API
+  // calls timed by callbacks").
   const char* timing = getenv("GPUOS_CUPTI_API_TIMING");
-  if (!(timing && std::string(timing) == "activity") && EnableApiCallbacks(api, want_runtime, want_driver)) {
+  if (timing && std::string(timing) == "callback" &&
+      EnableApiCallbacks(api, want_runtime, want_driver)) {
     return "API calls timed by callbacks";
   }
   // GPUOS_CUPTI_API_FILTER=shim enables the whole API kinds and filters in
