@@ -3,9 +3,10 @@
 #   tests/gpu/gpu_session.sh [BIN_DIR] [PARTS]
 # BIN_DIR (default build-gpu) holds what deploy/make_gpu_bundle.sh put there:
 # a static gpuos-trace, libgpuos_shim.so and python_hooks/.  PARTS is a
-# comma list of: probe, known, known-cupti-clock, cuda-records, torch,
-# coexist, overhead, os-overhead, attach, suite (default: all but
-# known-cupti-clock, os-overhead and suite).
+# comma list of: probe, known, known-cupti-clock, known-api-callbacks,
+# cuda-records, torch, coexist, overhead, os-overhead, attach, suite
+# (default: all but known-cupti-clock, known-api-callbacks, os-overhead and
+# suite).
 # Logs go to $OUT (or ./gpu-session-out); the table of results comes last.
 set -u
 BIN_DIR=${1:-build-gpu}
@@ -55,6 +56,20 @@ if want known-cupti-clock; then
     row "known work, CUPTI clock mapped" FAIL "$(grep -c FAIL "$OUT/known-cupti.log") failing lines, see known-cupti.log"
   else
     row "known work, CUPTI clock mapped" PASS "$(grep -c PASS "$OUT/known-cupti.log") checks"
+  fi
+fi
+
+if want known-api-callbacks; then
+  # The same checks with API calls timed by the shim's CUPTI callbacks
+  # (GPUOS_CUPTI_API_TIMING=callback) instead of CUPTI's API records.
+  echo "== known CUDA work, API calls timed by callbacks"
+  GPUOS_CUPTI_API_TIMING=callback OUT="$OUT/known-callbacks" timeout 300 bash "$HERE/run_gpu_checks.sh" \
+    "$BIN_DIR" 2>&1 | tee "$OUT/known-callbacks.log" | tail -20
+  if grep -q "FAIL" "$OUT/known-callbacks.log" ||
+     ! grep -q "timed by callbacks" "$OUT/known-callbacks/"*report* 2>/dev/null; then
+    row "known work, API callbacks" FAIL "$(grep -c FAIL "$OUT/known-callbacks.log") failing lines, see known-callbacks.log"
+  else
+    row "known work, API callbacks" PASS "$(grep -c PASS "$OUT/known-callbacks.log") checks"
   fi
 fi
 
