@@ -486,6 +486,25 @@ KernelSyscallTables BpfSession::ReadSyscallTables() const {
   // (one thread may wake through futex and futex_wake: summed).
   std::map<std::pair<uint32_t, int32_t>, KernelSyscallTotal> totals;
   std::map<uint32_t, KernelFutexWakes> wakes;
+  // One (thread, syscall) total from either table; `woken` counts only for
+  // a futex wake entry.
+  auto add = [&totals, &wakes](uint32_t tid, uint32_t pid, int32_t nr, bool wake, uint64_t calls,
+                               uint64_t total_ns, uint64_t max_ns, uint64_t woken) {
+    KernelSyscallTotal& total = totals[{tid, nr}];
+    total.pid = pid;
+    total.tid = tid;
+    total.nr = nr;
+    total.calls += calls;
+    total.total_ns += total_ns;
+    total.max_ns = std::max(total.max_ns, max_ns);
+    if (wake) {
+      KernelFutexWakes& w = wakes[tid];
+      w.pid = pid;
+      w.tid = tid;
+      w.calls += calls;
+      w.woken += woken;
+    }
+  };
   int fd = bpf_map__fd(impl_->syscalls->maps.syscall_stats);
   gpuos_syscall_key key{}, next{};
   gpuos_syscall_key* prev = nullptr;
@@ -496,20 +515,7 @@ KernelSyscallTables BpfSession::ReadSyscallTables() const {
     if (bpf_map_lookup_elem(fd, &key, &stats) != 0) continue;
     const bool wake = GPUOS_IS_WAKE_STATS_NR(key.nr);
     const int32_t nr = wake ? GPUOS_SYSCALL_OF_WAKE_STATS_NR(key.nr) : key.nr;
-    KernelSyscallTotal& total = totals[{key.tid, nr}];
-    total.pid = stats.pid;
-    total.tid = key.tid;
-    total.nr = nr;
-    total.calls += stats.calls;
-    total.total_ns += stats.total_ns;
-    total.max_ns = std::max<uint64_t>(total.max_ns, stats.max_ns);
-    if (wake) {
-      KernelFutexWakes& w = wakes[key.tid];
-      w.pid = stats.pid;
-      w.tid = key.tid;
-      w.calls += stats.calls;
-      w.woken += stats.woken;
-    }
+    add(key.tid, stats.pid, nr, wake, stats.calls, stats.total_ns, stats.max_ns, stats.woken);
   }
   // The slots after syscall_stats: a thread's exit moves its totals there
   // after marking its slot free, so a walk in this order may miss a thread
@@ -536,20 +542,8 @@ KernelSyscallTables BpfSession::ReadSyscallTables() const {
       const int32_t nr = !wake ? static_cast<int32_t>(e)
                          : e == GPUOS_SLOT_WAKE_FUTEX ? impl_->nr_futex
                                                       : impl_->nr_futex_wake;
-      KernelSyscallTotal& total = totals[{tid, nr}];
-      total.pid = pid;
-      total.tid = tid;
-      total.nr = nr;
-      total.calls += entry.calls;
-      total.total_ns += entry.total_ns;
-      total.max_ns = std::max<uint64_t>(total.max_ns, entry.max_ns);
-      if (wake) {
-        KernelFutexWakes& w = wakes[tid];
-        w.pid = pid;
-        w.tid = tid;
-        w.calls += entry.calls;
-        w.woken += woken[e - GPUOS_SLOT_NRS];
-      }
+      add(tid, pid, nr, wake, entry.calls, entry.total_ns, entry.max_ns,
+          wake ? woken[e - GPUOS_SLOT_NRS] : 0);
     }
   }
 

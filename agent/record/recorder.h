@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "bpf/syscalls.h"
+
 namespace gpuos {
 
 struct RecordOptions {
@@ -19,7 +21,7 @@ struct RecordOptions {
   // --syscall-slots: traced threads at a time whose syscall totals the
   // kernel keeps in per-thread arrays (bpf/syscalls.h); the others, and all
   // when 0, go through a hash, which costs each syscall more.
-  uint32_t syscall_slots = 1024;
+  uint32_t syscall_slots = GPUOS_DEFAULT_SYSCALL_SLOTS;
   std::string btf_path;
   bool quiet = false;
   bool verbose = false;
