@@ -19,29 +19,24 @@
 #include "futex.h"
 
 /* Defaults; the agent may resize before load. */
-#define GPUOS_MAX_PROCESSES 16384
 #define GPUOS_MAX_THREADS 65536
 
-/* Thread group ids of the traced tree.  The value is unused (1).  The
- * source of truth for "is this process traced"; threads cache the answer
- * in their thread_state (below). */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, GPUOS_MAX_PROCESSES);
-	__type(key, __u32);
-	__type(value, __u8);
-} tracked_pids SEC(".maps");
-
-/* Bumped by the agent after each pid it adds to tracked_pids: a thread
- * whose cached "not traced" answer is from an older generation asks
- * tracked_pids again.  (Children added by the kernel side are new tasks
- * with no cached answer.)  One slot; array lookups are inlined. */
+/* The thread group ids of the traced tree, one bit each: bit (pid % 64)
+ * of word (pid / 64), for every pid up to PID_MAX_LIMIT (512 KiB).  The
+ * one check every program makes for every thread of the machine, so it is
+ * an array lookup the verifier inlines and a bit test: an untraced thread
+ * costs no helper call and no per-thread storage.  Set by the agent for
+ * the processes it starts or attaches to (through mmap, with an atomic
+ * OR, since the kernel side sets and clears bits of the same words) and
+ * by task_newtask for their children; cleared when a process exits. */
+#define GPUOS_PID_LIMIT 4194304
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, GPUOS_PID_LIMIT / 64);
 	__type(key, __u32);
 	__type(value, __u64);
-} track_generation SEC(".maps");
+} traced_tgids SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -63,9 +58,8 @@ struct {
  * with the task, so no exit handler has to delete it.  A start time or
  * count of 0 marks a slot as empty. */
 struct gpuos_thread_state {
-	__u64 generation;   /* track_generation when tracked was last decided */
-	__u32 tracked;      /* 1: the thread's process is in tracked_pids */
-	__u32 pid;          /* its thread group id, valid when tracked */
+	__u32 tracked;      /* 1: made for a thread of the traced tree */
+	__u32 pid;          /* its thread group id */
 	struct gpuos_syscall_call syscall;  /* syscalls.bpf.c; read by offcpu.bpf.c */
 	struct gpuos_sched_state sched;     /* offcpu.bpf.c; switched_out_ns != 0: kept */
 	struct gpuos_fault_state fault;     /* faults.bpf.c; count != 0: a window is open */
@@ -129,44 +123,49 @@ const volatile __u64 wakeup_bytes = 1 << 20;
 
 static __always_inline int is_tracked(__u32 pid)
 {
-	return bpf_map_lookup_elem(&tracked_pids, &pid) != NULL;
+	__u32 index = pid / 64;
+	__u64 *word = bpf_map_lookup_elem(&traced_tgids, &index);
+
+	return word && ((*word >> (pid % 64)) & 1);
+}
+
+/* Returns 0, or -1 for a pid beyond the bitmap. */
+static __always_inline int set_tracked(__u32 pid, int tracked)
+{
+	__u32 index = pid / 64;
+	__u64 *word = bpf_map_lookup_elem(&traced_tgids, &index);
+
+	if (!word)
+		return -1;
+	if (tracked)
+		__sync_fetch_and_or(word, 1ULL << (pid % 64));
+	else
+		__sync_fetch_and_and(word, ~(1ULL << (pid % 64)));
+	return 0;
 }
 
 static __always_inline void count_drop(__u32 slot);
 
 /* The state of the current thread if it belongs to the traced tree, else
- * NULL.  Untraced threads keep a "no" stamped with the generation it was
- * decided at, so that they pay one task-storage lookup and one array read
- * rather than a hash lookup. */
+ * NULL.  An untraced thread pays the bit test and nothing else; a traced
+ * one gets its state made on its first event. */
 static __always_inline struct gpuos_thread_state *current_thread(void)
 {
-	struct task_struct *task = bpf_get_current_task_btf();
-	struct gpuos_thread_state *st = bpf_task_storage_get(&thread_state, task, 0, 0);
-	__u32 zero = 0;
-
-	if (st && st->tracked)
-		return st;
-	__u64 *gen = bpf_map_lookup_elem(&track_generation, &zero);
-	if (!gen)
-		return NULL;
-	/* Read before tracked_pids: the agent bumps it after its insert. */
-	__u64 generation = *gen;
-	if (st && st->generation == generation)
-		return NULL;
 	__u32 pid = bpf_get_current_pid_tgid() >> 32;
-	int tracked = is_tracked(pid);
+
+	if (!is_tracked(pid))
+		return NULL;
+	struct gpuos_thread_state *st = bpf_task_storage_get(
+		&thread_state, bpf_get_current_task_btf(), 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!st) {
-		st = bpf_task_storage_get(&thread_state, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-		if (!st) {
-			if (tracked)
-				count_drop(GPUOS_DROP_MAP_FULL_BASE + GPUOS_MAP_SYSCALL_IN_FLIGHT);
-			return NULL;
-		}
+		count_drop(GPUOS_DROP_MAP_FULL_BASE + GPUOS_MAP_SYSCALL_IN_FLIGHT);
+		return NULL;
 	}
-	st->pid = pid;
-	st->tracked = tracked;
-	st->generation = generation;
-	return tracked ? st : NULL;
+	if (!st->tracked) {
+		st->pid = pid;
+		st->tracked = 1;
+	}
+	return st;
 }
 
 /* The state of a thread already known to be traced (current or not), NULL

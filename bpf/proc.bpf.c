@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /* Process and thread life of the traced tree.  New processes are added to
- * tracked_pids in task_newtask, which runs in the parent before the child
+ * traced_tgids in task_newtask, which runs in the parent before the child
  * is first scheduled, so a DataLoader worker is followed from its first
  * instruction.  Processes leave the set when their last thread exits. */
 #include "common.bpf.h"
@@ -51,8 +51,7 @@ int handle_task_newtask(struct trace_event_raw_task_newtask *ctx)
 			  ctx->comm, 1);
 		return 0;
 	}
-	__u8 one = 1;
-	if (bpf_map_update_elem(&tracked_pids, &child, &one, BPF_ANY))
+	if (set_tracked(child, 1))
 		count_map_full(GPUOS_MAP_TRACKED);
 	__u32 ppid = parent_pid;
 	if (flags & CLONE_PARENT) {
@@ -133,7 +132,7 @@ int handle_exit(struct trace_event_raw_sched_process_template *ctx)
 	emit_proc(GPUOS_EV_THREAD_EXIT, pid, tid, 0, 0, 0, exit_code, 0, 0);
 	if (group_dead) {
 		emit_proc(GPUOS_EV_PROCESS_EXIT, pid, tid, 0, 0, 0, exit_code, 0, 0);
-		bpf_map_delete_elem(&tracked_pids, &pid);
+		set_tracked(pid, 0);
 	}
 	return 0;
 }

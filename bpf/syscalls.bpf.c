@@ -131,8 +131,9 @@ int BPF_PROG(handle_sys_enter, struct pt_regs *regs, long id)
 SEC("tp_btf/sys_exit")
 int BPF_PROG(handle_sys_exit, struct pt_regs *regs, long ret)
 {
-	/* No create and no tracked check here: a thread that entered the
-	 * syscall traced has its start time set, in its slot or its state. */
+	/* No create here: a thread that entered the syscall traced has its
+	 * start time set, in its slot or its state.  (Its process stays
+	 * traced until its last thread exits, and exit_group never returns.) */
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tid = (__u32)id;
 	struct gpuos_syscall_slot *s = owned_slot(tid_slot_ref(tid), tid);
@@ -140,6 +141,8 @@ int BPF_PROG(handle_sys_exit, struct pt_regs *regs, long ret)
 	__u64 start_ns;
 	__s32 nr;
 
+	if (!s && !is_tracked(id >> 32))
+		return 0;
 	if (s) {
 		start_ns = s->call_start_ns;
 		if (!start_ns)

@@ -101,11 +101,10 @@ absl::Status Reuse(struct bpf_map* map, int fd) {
 
 template <typename Skel>
 absl::Status ShareCommonMaps(Skel* skel, const proc_bpf* owner) {
-  for (auto [mine, theirs] : {std::pair{skel->maps.tracked_pids, owner->maps.tracked_pids},
+  for (auto [mine, theirs] : {std::pair{skel->maps.traced_tgids, owner->maps.traced_tgids},
                               std::pair{skel->maps.events, owner->maps.events},
                               std::pair{skel->maps.drop_counts, owner->maps.drop_counts},
                               std::pair{skel->maps.thread_state, owner->maps.thread_state},
-                              std::pair{skel->maps.track_generation, owner->maps.track_generation},
                               std::pair{skel->maps.syscall_slots, owner->maps.syscall_slots},
                               std::pair{skel->maps.tid_slots, owner->maps.tid_slots}}) {
     absl::Status status = Reuse(mine, bpf_map__fd(theirs));
@@ -118,7 +117,7 @@ void SetEntries(struct bpf_map* map, uint32_t entries) { bpf_map__set_max_entrie
 
 const char* MapName(uint32_t id) {
   switch (id) {
-    case GPUOS_MAP_TRACKED: return "tracked_pids";
+    case GPUOS_MAP_TRACKED: return "traced_tgids";
     // The slot of the tid-keyed hash that task storage replaced.
     case GPUOS_MAP_SYSCALL_IN_FLIGHT: return "thread_state";
     case GPUOS_MAP_SYSCALL_STATS: return "syscall_stats";
@@ -302,14 +301,16 @@ struct BpfSession::Impl {
   std::vector<bpf_link*> cuda_links;
   std::set<pid_t> cuda_pids;
   ring_buffer* ring = nullptr;
-  // The value of the kernel's track_generation (bpf/common.bpf.h).
-  std::mutex track_mu;
-  uint64_t track_generation = 1;
+  // traced_tgids (bpf/common.bpf.h), mapped writable: the agent sets its
+  // bits with atomic ORs, as the kernel side does.
+  uint64_t* traced_tgids = nullptr;
+  size_t traced_tgids_bytes = 0;
 
   ~Impl() {
     // Freeing the ring buffer first: no callback may run into a dead handler.
     if (ring) ring_buffer__free(ring);
     if (slots) munmap(const_cast<uint8_t*>(slots), slots_bytes);
+    if (traced_tgids) munmap(traced_tgids, traced_tgids_bytes);
     for (int fd : cuda_link_fds) close(fd);
     for (bpf_link* link : cuda_links) bpf_link__destroy(link);
     if (cuda) cuda_uprobes_bpf__destroy(cuda);
@@ -385,7 +386,6 @@ absl::StatusOr<std::unique_ptr<BpfSession>> BpfSession::Start(const BpfSessionOp
 
   // Sizes and settings the verifier should see.
   SetEntries(impl->proc->maps.events, static_cast<uint32_t>(rb));
-  SetEntries(impl->proc->maps.tracked_pids, options.max_processes);
   // A map needs one entry; with none wanted the free list stays empty.
   impl->slot_count = options.syscall_slots;
   SetEntries(impl->proc->maps.syscall_slots, std::max<uint32_t>(options.syscall_slots, 1));
@@ -417,12 +417,12 @@ absl::StatusOr<std::unique_ptr<BpfSession>> BpfSession::Start(const BpfSessionOp
   int err = proc_bpf__load(impl->proc);
   if (err) return LoadError("load the BPF programs", err);
   {
-    // Above the 0 of a thread state never stamped.
-    uint32_t zero = 0;
-    if (bpf_map_update_elem(bpf_map__fd(impl->proc->maps.track_generation), &zero,
-                            &impl->track_generation, BPF_ANY)) {
-      return LoadError("set up the BPF maps", errno);
-    }
+    const size_t bytes = bpf_map__max_entries(impl->proc->maps.traced_tgids) * sizeof(uint64_t);
+    void* map = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED,
+                     bpf_map__fd(impl->proc->maps.traced_tgids), 0);
+    if (map == MAP_FAILED) return LoadError("map the traced process set", errno);
+    impl->traced_tgids = static_cast<uint64_t*>(map);
+    impl->traced_tgids_bytes = bytes;
   }
   for (absl::Status status : {ShareCommonMaps(impl->sched, impl->proc),
                               ShareCommonMaps(impl->faults, impl->proc),
@@ -452,21 +452,12 @@ absl::StatusOr<std::unique_ptr<BpfSession>> BpfSession::Start(const BpfSessionOp
 }
 
 absl::Status BpfSession::Track(uint32_t pid) {
-  uint8_t one = 1;
-  std::lock_guard<std::mutex> lock(impl_->track_mu);
-  if (bpf_map_update_elem(bpf_map__fd(impl_->proc->maps.tracked_pids), &pid, &one, BPF_ANY)) {
-    return absl::InternalError(absl::StrFormat("cannot track pid %d: %s", pid, strerror(errno)));
-  }
-  // After the insert: threads that cached "not traced" look again
-  // (bpf/common.bpf.h, current_thread).
-  uint64_t generation = impl_->track_generation + 1;
-  uint32_t zero = 0;
-  if (bpf_map_update_elem(bpf_map__fd(impl_->proc->maps.track_generation), &zero, &generation,
-                          BPF_ANY)) {
+  if (static_cast<size_t>(pid / 64) * sizeof(uint64_t) >= impl_->traced_tgids_bytes) {
     return absl::InternalError(
-        absl::StrFormat("cannot track pid %d: updating track_generation: %s", pid, strerror(errno)));
+        absl::StrFormat("cannot track pid %d: beyond the kernel's pid limit", pid));
   }
-  impl_->track_generation = generation;
+  // Seen by every program at its next event (bpf/common.bpf.h, is_tracked).
+  __atomic_fetch_or(&impl_->traced_tgids[pid / 64], uint64_t{1} << (pid % 64), __ATOMIC_SEQ_CST);
   return absl::OkStatus();
 }
 

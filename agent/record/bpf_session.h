@@ -2,7 +2,7 @@
 // them, and gives the recorder what they produce: ring-buffer records as
 // they come, and the totals kept in kernel maps.  Follows libbpf's
 // open -> configure -> load -> attach order; the maps every program shares
-// (tracked_pids, events, drop_counts, thread_state) are created by the
+// (traced_tgids, events, drop_counts, thread_state, the syscall slots) are created by the
 // first object and reused by the others.  Destroying the session detaches
 // everything: nothing of ours stays in the kernel.
 #pragma once
@@ -26,7 +26,6 @@ struct BpfSessionOptions {
   // Ring buffer size in bytes: a power of two, at least one page.
   uint64_t ring_buffer_bytes = 16ull << 20;
   uint64_t fault_window_ns = 1'000'000;
-  uint32_t max_processes = 16384;
   uint32_t max_threads = 65536;
   // Slots of the syscall_slots array (RecordOptions::syscall_slots).
   uint32_t syscall_slots = GPUOS_DEFAULT_SYSCALL_SLOTS;
