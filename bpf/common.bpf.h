@@ -22,7 +22,8 @@
 #define GPUOS_MAX_THREADS 65536
 
 /* The thread group ids of the traced tree, one bit each: bit (pid % 64)
- * of word (pid / 64), for every pid up to PID_MAX_LIMIT (512 KiB).  The
+ * of word (pid / 64), for every pid below PID_MAX_LIMIT (4194304; the
+ * bitmap takes 512 KiB).  The
  * one check every program makes for every thread of the machine, so it is
  * an array lookup the verifier inlines and a bit test: an untraced thread
  * costs no helper call and no per-thread storage.  Set by the agent for
@@ -168,6 +169,8 @@ static __always_inline struct gpuos_thread_state *current_thread(void)
 	return st;
 }
 
+#define GPUOS_PF_EXITING 0x00000004
+
 /* The state of a thread already known to be traced (current or not), NULL
  * for any other: never creates one. */
 static __always_inline struct gpuos_thread_state *traced_thread(struct task_struct *task)
@@ -175,6 +178,22 @@ static __always_inline struct gpuos_thread_state *traced_thread(struct task_stru
 	struct gpuos_thread_state *st = bpf_task_storage_get(&thread_state, task, 0, 0);
 
 	return st && st->tracked ? st : NULL;
+}
+
+/* current_thread(), and also a traced thread on its way out whose
+ * process's bit is already clear: the thread that ends a process clears
+ * it, and a sibling that decremented the live count earlier may reach its
+ * own exit events later.  Only exiting threads pay the second lookup. */
+static __always_inline struct gpuos_thread_state *current_thread_or_exiting(void)
+{
+	struct gpuos_thread_state *t = current_thread();
+
+	if (t)
+		return t;
+	struct task_struct *task = bpf_get_current_task_btf();
+	if (!(task->flags & GPUOS_PF_EXITING))
+		return NULL;
+	return traced_thread(task);
 }
 
 /* The current thread's pid (tgid) if it belongs to the traced tree, else 0. */

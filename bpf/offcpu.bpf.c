@@ -61,7 +61,7 @@ int BPF_PROG(handle_sched_switch, bool preempt, struct task_struct *prev, struct
 
 	/* Switch-out: the current task is prev. */
 	if (prev->pid && !(prev_state & GPUOS_TASK_DEAD)) {
-		struct gpuos_thread_state *t = current_thread();
+		struct gpuos_thread_state *t = current_thread_or_exiting();
 		if (t) {
 			int voluntary = !preempt && prev_state != 0;
 			struct gpuos_sched_state *st = &t->sched;

@@ -115,10 +115,13 @@ int handle_task_rename(struct trace_event_raw_task_rename *ctx)
 SEC("tracepoint/sched/sched_process_exit")
 int handle_exit(struct trace_event_raw_sched_process_template *ctx)
 {
-	__u32 tid;
-	__u32 pid = current_tracked_pid(&tid);
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 pid = id >> 32, tid = (__u32)id;
+	/* Found even when a sibling that ended the process cleared its bit
+	 * first (common.bpf.h). */
+	struct gpuos_thread_state *t = current_thread_or_exiting();
 
-	if (!pid)
+	if (!t && !is_tracked(pid))
 		return 0;
 	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
 	__s32 exit_code = BPF_CORE_READ(task, exit_code);
@@ -129,9 +132,14 @@ int handle_exit(struct trace_event_raw_sched_process_template *ctx)
 	else
 		group_dead = BPF_CORE_READ(task, signal, live.counter) == 0;
 
-	emit_proc(GPUOS_EV_THREAD_EXIT, pid, tid, 0, 0, 0, exit_code, 0, 0);
+	/* A traced thread whose state could not be made is not reported, but
+	 * its process's bit is still cleared, so that a later process with the
+	 * same id is not traced. */
+	if (t)
+		emit_proc(GPUOS_EV_THREAD_EXIT, pid, tid, 0, 0, 0, exit_code, 0, 0);
 	if (group_dead) {
-		emit_proc(GPUOS_EV_PROCESS_EXIT, pid, tid, 0, 0, 0, exit_code, 0, 0);
+		if (t)
+			emit_proc(GPUOS_EV_PROCESS_EXIT, pid, tid, 0, 0, 0, exit_code, 0, 0);
 		set_tracked(pid, 0);
 	}
 	return 0;

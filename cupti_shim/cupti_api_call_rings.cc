@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 
+#include <cstdlib>
 #include <new>
 
 namespace gpuos_shim {
@@ -10,7 +11,7 @@ namespace gpuos_shim {
 // application's thread and the parser do not bounce one line per record.
 struct ApiCallRings::Ring {
   explicit Ring(TimedApiCall* records_in) : records(records_in) {}
-  ~Ring() { delete[] records; }
+  ~Ring() { free(records); }
   TimedApiCall* const records;
   alignas(64) std::atomic<uint64_t> head{0};  // next record to write
   alignas(64) std::atomic<uint64_t> tail{0};  // next record to read
@@ -33,12 +34,12 @@ thread_local ThreadRing t_ring;
 
 // Marks the thread's ring at its exit (a pthread key: unlike a
 // thread_local object's destructor, it also runs when the thread was not
-// created by C++).
-pthread_key_t ExitKey(void (*on_exit)(void*)) {
-  static pthread_key_t key = [on_exit] {
-    pthread_key_t k;
-    pthread_key_create(&k, on_exit);
-    return k;
+// created by C++).  Null when no key could be made (the process used up
+// PTHREAD_KEYS_MAX): exited threads' rings are then never freed.
+const pthread_key_t* ExitKey(void (*on_exit)(void*)) {
+  static const pthread_key_t* key = [on_exit]() -> const pthread_key_t* {
+    static pthread_key_t k;
+    return pthread_key_create(&k, on_exit) == 0 ? &k : nullptr;
   }();
   return key;
 }
@@ -72,10 +73,12 @@ void ApiCallRings::OnThreadExit(void* ring) {
 
 ApiCallRings::Ring* ApiCallRings::RingOfThisThread() {
   if (t_ring.generation == generation_) return static_cast<Ring*>(t_ring.ring);
-  auto* records = new (std::nothrow) TimedApiCall[capacity_];
+  // Not zero-filled: a megabyte written on the application's thread for
+  // nothing (each record is written whole before it is read).
+  auto* records = static_cast<TimedApiCall*>(malloc(capacity_ * sizeof(TimedApiCall)));
   Ring* ring = records != nullptr ? new (std::nothrow) Ring(records) : nullptr;
   if (ring == nullptr) {
-    delete[] records;
+    free(records);
     return nullptr;  // dropped; tried again on the next call
   }
   {
@@ -83,7 +86,9 @@ ApiCallRings::Ring* ApiCallRings::RingOfThisThread() {
     rings_.push_back(ring);
   }
   t_ring = ThreadRing{generation_, ring};
-  pthread_setspecific(ExitKey(&ApiCallRings::OnThreadExit), ring);
+  if (const pthread_key_t* key = ExitKey(&ApiCallRings::OnThreadExit)) {
+    pthread_setspecific(*key, ring);
+  }
   return ring;
 }
 
@@ -125,17 +130,20 @@ size_t ApiCallRings::Drain(const std::function<void(const TimedApiCall&)>& consu
     if (exited) finished.push_back(ring);
   }
   if (!finished.empty()) {
-    std::lock_guard<std::mutex> lock(rings_mu_);
-    for (Ring* ring : finished) {
-      for (size_t i = 0; i < rings_.size(); ++i) {
-        if (rings_[i] == ring) {
-          rings_[i] = rings_.back();
-          rings_.pop_back();
-          break;
+    {
+      std::lock_guard<std::mutex> lock(rings_mu_);
+      for (Ring* ring : finished) {
+        for (size_t i = 0; i < rings_.size(); ++i) {
+          if (rings_[i] == ring) {
+            rings_[i] = rings_.back();
+            rings_.pop_back();
+            break;
+          }
         }
       }
-      delete ring;
     }
+    // Outside the lock, which a thread's first call takes.
+    for (Ring* ring : finished) delete ring;
   }
   return passed;
 }

@@ -3,14 +3,18 @@
 // DRIVER activity records, when GPUOS_CUPTI_API_TIMING=callback.  Kernel,
 // copy and set records still come from the activity API and carry the
 // callback's correlation id, which joins them.  Not the default: measured
-// on an H200, each traced call cost about 120 ns more this way than with
+// on an H200, each traced call cost 120-400 ns more this way than with
 // activity records (docs/gpu-results.md, "API calls timed by callbacks").
 //
 // Each thread that makes a traced call writes fixed-size records into its
 // own single-producer ring: no lock, no allocation and no system call on
 // the application's thread after its first call, and never a wait (a full
 // ring drops the record and counts it).  The parser thread drains every
-// ring.  A ring outlives its thread until the parser has drained it.
+// ring.  A ring outlives its thread until the parser has drained it.  A
+// thread's ring belongs to the instance it last recorded into: recording
+// into another instance in between gives it a new ring (the earlier one is
+// freed only with its instance).  An instance must outlive the threads
+// that recorded into it; the shim's is never destroyed.
 #pragma once
 
 #include <atomic>

@@ -111,10 +111,11 @@ struct State {
   std::atomic<bool> parser_in_cupti{false};
   // API records are enabled per call (cuptiActivityEnableRuntimeApi...).
   bool api_filtered_in_cupti = false;
-  // API calls are timed by our callbacks into api_rings (created once,
-  // never destroyed), not by CUPTI's RUNTIME/DRIVER records.
+  // API calls are timed by our callbacks into api_rings (created once per
+  // process, never destroyed; published before api_by_callbacks is set),
+  // not by CUPTI's RUNTIME/DRIVER records.
   std::atomic<bool> api_by_callbacks{false};
-  ApiCallRings* api_rings = nullptr;
+  std::atomic<ApiCallRings*> api_rings{nullptr};
   std::atomic<int> finalize_state{kNoFinalize};
   std::atomic<int> finalize_result{CUPTI_SUCCESS};
   // Done once per process, by whichever start comes first (the phase
@@ -363,7 +364,8 @@ void KeepParserOutOfCupti() {
 // kRingDrainPeriod and by a flush (ApiCallRings serializes the two).
 void DrainTimedApiCalls() {
   State& s = S();
-  if (s.api_rings == nullptr) return;
+  ApiCallRings* rings = s.api_rings.load(std::memory_order_acquire);
+  if (rings == nullptr) return;
   RecordEncodeContext context;
   context.pid = static_cast<uint32_t>(getpid());
   context.api_name = [&s](bool driver, uint32_t cbid) -> std::string_view {
@@ -371,13 +373,13 @@ void DrainTimedApiCalls() {
     return cbid < names.size() ? std::string_view(names[cbid]) : std::string_view();
   };
   std::string encoded;
-  s.api_rings->Drain([&](const TimedApiCall& call) {
+  rings->Drain([&](const TimedApiCall& call) {
     if (EncodeTimedApiCall(call, context, &encoded) == RecordEncodeOutcome::kEncoded) {
       SubmitEvent(std::move(encoded));
     }
     encoded.clear();
   });
-  const uint64_t dropped = s.api_rings->TakeDropped();
+  const uint64_t dropped = rings->TakeDropped();
   if (dropped > 0) {
     AddShimDroppedEvents(dropped);
     ReportProblem("API call ring full",
@@ -658,7 +660,7 @@ void TimeApiCall(State& s, bool driver, CUpti_CallbackId cbid, const CUpti_Callb
   timed.return_value =
       call.functionReturnValue != nullptr ? *static_cast<const int*>(call.functionReturnValue) : 0;
   timed.driver = driver;
-  s.api_rings->Record(timed);
+  s.api_rings.load(std::memory_order_acquire)->Record(timed);
 }
 
 void CUPTIAPI OnCuptiCallback(void* /*userdata*/, CUpti_CallbackDomain domain,
@@ -765,6 +767,10 @@ void OnForkChild() {
   s.phase = kOff;
   s.active = false;
   s.api_by_callbacks = false;
+  // The parent's records are not ours, and its parser may have held a
+  // ring lock at the fork: left behind (leaked), and a new set made if
+  // this process starts collecting.
+  s.api_rings = nullptr;
   s.wanted = false;
   s.parser_started = false;
   s.parser_may_call_cupti = false;
@@ -860,8 +866,17 @@ std::string KindsNote() {
 // again, and the caller falls back to activity records.
 bool EnableApiCallbacks(const CuptiApi& api, bool want_runtime, bool want_driver) {
   State& s = S();
-  if (s.api_rings == nullptr) s.api_rings = new (std::nothrow) ApiCallRings(kApiRingRecords);
-  if (s.api_rings == nullptr) return false;
+  ApiCallRings* rings = s.api_rings.load(std::memory_order_acquire);
+  if (rings == nullptr) {
+    rings = new (std::nothrow) ApiCallRings(kApiRingRecords);
+    if (rings == nullptr) return false;
+    s.api_rings.store(rings, std::memory_order_release);
+  } else {
+    // A callback that was already running when the last collection
+    // stopped may have written a record after its final drain: lost, and
+    // counted so.
+    AddShimDroppedEvents(rings->Drain([](const TimedApiCall&) {}));
+  }
   std::vector<std::pair<CUpti_CallbackDomain, uint32_t>> enabled;
   auto enable_domain = [&](CUpti_CallbackDomain domain, const std::vector<bool>& traced) {
     for (uint32_t cbid = 0; cbid < traced.size(); ++cbid) {
@@ -897,7 +912,7 @@ std::string EnableApiRecords(const CuptiApi& api, bool cuda_running) {
   if (!want_runtime && !want_driver) return "no API calls";  // KindsNote() says why
   // GPUOS_CUPTI_API_TIMING=callback: our own entry/exit callbacks instead
   // of CUPTI's RUNTIME/DRIVER records.  Not the default: on an H200 they
-  // cost each traced call about 120 ns more (docs/gpu-results.md, "API
+  // cost each traced call 120-400 ns more (docs/gpu-results.md, "API
   // calls timed by callbacks").
   const char* timing = getenv("GPUOS_CUPTI_API_TIMING");
   if (timing && std::string(timing) == "callback" &&
@@ -1050,6 +1065,7 @@ bool BeginCollection(bool cuda_running) {
       KeepParserOutOfCupti();
     }
     // Frees CUPTI for another tool; what little was enabled stays harmless.
+    s.api_by_callbacks = false;
     api.Unsubscribe(s.subscriber);
     s.subscriber = nullptr;
     Disable(source +
