@@ -120,7 +120,9 @@ int RunAttach(const RecordOptions& options) {
     bool added = false;
     for (pid_t pid : DescendantsOf(roots)) {
       if (tracked.count(pid)) continue;
-      if (absl::Status s = recording.bpf().Track(static_cast<uint32_t>(pid)); !s.ok()) {
+      absl::Status s = recording.bpf().Track(static_cast<uint32_t>(pid));
+      if (absl::IsNotFound(s)) continue;  // it ended during the scan
+      if (!s.ok()) {
         PrintError(s);
         return 1;
       }

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <gelf.h>
 #include <libelf.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -457,7 +458,16 @@ absl::Status BpfSession::Track(uint32_t pid) {
         absl::StrFormat("cannot track pid %d: beyond the kernel's pid limit", pid));
   }
   // Seen by every program at its next event (bpf/common.bpf.h, is_tracked).
-  __atomic_fetch_or(&impl_->traced_tgids[pid / 64], uint64_t{1} << (pid % 64), __ATOMIC_SEQ_CST);
+  uint64_t* word = &impl_->traced_tgids[pid / 64];
+  const uint64_t bit = uint64_t{1} << (pid % 64);
+  __atomic_fetch_or(word, bit, __ATOMIC_SEQ_CST);
+  // A process that ended before the bit was set would leave it set for the
+  // next process given its id (the kernel side clears bits at exits).
+  // One that ends after this check has its bit cleared by its exit.
+  if (kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) {
+    __atomic_fetch_and(word, ~bit, __ATOMIC_SEQ_CST);
+    return absl::NotFoundError(absl::StrFormat("cannot track pid %d: no such process", pid));
+  }
   return absl::OkStatus();
 }
 

@@ -83,7 +83,8 @@ class BpfSession {
   BpfSession& operator=(const BpfSession&) = delete;
 
   // Adds a process (thread group) to the traced set; its future children
-  // are added by the kernel side.
+  // are added by the kernel side.  NotFound when the process has already
+  // ended (then nothing is left set for a later process with its id).
   absl::Status Track(uint32_t pid);
 
   // A file descriptor that becomes readable when records are waiting.
