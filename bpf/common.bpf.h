@@ -30,7 +30,6 @@
  * the processes it starts or attaches to (through mmap, with an atomic
  * OR, since the kernel side sets and clears bits of the same words) and
  * by task_newtask for their children; cleared when a process exits. */
-#define GPUOS_PID_LIMIT 4194304
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(map_flags, BPF_F_MMAPABLE);
@@ -59,8 +58,10 @@ struct {
  * with the task, so no exit handler has to delete it.  A start time or
  * count of 0 marks a slot as empty. */
 struct gpuos_thread_state {
-	__u32 tracked;      /* 1: made for a thread of the traced tree */
-	__u32 pid;          /* its thread group id */
+	/* Made only for threads of the traced tree (current_thread), so its
+	 * existence says the thread is traced. */
+	__u32 pid;          /* its thread group id; 0 until the first event */
+	__u32 pad;
 	struct gpuos_syscall_call syscall;  /* syscalls.bpf.c; read by offcpu.bpf.c */
 	struct gpuos_sched_state sched;     /* offcpu.bpf.c; switched_out_ns != 0: kept */
 	struct gpuos_fault_state fault;     /* faults.bpf.c; count != 0: a window is open */
@@ -88,7 +89,7 @@ struct {
 /* Thread id -> slot (bpf/syscalls.h); the agent sizes it to pid_max. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 4194304 / GPUOS_TIDS_PER_ENTRY);
+	__uint(max_entries, GPUOS_PID_LIMIT / GPUOS_TIDS_PER_ENTRY);
 	__type(key, __u32);
 	__type(value, struct gpuos_tid_slots);
 } tid_slots SEC(".maps");
@@ -162,10 +163,8 @@ static __always_inline struct gpuos_thread_state *current_thread(void)
 		count_drop(GPUOS_DROP_MAP_FULL_BASE + GPUOS_MAP_SYSCALL_IN_FLIGHT);
 		return NULL;
 	}
-	if (!st->tracked) {
+	if (!st->pid)
 		st->pid = pid;
-		st->tracked = 1;
-	}
 	return st;
 }
 
@@ -177,7 +176,7 @@ static __always_inline struct gpuos_thread_state *traced_thread(struct task_stru
 {
 	struct gpuos_thread_state *st = bpf_task_storage_get(&thread_state, task, 0, 0);
 
-	return st && st->tracked ? st : NULL;
+	return st && st->pid ? st : NULL;
 }
 
 /* current_thread(), and also a traced thread on its way out whose

@@ -69,6 +69,9 @@ struct gpuos_syscall_slot {
  * tid needs no helper call (the verifier inlines array lookups), where the
  * thread's task storage costs a call and a cache walk on every syscall. */
 #define GPUOS_TIDS_PER_ENTRY 32
+/* PID_MAX_LIMIT on 64-bit: no thread or process id reaches it.  Sizes
+ * tid_slots and traced_tgids (common.bpf.h). */
+#define GPUOS_PID_LIMIT 4194304
 #define GPUOS_TID_NO_SLOT 0xffff
 #define GPUOS_MAX_SYSCALL_SLOTS (GPUOS_TID_NO_SLOT - 1)
 struct gpuos_tid_slots {

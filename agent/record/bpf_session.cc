@@ -86,7 +86,7 @@ absl::Status LoadError(const char* what, int err) {
 // id up to pid_max; threads with higher ids (pid_max raised later) keep
 // their syscall state in thread_state.
 uint32_t TidSlotEntries() {
-  uint64_t pid_max = 4194304;  // PID_MAX_LIMIT on 64-bit
+  uint64_t pid_max = GPUOS_PID_LIMIT;
   std::ifstream in("/proc/sys/kernel/pid_max");
   uint64_t read = 0;
   if (in >> read && read > 0 && read < pid_max) pid_max = read;
