@@ -8,7 +8,7 @@ namespace gpuos::trainer {
 std::string FormatSummaryLine(const TrainerOptions& options, const TrainingResult& result) {
   return absl::StrFormat(
       "gpuos-trainer: model=%s device=%s workers=%d batch=%d steps=%d warmup=%d "
-      "samples_per_s=%.2f steps_per_s=%.3f measured_steps=%d elapsed_s=%.4f get_batch_s=%.4f "
+      "samples_per_s=%.2f steps_per_s=%.3f measured_steps=%d elapsed_s=%.6f get_batch_s=%.6f "
       "hidden=%d layers=%d params=%d image=%s data=%s preprocess_us=%d prefetch=%d "
       "pin_memory=%d non_blocking=%d copy_stream=%d cuda_graph=%d amp=%s threads=%d seed=%d "
       "loss=%.6f",
