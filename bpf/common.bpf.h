@@ -65,6 +65,8 @@ struct gpuos_thread_state {
 	struct gpuos_syscall_call syscall;  /* syscalls.bpf.c; read by offcpu.bpf.c */
 	struct gpuos_sched_state sched;     /* offcpu.bpf.c; switched_out_ns != 0: kept */
 	struct gpuos_fault_state fault;     /* faults.bpf.c; count != 0: a window is open */
+	/* The call in flight of a thread without a syscall slot (a thread
+	 * with one keeps it there). */
 	struct gpuos_mm_call mm;            /* mm.bpf.h; start_ns != 0: in flight */
 	struct gpuos_futex_call futex;      /* futex.bpf.h; start_ns != 0: in flight */
 };

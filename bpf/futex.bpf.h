@@ -39,22 +39,24 @@ static __always_inline int is_wake(__u32 op)
 	       op == FUTEX_CMP_REQUEUE_PI || op == GPUOS_FUTEX2_WAKE;
 }
 
-static __always_inline void futex_enter(struct gpuos_thread_state *t, __u32 op, __u64 uaddr,
+/* call: the thread's in-flight record, in its syscall slot or, for a
+ * thread without one, its thread_state. */
+static __always_inline void futex_enter(struct gpuos_futex_call *call, __u32 op, __u64 uaddr,
 					__u64 timeout, __u64 now)
 {
 	if (!is_wait(op) && !is_wake(op))
 		return;
-	t->futex.start_ns = now;
-	t->futex.uaddr = uaddr;
-	t->futex.op = op;
-	t->futex.has_timeout = timeout != 0;
+	call->start_ns = now;
+	call->uaddr = uaddr;
+	call->op = op;
+	call->has_timeout = timeout != 0;
 }
 
 /* Records a wait; returns whether the call was a wake, which the caller
  * counts in syscall_stats. */
-static __always_inline int futex_leave(struct gpuos_thread_state *t, long ret, __u64 now, __u64 id)
+static __always_inline int futex_leave(struct gpuos_futex_call *call, long ret, __u64 now,
+				       __u64 id)
 {
-	struct gpuos_futex_call *call = &t->futex;
 	__u32 tid = (__u32)id;
 	int wake = 0;
 

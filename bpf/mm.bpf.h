@@ -16,11 +16,11 @@
 const volatile __s32 nr_mmap = -1;
 const volatile __s32 nr_munmap = -1;
 
-static __always_inline void mm_enter(struct gpuos_thread_state *t, struct pt_regs *regs, __u64 now,
+/* call: the thread's in-flight record, in its syscall slot or, for a
+ * thread without one, its thread_state. */
+static __always_inline void mm_enter(struct gpuos_mm_call *call, struct pt_regs *regs, __u64 now,
 				     __u32 is_munmap)
 {
-	struct gpuos_mm_call *call = &t->mm;
-
 	call->start_ns = now;
 	call->addr = PT_REGS_PARM1_SYSCALL(regs);
 	call->length = PT_REGS_PARM2_SYSCALL(regs);
@@ -36,9 +36,8 @@ static __always_inline void mm_enter(struct gpuos_thread_state *t, struct pt_reg
 	}
 }
 
-static __always_inline void mm_leave(struct gpuos_thread_state *t, long ret, __u64 now, __u64 id)
+static __always_inline void mm_leave(struct gpuos_mm_call *call, long ret, __u64 now, __u64 id)
 {
-	struct gpuos_mm_call *call = &t->mm;
 	__u32 kind = call->is_munmap ? GPUOS_EV_MUNMAP : GPUOS_EV_MMAP;
 	struct gpuos_mm_event *e = reserve_event(sizeof(*e), kind, call->start_ns, id >> 32, (__u32)id);
 

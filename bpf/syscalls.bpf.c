@@ -44,6 +44,12 @@ static __always_inline struct gpuos_syscall_slot *take_slot(__u16 *ref, __u64 id
 	s->tid = (__u32)id;
 	s->pid = id >> 32;
 	s->call_start_ns = 0;
+	/* Nothing of a previous owner's should be left (a syscall's exit
+	 * tracepoint runs even for a thread killed inside it, so its call
+	 * ends there): cleared anyway, as a record made from another thread's
+	 * call would be wrong silently. */
+	s->mm.start_ns = 0;
+	s->futex.start_ns = 0;
 	/* Odd: owned.  A fully ordered atomic, so a reader that sees the new
 	 * value also sees the owner above. */
 	__sync_fetch_and_add(&s->seq, 1);
@@ -61,38 +67,39 @@ static __always_inline __u32 slot_entry(__s32 nr, int wake)
 }
 
 /* Syscalls recorded call by call too (mm.bpf.h, futex.bpf.h); their
- * arguments wait in thread_state. */
+ * arguments wait in the thread's slot, or its thread_state without one. */
 static __always_inline int has_call_record(__s32 nr)
 {
 	return nr == nr_mmap || nr == nr_munmap || nr == nr_futex || nr == nr_futex_waitv ||
 	       nr == nr_futex_wait || nr == nr_futex_wake;
 }
 
-static __always_inline void call_record_enter(struct gpuos_thread_state *t, struct pt_regs *regs,
+static __always_inline void call_record_enter(struct gpuos_mm_call *mm,
+					      struct gpuos_futex_call *futex, struct pt_regs *regs,
 					      __s32 nr, __u64 now)
 {
 	if (nr == nr_mmap)
-		mm_enter(t, regs, now, 0);
+		mm_enter(mm, regs, now, 0);
 	else if (nr == nr_munmap)
-		mm_enter(t, regs, now, 1);
+		mm_enter(mm, regs, now, 1);
 	else if (nr == nr_futex)
-		futex_enter(t, PT_REGS_PARM2_SYSCALL(regs) & FUTEX_CMD_MASK, PT_REGS_PARM1_SYSCALL(regs),
-			    PT_REGS_PARM4_SYSCALL(regs), now);
+		futex_enter(futex, PT_REGS_PARM2_SYSCALL(regs) & FUTEX_CMD_MASK,
+			    PT_REGS_PARM1_SYSCALL(regs), PT_REGS_PARM4_SYSCALL(regs), now);
 	else if (nr == nr_futex_waitv)
-		futex_enter(t, GPUOS_FUTEX_WAITV, PT_REGS_PARM1_SYSCALL(regs), PT_REGS_PARM4_SYSCALL(regs),
-			    now);
+		futex_enter(futex, GPUOS_FUTEX_WAITV, PT_REGS_PARM1_SYSCALL(regs),
+			    PT_REGS_PARM4_SYSCALL(regs), now);
 	else if (nr == nr_futex_wait)
-		futex_enter(t, GPUOS_FUTEX2_WAIT, PT_REGS_PARM1_SYSCALL(regs), PT_REGS_PARM5_SYSCALL(regs),
-			    now);
+		futex_enter(futex, GPUOS_FUTEX2_WAIT, PT_REGS_PARM1_SYSCALL(regs),
+			    PT_REGS_PARM5_SYSCALL(regs), now);
 	else if (nr == nr_futex_wake)
-		futex_enter(t, GPUOS_FUTEX2_WAKE, PT_REGS_PARM1_SYSCALL(regs), 0, now);
+		futex_enter(futex, GPUOS_FUTEX2_WAKE, PT_REGS_PARM1_SYSCALL(regs), 0, now);
 }
 
 /* A traced thread with a slot costs, per syscall, a helper call for its
- * id, two inlined array lookups and a clock read on each side; the task
- * storage lookup (about 40 ns on the development VM) is left to threads
- * without a slot, to untraced threads, and to the calls recorded one by
- * one. */
+ * id, two inlined array lookups and a clock read on each side, and keeps
+ * the arguments of the calls recorded one by one in the slot too; the
+ * task storage lookup (about 40 ns on the development VM) is left to
+ * threads without a slot and to a traced thread's first syscall. */
 SEC("tp_btf/sys_enter")
 int BPF_PROG(handle_sys_enter, struct pt_regs *regs, long id)
 {
@@ -121,10 +128,10 @@ int BPF_PROG(handle_sys_enter, struct pt_regs *regs, long id)
 	}
 	if (nr < 0 || !has_call_record(nr))
 		return 0;
-	if (!t)
-		t = current_thread();
-	if (t)
-		call_record_enter(t, regs, nr, now);
+	if (s)
+		call_record_enter(&s->mm, &s->futex, regs, nr, now);
+	else
+		call_record_enter(&t->mm, &t->futex, regs, nr, now);
 	return 0;
 }
 
@@ -163,11 +170,12 @@ int BPF_PROG(handle_sys_exit, struct pt_regs *regs, long ret)
 	__u64 woken = 0;
 	int wake = 0;
 	if (nr >= 0 && has_call_record(nr)) {
-		if (!t)
-			t = bpf_task_storage_get(&thread_state, bpf_get_current_task_btf(), 0, 0);
-		if (t && t->mm.start_ns)
-			mm_leave(t, ret, now, id);
-		if (t && t->futex.start_ns && futex_leave(t, ret, now, id)) {
+		/* Where sys_enter kept the call: t is set whenever s is not. */
+		struct gpuos_mm_call *mm = s ? &s->mm : &t->mm;
+		struct gpuos_futex_call *futex = s ? &s->futex : &t->futex;
+		if (mm->start_ns)
+			mm_leave(mm, ret, now, id);
+		if (futex->start_ns && futex_leave(futex, ret, now, id)) {
 			woken = ret > 0 ? ret : 0;
 			wake = 1;
 		}

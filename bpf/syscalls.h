@@ -3,6 +3,8 @@
 #ifndef GPUOS_BPF_SYSCALLS_H
 #define GPUOS_BPF_SYSCALLS_H
 #include "event_header.h"
+#include "mm.h"
+#include "futex.h"
 
 struct gpuos_syscall_key {
 	__u32 tid;
@@ -60,6 +62,12 @@ struct gpuos_syscall_slot {
 	__s32 call_nr;
 	__u32 pad;
 	__u64 woken[2];  /* threads woken: [0] futex, [1] futex_wake */
+	/* The mmap/munmap or futex call in flight, for the records made call
+	 * by call (mm.bpf.h, futex.bpf.h): kept here rather than in the
+	 * thread's task storage, so that these calls, like every other, cost
+	 * no task-storage lookup (docs/benchmarks.md, session 7). */
+	struct gpuos_mm_call mm;
+	struct gpuos_futex_call futex;
 	struct gpuos_slot_entry entries[GPUOS_SLOT_ENTRIES];
 };
 
