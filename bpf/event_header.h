@@ -23,7 +23,8 @@ enum gpuos_event_kind {
 	GPUOS_EV_MUNMAP = 10,       /* mm.h: struct gpuos_mm_event */
 	GPUOS_EV_FUTEX_WAIT = 11,   /* futex.h: struct gpuos_futex_wait_event */
 	GPUOS_EV_CUDA_CALL = 12,    /* cuda_uprobes.h: struct gpuos_cuda_call_event */
-	GPUOS_EV_KIND_COUNT = 13,
+	GPUOS_EV_MM_CALLS = 13,     /* mm.h: struct gpuos_mm_calls_event (mmap and munmap calls) */
+	GPUOS_EV_KIND_COUNT = 14,
 };
 
 /* ts_ns is bpf_ktime_get_ns(): CLOCK_MONOTONIC.  pid is the thread group id

@@ -11,6 +11,7 @@
 
 #include "common.bpf.h"
 #include "mm.h"
+#include "mm_batch.bpf.h"
 
 /* Syscall numbers of this kernel's architecture, set by the agent. */
 const volatile __s32 nr_mmap = -1;
@@ -36,6 +37,46 @@ static __always_inline void mm_enter(struct gpuos_mm_call *call, struct pt_regs 
 	}
 }
 
+/* How long a finished call may wait in its thread's batch before the
+ * next call sends the batch (mm.h). */
+const volatile __u64 mm_batch_window_ns = 1000000;
+
+/* The call in flight in slot s has returned ret: added to the slot's
+ * batch, which goes out when full or when its first call is older than
+ * mm_batch_window_ns. */
+static __always_inline void mm_leave_batched(struct gpuos_syscall_slot *s, long ret, __u64 now)
+{
+	struct gpuos_mm_call *call = &s->mm;
+	struct gpuos_mm_calls_event *b = &s->mm_batch;
+	__u32 i = b->count;
+
+	if (i >= GPUOS_MM_BATCH) {
+		mm_batch_flush(s);
+		i = 0;
+	}
+	/* Keeps clang from dropping the bound the verifier needs below. */
+	barrier_var(i);
+	if (i >= GPUOS_MM_BATCH)
+		return;
+	if (i == 0)
+		b->hdr.ts_ns = call->start_ns;
+	struct gpuos_mm_record *r = &b->calls[i];
+	r->start_ns = call->start_ns;
+	r->duration_ns = now - call->start_ns;
+	r->addr = call->addr;
+	r->length = call->length;
+	r->result = ret;
+	r->prot = call->prot;
+	r->flags = call->flags;
+	r->fd = call->fd;
+	r->is_munmap = call->is_munmap;
+	b->count = i + 1;
+	call->start_ns = 0;
+	if (i + 1 == GPUOS_MM_BATCH || now - b->hdr.ts_ns >= mm_batch_window_ns)
+		mm_batch_flush(s);
+}
+
+/* The same for a thread without a slot: one record per call. */
 static __always_inline void mm_leave(struct gpuos_mm_call *call, long ret, __u64 now, __u64 id)
 {
 	__u32 kind = call->is_munmap ? GPUOS_EV_MUNMAP : GPUOS_EV_MMAP;

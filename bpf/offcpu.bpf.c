@@ -13,18 +13,18 @@
  * the task storage (thread_state) of the woken and the next task needs.
  * Arguments are sched_switch's since Linux 5.18. */
 #include "common.bpf.h"
+#include "mm_batch.bpf.h"
 #include "offcpu.h"
 
 #define GPUOS_TASK_STOPPED_OR_TRACED (0x4 | 0x8) /* __TASK_STOPPED, __TASK_TRACED */
 #define GPUOS_TASK_DEAD 0x80                      /* the last switch-out of an exiting task */
 
-/* Whether thread tid is inside a syscall (its number in *nr): the call in
- * flight is in the thread's syscall slot, or in its state when it has none
- * (syscalls.bpf.c). */
-static __always_inline int in_syscall(struct gpuos_thread_state *t, __u32 tid, __s32 *nr)
+/* Whether a thread is inside a syscall (its number in *nr): the call in
+ * flight is in the thread's syscall slot s, or in its state t when it has
+ * none (syscalls.bpf.c). */
+static __always_inline int in_syscall(struct gpuos_thread_state *t, struct gpuos_syscall_slot *s,
+				      __s32 *nr)
 {
-	struct gpuos_syscall_slot *s = owned_slot(tid_slot_ref(tid), tid);
-
 	if (s && s->call_start_ns) {
 		*nr = s->call_nr;
 		return 1;
@@ -36,11 +36,11 @@ static __always_inline int in_syscall(struct gpuos_thread_state *t, __u32 tid, _
 	return 0;
 }
 
-static __always_inline __u32 blocked_cause(struct gpuos_thread_state *t, __u32 tid, __s64 prev_state,
-					   __s32 *nr)
+static __always_inline __u32 blocked_cause(struct gpuos_thread_state *t,
+					   struct gpuos_syscall_slot *s, __s64 prev_state, __s32 *nr)
 {
 	*nr = -1;
-	if (in_syscall(t, tid, nr)) {
+	if (in_syscall(t, s, nr)) {
 		if (*nr == nr_futex || *nr == nr_futex_waitv || *nr == nr_futex_wait)
 			return GPUOS_OFFCPU_FUTEX;
 		return GPUOS_OFFCPU_SYSCALL;
@@ -71,7 +71,12 @@ int BPF_PROG(handle_sched_switch, bool preempt, struct task_struct *prev, struct
 			st->prev_state = prev_state;
 			st->pid = t->pid;
 			if (voluntary) {
-				st->cause = blocked_cause(t, prev->pid, prev_state, &st->syscall_nr);
+				struct gpuos_syscall_slot *s = owned_slot(tid_slot_ref(prev->pid), prev->pid);
+				/* A thread that blocks sends its finished mmap/munmap
+				 * calls: it may stay off CPU for long. */
+				if (s && s->mm_batch.count)
+					mm_batch_flush(s);
+				st->cause = blocked_cause(t, s, prev_state, &st->syscall_nr);
 			} else {
 				st->cause = GPUOS_OFFCPU_PREEMPTED;
 				st->syscall_nr = -1;

@@ -50,6 +50,7 @@ static __always_inline struct gpuos_syscall_slot *take_slot(__u16 *ref, __u64 id
 	 * call would be wrong silently. */
 	s->mm.start_ns = 0;
 	s->futex.start_ns = 0;
+	s->mm_batch.count = 0;
 	/* Odd: owned.  A fully ordered atomic, so a reader that sees the new
 	 * value also sees the owner above. */
 	__sync_fetch_and_add(&s->seq, 1);
@@ -173,8 +174,12 @@ int BPF_PROG(handle_sys_exit, struct pt_regs *regs, long ret)
 		/* Where sys_enter kept the call: t is set whenever s is not. */
 		struct gpuos_mm_call *mm = s ? &s->mm : &t->mm;
 		struct gpuos_futex_call *futex = s ? &s->futex : &t->futex;
-		if (mm->start_ns)
-			mm_leave(mm, ret, now, id);
+		if (mm->start_ns) {
+			if (s)
+				mm_leave_batched(s, ret, now);
+			else
+				mm_leave(mm, ret, now, id);
+		}
 		if (futex->start_ns && futex_leave(futex, ret, now, id)) {
 			woken = ret > 0 ? ret : 0;
 			wake = 1;
@@ -284,6 +289,7 @@ static __always_inline __u64 give_back_slot(__u32 tid, __s32 *nr)
 	*ref = 0;
 	if (!s)
 		return 0;
+	mm_batch_flush(s);
 	__u64 in_flight = s->call_start_ns;
 	*nr = s->call_nr;
 	h.pid = s->pid;

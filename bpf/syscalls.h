@@ -68,6 +68,8 @@ struct gpuos_syscall_slot {
 	 * no task-storage lookup (docs/benchmarks.md, session 7). */
 	struct gpuos_mm_call mm;
 	struct gpuos_futex_call futex;
+	/* The thread's finished mmap/munmap calls not sent yet (mm.h). */
+	struct gpuos_mm_calls_event mm_batch;
 	struct gpuos_slot_entry entries[GPUOS_SLOT_ENTRIES];
 };
 

@@ -276,6 +276,7 @@ const char* EventKindName(uint32_t kind) {
     case GPUOS_EV_MUNMAP: return "munmap";
     case GPUOS_EV_FUTEX_WAIT: return "futex_wait";
     case GPUOS_EV_CUDA_CALL: return "cuda_call";
+    case GPUOS_EV_MM_CALLS: return "mm_calls";
   }
   return "unknown";
 }
@@ -554,6 +555,43 @@ KernelSyscallTables BpfSession::ReadSyscallTables() const {
   out.wakes.reserve(wakes.size());
   for (const auto& [tid, w] : wakes) out.wakes.push_back(w);
   return out;
+}
+
+void BpfSession::DetachAndDrain() {
+  syscalls_bpf__detach(impl_->syscalls);
+  offcpu_bpf__detach(impl_->sched);
+  faults_bpf__detach(impl_->faults);
+  proc_bpf__detach(impl_->proc);
+  for (int fd : impl_->cuda_link_fds) close(fd);
+  impl_->cuda_link_fds.clear();
+  for (bpf_link* link : impl_->cuda_links) bpf_link__destroy(link);
+  impl_->cuda_links.clear();
+  auto slot_at = [this](uint32_t i) {
+    return reinterpret_cast<const gpuos_syscall_slot*>(impl_->slots + i * kSlotStride);
+  };
+  bool held = false;  // by a thread that lives on; none once a launched tree has ended
+  for (uint32_t i = 0; i < impl_->slot_count && !held; ++i) {
+    held = __atomic_load_n(&slot_at(i)->seq, __ATOMIC_ACQUIRE) % 2 == 1;
+  }
+  // A detached program may still be finishing a run on another CPU (the
+  // kernel frees the tracepoint's old probe list after a grace period, it
+  // does not wait for it); runs last microseconds.
+  if (held) usleep(20'000);
+  Consume().IgnoreError();
+  for (uint32_t i = 0; i < impl_->slot_count && held; ++i) {
+    const gpuos_syscall_slot* slot = slot_at(i);
+    if (__atomic_load_n(&slot->seq, __ATOMIC_ACQUIRE) % 2 == 0) continue;
+    const gpuos_mm_calls_event& batch = slot->mm_batch;
+    if (batch.count == 0 || batch.count > GPUOS_MM_BATCH) continue;
+    // The kernel side fills the header when it sends a batch.
+    gpuos_mm_calls_event record;
+    std::memcpy(&record, &batch, sizeof(record));
+    record.hdr.pid = slot->pid;
+    record.hdr.tid = slot->tid;
+    record.hdr.kind = GPUOS_EV_MM_CALLS;
+    impl_->handler(&record, offsetof(gpuos_mm_calls_event, calls) +
+                                record.count * sizeof(gpuos_mm_record));
+  }
 }
 
 KernelDrops BpfSession::ReadDrops() const {

@@ -92,6 +92,14 @@ class BpfSession {
   // Hands every waiting record to the handler; returns how many.
   absl::StatusOr<int> Consume();
 
+  // The end of a recording whose threads may live on (attach mode, or a
+  // launched tree that left processes behind): detaches the programs that
+  // make records, hands the handler every record still waiting, then the
+  // mmap/munmap calls still held in the threads' slots (bpf/mm.h), as the
+  // records they would have become.  Nothing is recorded afterwards; the
+  // maps stay readable.
+  void DetachAndDrain();
+
   // One walk of the syscall_stats map.
   KernelSyscallTables ReadSyscallTables() const;
   KernelDrops ReadDrops() const;

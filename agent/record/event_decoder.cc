@@ -1,6 +1,7 @@
 // Raw BPF records -> gpuos.v1.Event; see event_decoder.h.
 #include "record/event_decoder.h"
 
+#include <cstddef>
 #include <cstring>
 #include <string>
 
@@ -34,13 +35,80 @@ const char* CudaUprobeFunctionName(uint32_t function) {
   return function < GPUOS_CUDA_FN_COUNT ? kNames[function] : nullptr;
 }
 
-DecodeResult DecodeBpfRecord(const void* data, size_t size, v1::Event* event) {
+namespace {
+
+// The header's fields, the same for every event of a record.
+void SetHeader(const gpuos_event_header& hdr, v1::Event* event) {
+  event->Clear();
+  event->set_ts_ns(hdr.ts_ns);
+  event->set_pid(hdr.pid);
+  event->set_tid(hdr.tid);
+}
+
+void SetMmCall(uint64_t duration_ns, uint64_t addr, uint64_t length, int64_t result, uint32_t prot,
+               uint32_t flags, int32_t fd, bool is_munmap, v1::Event* event) {
+  if (!is_munmap) {
+    auto* m = event->mutable_mmap();
+    m->set_duration_ns(duration_ns);
+    m->set_addr(addr);
+    m->set_length(length);
+    m->set_prot(prot);
+    m->set_flags(flags);
+    m->set_fd(fd);
+    m->set_result(result);
+  } else {
+    auto* m = event->mutable_munmap();
+    m->set_duration_ns(duration_ns);
+    m->set_addr(addr);
+    m->set_length(length);
+    m->set_result(result);
+  }
+}
+
+// A batch of one thread's mmap/munmap calls (bpf/mm.h): one event per
+// call, stamped with the call's own start.
+DecodeResult DecodeMmCalls(const void* data, size_t size, v1::Event* event,
+                           absl::FunctionRef<void(v1::Event&)> emit) {
+  // Cut after its last call: shorter than the struct, so not As<>.
+  constexpr size_t kCallsOffset = offsetof(gpuos_mm_calls_event, calls);
+  if (size < kCallsOffset) return DecodeResult::kTooShort;
+  const auto* batch = static_cast<const gpuos_mm_calls_event*>(data);
+  const size_t count = batch->count;
+  if (count == 0 || count > GPUOS_MM_BATCH ||
+      size < kCallsOffset + count * sizeof(gpuos_mm_record)) {
+    return DecodeResult::kTooShort;
+  }
+  for (size_t i = 0; i < count; ++i) {
+    const gpuos_mm_record& call = batch->calls[i];
+    SetHeader(batch->hdr, event);
+    event->set_ts_ns(call.start_ns);
+    SetMmCall(call.duration_ns, call.addr, call.length, call.result, call.prot, call.flags, call.fd,
+              call.is_munmap != 0, event);
+    emit(*event);
+  }
+  return DecodeResult::kOk;
+}
+
+DecodeResult DecodeOne(const void* data, size_t size, v1::Event* event);
+
+}  // namespace
+
+DecodeResult DecodeBpfRecord(const void* data, size_t size, v1::Event* event,
+                             absl::FunctionRef<void(v1::Event&)> emit) {
   const auto* hdr = As<gpuos_event_header>(data, size);
   if (!hdr) return DecodeResult::kTooShort;
-  event->Clear();
-  event->set_ts_ns(hdr->ts_ns);
-  event->set_pid(hdr->pid);
-  event->set_tid(hdr->tid);
+  if (hdr->kind == GPUOS_EV_MM_CALLS) return DecodeMmCalls(data, size, event, emit);
+  const DecodeResult result = DecodeOne(data, size, event);
+  if (result == DecodeResult::kOk) emit(*event);
+  return result;
+}
+
+namespace {
+
+DecodeResult DecodeOne(const void* data, size_t size, v1::Event* event) {
+  const auto* hdr = As<gpuos_event_header>(data, size);
+  if (!hdr) return DecodeResult::kTooShort;
+  SetHeader(*hdr, event);
 
   switch (hdr->kind) {
     case GPUOS_EV_PROCESS_START:
@@ -110,22 +178,8 @@ DecodeResult DecodeBpfRecord(const void* data, size_t size, v1::Event* event) {
     case GPUOS_EV_MUNMAP: {
       const auto* e = As<gpuos_mm_event>(data, size);
       if (!e) return DecodeResult::kTooShort;
-      if (hdr->kind == GPUOS_EV_MMAP) {
-        auto* m = event->mutable_mmap();
-        m->set_duration_ns(e->duration_ns);
-        m->set_addr(e->addr);
-        m->set_length(e->length);
-        m->set_prot(e->prot);
-        m->set_flags(e->flags);
-        m->set_fd(e->fd);
-        m->set_result(e->result);
-      } else {
-        auto* m = event->mutable_munmap();
-        m->set_duration_ns(e->duration_ns);
-        m->set_addr(e->addr);
-        m->set_length(e->length);
-        m->set_result(e->result);
-      }
+      SetMmCall(e->duration_ns, e->addr, e->length, e->result, e->prot, e->flags, e->fd,
+                hdr->kind == GPUOS_EV_MUNMAP, event);
       return DecodeResult::kOk;
     }
     case GPUOS_EV_FUTEX_WAIT: {
@@ -164,4 +218,5 @@ DecodeResult DecodeBpfRecord(const void* data, size_t size, v1::Event* event) {
   return DecodeResult::kUnknownKind;
 }
 
+}  // namespace
 }  // namespace gpuos

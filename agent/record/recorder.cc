@@ -181,6 +181,8 @@ int RunRecord(const RecordOptions& options) {
   if (auto consumed = recording.bpf().Consume(); !consumed.ok()) PrintError(consumed.status());
   if (shim_listener) shim_listener->Pump(/*until_closed=*/true);
   recording.Snapshot(/*final=*/true);
+  // What the kernel side still holds (threads that outlive the tree).
+  recording.StopBpf();
 
   int exit_code = (*command)->exit_code();
   v1::TraceTrailer trailer;

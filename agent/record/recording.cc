@@ -78,20 +78,18 @@ void Recording::AddRoot(pid_t pid, const std::string& argv0) {
 }
 
 void Recording::OnRecord(const void* data, size_t size) {
-  DecodeResult result = DecodeBpfRecord(data, size, &event_);
-  if (result != DecodeResult::kOk) {
-    ++undecodable_;
-    return;
-  }
-  if (event_.ts_ns() > bpf_window_end_ns_) return;
-  // A process or thread born just before the window opened is kept: later
-  // events of it need its start (and name).
-  if (event_.ts_ns() < bpf_window_start_ns_ && !event_.has_process_start() &&
-      !event_.has_thread_start() && !event_.has_exec() && !event_.has_comm_change()) {
-    return;
-  }
-  Track(event_);
-  Write(event_);
+  DecodeResult result = DecodeBpfRecord(data, size, &event_, [this](v1::Event& event) {
+    if (event.ts_ns() > bpf_window_end_ns_) return;
+    // A process or thread born just before the window opened is kept:
+    // later events of it need its start (and name).
+    if (event.ts_ns() < bpf_window_start_ns_ && !event.has_process_start() &&
+        !event.has_thread_start() && !event.has_exec() && !event.has_comm_change()) {
+      return;
+    }
+    Track(event);
+    Write(event);
+  });
+  if (result != DecodeResult::kOk) ++undecodable_;
 }
 
 void Recording::Snapshot(bool final) {

@@ -39,8 +39,13 @@ class Recording {
 
   absl::Status StartBpf();
   BpfSession& bpf() { return *bpf_; }
-  // Detaches every BPF program and frees the maps (attach mode's detach).
-  void StopBpf() { bpf_.reset(); }
+  // Detaches every BPF program, records what the kernel side still held,
+  // and frees the maps (the end of a recording, after its last Snapshot).
+  void StopBpf() {
+    if (!bpf_) return;
+    bpf_->DetachAndDrain();
+    bpf_.reset();
+  }
 
   // The process gpuos-trace started: the kernel side never saw it being
   // created, so its start is written here.

@@ -296,6 +296,47 @@ TEST(Attach, WorkersForkedAfterTheAttachAreFollowed) {
   }
 }
 
+// A thread's last mmap/munmap calls wait in its slot until it blocks or
+// its batch fills (bpf/mm.h); one that never blocks again still has them
+// there when an attached tracer stops, which must read them out.
+TEST(Attach, CallsStillHeldInTheKernelAtTheEndAreRecorded) {
+  GPUOS_REQUIRE_ROOT();
+  constexpr int kPairs = 3;
+  constexpr uint64_t kBytes = 11 * 4096;
+  rt::TempDir dir;
+  rt::Child target = rt::Child::Start({rt::WorkloadPath("mm_then_spin"), "--pairs",
+                                       absl::StrCat(kPairs), "--bytes", absl::StrCat(kBytes)});
+  usleep(200'000);
+  const std::string trace_path = dir.File("attach.gpuos");
+  rt::Child tracer = rt::Child::Start({rt::TracerPath(), "-q", "--no-cuda", "--pid",
+                                       std::to_string(target.pid()), "--duration", "1500ms",
+                                       "-o", trace_path});
+  ASSERT_TRUE(rt::WaitUntil([&] { return rt::ReadFile(trace_path).value_or("").size() > 200; }, 20));
+  usleep(300'000);
+  target.Signal(SIGUSR1);
+  rt::RunResult r = tracer.Wait(30);
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  target.Signal(SIGTERM);
+  ASSERT_EQ(target.Wait(30).exit_code, 0);
+
+  auto trace = rt::ReadTrace(trace_path);
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  int mmaps = 0, munmaps = 0;
+  for (const v1::Event& e : trace->events) {
+    if (static_cast<pid_t>(e.tid()) != target.pid()) continue;
+    if (e.has_mmap() && e.mmap().length() == kBytes) {
+      ++mmaps;
+      EXPECT_GT(e.mmap().result(), 0);
+    }
+    if (e.has_munmap() && e.munmap().length() == kBytes) {
+      ++munmaps;
+      EXPECT_EQ(e.munmap().result(), 0);
+    }
+  }
+  EXPECT_EQ(mmaps, kPairs);
+  EXPECT_EQ(munmaps, kPairs);
+}
+
 TEST(Attach, DetachLeavesNothingBehindAndTheJobAtFullSpeed) {
   GPUOS_REQUIRE_ROOT();
   rt::TempDir dir;

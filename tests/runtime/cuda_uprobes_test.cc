@@ -228,10 +228,10 @@ struct Session {
     Session* raw = s.get();
     auto bpf = BpfSession::Start(options, [raw](const void* data, size_t size) {
       v1::Event event;
-      if (DecodeBpfRecord(data, size, &event) != DecodeResult::kOk) {
+      if (DecodeBpfRecord(data, size, &event, [raw](v1::Event& e) {
+            if (e.has_cuda_api()) raw->events.push_back(e);
+          }) != DecodeResult::kOk) {
         raw->undecodable++;
-      } else if (event.has_cuda_api()) {
-        raw->events.push_back(std::move(event));
       }
     });
     EXPECT_TRUE(bpf.ok()) << bpf.status();

@@ -1,0 +1,105 @@
+// DecodeBpfRecord on hand-made records of the kernel side's layouts: a
+// batch of mmap/munmap calls becomes one event per call, and a damaged
+// batch becomes none.
+#include <cstddef>
+#include <cstring>
+#include <vector>
+
+#include "bpf/event_header.h"
+#include "bpf/mm.h"
+#include "gtest/gtest.h"
+#include "record/event_decoder.h"
+
+namespace gpuos {
+namespace {
+
+gpuos_mm_calls_event ThreeCalls() {
+  gpuos_mm_calls_event b;
+  std::memset(&b, 0, sizeof(b));
+  b.hdr = {.ts_ns = 1000, .pid = 40, .tid = 41, .kind = GPUOS_EV_MM_CALLS, .cpu = 1};
+  b.count = 3;
+  b.calls[0] = {.start_ns = 1000, .duration_ns = 50, .addr = 0, .length = 8192, .result = 0x7f0000,
+                .prot = 3, .flags = 0x22, .fd = -1, .is_munmap = 0};
+  b.calls[1] = {.start_ns = 1100, .duration_ns = 70, .addr = 0x7f0000, .length = 8192, .result = 0,
+                .prot = 0, .flags = 0, .fd = -1, .is_munmap = 1};
+  b.calls[2] = {.start_ns = 1300, .duration_ns = 20, .addr = 0, .length = 1ull << 40, .result = -12,
+                .prot = 3, .flags = 0x22, .fd = -1, .is_munmap = 0};
+  return b;
+}
+
+constexpr size_t kCallsOffset = offsetof(gpuos_mm_calls_event, calls);
+
+std::vector<v1::Event> Decode(const void* data, size_t size, DecodeResult* result) {
+  std::vector<v1::Event> out;
+  v1::Event scratch;
+  *result = DecodeBpfRecord(data, size, &scratch, [&out](v1::Event& e) { out.push_back(e); });
+  return out;
+}
+
+TEST(EventDecoder, ABatchOfMmCallsGivesOneEventPerCallAtItsOwnStart) {
+  const gpuos_mm_calls_event b = ThreeCalls();
+  DecodeResult result;
+  // Sent cut after its last call, as the kernel side does.
+  auto events = Decode(&b, kCallsOffset + 3 * sizeof(gpuos_mm_record), &result);
+  ASSERT_EQ(result, DecodeResult::kOk);
+  ASSERT_EQ(events.size(), 3u);
+  for (const v1::Event& e : events) {
+    EXPECT_EQ(e.pid(), 40u);
+    EXPECT_EQ(e.tid(), 41u);
+  }
+  ASSERT_TRUE(events[0].has_mmap());
+  EXPECT_EQ(events[0].ts_ns(), 1000u);
+  EXPECT_EQ(events[0].mmap().duration_ns(), 50u);
+  EXPECT_EQ(events[0].mmap().length(), 8192u);
+  EXPECT_EQ(events[0].mmap().result(), 0x7f0000);
+  EXPECT_EQ(events[0].mmap().prot(), 3u);
+  EXPECT_EQ(events[0].mmap().flags(), 0x22u);
+  EXPECT_EQ(events[0].mmap().fd(), -1);
+  ASSERT_TRUE(events[1].has_munmap());
+  EXPECT_EQ(events[1].ts_ns(), 1100u);
+  EXPECT_EQ(events[1].munmap().addr(), 0x7f0000u);
+  EXPECT_EQ(events[1].munmap().duration_ns(), 70u);
+  ASSERT_TRUE(events[2].has_mmap());
+  EXPECT_EQ(events[2].ts_ns(), 1300u);
+  EXPECT_EQ(events[2].mmap().result(), -12);
+  EXPECT_EQ(events[2].mmap().length(), 1ull << 40);
+}
+
+TEST(EventDecoder, ADamagedBatchGivesNothing) {
+  gpuos_mm_calls_event b = ThreeCalls();
+  DecodeResult result;
+  // One byte short of its last call.
+  EXPECT_TRUE(Decode(&b, kCallsOffset + 3 * sizeof(gpuos_mm_record) - 1, &result).empty());
+  EXPECT_EQ(result, DecodeResult::kTooShort);
+  // Shorter than its count field.
+  EXPECT_TRUE(Decode(&b, kCallsOffset - 1, &result).empty());
+  EXPECT_EQ(result, DecodeResult::kTooShort);
+  // Counts the kernel side never sends.
+  for (uint32_t count : {0u, static_cast<uint32_t>(GPUOS_MM_BATCH) + 1}) {
+    b.count = count;
+    EXPECT_TRUE(Decode(&b, sizeof(b), &result).empty()) << count;
+    EXPECT_EQ(result, DecodeResult::kTooShort) << count;
+  }
+}
+
+TEST(EventDecoder, AThreadWithoutASlotSendsOneRecordPerCall) {
+  gpuos_mm_event e;
+  std::memset(&e, 0, sizeof(e));
+  e.hdr = {.ts_ns = 5, .pid = 7, .tid = 8, .kind = GPUOS_EV_MUNMAP, .cpu = 0};
+  e.duration_ns = 9;
+  e.addr = 0x1000;
+  e.length = 4096;
+  DecodeResult result;
+  auto events = Decode(&e, sizeof(e), &result);
+  ASSERT_EQ(result, DecodeResult::kOk);
+  ASSERT_EQ(events.size(), 1u);
+  ASSERT_TRUE(events[0].has_munmap());
+  EXPECT_EQ(events[0].ts_ns(), 5u);
+  EXPECT_EQ(events[0].munmap().length(), 4096u);
+  EXPECT_EQ(events[0].munmap().duration_ns(), 9u);
+  EXPECT_TRUE(Decode(&e, sizeof(e) - 1, &result).empty());
+  EXPECT_EQ(result, DecodeResult::kTooShort);
+}
+
+}  // namespace
+}  // namespace gpuos
