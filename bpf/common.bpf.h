@@ -153,12 +153,21 @@ static __always_inline void count_drop(__u32 slot);
 /* The state of the current thread if it belongs to the traced tree, else
  * NULL.  An untraced thread pays the bit test and nothing else; a traced
  * one gets its state made on its first event. */
+static __always_inline struct gpuos_thread_state *current_thread_of(__u32 pid);
+
 static __always_inline struct gpuos_thread_state *current_thread(void)
 {
 	__u32 pid = bpf_get_current_pid_tgid() >> 32;
 
 	if (!is_tracked(pid))
 		return NULL;
+	return current_thread_of(pid);
+}
+
+/* current_thread() for a caller that has just seen pid (the current
+ * thread's process) in the traced set. */
+static __always_inline struct gpuos_thread_state *current_thread_of(__u32 pid)
+{
 	struct gpuos_thread_state *st = bpf_task_storage_get(
 		&thread_state, bpf_get_current_task_btf(), 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!st) {

@@ -105,6 +105,10 @@ SEC("tp_btf/sys_enter")
 int BPF_PROG(handle_sys_enter, struct pt_regs *regs, long id)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	/* All an untraced thread pays: one bit of a small array, where its
+	 * entry of the 8 MiB tid_slots array would be a cache miss. */
+	if (!is_tracked(pid_tgid >> 32))
+		return 0;
 	__u32 tid = (__u32)pid_tgid;
 	__u16 *ref = tid_slot_ref(tid);
 	struct gpuos_syscall_slot *s = owned_slot(ref, tid);
@@ -112,8 +116,8 @@ int BPF_PROG(handle_sys_enter, struct pt_regs *regs, long id)
 	__s32 nr = (__s32)id;
 
 	if (!s) {
-		/* Untraced, or traced and without a slot so far or for good. */
-		t = current_thread();
+		/* Without a slot so far or for good. */
+		t = current_thread_of(pid_tgid >> 32);
 		if (!t)
 			return 0;
 		if (ref && !*ref)
@@ -143,14 +147,14 @@ int BPF_PROG(handle_sys_exit, struct pt_regs *regs, long ret)
 	 * start time set, in its slot or its state.  (Its process stays
 	 * traced until its last thread exits, and exit_group never returns.) */
 	__u64 id = bpf_get_current_pid_tgid();
+	if (!is_tracked(id >> 32))
+		return 0;
 	__u32 tid = (__u32)id;
 	struct gpuos_syscall_slot *s = owned_slot(tid_slot_ref(tid), tid);
 	struct gpuos_thread_state *t = NULL;
 	__u64 start_ns;
 	__s32 nr;
 
-	if (!s && !is_tracked(id >> 32))
-		return 0;
 	if (s) {
 		start_ns = s->call_start_ns;
 		if (!start_ns)
