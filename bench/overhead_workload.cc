@@ -5,6 +5,13 @@
 //
 //   overhead_workload MODE [--ops N] [--warmup N] [--threads T]
 //                          [--rate OPS_PER_S] [--seconds S] [--total N]
+//                          [--phases P]
+//
+// --phases P (timed modes): runs the timed loop P times in this one
+// process, printing "ready phase=K" before each and waiting for a line on
+// stdin to start it, so a script can attach a tracer between phases and
+// compare traced and untraced loops of the same process
+// (bench/attach_overhead.sh).
 //
 // Timed modes (one thread, --ops operations):
 //   getppid            syscall(SYS_getppid): the cheapest syscall
@@ -50,6 +57,7 @@ struct Options {
   double rate = 0;  // ops/s over all threads; 0 = unpaced
   double seconds = 3;
   uint64_t total = 0;  // rate modes: stop after this many ops; 0 = no limit
+  int phases = 0;      // timed modes: 0 = one loop, no handshake
 };
 
 uint64_t NowNs() {
@@ -283,6 +291,8 @@ bool ParseArgs(int argc, char** argv, Options* o) {
       o->seconds = number;
     } else if (flag == "--total") {
       o->total = static_cast<uint64_t>(number);
+    } else if (flag == "--phases") {
+      o->phases = static_cast<int>(number);
     } else {
       return false;
     }
@@ -302,11 +312,21 @@ int main(int argc, char** argv) {
             "[--seconds S] [--total N]\n");
     return 2;
   }
-  if (o.mode == "page-fault") return RunPageFaults(o);
   if (o.mode == "futex-wait" || o.mode == "mmap-munmap") return RunRate(o);
-  if (o.mode == "getppid" || o.mode == "futex-wake" || o.mode == "mmap-touch-munmap") {
-    return RunLoop(o);
+  int (*timed)(const Options&) = nullptr;
+  if (o.mode == "page-fault") timed = RunPageFaults;
+  if (o.mode == "getppid" || o.mode == "futex-wake" || o.mode == "mmap-touch-munmap") timed = RunLoop;
+  if (!timed) {
+    fprintf(stderr, "overhead_workload: unknown mode %s\n", o.mode.c_str());
+    return 2;
   }
-  fprintf(stderr, "overhead_workload: unknown mode %s\n", o.mode.c_str());
-  return 2;
+  if (o.phases == 0) return timed(o);
+  setvbuf(stdout, nullptr, _IOLBF, 0);
+  char line[64];
+  for (int phase = 1; phase <= o.phases; ++phase) {
+    printf("ready phase=%d\n", phase);
+    if (!fgets(line, sizeof(line), stdin)) return 0;  // the script gave up
+    if (int rc = timed(o); rc != 0) return rc;
+  }
+  return 0;
 }
