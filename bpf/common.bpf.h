@@ -190,6 +190,17 @@ static __always_inline struct gpuos_thread_state *traced_thread(struct task_stru
 	return st && st->pid ? st : NULL;
 }
 
+/* traced_thread() for the scheduler's programs, which run for every
+ * switch and wakeup of the machine: a task of an untraced process costs a
+ * bit test, not a task-storage lookup.  An exiting task is looked up
+ * anyway (see current_thread_or_exiting). */
+static __always_inline struct gpuos_thread_state *traced_task(struct task_struct *task)
+{
+	if (!is_tracked(task->tgid) && !(task->flags & GPUOS_PF_EXITING))
+		return NULL;
+	return traced_thread(task);
+}
+
 /* current_thread(), and also a traced thread on its way out whose
  * process's bit is already clear: the thread that ends a process clears
  * it, and a sibling that decremented the live count earlier may reach its

@@ -59,7 +59,7 @@ int BPF_PROG(handle_page_fault_user)
 SEC("tp_btf/sched_switch")
 int BPF_PROG(handle_fault_switch, bool preempt, struct task_struct *prev)
 {
-	struct gpuos_thread_state *t = traced_thread(prev);
+	struct gpuos_thread_state *t = traced_task(prev);
 
 	if (t && t->fault.count)
 		flush(&t->fault, prev->pid);

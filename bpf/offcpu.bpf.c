@@ -57,12 +57,15 @@ SEC("tp_btf/sched_switch")
 int BPF_PROG(handle_sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
 	     unsigned int prev_state)
 {
-	__u64 now = bpf_ktime_get_ns();
+	/* Read only when a traced thread is involved: most switches of the
+	 * machine are other threads'. */
+	__u64 now = 0;
 
 	/* Switch-out: the current task is prev. */
 	if (prev->pid && !(prev_state & GPUOS_TASK_DEAD)) {
 		struct gpuos_thread_state *t = current_thread_or_exiting();
 		if (t) {
+			now = bpf_ktime_get_ns();
 			int voluntary = !preempt && prev_state != 0;
 			struct gpuos_sched_state *st = &t->sched;
 			st->switched_out_ns = now;
@@ -85,9 +88,11 @@ int BPF_PROG(handle_sched_switch, bool preempt, struct task_struct *prev, struct
 	}
 
 	/* Switch-in: a thread with a kept state is a traced one. */
-	struct gpuos_thread_state *t = traced_thread(next);
+	struct gpuos_thread_state *t = traced_task(next);
 	if (!t || !t->sched.switched_out_ns)
 		return 0;
+	if (!now)
+		now = bpf_ktime_get_ns();
 	struct gpuos_sched_state *st = &t->sched;
 	struct gpuos_off_cpu_event *e = reserve_event(sizeof(*e), GPUOS_EV_OFF_CPU, st->switched_out_ns,
 						st->pid, next->pid);
@@ -114,7 +119,7 @@ int BPF_PROG(handle_sched_switch, bool preempt, struct task_struct *prev, struct
 SEC("tp_btf/sched_wakeup")
 int BPF_PROG(handle_sched_wakeup, struct task_struct *task)
 {
-	struct gpuos_thread_state *t = traced_thread(task);
+	struct gpuos_thread_state *t = traced_task(task);
 
 	if (t && t->sched.switched_out_ns && !t->sched.woken_ns) {
 		t->sched.woken_ns = bpf_ktime_get_ns();
