@@ -34,7 +34,7 @@ const char kUsage[] =
     "      --buffer-size SIZE  BPF ring buffer size, a power of two (default 16M)\n"
     "      --fault-window DUR  page faults are counted in windows this long (default 1ms)\n"
     "      --syscall-slots N   threads at a time whose syscall totals the kernel keeps the fast way\n"
-    "                          (default 1024, 12 KiB of kernel memory each; the rest cost more per call)\n"
+    "                          (default 1024, 13 KiB of kernel memory each; the rest cost more per call)\n"
     "      --no-cuda           do not put the CUDA/NVTX shim into the traced processes\n"
     "      --shim FILE         the shim library (default: libgpuos_shim.so next to gpuos-trace)\n"
     "      --no-python-hooks   do not mark DataLoader fetches and optimizer steps in Python processes\n"
@@ -50,7 +50,7 @@ const char kUsage[] =
 
 namespace {
 
-// A slot is 12 KiB of kernel memory (bpf/syscalls.h).
+// A slot is about 13 KiB of kernel memory (bpf/syscalls.h).
 constexpr uint32_t kMaxSyscallSlots = GPUOS_MAX_SYSCALL_SLOTS;
 
 absl::Status Usage(const std::string& message) {
