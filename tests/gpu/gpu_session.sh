@@ -4,8 +4,9 @@
 # BIN_DIR (default build-gpu) holds what deploy/make_gpu_bundle.sh put there:
 # a static gpuos-trace, libgpuos_shim.so and python_hooks/.  PARTS is a
 # comma list of: probe, known, known-cupti-clock, known-api-callbacks,
-# cuda-records, torch, coexist, overhead, os-overhead, attach, suite
-# (default: all but known-cupti-clock, known-api-callbacks, os-overhead and
+# cuda-records, torch, coexist, overhead, graph-kernels, os-overhead,
+# os-attach-overhead, attach, suite (default: all but known-cupti-clock,
+# known-api-callbacks, graph-kernels, os-overhead, os-attach-overhead and
 # suite).
 # Logs go to $OUT (or ./gpu-session-out); the table of results comes last.
 set -u
@@ -157,6 +158,34 @@ if want os-overhead; then
         row "os ${line%% *}" "$(grep -q ' PASS ' <<<"$line" && echo PASS || echo MISS)" "$(tr -s ' ' <<<"${line#* }")" ;;
     esac
   done < <(sed -n '/On-CPU time/,/^$/p' "$OUT/os-overhead.log")
+fi
+
+if want graph-kernels; then
+  # Whether per-kernel records lengthen tiny kernels on the GPU (issue #3,
+  # point 7): kernels replayed from a CUDA graph, GPU time only.
+  echo "== GPU time of tiny kernels"
+  BREAKDOWN_WORKLOADS=graph_kernels BREAKDOWN_VARIANTS="untraced
+cupti-alone:kernel
+lite GPUOS_CUPTI_KINDS=kernel,memcpy,memset
+all-kinds" timeout 400 bash "$ROOT/bench/gpu_overhead_breakdown.sh" "$BIN_DIR" \
+    "${GPUOS_BENCH_ROUNDS:-5}" 2>&1 | tee "$OUT/graph-kernels.log" | tail -8
+  while IFS= read -r line; do
+    row "graph_kernels ${line#graph_kernels }" "DONE" ""
+  done < <(grep -E '^graph_kernels +[a-z]' "$OUT/graph-kernels.log" | tr -s ' ')
+fi
+
+if want os-attach-overhead; then
+  # The OS side's per-event cost with traced and untraced loops in one
+  # process (issue #2, point 8); needs BIN_DIR/bench/overhead_workload.
+  echo "== OS-side overhead per event, one process per round"
+  timeout 500 bash "$ROOT/bench/attach_overhead.sh" "$BIN_DIR" "${GPUOS_OS_BENCH_ROUNDS:-9}" 2>&1 |
+    tee "$OUT/os-attach-overhead.log" | tail -7
+  while IFS= read -r line; do
+    case "$line" in
+      futex-wake*|getppid*|mmap-touch*|page-fault*)
+        row "os-attach ${line%% *}" "$(grep -q ' PASS ' <<<"$line" && echo PASS || echo MISS)" "$(tr -s ' ' <<<"${line#* }")" ;;
+    esac
+  done < <(sed -n '/^medians over rounds/,$p' "$OUT/os-attach-overhead.log")
 fi
 
 if want attach; then
