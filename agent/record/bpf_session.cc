@@ -24,6 +24,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -308,7 +309,13 @@ void DestroyLinksTogether(std::initializer_list<const bpf_object_skeleton*> skel
   others->clear();
   std::vector<std::thread> closers;
   closers.reserve(links.size());
-  for (bpf_link* link : links) closers.emplace_back([link] { bpf_link__destroy(link); });
+  for (bpf_link* link : links) {
+    try {
+      closers.emplace_back([link] { bpf_link__destroy(link); });
+    } catch (const std::system_error&) {
+      bpf_link__destroy(link);  // no thread to be had: close it here
+    }
+  }
   for (std::thread& t : closers) t.join();
 }
 
