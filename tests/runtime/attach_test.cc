@@ -296,6 +296,24 @@ TEST(Attach, WorkersForkedAfterTheAttachAreFollowed) {
   }
 }
 
+// How many BPF programs named handle_sys_enter (gpuos-trace's) are loaded.
+int SyscallProgramsLoaded() {
+  int n = 0;
+  uint32_t id = 0;
+  while (bpf_prog_get_next_id(id, &id) == 0) {
+    int fd = bpf_prog_get_fd_by_id(id);
+    if (fd < 0) continue;
+    struct bpf_prog_info info {};
+    uint32_t len = sizeof(info);
+    if (bpf_obj_get_info_by_fd(fd, &info, &len) == 0 &&
+        absl::StartsWith(info.name, "handle_sys_ent")) {
+      ++n;
+    }
+    close(fd);
+  }
+  return n;
+}
+
 // A thread's last mmap/munmap calls wait in its slot until it blocks or
 // its batch fills (bpf/mm.h); one that never blocks again still has them
 // there when an attached tracer stops, which must read them out.
@@ -308,11 +326,14 @@ TEST(Attach, CallsStillHeldInTheKernelAtTheEndAreRecorded) {
                                        absl::StrCat(kPairs), "--bytes", absl::StrCat(kBytes)});
   usleep(200'000);
   const std::string trace_path = dir.File("attach.gpuos");
+  const int loaded_before = SyscallProgramsLoaded();
   rt::Child tracer = rt::Child::Start({rt::TracerPath(), "-q", "--no-cuda", "--pid",
-                                       std::to_string(target.pid()), "--duration", "1500ms",
-                                       "-o", trace_path});
-  ASSERT_TRUE(rt::WaitUntil([&] { return rt::ReadFile(trace_path).value_or("").size() > 200; }, 20));
-  usleep(300'000);
+                                       std::to_string(target.pid()), "--duration", "2s", "-o",
+                                       trace_path});
+  // The tracer tracks the target right after attaching the programs it
+  // loads (its file's header comes earlier, before the load).
+  ASSERT_TRUE(rt::WaitUntil([&] { return SyscallProgramsLoaded() > loaded_before; }, 20));
+  usleep(500'000);
   target.Signal(SIGUSR1);
   rt::RunResult r = tracer.Wait(30);
   ASSERT_EQ(r.exit_code, 0) << r.Describe();
