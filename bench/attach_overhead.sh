@@ -17,17 +17,11 @@ set -u
 BUILD_DIR=${1:-build}
 ROUNDS=${2:-9}
 shift 2 2>/dev/null || shift $#
-MODES=("$@")
-((${#MODES[@]})) || MODES=(futex-wake getppid mmap-touch-munmap page-fault)
+CHOSEN=("$@")
 TRACER=$(realpath "$BUILD_DIR/gpuos-trace")
 WORKLOAD=$(realpath "$BUILD_DIR/bench/overhead_workload")
-declare -A MODE_ARGS=(
-  [getppid]="--ops 300000 --warmup 30000"
-  [futex-wake]="--ops 300000 --warmup 30000"
-  [mmap-touch-munmap]="--ops 15000 --warmup 1500"
-  [page-fault]="--ops 65536 --warmup 16384"
-)
-declare -A MODE_TARGET=([getppid]=150 [futex-wake]=150 [mmap-touch-munmap]=700 [page-fault]=200)
+source "$(dirname "$0")/overhead_modes.sh"
+((${#CHOSEN[@]})) && MODES=("${CHOSEN[@]}")
 WORK=$(mktemp -d /tmp/gpuos-attach-overhead.XXXXXX)
 TRACER_PID=""
 cleanup() {

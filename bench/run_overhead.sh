@@ -129,15 +129,7 @@ echo "# tracer: $TRACER ${TRACE_OPTS[*]} ($("$TRACER" --version 2>&1)," \
 echo
 
 # ---------------------------------------------------------------- overhead
-declare -A MODE_ARGS=(
-  [getppid]="--ops 300000 --warmup 30000"
-  [futex-wake]="--ops 300000 --warmup 30000"
-  [mmap-touch-munmap]="--ops 15000 --warmup 1500"
-  [page-fault]="--ops 65536 --warmup 16384"
-)
-declare -A MODE_TARGET=([getppid]=150 [futex-wake]=150 [mmap-touch-munmap]=700 [page-fault]=200)
-declare -A MODE_UNIT=([getppid]="syscall" [futex-wake]="syscall" [mmap-touch-munmap]="mmap+touch+munmap" [page-fault]="page fault")
-MODES=(futex-wake getppid mmap-touch-munmap page-fault)
+source "$(dirname "$0")/overhead_modes.sh"
 
 # summarize ROWS OFFSET: one table line per mode from columns OFFSET+1..+3
 # (U, T, B) of the per-round rows.

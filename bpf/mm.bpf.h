@@ -41,12 +41,27 @@ static __always_inline void mm_enter(struct gpuos_mm_call *call, struct pt_regs 
  * next call sends the batch (mm.h). */
 const volatile __u64 mm_batch_window_ns = 1000000;
 
+/* Fills r from the call in flight, which has returned ret, and ends it. */
+static __always_inline void mm_finish(struct gpuos_mm_record *r, struct gpuos_mm_call *call,
+				      long ret, __u64 now)
+{
+	r->start_ns = call->start_ns;
+	r->duration_ns = now - call->start_ns;
+	r->addr = call->addr;
+	r->length = call->length;
+	r->result = ret;
+	r->prot = call->prot;
+	r->flags = call->flags;
+	r->fd = call->fd;
+	r->is_munmap = call->is_munmap;
+	call->start_ns = 0;
+}
+
 /* The call in flight in slot s has returned ret: added to the slot's
  * batch, which goes out when full or when its first call is older than
  * mm_batch_window_ns. */
 static __always_inline void mm_leave_batched(struct gpuos_syscall_slot *s, long ret, __u64 now)
 {
-	struct gpuos_mm_call *call = &s->mm;
 	struct gpuos_mm_calls_event *b = &s->mm_batch;
 	__u32 i = b->count;
 
@@ -59,19 +74,9 @@ static __always_inline void mm_leave_batched(struct gpuos_syscall_slot *s, long 
 	if (i >= GPUOS_MM_BATCH)
 		return;
 	if (i == 0)
-		b->hdr.ts_ns = call->start_ns;
-	struct gpuos_mm_record *r = &b->calls[i];
-	r->start_ns = call->start_ns;
-	r->duration_ns = now - call->start_ns;
-	r->addr = call->addr;
-	r->length = call->length;
-	r->result = ret;
-	r->prot = call->prot;
-	r->flags = call->flags;
-	r->fd = call->fd;
-	r->is_munmap = call->is_munmap;
+		b->hdr.ts_ns = s->mm.start_ns;
+	mm_finish(&b->calls[i], &s->mm, ret, now);
 	b->count = i + 1;
-	call->start_ns = 0;
 	if (i + 1 == GPUOS_MM_BATCH || now - b->hdr.ts_ns >= mm_batch_window_ns)
 		mm_batch_flush(s);
 }
@@ -83,14 +88,7 @@ static __always_inline void mm_leave(struct gpuos_mm_call *call, long ret, __u64
 	struct gpuos_mm_event *e = reserve_event(sizeof(*e), kind, call->start_ns, id >> 32, (__u32)id);
 
 	if (e) {
-		e->duration_ns = now - call->start_ns;
-		e->addr = call->addr;
-		e->length = call->length;
-		e->result = ret;
-		e->prot = call->prot;
-		e->flags = call->flags;
-		e->fd = call->fd;
-		e->pad = 0;
+		mm_finish(&e->call, call, ret, now);
 		submit_event(e);
 	}
 	call->start_ns = 0;

@@ -45,23 +45,24 @@ void SetHeader(const gpuos_event_header& hdr, v1::Event* event) {
   event->set_tid(hdr.tid);
 }
 
-void SetMmCall(uint64_t duration_ns, uint64_t addr, uint64_t length, int64_t result, uint32_t prot,
-               uint32_t flags, int32_t fd, bool is_munmap, v1::Event* event) {
-  if (!is_munmap) {
+// The call's own start is the event's time.
+void SetMmCall(const gpuos_mm_record& call, v1::Event* event) {
+  event->set_ts_ns(call.start_ns);
+  if (!call.is_munmap) {
     auto* m = event->mutable_mmap();
-    m->set_duration_ns(duration_ns);
-    m->set_addr(addr);
-    m->set_length(length);
-    m->set_prot(prot);
-    m->set_flags(flags);
-    m->set_fd(fd);
-    m->set_result(result);
+    m->set_duration_ns(call.duration_ns);
+    m->set_addr(call.addr);
+    m->set_length(call.length);
+    m->set_prot(call.prot);
+    m->set_flags(call.flags);
+    m->set_fd(call.fd);
+    m->set_result(call.result);
   } else {
     auto* m = event->mutable_munmap();
-    m->set_duration_ns(duration_ns);
-    m->set_addr(addr);
-    m->set_length(length);
-    m->set_result(result);
+    m->set_duration_ns(call.duration_ns);
+    m->set_addr(call.addr);
+    m->set_length(call.length);
+    m->set_result(call.result);
   }
 }
 
@@ -79,11 +80,8 @@ DecodeResult DecodeMmCalls(const void* data, size_t size, v1::Event* event,
     return DecodeResult::kTooShort;
   }
   for (size_t i = 0; i < count; ++i) {
-    const gpuos_mm_record& call = batch->calls[i];
     SetHeader(batch->hdr, event);
-    event->set_ts_ns(call.start_ns);
-    SetMmCall(call.duration_ns, call.addr, call.length, call.result, call.prot, call.flags, call.fd,
-              call.is_munmap != 0, event);
+    SetMmCall(batch->calls[i], event);
     emit(*event);
   }
   return DecodeResult::kOk;
@@ -178,8 +176,7 @@ DecodeResult DecodeOne(const void* data, size_t size, v1::Event* event) {
     case GPUOS_EV_MUNMAP: {
       const auto* e = As<gpuos_mm_event>(data, size);
       if (!e) return DecodeResult::kTooShort;
-      SetMmCall(e->duration_ns, e->addr, e->length, e->result, e->prot, e->flags, e->fd,
-                hdr->kind == GPUOS_EV_MUNMAP, event);
+      SetMmCall(e->call, event);
       return DecodeResult::kOk;
     }
     case GPUOS_EV_FUTEX_WAIT: {

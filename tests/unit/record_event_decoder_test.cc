@@ -86,9 +86,8 @@ TEST(EventDecoder, AThreadWithoutASlotSendsOneRecordPerCall) {
   gpuos_mm_event e;
   std::memset(&e, 0, sizeof(e));
   e.hdr = {.ts_ns = 5, .pid = 7, .tid = 8, .kind = GPUOS_EV_MUNMAP, .cpu = 0};
-  e.duration_ns = 9;
-  e.addr = 0x1000;
-  e.length = 4096;
+  e.call = {.start_ns = 5, .duration_ns = 9, .addr = 0x1000, .length = 4096, .result = 0,
+            .prot = 0, .flags = 0, .fd = -1, .is_munmap = 1};
   DecodeResult result;
   auto events = Decode(&e, sizeof(e), &result);
   ASSERT_EQ(result, DecodeResult::kOk);
