@@ -53,6 +53,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -439,10 +440,13 @@ void RunProcess(const char* role, const char* tag, pid_t ppid, bool main_clean, 
   if (extra_threads > 0 && !g_opt.leader_exits) {
     if (pipe2(done, O_CLOEXEC) != 0 || pipe2(renamed, O_CLOEXEC) != 0) Die("pipe");
   }
-  std::vector<ThreadArgs> args(static_cast<size_t>(extra_threads));
+  // Never freed: with --leader-exits the main thread's pthread_exit unwinds
+  // this frame, running its destructors, while the threads still read their
+  // arguments (a vector here had a thread report a freed role string).
+  ThreadArgs* args = new ThreadArgs[static_cast<size_t>(std::max(extra_threads, 0))]();
   std::vector<Started> started;
   for (int i = 0; i < extra_threads; ++i) {
-    ThreadArgs& a = args[static_cast<size_t>(i)];
+    ThreadArgs& a = args[i];
     snprintf(a.role, sizeof(a.role), "thread");
     snprintf(a.first_name, sizeof(a.first_name), "gt-%s-t%d", tag, i);
     snprintf(a.last_name, sizeof(a.last_name), "gt-%s-t%d-end", tag, i);
