@@ -197,7 +197,7 @@ if [[ -z $ONLY || $ONLY == overhead ]]; then
     fi
   done
   echo
-  echo "### On-CPU time of the workload thread (schedstat), median of the clean rounds"
+  echo "### On-CPU time of the workload thread (CLOCK_THREAD_CPUTIME_ID), median of the clean rounds"
   summarize 3
   echo
   echo "### Wall time (CLOCK_MONOTONIC), median of the clean rounds"
