@@ -17,8 +17,9 @@
 # takes the variation between runs from where the scheduler put them.
 # BREAKDOWN_TRAIN_ITERS: steps of the timed training loop (default 1000).
 # BREAKDOWN_WORKLOADS: raw_launch, py_launch, py_train, api_calls
-# (bench/cuda_api_call_rate.cu: the per-call CPU cost alone), and
-# graph_kernels (bench/cuda_graph_kernel_time.cu: the GPU time of tiny
+# (bench/cuda_api_call_rate.cu: the per-call CPU cost alone), launch_cpu
+# (bench/cuda_launch_cpu_cost.cu: the CPU time of one launch call, with the
+# launch queue never full), and graph_kernels (bench/cuda_graph_kernel_time.cu: the GPU time of tiny
 # kernels replayed from a CUDA graph, the per-kernel GPU-side cost alone).
 # The variants run in a rotating order, so drift favours none of them.
 set -u
@@ -32,6 +33,7 @@ RESULTS="$OUT/breakdown_runs.jsonl"
 : >"$RESULTS"
 [ -x "$OUT/cuda_launch_rate" ] || nvcc -O2 -arch=native -o "$OUT/cuda_launch_rate" "$HERE/cuda_launch_rate.cu"
 [ -x "$OUT/cuda_api_call_rate" ] || nvcc -O2 -arch=native -o "$OUT/cuda_api_call_rate" "$HERE/cuda_api_call_rate.cu"
+[ -x "$OUT/cuda_launch_cpu_cost" ] || nvcc -O2 -arch=native -o "$OUT/cuda_launch_cpu_cost" "$HERE/cuda_launch_cpu_cost.cu"
 [ -x "$OUT/cuda_graph_kernel_time" ] || nvcc -O2 -arch=native -o "$OUT/cuda_graph_kernel_time" "$HERE/cuda_graph_kernel_time.cu"
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 FLOOR="$OUT/libcupti_floor.so"
@@ -64,6 +66,7 @@ for round in $(seq "$ROUNDS"); do
       case $workload in
         raw_launch) cmd=("${PIN[@]}" "$OUT/cuda_launch_rate") ;;
         api_calls) cmd=("${PIN[@]}" "$OUT/cuda_api_call_rate") ;;
+        launch_cpu) cmd=("${PIN[@]}" "$OUT/cuda_launch_cpu_cost") ;;
         graph_kernels) cmd=("${PIN[@]}" "$OUT/cuda_graph_kernel_time") ;;
         py_launch) cmd=("${PIN[@]}" python3 "$HERE/gpu_overhead.py" --mode launch) ;;
         py_train) cmd=("${PIN[@]}" python3 "$HERE/gpu_overhead.py" --mode train ${BREAKDOWN_TRAIN_ITERS:+--iters "$BREAKDOWN_TRAIN_ITERS"}) ;;

@@ -4,9 +4,9 @@
 # BIN_DIR (default build-gpu) holds what deploy/make_gpu_bundle.sh put there:
 # a static gpuos-trace, libgpuos_shim.so and python_hooks/.  PARTS is a
 # comma list of: probe, known, known-cupti-clock, known-api-callbacks,
-# cuda-records, torch, coexist, overhead, graph-kernels, os-overhead,
+# cuda-records, torch, coexist, overhead, per-kernel-cost, os-overhead,
 # os-attach-overhead, attach, suite (default: all but known-cupti-clock,
-# known-api-callbacks, graph-kernels, os-overhead, os-attach-overhead and
+# known-api-callbacks, per-kernel-cost, os-overhead, os-attach-overhead and
 # suite).
 # Logs go to $OUT (or ./gpu-session-out); the table of results comes last.
 set -u
@@ -160,18 +160,20 @@ if want os-overhead; then
   done < <(sed -n '/On-CPU time/,/^$/p' "$OUT/os-overhead.log")
 fi
 
-if want graph-kernels; then
-  # Whether per-kernel records lengthen tiny kernels on the GPU (issue #3,
-  # point 7): kernels replayed from a CUDA graph, GPU time only.
-  echo "== GPU time of tiny kernels"
-  BREAKDOWN_WORKLOADS=graph_kernels BREAKDOWN_VARIANTS="untraced
+if want per-kernel-cost; then
+  # What per-kernel records cost each kernel (issue #3, point 7), split:
+  # GPU time of tiny kernels replayed from a CUDA graph (graph_kernels), and
+  # the CPU time of one launch call with the launch queue never full
+  # (launch_cpu).
+  echo "== per-kernel cost: GPU time and CPU time per launch"
+  BREAKDOWN_WORKLOADS="graph_kernels launch_cpu" BREAKDOWN_VARIANTS="untraced
 cupti-alone:kernel
 lite GPUOS_CUPTI_KINDS=kernel,memcpy,memset
 all-kinds" timeout 400 bash "$ROOT/bench/gpu_overhead_breakdown.sh" "$BIN_DIR" \
-    "${GPUOS_BENCH_ROUNDS:-5}" 2>&1 | tee "$OUT/graph-kernels.log" | tail -8
+    "${GPUOS_BENCH_ROUNDS:-5}" 2>&1 | tee "$OUT/per-kernel-cost.log" | tail -12
   while IFS= read -r line; do
-    row "graph_kernels ${line#graph_kernels }" "DONE" ""
-  done < <(grep -E '^graph_kernels +[a-z]' "$OUT/graph-kernels.log" | tr -s ' ')
+    row "$(cut -d' ' -f1-2 <<<"$line")" "DONE" "$(cut -d' ' -f3- <<<"$line")"
+  done < <(grep -E '^(graph_kernels|launch_cpu) +[a-z]' "$OUT/per-kernel-cost.log" | tr -s ' ')
 fi
 
 if want os-attach-overhead; then
