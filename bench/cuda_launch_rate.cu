@@ -3,26 +3,43 @@
 // launches after a warm-up, printed as one JSON line.  Besides the overall
 // rate ("rate": launches over the time until the GPU is done) it prints
 // where the time went, to tell a tracer's CPU-side cost from its GPU-side
-// cost: "enqueue_rate" (launches over the time until the last launch call
-// returned) and "gpu_rate" (launches over the GPU's own time between an
-// event recorded before the first launch and one after the last).  When
-// the GPU is the bottleneck the three agree; when the CPU is, the enqueue
-// and overall rates agree and the GPU rate is higher.
+// cost: "enqueue_rate" (launches over the time the launch calls took) and
+// "gpu_rate" (launches over the GPU's own time between an event recorded
+// before each chunk's first launch and one after its last, summed).
+// When the GPU is the bottleneck the overall and GPU rates agree; when the
+// CPU is, the enqueue and overall rates agree.  The launches run in chunks,
+// each after a reading of the CPU's pace (bench/cpu_pace.h): "paced_launch"
+// is the median chunk's time per launch in units of that pace.
 #include <cuda_runtime.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <thread>
+#include <vector>
+
+#include "cpu_pace.h"
 
 __global__ void empty_kernel() {}
 
+namespace {
+constexpr int kChunks = 20;
+constexpr uint64_t kPaceIterations = 2000000;  // about 2 ms
+}  // namespace
+
 int main(int argc, char** argv) {
   int n = argc > 1 ? atoi(argv[1]) : 200000;
+  if (n < kChunks) {
+    fprintf(stderr, "usage: cuda_launch_rate [LAUNCHES >= %d]\n", kChunks);
+    return 2;
+  }
   for (int i = 0; i < 1000; ++i) empty_kernel<<<1, 1>>>();
-  cudaEvent_t gpu_start, gpu_end;
-  if (cudaDeviceSynchronize() != cudaSuccess || cudaEventCreate(&gpu_start) != cudaSuccess ||
-      cudaEventCreate(&gpu_end) != cudaSuccess) {
+  cudaEvent_t gpu_start[kChunks], gpu_end[kChunks];
+  bool ok = cudaDeviceSynchronize() == cudaSuccess;
+  for (int c = 0; ok && c < kChunks; ++c) {
+    ok = cudaEventCreate(&gpu_start[c]) == cudaSuccess && cudaEventCreate(&gpu_end[c]) == cudaSuccess;
+  }
+  if (!ok) {
     fprintf(stderr, "cuda_launch_rate: %s\n", cudaGetErrorString(cudaGetLastError()));
     return 1;
   }
@@ -32,23 +49,37 @@ int main(int argc, char** argv) {
     std::this_thread::sleep_for(std::chrono::milliseconds(atoi(settle)));
   }
   using Clock = std::chrono::steady_clock;
-  auto start = Clock::now();
-  cudaEventRecord(gpu_start);
-  for (int i = 0; i < n; ++i) empty_kernel<<<1, 1>>>();
-  cudaEventRecord(gpu_end);
-  auto enqueued = Clock::now();
+  const int per_chunk = n / kChunks;
+  std::vector<double> paced, paces;
+  double enqueue_s = 0;
+  for (int c = 0; c < kChunks; ++c) {
+    const double pace = PaceSeconds(kPaceIterations);
+    const auto chunk_start = Clock::now();
+    cudaEventRecord(gpu_start[c]);
+    for (int i = 0; i < per_chunk; ++i) empty_kernel<<<1, 1>>>();
+    cudaEventRecord(gpu_end[c]);
+    const double chunk_s = std::chrono::duration<double>(Clock::now() - chunk_start).count();
+    enqueue_s += chunk_s;
+    paced.push_back(chunk_s / per_chunk / pace);
+    paces.push_back(pace);
+  }
+  const auto sync_start = Clock::now();
   cudaError_t err = cudaDeviceSynchronize();
-  auto done = Clock::now();
+  const double s = enqueue_s + std::chrono::duration<double>(Clock::now() - sync_start).count();
   float gpu_ms = 0;
-  if (err == cudaSuccess) err = cudaEventElapsedTime(&gpu_ms, gpu_start, gpu_end);
+  for (int c = 0; err == cudaSuccess && c < kChunks; ++c) {
+    float chunk_ms = 0;
+    err = cudaEventElapsedTime(&chunk_ms, gpu_start[c], gpu_end[c]);
+    gpu_ms += chunk_ms;
+  }
   if (err != cudaSuccess) {
     fprintf(stderr, "cuda_launch_rate: %s\n", cudaGetErrorString(err));
     return 1;
   }
-  double s = std::chrono::duration<double>(done - start).count();
-  double enqueue_s = std::chrono::duration<double>(enqueued - start).count();
+  const int launched = per_chunk * kChunks;
   printf("{\"mode\": \"raw_launch\", \"profiler\": false, \"rate\": %.1f, \"enqueue_rate\": %.1f, "
-         "\"gpu_rate\": %.1f, \"unit\": \"launches/s\"}\n",
-         n / s, n / enqueue_s, gpu_ms > 0 ? n / (gpu_ms / 1e3) : 0.0);
+         "\"gpu_rate\": %.1f, \"paced_step\": %.6f, \"pace_ms\": %.3f, \"unit\": \"launches/s\"}\n",
+         launched / s, launched / enqueue_s, gpu_ms > 0 ? launched / (gpu_ms / 1e3) : 0.0,
+         Median(paced), Median(paces) * 1e3);
   return 0;
 }

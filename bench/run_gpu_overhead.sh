@@ -3,11 +3,12 @@
 # measured side by side in one run: for each workload, rounds of
 # [untraced, under gpuos-trace, under gpuos-trace --cuda-records
 # kernel,memcpy,memset ("lite"), under torch.profiler] in rotating order,
-# then the medians and the overheads relative to untraced.  A fifth
-# variant, "CUPTI alone", runs each workload with a minimal CUPTI client
-# injected by the driver (bench/cupti_floor_injection.cc: kernel and
-# runtime-API records, nothing done with them): the floor under any tracer
-# that records each kernel through CUPTI.
+# then the medians and the overheads relative to untraced, of the raw rates
+# and of the paced times per step (bench/cpu_pace.py).  A fifth variant,
+# "CUPTI alone", runs each workload with a minimal CUPTI client injected by
+# the driver (bench/cupti_floor_injection.cc) that enables lite's kinds
+# (kernel, memcpy, memset records) and only walks them: the floor under any
+# tracer that records every kernel, copy and set through CUPTI.
 #   bench/run_gpu_overhead.sh [BIN_DIR] [ROUNDS]
 # BIN_DIR holds gpuos-trace and libgpuos_shim.so (default build-gpu).
 set -u
@@ -38,7 +39,8 @@ run() {  # run VARIANT WORKLOAD CMD...
     line=$("$TRACE" -q --cuda-records "$LITE_RECORDS" -o "$OUT/bench_${workload}.gpuos" -- "$@" \
       2>>"$OUT/bench.stderr" | tail -1)
   elif [ "$variant" = cupti ]; then
-    line=$(CUDA_INJECTION64_PATH="$FLOOR" "$@" 2>>"$OUT/bench.stderr" | tail -1)
+    line=$(CUDA_INJECTION64_PATH="$FLOOR" CUPTI_FLOOR_KINDS="$LITE_RECORDS" "$@" 2>>"$OUT/bench.stderr" |
+      tail -1)
   else
     line=$("$@" 2>>"$OUT/bench.stderr" | tail -1)
   fi
