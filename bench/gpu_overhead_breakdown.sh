@@ -19,8 +19,9 @@
 # BREAKDOWN_WORKLOADS: raw_launch, py_launch, py_train, api_calls
 # (bench/cuda_api_call_rate.cu: the per-call CPU cost alone), launch_cpu
 # (bench/cuda_launch_cpu_cost.cu: the CPU time of one launch call, with the
-# launch queue never full), and graph_kernels (bench/cuda_graph_kernel_time.cu: the GPU time of tiny
-# kernels replayed from a CUDA graph, the per-kernel GPU-side cost alone).
+# launch queue never full), and graph_kernels
+# (bench/cuda_graph_kernel_time.cu: the GPU time of tiny kernels replayed
+# from a CUDA graph, the per-kernel GPU-side cost alone).
 # The variants run in a rotating order, so drift favours none of them.
 set -u
 BIN_DIR=${1:-build-gpu}

@@ -150,10 +150,10 @@ def spread_pct(values):
 
 def print_headline(runs):
     """Overheads of the medians, raw and paced (bench/cpu_pace.py), per
-    variant; the verdict goes by the paced figures where the runs have them,
-    with the check that pacing works printed under the table: the untraced
-    runs' scatter raw and paced, and each variant's median pace reading
-    (a tracer must not slow the reference work)."""
+    variant.  The verdict goes by the paced figures only where pacing worked
+    on these runs (see pacing_works below); the evidence for that is printed
+    under the table: the untraced runs' scatter raw and paced, and each
+    variant's median pace reading."""
     header = f"{'workload':<11} {'untraced':>10}"
     for _, title in HEADLINE:
         header += f" {title:>11} {'ovh':>6} {'paced':>6}"
