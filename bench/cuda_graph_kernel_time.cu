@@ -11,16 +11,9 @@
 #include <cstdio>
 #include <cstdlib>
 
-__global__ void EmptyKernel() {}
+#include "cuda_check.h"
 
-#define CHECK(call)                                                                        \
-  do {                                                                                     \
-    cudaError_t err_ = (call);                                                             \
-    if (err_ != cudaSuccess) {                                                             \
-      fprintf(stderr, "cuda_graph_kernel_time: %s: %s\n", #call, cudaGetErrorString(err_)); \
-      return 1;                                                                            \
-    }                                                                                      \
-  } while (0)
+__global__ void EmptyKernel() {}
 
 int main(int argc, char** argv) {
   const int kernels = argc > 1 ? atoi(argv[1]) : 1000;
@@ -30,30 +23,30 @@ int main(int argc, char** argv) {
     return 2;
   }
   cudaStream_t stream;
-  CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   cudaGraph_t graph;
   cudaGraphExec_t exec;
-  CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+  CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
   for (int i = 0; i < kernels; ++i) EmptyKernel<<<1, 1, 0, stream>>>();
-  CHECK(cudaStreamEndCapture(stream, &graph));
-  CHECK(cudaGraphInstantiate(&exec, graph, 0));
-  for (int i = 0; i < 20; ++i) CHECK(cudaGraphLaunch(exec, stream));
-  CHECK(cudaStreamSynchronize(stream));
+  CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+  CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  for (int i = 0; i < 20; ++i) CUDA_CHECK(cudaGraphLaunch(exec, stream));
+  CUDA_CHECK(cudaStreamSynchronize(stream));
 
   cudaEvent_t start, stop;
-  CHECK(cudaEventCreate(&start));
-  CHECK(cudaEventCreate(&stop));
-  CHECK(cudaEventRecord(start, stream));
-  for (int i = 0; i < replays; ++i) CHECK(cudaGraphLaunch(exec, stream));
-  CHECK(cudaEventRecord(stop, stream));
-  CHECK(cudaEventSynchronize(stop));
+  CUDA_CHECK(cudaEventCreate(&start));
+  CUDA_CHECK(cudaEventCreate(&stop));
+  CUDA_CHECK(cudaEventRecord(start, stream));
+  for (int i = 0; i < replays; ++i) CUDA_CHECK(cudaGraphLaunch(exec, stream));
+  CUDA_CHECK(cudaEventRecord(stop, stream));
+  CUDA_CHECK(cudaEventSynchronize(stop));
   float ms = 0;
-  CHECK(cudaEventElapsedTime(&ms, start, stop));
+  CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
   const double total = static_cast<double>(kernels) * replays;
   printf("{\"mode\": \"graph_kernels\", \"profiler\": false, \"rate\": %.1f, "
          "\"gpu_ns_per_kernel\": %.1f, \"unit\": \"kernels/s (GPU time)\"}\n",
          total / (ms / 1e3), ms * 1e6 / total);
-  CHECK(cudaGraphExecDestroy(exec));
-  CHECK(cudaGraphDestroy(graph));
+  CUDA_CHECK(cudaGraphExecDestroy(exec));
+  CUDA_CHECK(cudaGraphDestroy(graph));
   return 0;
 }

@@ -8,30 +8,20 @@
 // pays per call and nothing else: CUPTI's per-launch instrumentation shows
 // up here, its GPU-side timestamps do not.  Each batch follows a short
 // reading of the CPU's pace (bench/cpu_pace.h), and "paced_step" is the
-// median batch's time per launch in units of that pace: the host's CPU
-// speed drifts between processes by more than the cost measured.  Prints
-// one JSON line.
+// median batch's time per launch in units of that pace (single processes
+// scatter by more than the cost measured).  Prints one JSON line.
 //   cuda_launch_cpu_cost [LAUNCHES_PER_BATCH] [BATCHES]
 #include <cuda_runtime.h>
 
-#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
 
 #include "cpu_pace.h"
+#include "cuda_check.h"
 
 __global__ void EmptyKernel() {}
-
-#define CHECK(call)                                                                       \
-  do {                                                                                    \
-    cudaError_t err_ = (call);                                                            \
-    if (err_ != cudaSuccess) {                                                            \
-      fprintf(stderr, "cuda_launch_cpu_cost: %s: %s\n", #call, cudaGetErrorString(err_)); \
-      return 1;                                                                           \
-    }                                                                                     \
-  } while (0)
 
 namespace {
 constexpr uint64_t kPaceIterations = 200000;  // about 0.2 ms, as long as a batch
@@ -45,9 +35,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   cudaStream_t stream;
-  CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   for (int i = 0; i < 1000; ++i) EmptyKernel<<<1, 1, 0, stream>>>();
-  CHECK(cudaStreamSynchronize(stream));
+  CUDA_CHECK(cudaStreamSynchronize(stream));
 
   using Clock = std::chrono::steady_clock;
   std::vector<double> batch_ns, paced, paces;
@@ -57,8 +47,8 @@ int main(int argc, char** argv) {
     const auto start = Clock::now();
     for (int i = 0; i < per_batch; ++i) EmptyKernel<<<1, 1, 0, stream>>>();
     const auto end = Clock::now();
-    CHECK(cudaGetLastError());
-    CHECK(cudaStreamSynchronize(stream));
+    CUDA_CHECK(cudaGetLastError());
+    CUDA_CHECK(cudaStreamSynchronize(stream));
     batch_ns.push_back(std::chrono::duration<double, std::nano>(end - start).count());
     paced.push_back(batch_ns.back() / 1e9 / per_batch / pace);
     paces.push_back(pace);
@@ -66,11 +56,9 @@ int main(int argc, char** argv) {
   // The median batch: a batch that met a buffer flush or a preemption
   // says little about the per-call cost.  The mean is printed too, since
   // a tracer's occasional stalls are part of what the job pays.
-  std::vector<double> sorted = batch_ns;
-  std::sort(sorted.begin(), sorted.end());
   double total = 0;
   for (double ns : batch_ns) total += ns;
-  const double median_ns = sorted[sorted.size() / 2] / per_batch;
+  const double median_ns = Median(batch_ns) / per_batch;
   const double mean_ns = total / batches / per_batch;
   printf("{\"mode\": \"launch_cpu\", \"profiler\": false, \"rate\": %.1f, "
          "\"cpu_ns_per_launch\": %.1f, \"mean_cpu_ns_per_launch\": %.1f, "

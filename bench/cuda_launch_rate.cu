@@ -8,7 +8,7 @@
 // before each chunk's first launch and one after its last, summed).
 // When the GPU is the bottleneck the overall and GPU rates agree; when the
 // CPU is, the enqueue and overall rates agree.  The launches run in chunks,
-// each after a reading of the CPU's pace (bench/cpu_pace.h): "paced_launch"
+// each after a reading of the CPU's pace (bench/cpu_pace.h): "paced_step"
 // is the median chunk's time per launch in units of that pace.
 #include <cuda_runtime.h>
 

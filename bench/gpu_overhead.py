@@ -9,10 +9,11 @@ torch.profiler runs and prints the medians side by side).
 Prints one JSON line: {"mode", "profiler", "unit", "rate", "paced_step",
 "pace_ms", "threads"}.  "rate" is steps (or launches) per second;
 "paced_step" the median chunk's time per step in units of the CPU's pace
-measured next to it, and "pace_ms" the median pace (bench/cpu_pace.py: the
-host's CPU speed drifts by more than the overheads measured).  "threads"
-splits the timed chunks' time by the process's threads, from the
-kernel's own accounting (/proc/self/task/*/schedstat), per iteration: on-CPU
+measured next to it, and "pace_ms" the median pace (bench/cpu_pace.py, which
+says why, and why the summary seldom trusts it for these loops).  "threads"
+splits the timed chunks' time by the process's threads, from the kernel's
+own accounting (/proc/self/task/*/schedstat, and this thread's CPU clock),
+per iteration: on-CPU
 and run-queue microseconds of each thread name (Python's main thread,
 PyTorch's autograd thread, CUPTI's and the tracer's threads), so that a
 tracer's cost shows where it lands: more work on the launching threads, or
