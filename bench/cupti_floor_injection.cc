@@ -17,8 +17,20 @@
 //   CUPTI_FLOOR_SYSTEM_TID=1          API records with the kernel's thread ids
 //                                     (CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM),
 //                                     as gpuos-trace's shim asks for
+//   CUPTI_FLOOR_ZEROED=1              hand CUPTI buffers that are already zero
+//                                     (fresh calloc'd pages) and say so
+//                                     (CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER),
+//                                     so CUPTI does not zero them on the
+//                                     application's thread
+//   CUPTI_FLOOR_PREALLOC=N            device buffers allocated up front
+//                                     (CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_PRE_ALLOCATE_VALUE)
 //   CUPTI_FLOOR_ENABLE_AT=context|delay:MS   enable the kinds when the first
 //                                     context is created, or MS ms after start
+// The kind "overhead" adds CUPTI's own overhead records
+// (CUPTI_ACTIVITY_KIND_OVERHEAD); their count and time per overhead kind are
+// printed at exit: where CUPTI spends its time, on which thread's clock.
+// A kind list naming none of these ("none") enables nothing: what CUPTI
+// costs by being loaded and subscribed.
 // Two pseudo-kinds time API calls with CUPTI's Callback API instead of its
 // RUNTIME/DRIVER activity records, as parcagpu and Proton do:
 // "runtime-cb" and "driver-cb" enable the callbacks of every launch, copy,
@@ -35,6 +47,7 @@
 #include <cupti.h>
 #include <cupti_runtime_cbid.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -69,6 +82,55 @@ void SetAttribute(const char* env, CUpti_ActivityAttribute attribute) {
 
 bool Wanted(const std::string& kinds, const char* kind) {
   return ("," + kinds + ",").find(std::string(",") + kind + ",") != std::string::npos;
+}
+
+// ---- CUPTI's own overhead records ("overhead") --------------------------
+
+struct OverheadTotal {
+  unsigned long long count = 0;
+  unsigned long long total_ns = 0;
+};
+std::mutex g_overhead_mu;
+OverheadTotal g_overhead[16];  // by CUpti_ActivityOverheadKind >> 16 (0: driver compiler/unknown)
+
+const char* OverheadName(size_t index) {
+  static const char* const kNames[] = {"unknown/driver-compiler", "cupti-buffer-flush",
+                                       "cupti-instrumentation",   "cupti-resource",
+                                       "runtime-module-loading",  "lazy-function-loading",
+                                       "command-buffer-full",     "activity-buffer-request",
+                                       "uvm-activity-init"};
+  return index < sizeof(kNames) / sizeof(kNames[0]) ? kNames[index] : "other";
+}
+
+void CUPTIAPI CompletedOverhead(CUcontext context, uint32_t stream, uint8_t* buffer, size_t size,
+                                size_t valid) {
+  OverheadTotal local[16];
+  CUpti_Activity* record = nullptr;
+  while (cuptiActivityGetNextRecord(buffer, valid, &record) == CUPTI_SUCCESS) {
+    if (record->kind != CUPTI_ACTIVITY_KIND_OVERHEAD) continue;
+    const auto* overhead = reinterpret_cast<const CUpti_ActivityOverhead3*>(record);
+    const size_t index = std::min<size_t>(uint32_t(overhead->overheadKind) >> 16, 15);
+    ++local[index].count;
+    local[index].total_ns += overhead->end > overhead->start ? overhead->end - overhead->start : 0;
+  }
+  {
+    std::lock_guard<std::mutex> lock(g_overhead_mu);
+    for (size_t i = 0; i < 16; ++i) {
+      g_overhead[i].count += local[i].count;
+      g_overhead[i].total_ns += local[i].total_ns;
+    }
+  }
+  Completed(context, stream, buffer, size, valid);
+}
+
+// ---- Buffers CUPTI need not zero (CUPTI_FLOOR_ZEROED) -------------------
+
+void CUPTIAPI RequestedZeroed(uint8_t** buffer, size_t* size, size_t* max_records) {
+  // calloc of 8 MiB maps fresh pages, which the kernel hands out zeroed:
+  // nobody writes the zeros on the application's thread.
+  *buffer = static_cast<uint8_t*>(calloc(1, cupti_bench::kBufferBytes));
+  *size = *buffer != nullptr ? cupti_bench::kBufferBytes : 0;
+  *max_records = 0;
 }
 
 // ---- API timing through callbacks ("runtime-cb", "driver-cb") ----------
@@ -162,8 +224,18 @@ void CUPTIAPI CompletedVerify(CUcontext context, uint32_t stream, uint8_t* buffe
   Completed(context, stream, buffer, size, valid);
 }
 
+bool g_overhead_records = false;
+
 void AtExit() {
   cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  if (g_overhead_records) {
+    std::lock_guard<std::mutex> lock(g_overhead_mu);
+    for (size_t i = 0; i < 16; ++i) {
+      if (g_overhead[i].count == 0) continue;
+      fprintf(stderr, "cupti_floor overhead: %-24s %10llu records %12.3f ms\n", OverheadName(i),
+              g_overhead[i].count, g_overhead[i].total_ns / 1e6);
+    }
+  }
   if (getenv("CUPTI_FLOOR_VERBOSE") != nullptr) {
     fprintf(stderr, "cupti_floor: %llu records, %llu calls timed by callbacks\n",
             g_records.load(), g_timed_calls.load());
@@ -196,7 +268,8 @@ void EnableKinds() {
                {"driver", CUPTI_ACTIVITY_KIND_DRIVER},
                {"memcpy", CUPTI_ACTIVITY_KIND_MEMCPY},
                {"memset", CUPTI_ACTIVITY_KIND_MEMSET},
-               {"sync", CUPTI_ACTIVITY_KIND_SYNCHRONIZATION}};
+               {"sync", CUPTI_ACTIVITY_KIND_SYNCHRONIZATION},
+               {"overhead", CUPTI_ACTIVITY_KIND_OVERHEAD}};
   // "runtime-launch": runtime-API records of cudaLaunchKernel only (the
   // per-call switch), to tell the cost of recording calls from the cost of
   // CUPTI's hooks on every runtime call.
@@ -241,8 +314,23 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjection() {
   if (getenv("CUPTI_FLOOR_SYSTEM_TID") != nullptr) {
     cuptiSetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM);
   }
+  SetAttribute<size_t>("CUPTI_FLOOR_PREALLOC", CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_PRE_ALLOCATE_VALUE);
+  const bool zeroed = getenv("CUPTI_FLOOR_ZEROED") != nullptr;
+  if (zeroed) {
+    uint8_t one = 1;
+    size_t size = sizeof(one);
+    if (cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER, &size, &one) !=
+        CUPTI_SUCCESS) {
+      fprintf(stderr, "cupti_floor: could not set CUPTI_FLOOR_ZEROED\n");
+    }
+  }
   g_verify = getenv("CUPTI_FLOOR_VERIFY") != nullptr;
-  if (cuptiActivityRegisterCallbacks(Requested, g_verify ? CompletedVerify : Completed) !=
+  const char* kinds = getenv("CUPTI_FLOOR_KINDS");
+  g_overhead_records = kinds != nullptr && Wanted(kinds, "overhead");
+  CUpti_BuffersCallbackCompleteFunc completed = Completed;
+  if (g_verify) completed = CompletedVerify;
+  if (g_overhead_records) completed = CompletedOverhead;
+  if (cuptiActivityRegisterCallbacks(zeroed ? RequestedZeroed : Requested, completed) !=
       CUPTI_SUCCESS) {
     return 0;
   }
