@@ -31,6 +31,7 @@
 
 #include "attach_control.h"
 #include "cupti_api_call_rings.h"
+#include "cupti_buffer_pool.h"
 #include "cupti_loader.h"
 #include "cupti_record_encoder.h"
 #include "cupti_timestamps.h"
@@ -42,12 +43,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// CUPTI recommends 1-10 MiB buffers; 64 of them cap the shim's memory at
-// 512 MiB in the worst case (a parser that cannot keep up), after which
-// CUPTI drops records and counts them rather than the job running out.
-constexpr size_t kBufferBytes = size_t{8} << 20;
-constexpr size_t kMaxBuffers = 64;
-constexpr size_t kBufferAlignment = 64;  // CUPTI needs 8
 // How often completed records are pulled out of CUPTI, so that a long
 // job's trace grows while it runs (cuptiActivityFlushPeriod only returns
 // full buffers, which a slow job may take minutes to fill).
@@ -125,11 +120,8 @@ struct State {
   bool atexit_registered = false;
   std::thread::id parser_thread;
 
-  // Buffers CUPTI may fill.  pool_mu guards the free list and the count.
-  std::mutex pool_mu;
-  std::vector<uint8_t*> free_buffers;
-  size_t allocated_buffers = 0;
-  std::atomic<uint64_t> refused_buffer_requests{0};
+  // Buffers CUPTI may fill.
+  ActivityBufferPool buffers;
   std::atomic<uint64_t> refused_reported{0};
 
   // Buffers CUPTI has filled, waiting for the parser.
@@ -214,32 +206,11 @@ void CUPTIAPI BufferRequested(uint8_t** buffer, size_t* size, size_t* max_record
   *size = 0;
   *max_records = 0;  // as many as fit
   if (InForkChild()) return;
-  State& s = S();
-  {
-    std::lock_guard<std::mutex> lock(s.pool_mu);
-    if (!s.free_buffers.empty()) {
-      *buffer = s.free_buffers.back();
-      s.free_buffers.pop_back();
-      *size = kBufferBytes;
-      return;
-    }
-    if (s.allocated_buffers >= kMaxBuffers) {
-      // No buffer: CUPTI drops records and counts them
-      // (cuptiActivityGetNumDroppedRecords).
-      s.refused_buffer_requests.fetch_add(1, std::memory_order_relaxed);
-      return;
-    }
-    ++s.allocated_buffers;  // reserve the slot; allocate outside the lock
-  }
-  void* memory = aligned_alloc(kBufferAlignment, kBufferBytes);
-  if (memory == nullptr) {
-    std::lock_guard<std::mutex> lock(s.pool_mu);
-    --s.allocated_buffers;
-    s.refused_buffer_requests.fetch_add(1, std::memory_order_relaxed);
-    return;
-  }
-  *buffer = static_cast<uint8_t*>(memory);
-  *size = kBufferBytes;
+  // No buffer (pool exhausted): CUPTI drops records and counts them
+  // (cuptiActivityGetNumDroppedRecords).
+  ActivityBufferPool& pool = S().buffers;
+  *buffer = pool.Take();
+  if (*buffer != nullptr) *size = pool.buffer_bytes();
 }
 
 void CUPTIAPI BufferCompleted(CUcontext /*context*/, uint32_t /*stream_id*/, uint8_t* buffer,
@@ -256,11 +227,7 @@ void CUPTIAPI BufferCompleted(CUcontext /*context*/, uint32_t /*stream_id*/, uin
 
 // ---- Parser thread ----------------------------------------------------------
 
-void ReturnBuffer(uint8_t* buffer) {
-  State& s = S();
-  std::lock_guard<std::mutex> lock(s.pool_mu);
-  s.free_buffers.push_back(buffer);
-}
+void ReturnBuffer(uint8_t* buffer) { S().buffers.Return(buffer); }
 
 // Demangling every launch of the same kernel again would cost more than all
 // the rest of the parsing; CUPTI shares one name string per kernel.
@@ -333,7 +300,7 @@ void CollectDrops() {
       dropped > 0) {
     AddCuptiDroppedRecords(dropped);
   }
-  const uint64_t refused = s.refused_buffer_requests.load(std::memory_order_relaxed);
+  const uint64_t refused = s.buffers.refused();
   if (s.refused_reported.exchange(refused) != refused) {
     ReportProblem("pool exhausted",
                   "CUPTI buffer pool exhausted (64 x 8 MiB): the parser fell behind and "
@@ -689,12 +656,35 @@ void CUPTIAPI OnCuptiCallback(void* /*userdata*/, CUpti_CallbackDomain domain,
 }
 
 // Our buffers' memory goes back once CUPTI has returned them all.
-void FreePooledBuffers() {
+void FreePooledBuffers() { S().buffers.FreeIdle(); }
+
+// Before any kind is enabled, so before CUPTI asks for a buffer: buffers
+// handed over already zero (cupti_buffer_pool.h), unless
+// GPUOS_CUPTI_ZEROED_BUFFERS=0; GPUOS_CUPTI_DEVICE_BUFFERS=N sets how many
+// device buffers CUPTI allocates for a context up front (its default: 3).
+void ConfigureActivityBuffers(const CuptiApi& api) {
   State& s = S();
-  std::lock_guard<std::mutex> lock(s.pool_mu);
-  for (uint8_t* buffer : s.free_buffers) free(buffer);
-  s.allocated_buffers -= s.free_buffers.size();
-  s.free_buffers.clear();
+  const char* zeroed_env = getenv("GPUOS_CUPTI_ZEROED_BUFFERS");
+  bool zeroed = zeroed_env == nullptr || strcmp(zeroed_env, "0") != 0;
+  if (api.ActivitySetAttribute == nullptr) {
+    zeroed = false;
+  } else {
+    uint8_t value = zeroed ? 1 : 0;
+    size_t size = sizeof(value);
+    zeroed = CuptiOk("cuptiActivitySetAttribute(ZEROED_OUT_ACTIVITY_BUFFER)",
+                     api.ActivitySetAttribute(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER,
+                                              &size, &value)) &&
+             zeroed;
+  }
+  s.buffers.SetZeroed(zeroed);
+  const char* device_env = getenv("GPUOS_CUPTI_DEVICE_BUFFERS");
+  if (device_env != nullptr && api.ActivitySetAttribute != nullptr) {
+    size_t value = strtoull(device_env, nullptr, 10);
+    size_t size = sizeof(value);
+    CuptiOk("cuptiActivitySetAttribute(DEVICE_BUFFER_PRE_ALLOCATE_VALUE)",
+            api.ActivitySetAttribute(CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_PRE_ALLOCATE_VALUE, &size,
+                                     &value));
+  }
 }
 
 // Waits (bounded) for a start in progress on another thread to finish.
@@ -754,12 +744,12 @@ bool StopCollection(bool allow_finalize, std::string* how) {
 // parent's; the buffer locks are held across the fork so that the child
 // finds them free.
 void BeforeFork() {
-  S().pool_mu.lock();
+  S().buffers.LockForFork();
   S().queue_mu.lock();
 }
 void AfterForkParent() {
   S().queue_mu.unlock();
-  S().pool_mu.unlock();
+  S().buffers.UnlockAfterFork();
 }
 void OnForkChild() {
   State& s = S();
@@ -780,7 +770,7 @@ void OnForkChild() {
   new (&s.queue_cv) std::condition_variable();
   new (&s.drained_cv) std::condition_variable();
   s.queue_mu.unlock();
-  s.pool_mu.unlock();
+  s.buffers.UnlockAfterFork();
 }
 
 // Debug setting and fork handlers, once per process (a fork child inherits
@@ -1000,6 +990,7 @@ bool BeginCollection(bool cuda_running) {
     return false;
   }
 
+  ConfigureActivityBuffers(api);
   {
     std::lock_guard<std::mutex> lock(s.problem_mu);
     s.base_status = source;

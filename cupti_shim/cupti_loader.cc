@@ -35,6 +35,7 @@ GPUOS_CUPTI_SAME_TYPE(SetThreadIdType, cuptiSetThreadIdType);
 GPUOS_CUPTI_SAME_TYPE(ActivityEnableRuntimeApi, cuptiActivityEnableRuntimeApi);
 GPUOS_CUPTI_SAME_TYPE(ActivityEnableDriverApi, cuptiActivityEnableDriverApi);
 GPUOS_CUPTI_SAME_TYPE(ActivityEnableAllSyncRecords, cuptiActivityEnableAllSyncRecords);
+GPUOS_CUPTI_SAME_TYPE(ActivitySetAttribute, cuptiActivitySetAttribute);
 GPUOS_CUPTI_SAME_TYPE(EnableDomain, cuptiEnableDomain);
 GPUOS_CUPTI_SAME_TYPE(Finalize, cuptiFinalize);
 GPUOS_CUPTI_SAME_TYPE(GetTimestamp, cuptiGetTimestamp);
@@ -142,6 +143,7 @@ CuptiLoadResult Load() {
   Resolve(handle, "cuptiActivityEnableRuntimeApi", &api->ActivityEnableRuntimeApi);
   Resolve(handle, "cuptiActivityEnableDriverApi", &api->ActivityEnableDriverApi);
   Resolve(handle, "cuptiActivityEnableAllSyncRecords", &api->ActivityEnableAllSyncRecords);
+  Resolve(handle, "cuptiActivitySetAttribute", &api->ActivitySetAttribute);
   Resolve(handle, "cuptiEnableDomain", &api->EnableDomain);
   Resolve(handle, "cuptiFinalize", &api->Finalize);
   Resolve(handle, "cuptiGetTimestamp", &api->GetTimestamp);

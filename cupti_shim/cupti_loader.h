@@ -45,6 +45,8 @@ struct CuptiApi {
   CUptiResult (*ActivityEnableRuntimeApi)(CUpti_CallbackId cbid, uint8_t enable);
   CUptiResult (*ActivityEnableDriverApi)(CUpti_CallbackId cbid, uint8_t enable);
   CUptiResult (*ActivityEnableAllSyncRecords)(uint8_t enable);
+  CUptiResult (*ActivitySetAttribute)(CUpti_ActivityAttribute attribute, size_t* value_size,
+                                      void* value);
   // For detaching mid-run (cupti_injection.cc): cuptiFinalize is only safe
   // from the exit callsite of a CUDA API call, which a callback on every
   // API of the domain catches.

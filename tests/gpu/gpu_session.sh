@@ -4,9 +4,10 @@
 # BIN_DIR (default build-gpu) holds what deploy/make_gpu_bundle.sh put there:
 # a static gpuos-trace, libgpuos_shim.so and python_hooks/.  PARTS is a
 # comma list of: probe, known, known-cupti-clock, known-api-callbacks,
-# cuda-records, torch, coexist, overhead, per-kernel-cost, cupti-levers, os-overhead,
-# os-attach-overhead, attach, suite (default: all but known-cupti-clock,
-# known-api-callbacks, per-kernel-cost, cupti-levers, os-overhead, os-attach-overhead and
+# cuda-records, torch, coexist, overhead, per-kernel-cost, cupti-levers,
+# cupti-overhead-records, os-overhead, os-attach-overhead, attach, suite
+# (default: all but known-cupti-clock, known-api-callbacks, per-kernel-cost,
+# cupti-levers, cupti-overhead-records, os-overhead, os-attach-overhead and
 # suite).
 # Logs go to $OUT (or ./gpu-session-out); the table of results comes last.
 set -u
@@ -177,32 +178,55 @@ all-kinds" timeout 400 bash "$ROOT/bench/gpu_overhead_breakdown.sh" "$BIN_DIR" \
 fi
 
 if want cupti-levers; then
-  # CUPTI settings not yet measured against its kernel records' cost
-  # (issue #3, point 7): CUPTI loaded with nothing enabled, per-thread
-  # activity buffers (PyTorch launches from two threads), buffers handed
-  # over already zero with device buffers allocated up front; then where
-  # CUPTI's own overhead records say its time goes.
-  echo "== CUPTI levers: launch_cpu and py_train under the minimal CUPTI client"
-  BREAKDOWN_WORKLOADS="launch_cpu py_train" BREAKDOWN_VARIANTS="untraced
-cupti-alone:none
+  # CUPTI settings against its kernel records' cost (issue #3, point 7):
+  # buffers handed over already zero (CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER,
+  # the shim's default since session 9) and more device buffers allocated
+  # up front, under the minimal CUPTI client and under gpuos-trace with the
+  # shim's zeroed buffers off and on.
+  echo "== CUPTI levers: launch_cpu"
+  BREAKDOWN_WORKLOADS="launch_cpu" BREAKDOWN_VARIANTS="untraced
 cupti-alone:kernel
-cupti-alone:kernel:per-thread CUPTI_FLOOR_PER_THREAD=1
-cupti-alone:kernel:zeroed CUPTI_FLOOR_ZEROED=1 CUPTI_FLOOR_PREALLOC=8" OUT="$OUT/levers" \
-    timeout 440 bash "$ROOT/bench/gpu_overhead_breakdown.sh" "$BIN_DIR" \
-    "${GPUOS_BENCH_ROUNDS:-4}" 2>&1 | tee "$OUT/cupti-levers.log" | tail -30
-  cp "$OUT/levers/breakdown_runs.jsonl" "$OUT/cupti-levers-runs.jsonl" 2>/dev/null
+cupti-alone:kernel:zeroed CUPTI_FLOOR_ZEROED=1
+cupti-alone:kernel:prealloc CUPTI_FLOOR_PREALLOC=8
+lite-unzeroed GPUOS_CUPTI_KINDS=kernel,memcpy,memset GPUOS_CUPTI_ZEROED_BUFFERS=0
+lite GPUOS_CUPTI_KINDS=kernel,memcpy,memset
+all-kinds-unzeroed GPUOS_CUPTI_ZEROED_BUFFERS=0
+all-kinds" OUT="$OUT/levers" timeout 200 bash "$ROOT/bench/gpu_overhead_breakdown.sh" "$BIN_DIR" \
+    "${GPUOS_LEVER_CPU_ROUNDS:-5}" 2>&1 | tee "$OUT/cupti-levers-launch.log" | tail -12
+  cp "$OUT/levers/breakdown_runs.jsonl" "$OUT/cupti-levers-launch-runs.jsonl" 2>/dev/null
+  echo "== CUPTI levers: py_train"
+  BREAKDOWN_WORKLOADS="py_train" BREAKDOWN_VARIANTS="untraced
+cupti-alone:kernel
+cupti-alone:kernel:zeroed CUPTI_FLOOR_ZEROED=1
+lite-unzeroed GPUOS_CUPTI_KINDS=kernel,memcpy,memset GPUOS_CUPTI_ZEROED_BUFFERS=0
+lite GPUOS_CUPTI_KINDS=kernel,memcpy,memset
+all-kinds" OUT="$OUT/levers" timeout 330 bash "$ROOT/bench/gpu_overhead_breakdown.sh" "$BIN_DIR" \
+    "${GPUOS_BENCH_ROUNDS:-3}" 2>&1 | tee "$OUT/cupti-levers-train.log" | tail -16
+  cp "$OUT/levers/breakdown_runs.jsonl" "$OUT/cupti-levers-train-runs.jsonl" 2>/dev/null
+  while IFS= read -r line; do
+    row "$(cut -d' ' -f1-2 <<<"$line")" "DONE" "$(cut -d' ' -f3- <<<"$line")"
+  done < <(cat "$OUT/cupti-levers-launch.log" "$OUT/cupti-levers-train.log" |
+             grep -E '^(launch_cpu|py_train) +[a-z]' | tr -s ' ')
+fi
+
+if want cupti-overhead-records; then
+  # Where CUPTI's own overhead records (CUPTI_ACTIVITY_KIND_OVERHEAD) say
+  # its time goes, under the minimal client with kernel records.
+  FLOOR="$OUT/libcupti_floor.so"
+  CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+  g++ -O2 -shared -fPIC -o "$FLOOR" "$ROOT/bench/cupti_floor_injection.cc" \
+    -I"$CUDA_HOME/extras/CUPTI/include" -I"$CUDA_HOME/include" -L"$CUDA_HOME/extras/CUPTI/lib64" \
+    -L"$CUDA_HOME/lib64" -lcupti -lpthread -Wl,-rpath,"$CUDA_HOME/lib64"
+  nvcc -O2 -arch=native -o "$OUT/cuda_launch_cpu_cost" "$ROOT/bench/cuda_launch_cpu_cost.cu"
   for workload in launch_cpu py_train; do
     case $workload in
-      launch_cpu) cmd=("$OUT/levers/cuda_launch_cpu_cost") ;;
+      launch_cpu) cmd=("$OUT/cuda_launch_cpu_cost") ;;
       py_train) cmd=(python3 "$ROOT/bench/gpu_overhead.py" --mode train) ;;
     esac
     echo "== CUPTI's overhead records, $workload"
-    CUDA_INJECTION64_PATH="$OUT/levers/libcupti_floor.so" CUPTI_FLOOR_KINDS=kernel,overhead \
-      CUPTI_FLOOR_VERBOSE=1 timeout 60 "${cmd[@]}" 2>&1 | tail -12 | tee "$OUT/cupti-overhead-$workload.log"
+    CUDA_INJECTION64_PATH="$FLOOR" CUPTI_FLOOR_KINDS=kernel,overhead CUPTI_FLOOR_VERBOSE=1 \
+      timeout 60 "${cmd[@]}" 2>&1 | tail -12 | tee "$OUT/cupti-overhead-$workload.log"
   done
-  while IFS= read -r line; do
-    row "$(cut -d' ' -f1-2 <<<"$line")" "DONE" "$(cut -d' ' -f3- <<<"$line")"
-  done < <(grep -E '^(launch_cpu|py_train) +[a-z]' "$OUT/cupti-levers.log" | tr -s ' ')
 fi
 
 if want os-attach-overhead; then
