@@ -7,8 +7,9 @@
 // promises buffers that are already zero and CUPTI skips that.  The pool
 // then allocates fresh pages (zero from the kernel, nobody writes them) and
 // zeroes a used buffer when it comes back, which happens on the shim's
-// parser thread.  On an H100 this halved what CUPTI's kernel records cost
-// each launch call (docs/gpu-results.md, session 9).
+// parser thread.  What it saves is small (one 8 MiB memset per buffer,
+// some 30,000 kernel records): on an H100 it did not show against the
+// spread between processes (docs/gpu-results.md, session 9).
 #pragma once
 
 #include <atomic>

@@ -660,14 +660,12 @@ void FreePooledBuffers() { S().buffers.FreeIdle(); }
 
 // Before any kind is enabled, so before CUPTI asks for a buffer: buffers
 // handed over already zero (cupti_buffer_pool.h), unless
-// GPUOS_CUPTI_ZEROED_BUFFERS=0; GPUOS_CUPTI_DEVICE_BUFFERS=N sets how many
-// device buffers CUPTI allocates for a context up front (its default: 3).
+// GPUOS_CUPTI_ZEROED_BUFFERS=0 (for measuring what it saves).
 void ConfigureActivityBuffers(const CuptiApi& api) {
-  State& s = S();
   const char* zeroed_env = getenv("GPUOS_CUPTI_ZEROED_BUFFERS");
   bool zeroed = zeroed_env == nullptr || strcmp(zeroed_env, "0") != 0;
   if (api.ActivitySetAttribute == nullptr) {
-    zeroed = false;
+    zeroed = false;  // CUPTI zeroes them itself, as before the setting existed
   } else {
     uint8_t value = zeroed ? 1 : 0;
     size_t size = sizeof(value);
@@ -676,15 +674,7 @@ void ConfigureActivityBuffers(const CuptiApi& api) {
                                               &size, &value)) &&
              zeroed;
   }
-  s.buffers.SetZeroed(zeroed);
-  const char* device_env = getenv("GPUOS_CUPTI_DEVICE_BUFFERS");
-  if (device_env != nullptr && api.ActivitySetAttribute != nullptr) {
-    size_t value = strtoull(device_env, nullptr, 10);
-    size_t size = sizeof(value);
-    CuptiOk("cuptiActivitySetAttribute(DEVICE_BUFFER_PRE_ALLOCATE_VALUE)",
-            api.ActivitySetAttribute(CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_PRE_ALLOCATE_VALUE, &size,
-                                     &value));
-  }
+  S().buffers.SetZeroed(zeroed);
 }
 
 // Waits (bounded) for a start in progress on another thread to finish.
