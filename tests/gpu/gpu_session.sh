@@ -10,11 +10,18 @@
 # cupti-levers, cupti-overhead-records, os-overhead, os-attach-overhead and
 # suite).
 # Logs go to $OUT (or ./gpu-session-out); the table of results comes last.
+# GPU_SESSION_WORK=DIR: work in DIR instead, and leave in $OUT only the
+# table (gpu-session-table.txt) and one archive of every log, run file and
+# report (gpu-session-logs.tgz; traces and binaries stay behind).  For the
+# device tool, which brings back at most 8 files from $OUT: a session
+# writes dozens, and run files were lost that way.
 set -u
 BIN_DIR=${1:-build-gpu}
 PARTS=${2:-probe,known,cuda-records,torch,coexist,overhead,attach}
 OUT=${OUT:-$PWD/gpu-session-out}
-mkdir -p "$OUT"
+RESULTS_DIR=$OUT
+[ -n "${GPU_SESSION_WORK:-}" ] && OUT=$GPU_SESSION_WORK
+mkdir -p "$OUT" "$RESULTS_DIR"
 export OUT
 TRACE="$BIN_DIR/gpuos-trace"
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -284,7 +291,16 @@ if want suite; then
   row "workload suite" "$([ ${PIPESTATUS[0]} = 0 ] && echo DONE || echo FAIL)" "see suite.log"
 fi
 
+print_table() {
+  echo "gpuos-trace GPU session: $(head -1 "$OUT/gpu.txt" 2>/dev/null), $(date -u +%FT%TZ), ${SECONDS}s"
+  printf '%-34s %-8s %s\n' "check" "result" "detail"
+  for r in "${ROWS[@]}"; do echo "$r"; done
+}
+if [ "$OUT" != "$RESULTS_DIR" ]; then
+  print_table >"$RESULTS_DIR/gpu-session-table.txt"
+  (cd "$OUT" && find . -type f \( -name '*.log' -o -name '*.jsonl' -o -name '*.json' -o -name '*.txt' \
+     -o -name '*.err' -o -name '*.stderr' -o -name '*.out' \) -size -64M -print0 |
+     tar czf "$RESULTS_DIR/gpu-session-logs.tgz" --null -T -)
+fi
 echo
-echo "gpuos-trace GPU session: $(head -1 "$OUT/gpu.txt" 2>/dev/null), $(date -u +%FT%TZ), ${SECONDS}s"
-printf '%-34s %-8s %s\n' "check" "result" "detail"
-for r in "${ROWS[@]}"; do echo "$r"; done
+print_table
