@@ -16,11 +16,8 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 OUT=${OUT:-$(mktemp -d /tmp/gpuos-api-callback.XXXXXX)}
 mkdir -p "$OUT"
 export OUT
-CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 FLOOR="$OUT/libcupti_floor.so"
-g++ -O2 -shared -fPIC -o "$FLOOR" "$HERE/cupti_floor_injection.cc" -I"$CUDA_HOME/extras/CUPTI/include" \
-  -I"$CUDA_HOME/include" -L"$CUDA_HOME/extras/CUPTI/lib64" -L"$CUDA_HOME/lib64" -lcupti -lpthread \
-  -Wl,-rpath,"$CUDA_HOME/lib64" || { echo "api_callback_floor: building the CUPTI client failed"; exit 1; }
+bash "$HERE/build_cupti_floor.sh" "$FLOOR" || { echo "api_callback_floor: building the CUPTI client failed"; exit 1; }
 nvcc -O2 -arch=native -o "$OUT/cuda_launch_rate" "$HERE/cuda_launch_rate.cu" ||
   { echo "api_callback_floor: nvcc failed"; exit 1; }
 

@@ -41,9 +41,7 @@
 //                                     kernel record's correlation id, and
 //                                     say at exit how many kernels matched
 //                                     a timed call (not for timing runs)
-// Built on the GPU machine:
-//   g++ -O2 -shared -fPIC -o libcupti_floor.so bench/cupti_floor_injection.cc \
-//       -I$CUDA/extras/CUPTI/include -I$CUDA/include -L$CUDA/lib64 -lcupti
+// Built on the GPU machine by bench/build_cupti_floor.sh LIBRARY.
 #include <cupti.h>
 #include <cupti_runtime_cbid.h>
 

@@ -36,11 +36,8 @@ RESULTS="$OUT/breakdown_runs.jsonl"
 [ -x "$OUT/cuda_api_call_rate" ] || nvcc -O2 -arch=native -o "$OUT/cuda_api_call_rate" "$HERE/cuda_api_call_rate.cu"
 [ -x "$OUT/cuda_launch_cpu_cost" ] || nvcc -O2 -arch=native -o "$OUT/cuda_launch_cpu_cost" "$HERE/cuda_launch_cpu_cost.cu"
 [ -x "$OUT/cuda_graph_kernel_time" ] || nvcc -O2 -arch=native -o "$OUT/cuda_graph_kernel_time" "$HERE/cuda_graph_kernel_time.cu"
-CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 FLOOR="$OUT/libcupti_floor.so"
-[ -f "$FLOOR" ] || g++ -O2 -shared -fPIC -o "$FLOOR" "$HERE/cupti_floor_injection.cc" \
-  -I"$CUDA_HOME/extras/CUPTI/include" -I"$CUDA_HOME/include" -L"$CUDA_HOME/extras/CUPTI/lib64" \
-  -L"$CUDA_HOME/lib64" -lcupti -lpthread -Wl,-rpath,"$CUDA_HOME/lib64"
+[ -f "$FLOOR" ] || bash "$HERE/build_cupti_floor.sh" "$FLOOR"
 
 DEFAULT_VARIANTS="untraced
 ebpf-only --no-cuda

@@ -16,11 +16,8 @@ CPU_SETS=${2:-"2 2,3 2,9"}
 OUT=${OUT:-$(mktemp -d /tmp/gpuos-placement.XXXXXX)}
 mkdir -p "$OUT"
 HERE=$(cd "$(dirname "$0")" && pwd)
-CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 nvcc -O2 -arch=native -o "$OUT/cuda_launch_cpu_cost" "$HERE/cuda_launch_cpu_cost.cu" || exit 1
-g++ -O2 -shared -fPIC -o "$OUT/libcupti_floor.so" "$HERE/cupti_floor_injection.cc" \
-  -I"$CUDA_HOME/extras/CUPTI/include" -I"$CUDA_HOME/include" -L"$CUDA_HOME/extras/CUPTI/lib64" \
-  -L"$CUDA_HOME/lib64" -lcupti -lpthread -Wl,-rpath,"$CUDA_HOME/lib64" || exit 1
+bash "$HERE/build_cupti_floor.sh" "$OUT/libcupti_floor.so" || exit 1
 lscpu -e=CPU,CORE,SOCKET,NODE,CACHE 2>/dev/null | head -20
 RESULTS="$OUT/placement_runs.jsonl"
 : >"$RESULTS"

@@ -23,11 +23,8 @@ RESULTS="$OUT/overhead_runs.jsonl"
 
 nvcc -O2 -arch=native -o "$OUT/cuda_launch_rate" "$HERE/cuda_launch_rate.cu" >"$OUT/nvcc_bench.log" 2>&1 ||
   echo "run_gpu_overhead: nvcc failed (see $OUT/nvcc_bench.log)"
-CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 FLOOR="$OUT/libcupti_floor.so"
-g++ -O2 -shared -fPIC -o "$FLOOR" "$HERE/cupti_floor_injection.cc" -I"$CUDA_HOME/extras/CUPTI/include" \
-  -I"$CUDA_HOME/include" -L"$CUDA_HOME/extras/CUPTI/lib64" -L"$CUDA_HOME/lib64" -lcupti -lpthread \
-  -Wl,-rpath,"$CUDA_HOME/lib64" >>"$OUT/nvcc_bench.log" 2>&1 ||
+bash "$HERE/build_cupti_floor.sh" "$FLOOR" >>"$OUT/nvcc_bench.log" 2>&1 ||
   echo "run_gpu_overhead: building the CUPTI-alone client failed (see $OUT/nvcc_bench.log)"
 
 run() {  # run VARIANT WORKLOAD CMD...

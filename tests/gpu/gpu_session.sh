@@ -220,10 +220,7 @@ if want cupti-overhead-records; then
   # Where CUPTI's own overhead records (CUPTI_ACTIVITY_KIND_OVERHEAD) say
   # its time goes, under the minimal client with kernel records.
   FLOOR="$OUT/libcupti_floor.so"
-  CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
-  g++ -O2 -shared -fPIC -o "$FLOOR" "$ROOT/bench/cupti_floor_injection.cc" \
-    -I"$CUDA_HOME/extras/CUPTI/include" -I"$CUDA_HOME/include" -L"$CUDA_HOME/extras/CUPTI/lib64" \
-    -L"$CUDA_HOME/lib64" -lcupti -lpthread -Wl,-rpath,"$CUDA_HOME/lib64"
+  bash "$ROOT/bench/build_cupti_floor.sh" "$FLOOR"
   nvcc -O2 -arch=native -o "$OUT/cuda_launch_cpu_cost" "$ROOT/bench/cuda_launch_cpu_cost.cu"
   for workload in launch_cpu py_train; do
     case $workload in
