@@ -18,7 +18,7 @@
 //                                     (CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM),
 //                                     as gpuos-trace's shim asks for
 //   CUPTI_FLOOR_ZEROED=1              hand CUPTI buffers that are already zero
-//                                     (fresh calloc'd pages) and say so
+//                                     (fresh pages, cupti_bench_client.h) and say so
 //                                     (CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER),
 //                                     so CUPTI does not zero them on the
 //                                     application's thread
@@ -119,16 +119,6 @@ void CUPTIAPI CompletedOverhead(CUcontext context, uint32_t stream, uint8_t* buf
     }
   }
   Completed(context, stream, buffer, size, valid);
-}
-
-// ---- Buffers CUPTI need not zero (CUPTI_FLOOR_ZEROED) -------------------
-
-void CUPTIAPI RequestedZeroed(uint8_t** buffer, size_t* size, size_t* max_records) {
-  // calloc of 8 MiB maps fresh pages, which the kernel hands out zeroed:
-  // nobody writes the zeros on the application's thread.
-  *buffer = static_cast<uint8_t*>(calloc(1, cupti_bench::kBufferBytes));
-  *size = *buffer != nullptr ? cupti_bench::kBufferBytes : 0;
-  *max_records = 0;
 }
 
 // ---- API timing through callbacks ("runtime-cb", "driver-cb") ----------
@@ -328,8 +318,8 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjection() {
   CUpti_BuffersCallbackCompleteFunc completed = Completed;
   if (g_verify) completed = CompletedVerify;
   if (g_overhead_records) completed = CompletedOverhead;
-  if (cuptiActivityRegisterCallbacks(zeroed ? RequestedZeroed : Requested, completed) !=
-      CUPTI_SUCCESS) {
+  cupti_bench::g_fresh_page_buffers = zeroed;
+  if (cuptiActivityRegisterCallbacks(Requested, completed) != CUPTI_SUCCESS) {
     return 0;
   }
   // When to enable the kinds: at once (default), when the first context is
