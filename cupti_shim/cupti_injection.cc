@@ -662,17 +662,14 @@ void FreePooledBuffers() { S().buffers.FreeIdle(); }
 // handed over already zero (cupti_buffer_pool.h), unless
 // GPUOS_CUPTI_ZEROED_BUFFERS=0 (for measuring what it saves).
 void ConfigureActivityBuffers(const CuptiApi& api) {
-  const char* zeroed_env = getenv("GPUOS_CUPTI_ZEROED_BUFFERS");
-  bool zeroed = zeroed_env == nullptr || strcmp(zeroed_env, "0") != 0;
-  if (api.ActivitySetAttribute == nullptr) {
-    zeroed = false;  // CUPTI zeroes them itself, as before the setting existed
-  } else {
-    uint8_t value = zeroed ? 1 : 0;
-    size_t size = sizeof(value);
+  const char* env = getenv("GPUOS_CUPTI_ZEROED_BUFFERS");
+  bool zeroed = false;  // otherwise CUPTI zeroes each buffer itself (its default)
+  if ((env == nullptr || strcmp(env, "0") != 0) && api.ActivitySetAttribute != nullptr) {
+    uint8_t one = 1;
+    size_t size = sizeof(one);
     zeroed = CuptiOk("cuptiActivitySetAttribute(ZEROED_OUT_ACTIVITY_BUFFER)",
                      api.ActivitySetAttribute(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER,
-                                              &size, &value)) &&
-             zeroed;
+                                              &size, &one));
   }
   S().buffers.SetZeroed(zeroed);
 }
