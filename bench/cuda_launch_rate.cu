@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "cpu_pace.h"
+#include "cuda_check.h"
 
 __global__ void empty_kernel() {}
 
@@ -35,13 +36,10 @@ int main(int argc, char** argv) {
   }
   for (int i = 0; i < 1000; ++i) empty_kernel<<<1, 1>>>();
   cudaEvent_t gpu_start[kChunks], gpu_end[kChunks];
-  bool ok = cudaDeviceSynchronize() == cudaSuccess;
-  for (int c = 0; ok && c < kChunks; ++c) {
-    ok = cudaEventCreate(&gpu_start[c]) == cudaSuccess && cudaEventCreate(&gpu_end[c]) == cudaSuccess;
-  }
-  if (!ok) {
-    fprintf(stderr, "cuda_launch_rate: %s\n", cudaGetErrorString(cudaGetLastError()));
-    return 1;
+  CUDA_CHECK(cudaDeviceSynchronize());
+  for (int c = 0; c < kChunks; ++c) {
+    CUDA_CHECK(cudaEventCreate(&gpu_start[c]));
+    CUDA_CHECK(cudaEventCreate(&gpu_end[c]));
   }
   // CUDA_LAUNCH_RATE_SETTLE_MS: a pause before the timed loop (for a CUPTI
   // client that starts recording a while after CUDA is up).
@@ -64,17 +62,13 @@ int main(int argc, char** argv) {
     paces.push_back(pace);
   }
   const auto sync_start = Clock::now();
-  cudaError_t err = cudaDeviceSynchronize();
+  CUDA_CHECK(cudaDeviceSynchronize());
   const double s = enqueue_s + std::chrono::duration<double>(Clock::now() - sync_start).count();
   float gpu_ms = 0;
-  for (int c = 0; err == cudaSuccess && c < kChunks; ++c) {
+  for (int c = 0; c < kChunks; ++c) {
     float chunk_ms = 0;
-    err = cudaEventElapsedTime(&chunk_ms, gpu_start[c], gpu_end[c]);
+    CUDA_CHECK(cudaEventElapsedTime(&chunk_ms, gpu_start[c], gpu_end[c]));
     gpu_ms += chunk_ms;
-  }
-  if (err != cudaSuccess) {
-    fprintf(stderr, "cuda_launch_rate: %s\n", cudaGetErrorString(err));
-    return 1;
   }
   const int launched = per_chunk * kChunks;
   printf("{\"mode\": \"raw_launch\", \"profiler\": false, \"rate\": %.1f, \"enqueue_rate\": %.1f, "

@@ -13,11 +13,10 @@ measured next to it, and "pace_ms" the median pace (bench/cpu_pace.py, which
 says why, and why the summary seldom trusts it for these loops).  "threads"
 splits the timed chunks' time by the process's threads, from the kernel's
 own accounting (/proc/self/task/*/schedstat, and this thread's CPU clock),
-per iteration: on-CPU
-and run-queue microseconds of each thread name (Python's main thread,
-PyTorch's autograd thread, CUPTI's and the tracer's threads), so that a
-tracer's cost shows where it lands: more work on the launching threads, or
-time they wait.
+per iteration: on-CPU and run-queue microseconds of each thread name
+(Python's main thread, PyTorch's autograd thread, CUPTI's and the tracer's
+threads), so that a tracer's cost shows where it lands: more work on the
+launching threads, or time they wait.
 """
 import argparse
 import json
