@@ -29,6 +29,15 @@ ROOT=$(cd "$HERE/../.." && pwd)
 ROWS=()
 row() { ROWS+=("$(printf '%-34s %-8s %s' "$1" "$2" "$3")"); }
 want() { [[ ",$PARTS," == *",$1,"* ]]; }
+# breakdown_rows WORKLOADS_REGEX LOG...: one DONE row per variant line of
+# bench/gpu_overhead_breakdown.sh's summary ("workload variant figures...").
+breakdown_rows() {
+  local pattern=$1 line
+  shift
+  while IFS= read -r line; do
+    row "$(cut -d' ' -f1-2 <<<"$line")" "DONE" "$(cut -d' ' -f3- <<<"$line")"
+  done < <(cat "$@" | grep -E "^($pattern) +[a-z]" | tr -s ' ')
+}
 SECONDS=0
 
 if want probe; then
@@ -179,9 +188,7 @@ cupti-alone:kernel
 lite GPUOS_CUPTI_KINDS=kernel,memcpy,memset
 all-kinds" timeout 400 bash "$ROOT/bench/gpu_overhead_breakdown.sh" "$BIN_DIR" \
     "${GPUOS_BENCH_ROUNDS:-5}" 2>&1 | tee "$OUT/per-kernel-cost.log" | tail -12
-  while IFS= read -r line; do
-    row "$(cut -d' ' -f1-2 <<<"$line")" "DONE" "$(cut -d' ' -f3- <<<"$line")"
-  done < <(grep -E '^(graph_kernels|launch_cpu) +[a-z]' "$OUT/per-kernel-cost.log" | tr -s ' ')
+  breakdown_rows 'graph_kernels|launch_cpu' "$OUT/per-kernel-cost.log"
 fi
 
 if want cupti-levers; then
@@ -210,10 +217,7 @@ lite GPUOS_CUPTI_KINDS=kernel,memcpy,memset
 all-kinds" OUT="$OUT/levers" timeout 330 bash "$ROOT/bench/gpu_overhead_breakdown.sh" "$BIN_DIR" \
     "${GPUOS_BENCH_ROUNDS:-3}" 2>&1 | tee "$OUT/cupti-levers-train.log" | tail -16
   cp "$OUT/levers/breakdown_runs.jsonl" "$OUT/cupti-levers-train-runs.jsonl" 2>/dev/null
-  while IFS= read -r line; do
-    row "$(cut -d' ' -f1-2 <<<"$line")" "DONE" "$(cut -d' ' -f3- <<<"$line")"
-  done < <(cat "$OUT/cupti-levers-launch.log" "$OUT/cupti-levers-train.log" |
-             grep -E '^(launch_cpu|py_train) +[a-z]' | tr -s ' ')
+  breakdown_rows 'launch_cpu|py_train' "$OUT/cupti-levers-launch.log" "$OUT/cupti-levers-train.log"
 fi
 
 if want cupti-overhead-records; then
