@@ -11,6 +11,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "stream/trace_completeness.h"
 #include "stream/trace_reader.h"
 
 namespace gpuos {
@@ -352,6 +353,13 @@ struct OsSummaryBuilder::Impl {
       }
     }
     if (has_trailer) out.dropped_events = std::max(out.dropped_events, trailer.dropped_events());
+    if (has_trailer && trailer.has_write_failure()) {
+      for (const auto& [kind, n] : trailer.write_failure().lost_by_kind()) {
+        out.drops_by_reason[absl::StrCat("write_failed:", kind)] += n;
+      }
+      out.dropped_events += trailer.write_failure().lost_events();
+    }
+    out.incomplete_reason = IncompleteReason(header, has_trailer, trailer);
 
     std::map<int32_t, SyscallRow> by_nr;
     for (const ProcessState& p : processes) {

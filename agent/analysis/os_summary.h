@@ -74,6 +74,10 @@ struct OsSummary {
   // Events the kernel side could not record (ring buffer full or a map full).
   uint64_t dropped_events = 0;
   std::map<std::string, uint64_t> drops_by_reason;
+  // Empty when the trace holds everything the recording saw; else why not
+  // (stream/trace_completeness.h).  Events lost writing the file are in
+  // dropped_events and drops_by_reason ("write_failed:<kind>") too.
+  std::string incomplete_reason;
   std::vector<ProcessSummary> processes;  // ordered by first appearance
   std::vector<SyscallRow> syscalls;       // ranked by total_ns, descending
   // Set when the file was damaged: what was read is summarized, and this

@@ -20,6 +20,7 @@
 #include "record/attach_recorder.h"
 #include "record/prepare.h"
 #include "record/recorder.h"
+#include "stream/trace_completeness.h"
 
 namespace {
 
@@ -73,7 +74,17 @@ int RunReport(const gpuos::ReportCommand& report) {
   return 0;
 }
 
+// Export and dump read on to the end of a file they cannot vouch for: the
+// warning comes first, before anything else they print.
+void WarnIfIncomplete(const std::string& path) {
+  auto reason = gpuos::IncompleteReasonOfFile(path);
+  if (reason.ok() && !reason->empty()) {
+    fprintf(stderr, "gpuos-trace: WARNING: %s is incomplete: %s\n", path.c_str(), reason->c_str());
+  }
+}
+
 int RunExport(const gpuos::ExportCommand& command) {
+  WarnIfIncomplete(command.path);
   gpuos::ExportOptions options;
   if (command.chrome_json) {
     std::string base = command.output;
@@ -116,6 +127,7 @@ int main(int argc, char** argv) {
     case gpuos::ParsedCommandLine::Kind::kReport:
       return RunReport(parsed->report);
     case gpuos::ParsedCommandLine::Kind::kDump: {
+      WarnIfIncomplete(parsed->report.path);
       absl::Status status = gpuos::DumpTraceAsJsonLines(parsed->report.path, std::cout);
       std::cout.flush();
       if (!status.ok()) {

@@ -300,9 +300,13 @@ class HtmlReport {
     item("steps", a_.has_steps() ? absl::StrCat(a_.steps.size(), " (", a_.measured_steps, " measured)")
                                  : std::string("none found"));
     out_ << "</dl>\n";
+    if (!os_.incomplete_reason.empty()) {
+      out_ << "<div class=\"alert bad\" id=\"incomplete\">INCOMPLETE: " << E(os_.incomplete_reason) << "</div>\n";
+    }
     if (os_.dropped_events) {
       out_ << "<div class=\"alert bad\" id=\"dropped\">" << os_.dropped_events
-           << " EVENTS WERE LOST in the kernel (ring buffer or map full): every total below undercounts.";
+           << " EVENTS WERE LOST (in the kernel: ring buffer or map full; write_failed: the trace file could not be"
+              " written): every total below undercounts.";
       if (!os_.drops_by_reason.empty()) {
         out_ << "<table><tbody>";
         for (const auto& [reason, n] : os_.drops_by_reason) {

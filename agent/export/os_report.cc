@@ -75,6 +75,7 @@ std::vector<TextTable::Column> WithActivity(std::vector<TextTable::Column> leadi
 void WriteHeaderBlock(const OsSummary& s, std::ostream& out) {
   const v1::TraceHeader& h = s.header;
   out << "gpuos-trace OS report\n";
+  if (!s.incomplete_reason.empty()) out << "  INCOMPLETE: " << Printable(s.incomplete_reason) << "\n";
   if (IsAttached(h)) {
     // Attached: the job ran before and goes on after; nothing here says
     // how it started or ended, only what the window saw.
@@ -107,8 +108,8 @@ void WriteHeaderBlock(const OsSummary& s, std::ostream& out) {
     out << "  dropped:   0 events\n";
   } else {
     out << "  DROPPED:   " << s.dropped_events
-        << " EVENTS WERE LOST in the kernel (ring buffer or map full);"
-           " every total below undercounts\n";
+        << " EVENTS WERE LOST (in the kernel: ring buffer or map full; write_failed: the trace file could not"
+           " be written); every total below undercounts\n";
     for (const auto& [reason, n] : s.drops_by_reason) {
       out << "             " << absl::StrFormat("%-32s %d", Printable(reason), n) << "\n";
     }
@@ -394,7 +395,13 @@ void WriteOsJsonReport(const OsSummary& s, std::ostream& out,
   json.Field("start_ns", TraceStartNs(s));
   json.Field("end_ns", TraceEndNs(s));
   json.Field("duration_ns", TraceDurationNs(s));
-  json.Field("complete", s.has_trailer);
+  json.Field("complete", s.has_trailer && s.incomplete_reason.empty());
+  json.Key("incomplete_reason");
+  if (s.incomplete_reason.empty()) {
+    json.Null();
+  } else {
+    json.String(s.incomplete_reason);
+  }
   json.EndObject();
   WriteAttach(json, s);
 

@@ -38,11 +38,20 @@ int OpenEventPoll(std::initializer_list<int> fds) {
 absl::Status Recording::Finish(v1::TraceTrailer trailer) {
   *trailer.mutable_end_clock() = ReadClockPair();
   trailer.set_dropped_events(dropped());
+  // Flushed before the trailer is filled, so that a batch lost now is
+  // counted in it.
+  if (absl::Status s = writer_->Flush(); !s.ok()) NoteWriteError(s);
   trailer.set_events_written(writer_->events_written());
-  absl::Status closed = writer_->WriteTrailer(trailer);
-  if (closed.ok()) closed = writer_->Close();
+  if (const v1::TraceWriteFailure* failure = writer_->failure()) *trailer.mutable_write_failure() = *failure;
+  absl::Status trailer_written = writer_->WriteTrailer(trailer);
+  absl::Status closed = trailer_written.ok() ? writer_->Close() : trailer_written;
   if (!write_error_.ok()) closed = write_error_;
-  if (!closed.ok()) {
+  if (const v1::TraceWriteFailure* failure = writer_->failure()) {
+    fprintf(stderr, "gpuos-trace: writing %s failed: %s; %llu events lost; %s\n", options_.output_path.c_str(),
+            failure->error().c_str(), static_cast<unsigned long long>(failure->lost_events()),
+            trailer_written.ok() ? "the trace says so and is marked incomplete"
+                                 : "the trace has no trailer and reads as incomplete");
+  } else if (!closed.ok()) {
     fprintf(stderr, "gpuos-trace: writing %s failed: %s\n", options_.output_path.c_str(),
             std::string(closed.message()).c_str());
   }
@@ -207,7 +216,10 @@ void Recording::Track(v1::Event& event) {
 }
 
 void Recording::Write(const v1::Event& event) {
-  if (!write_error_.ok()) return;
+  if (!write_error_.ok()) {
+    writer_->CountLost(event);
+    return;
+  }
   if (absl::Status s = writer_->Append(event); !s.ok()) NoteWriteError(s);
 }
 

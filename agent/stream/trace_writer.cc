@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <utility>
@@ -40,7 +41,24 @@ int WriteAll(int fd, const char* data, size_t size) {
   return 0;
 }
 
+uint64_t MonotonicNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+// "off_cpu", "gpu_kernel": the payload's field name.
+std::string EventKind(const v1::Event& event) {
+  const auto* field = v1::Event::descriptor()->FindFieldByNumber(event.payload_case());
+  return field != nullptr ? field->name() : "unknown";
+}
+
 }  // namespace
+
+void TraceWriter::CountLost(const v1::Event& event) {
+  failure_.set_lost_events(failure_.lost_events() + 1);
+  ++(*failure_.mutable_lost_by_kind())[EventKind(event)];
+}
 
 absl::StatusOr<std::unique_ptr<TraceWriter>> TraceWriter::Create(const std::string& path,
                                                                  Options options) {
@@ -133,6 +151,14 @@ absl::Status TraceWriter::Flush() {
   const int events = pending_.has_batch() ? pending_.batch().events_size() : 0;
   if (events == 0) return absl::OkStatus();
   absl::Status status = WriteRecord(pending_);
+  if (!status.ok()) {
+    if (!failed_) {
+      failed_ = true;
+      failure_.set_error(std::string(status.message()));
+      failure_.set_at_ns(MonotonicNs());
+    }
+    for (const v1::Event& event : pending_.batch().events()) CountLost(event);
+  }
   // The batch is dropped even when writing failed: keeping it would let
   // memory grow without bound while the disk stays full.
   // Clear() keeps the allocated Event objects for reuse by the next batch,

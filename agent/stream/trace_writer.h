@@ -39,6 +39,13 @@ class TraceWriter {
   // Flushes and closes the file.
   absl::Status Close();
 
+  // Counts an event that the caller will not hand over after a failed write
+  // (a recording stops writing at its first error), so the trailer can say
+  // what the file is missing.
+  void CountLost(const v1::Event& event);
+  // The first failed write and every event lost since; null when none failed.
+  const v1::TraceWriteFailure* failure() const { return failed_ ? &failure_ : nullptr; }
+
   uint64_t events_written() const { return events_written_; }
   uint64_t bytes_written() const { return bytes_written_; }
   int fd() const { return fd_; }
@@ -55,6 +62,8 @@ class TraceWriter {
   uint64_t events_written_ = 0;
   uint64_t bytes_written_ = 0;
   std::string scratch_;
+  bool failed_ = false;
+  v1::TraceWriteFailure failure_;
 };
 
 }  // namespace gpuos
