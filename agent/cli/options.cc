@@ -32,6 +32,8 @@ const char kUsage[] =
     "  -o, --output FILE       trace file to write (default: gpuos-trace-<date>-<time>.gpuos)\n"
     "      --run-as-root       under sudo, run COMMAND as root instead of the invoking user\n"
     "      --buffer-size SIZE  BPF ring buffer size, a power of two (default 16M)\n"
+    "      --max-size SIZE     stop writing events when the trace file reaches SIZE (e.g. 500M, 2G); the\n"
+    "                          trace then says it is incomplete and what it lost\n"
     "      --fault-window DUR  page faults are counted in windows this long (default 1ms)\n"
     "      --syscall-slots N   threads at a time whose syscall totals the kernel keeps the fast way\n"
     "                          (default 1024, 13 KiB of kernel memory each; the rest cost more per call)\n"
@@ -115,6 +117,13 @@ absl::StatusOr<ParsedCommandLine> ParseRecord(const std::vector<std::string>& ar
             "--buffer-size %s: must be a power of two between 4K and 2G", *v));
       }
       rec.ring_buffer_bytes = *bytes;
+    } else if (name == "--max-size") {
+      auto v = TakeValue(args, &i, name, iv);
+      if (!v.ok()) return v.status();
+      auto bytes = ParseByteSize(*v);
+      if (!bytes.ok()) return bytes.status();
+      if (*bytes < 65536) return Usage(absl::StrFormat("--max-size %s: must be at least 64K", *v));
+      rec.max_file_bytes = *bytes;
     } else if (name == "--fault-window") {
       auto v = TakeValue(args, &i, name, iv);
       if (!v.ok()) return v.status();

@@ -91,7 +91,9 @@ int RunAttach(const RecordOptions& options) {
     return 1;
   }
   auto [file_uid, file_gid] = FileOwner();
-  auto writer = TraceWriter::Create(options.output_path);
+  TraceWriter::Options writer_options;
+  writer_options.max_file_bytes = options.max_file_bytes;
+  auto writer = TraceWriter::Create(options.output_path, writer_options);
   if (!writer.ok()) {
     PrintError(writer.status());
     return 1;

@@ -63,7 +63,9 @@ int RunRecord(const RecordOptions& options) {
     return 1;
   }
 
-  auto writer = TraceWriter::Create(options.output_path);
+  TraceWriter::Options writer_options;
+  writer_options.max_file_bytes = options.max_file_bytes;
+  auto writer = TraceWriter::Create(options.output_path, writer_options);
   if (!writer.ok()) {
     PrintError(writer.status());
     return 1;

@@ -17,6 +17,9 @@ struct RecordOptions {
   std::vector<std::string> command;
   bool run_as_root = false;
   uint64_t ring_buffer_bytes = 16ull << 20;
+  // --max-size: recording stops writing events at this file size, and the
+  // trace says so (0: no cap).
+  uint64_t max_file_bytes = 0;
   uint64_t fault_window_ns = 1'000'000;
   // --syscall-slots: traced threads at a time whose syscall totals the
   // kernel keeps in per-thread arrays (bpf/syscalls.h); the others, and all

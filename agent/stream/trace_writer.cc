@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -63,6 +64,10 @@ void TraceWriter::CountLost(const v1::Event& event) {
 absl::StatusOr<std::unique_ptr<TraceWriter>> TraceWriter::Create(const std::string& path,
                                                                  Options options) {
   if (options.max_batch_events == 0) options.max_batch_events = 1;
+  // Batches small beside a size cap, so the file fills it to within 1/16.
+  if (options.max_file_bytes != 0) {
+    options.max_batch_bytes = std::min<size_t>(options.max_batch_bytes, std::max<uint64_t>(4096, options.max_file_bytes / 16));
+  }
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) {
     int err = errno;
@@ -150,7 +155,11 @@ absl::Status TraceWriter::Flush() {
   }
   const int events = pending_.has_batch() ? pending_.batch().events_size() : 0;
   if (events == 0) return absl::OkStatus();
-  absl::Status status = WriteRecord(pending_);
+  absl::Status status =
+      options_.max_file_bytes != 0 && bytes_written_ + kFrameHeaderBytes + pending_.ByteSizeLong() > options_.max_file_bytes
+          ? absl::ResourceExhaustedError(absl::StrFormat("the file size cap (--max-size) of %d bytes is reached",
+                                                         options_.max_file_bytes))
+          : WriteRecord(pending_);
   if (!status.ok()) {
     if (!failed_) {
       failed_ = true;

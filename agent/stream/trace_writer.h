@@ -20,6 +20,9 @@ class TraceWriter {
     // A batch is written out once it holds this many events or bytes.
     size_t max_batch_events = 4096;
     size_t max_batch_bytes = 1 << 20;
+    // --max-size: no batch is written that would take the file past this
+    // many bytes (0: no cap); the trailer is exempt, so it can say so.
+    uint64_t max_file_bytes = 0;
   };
 
   // Creates (truncates) `path`.  The file is created with mode 0644.

@@ -91,6 +91,28 @@ TEST(TraceWriteFailure, FullFileSystemIsReportedNotHidden) {
   EXPECT_TRUE(absl::StrContains(dump.ErrLines().front(), "is incomplete")) << dump.err;
 }
 
+// --max-size: the file stops growing at the cap (plus the small trailer),
+// and the trace says why it ends there.
+TEST(TraceWriteFailure, SizeCapStopsRecordingAndSaysSo) {
+  GPUOS_REQUIRE_ROOT();
+  rt::TempDir dir;
+  const std::string trace = dir.File("run.gpuos");
+  constexpr uint64_t kCap = 128 * 1024;
+  rt::RunResult r = rt::Run({rt::TracerPath(), "-q", "--max-size", "128K", "-o", trace, "--",
+                             rt::WorkloadPath("ground_truth"), "--threads", "4", "--mmaps", "3000", "--report",
+                             dir.File("job.txt")},
+                            {.timeout_s = 120});
+  EXPECT_EQ(r.exit_code, 0) << r.Describe();
+  const uint64_t size = rt::ReadFile(trace).value_or("").size();
+  EXPECT_LE(size, kCap + 4096) << "the file grew past the cap";
+  EXPECT_GT(size, kCap / 2) << "the cap stopped recording far too early";
+  auto summary = SummarizeTraceFile(trace);
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  ASSERT_TRUE(summary->has_trailer) << "the trailer is exempt from the cap";
+  EXPECT_TRUE(absl::StrContains(summary->incomplete_reason, "--max-size")) << summary->incomplete_reason;
+  EXPECT_GT(summary->trailer.write_failure().lost_events(), 0u);
+}
+
 // A whole trace says nothing of the kind.
 TEST(TraceWriteFailure, CompleteTraceHasNoWarning) {
   GPUOS_REQUIRE_ROOT();
