@@ -276,9 +276,9 @@ std::optional<Finding> LaunchBoundRule(const DiagnosisInputs& in) {
     AppendGain(f);
     f.recommendation = absl::StrFormat(
         "The step is already replayed from CUDA graphs (torch.compile mode=\"reduce-overhead\" or graph "
-        "capture), so per-kernel launch cost is mostly gone. What is left: the GPU idles %s of step time while "
-        "the thread runs other code (%s: Python, the optimizer, the framework) or other CUDA calls (%s) between "
-        "replays%s. Capture more of the step (the optimizer step too; no graph breaks, "
+        "capture), so per-kernel launch cost is mostly gone. What is left: the GPU is idle %s of step time, "
+        "%s of step time while the thread runs other code (Python, the optimizer, the framework) and %s in other "
+        "CUDA calls between replays%s. Capture more of the step (the optimizer step too; no graph breaks, "
         "torch.compile(fullgraph=True)), move CPU work out of the loop, or raise the batch size so each replay "
         "does more work.",
         Pct(idle), Pct(in.Share(in.Idle(IdleCause::kOtherCpu))), Pct(in.Share(in.Idle(IdleCause::kOtherCudaApi))),
