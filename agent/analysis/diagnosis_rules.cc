@@ -32,10 +32,20 @@ bool WorkersAtCoreCount(const StepAnalysis& a) {
   return a.practices.online_cpus > 0 && a.worker_processes > 0 && a.worker_processes + 1 >= a.practices.online_cpus;
 }
 
-// GPU idle while the thread works on the CPU side: what a CUDA graph replay
-// (or a bigger batch) shortens.
+// GPU idle while the thread works on the CPU side -- the causes of the
+// dispatch and "other" stages but synchronizing: launching, other CUDA
+// calls, other code (and any cause added to those stages later).  What a
+// CUDA graph replay (or a bigger batch) shortens.
 uint64_t CpuSideIdle(const DiagnosisInputs& in) {
-  return in.Idle(IdleCause::kLaunching) + in.Idle(IdleCause::kOtherCpu) + in.Idle(IdleCause::kOtherCudaApi);
+  uint64_t sum = 0;
+  for (size_t i = 0; i < kIdleCauseCount; ++i) {
+    const IdleCause cause = static_cast<IdleCause>(i);
+    const Stage stage = StageOfIdleCause(cause);
+    if (cause != IdleCause::kSynchronizing && (stage == Stage::kDispatch || stage == Stage::kOther)) {
+      sum += in.Idle(cause);
+    }
+  }
+  return sum;
 }
 
 // Host-to-device copy time on streams that ran no kernels in the step.
