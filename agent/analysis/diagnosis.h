@@ -46,7 +46,8 @@
 //                       >= kMinKernelsPerStep per step.  score: that idle
 //                       time / W.  gain: eager, CUDA graphs halve that idle
 //                       time (kGraphIdleReduction); graphs already replayed,
-//                       the idle in the launch calls still outside graphs.
+//                       the idle in the launch calls still outside graphs
+//                       (not estimated when there are none).
 //   cpu_contention      the thread is preempted or waits in the run queue
 //                       >= kContentionShare of W while >= kManyWorkers
 //                       data-worker processes run.  score: that share.  gain:
