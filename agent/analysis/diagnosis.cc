@@ -48,6 +48,7 @@ std::string Pct(double share) { return absl::StrFormat("%.1f%%", share * 100); }
 
 // "intermittent data stalls costing 17.7% of the run"
 std::string StallPhrase(const IntermittentStalls& s) {
+  if (s.at_start) return absl::StrFormat("slow start-up steps costing %s of the run", Pct(s.share_of_run));
   const std::optional<Stage> stage = s.MainStage();
   const std::string word = stage ? StallKindWord(*stage) : "";
   return absl::StrFormat("intermittent %sstalls costing %s of the run", word.empty() ? "" : word + " ",

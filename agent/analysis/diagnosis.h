@@ -55,7 +55,9 @@
 // Tail rule:
 //   intermittent_stalls stalled steps (intermittent_stalls.h) cost >=
 //                       kStallCostShare of the run.  score and gain: stalled
-//                       steps brought to the median step.
+//                       steps brought to the median step.  When they are
+//                       the run's first measured steps it says so: a
+//                       start-up cost, not a recurring one.
 //
 // The primary finding is the steady-state finding with the highest score
 // (serialized copies before gpu_bound), so it describes the typical step;

@@ -388,6 +388,13 @@ std::string StallRecommendation(const DiagnosisInputs& in, std::optional<Stage> 
           ".item(), checkpointing or garbage collection in the loop.";
       break;
   }
+  if (in.stalls.at_start) {
+    return absl::StrFormat(
+        "These are the run's first steps: start-up costs (compilation, cuDNN autotuning, allocator growth, "
+        "DataLoader workers starting) that a longer run pays once. Leave them out with --warmup-steps %zu to see "
+        "the steady state; if the run is this short in production, warm up (or cache compilation) beforehand.",
+        in.analysis.options.warmup_steps + in.stalls.stalled.size());
+  }
   if (in.stalls.every_nth > 0) {
     r += absl::StrFormat(" They recur every %zu steps: look for what the loop does every %zu steps.",
                          in.stalls.every_nth, in.stalls.every_nth);
@@ -431,8 +438,9 @@ std::optional<Finding> IntermittentStallsRule(const DiagnosisInputs& in) {
   f.gain = s.share_of_run;
   f.gain_model = "the stalled steps brought to the median step";
   const std::string how_often =
-      s.every_nth > 0 ? absl::StrFormat("every %zu steps", s.every_nth)
-                      : absl::StrFormat("about one step in %.0f", std::round(s.steps_considered / n));
+      s.at_start        ? std::string("the first measured steps")
+      : s.every_nth > 0 ? absl::StrFormat("every %zu steps", s.every_nth)
+                        : absl::StrFormat("about one step in %.0f", std::round(s.steps_considered / n));
   f.evidence = absl::StrFormat(
       "%zu of %zu measured steps (%s) took longer than %.3f ms (median %.3f ms + max(%.0f%%, %.0f robust "
       "standard deviations); p90 %.3f ms): %.3f ms each on average, and their time beyond the median is %s of "

@@ -108,7 +108,8 @@ IntermittentStalls FindIntermittentStalls(const StepAnalysis& a) {
                                        n_stalled * per_typical * static_cast<double>(s.typical_total.gpu_idle[i]));
   }
 
-  if (ordinals.size() >= 3) {
+  s.at_start = ordinals.back() == ordinals.size() - 1;
+  if (!s.at_start && ordinals.size() >= 3) {
     const size_t gap = ordinals[1] - ordinals[0];
     bool regular = gap > 1;
     for (size_t k = 2; k < ordinals.size() && regular; ++k) regular = ordinals[k] - ordinals[k - 1] == gap;

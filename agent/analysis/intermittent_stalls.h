@@ -40,6 +40,10 @@ struct IntermittentStalls {
   // > 0 when the stalled steps recur at a fixed interval of measured steps
   // (at least three of them): every k-th step.
   size_t every_nth = 0;
+  // The stalled steps are the first measured steps, one after another: a
+  // start-up cost (compilation, autotuning, workers starting), not a
+  // recurring one.
+  bool at_start = false;
   uint64_t excess_ns = 0;   // sum of (duration - median) over the stalled steps
   double share_of_run = 0;  // excess_ns / the measured steps' wall time
 

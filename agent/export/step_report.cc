@@ -155,6 +155,7 @@ void StallsJson(const StepAnalysis& a, const IntermittentStalls& s, JsonWriter& 
   for (size_t i : s.stalled) json.Uint(a.steps[i].index);
   json.EndArray();
   json.Field("every_nth_step", static_cast<uint64_t>(s.every_nth));
+  json.Field("at_start", s.at_start);
   json.Field("median_step_ns", s.median_ns);
   json.Field("p90_step_ns", s.p90_ns);
   json.Field("threshold_ns", s.threshold_ns);

@@ -117,6 +117,45 @@ TEST(DiagnosisTailTest, PeriodicStallsAreNamedWithTheirPeriod) {
       << d.headline;
 }
 
+// torch.compile's first iterations: three slow steps at the start are a
+// start-up cost, said as such, not "intermittent".
+TEST(DiagnosisTailTest, SlowFirstStepsAreStartUpNotIntermittent) {
+  Sim sim(4);
+  for (int i = 0; i < kSteps; ++i) {
+    sim.BeginStep();
+    sim.GetBatch(0, 100 * kUs);
+    if (i >= 1 && i <= 3) sim.Cpu(80 * kMs);  // compiling
+    for (int k = 0; k < 30; ++k) sim.Launch(1 * kMs, kCompute);
+    sim.Sync();
+    sim.EndStep();
+  }
+  Diagnosis d = Diagnose(sim.Analyze());
+  EXPECT_EQ(d.primary.bottleneck, Bottleneck::kGpuBound) << Describe(d);
+  ASSERT_EQ(d.stalls.stalled.size(), 3u);
+  EXPECT_TRUE(d.stalls.at_start);
+  EXPECT_EQ(d.stalls.every_nth, 0u);
+  const Finding* stall = FindingOf(d, Bottleneck::kIntermittentStalls);
+  ASSERT_NE(stall, nullptr) << Describe(d);
+  EXPECT_NE(stall->evidence.find("3 of 20 measured steps (the first measured steps)"), std::string::npos)
+      << stall->evidence;
+  EXPECT_NE(stall->recommendation.find("--warmup-steps 4"), std::string::npos) << stall->recommendation;
+  EXPECT_NE(d.headline.find("GPU-bound, with slow start-up steps costing"), std::string::npos) << d.headline;
+
+  // The same three slow steps later in the run are intermittent.
+  Sim later(4);
+  for (int i = 0; i < kSteps; ++i) {
+    later.BeginStep();
+    later.GetBatch(0, 100 * kUs);
+    if (i == 2 || i == 9 || i == 17) later.Cpu(80 * kMs);
+    for (int k = 0; k < 30; ++k) later.Launch(1 * kMs, kCompute);
+    later.Sync();
+    later.EndStep();
+  }
+  d = Diagnose(later.Analyze());
+  EXPECT_FALSE(d.stalls.at_start);
+  EXPECT_NE(d.headline.find("GPU-bound, with intermittent stalls costing"), std::string::npos) << d.headline;
+}
+
 // Jitter of +-10% is not a stall; one step 30% over the median is a stall
 // that costs too little to be a finding.
 TEST(DiagnosisTailTest, JitterAndCheapStallsAreNoFinding) {
