@@ -21,8 +21,11 @@
 //                       not estimated (it is the kernel time saved).
 //   data_loader         the launching thread waits in data fetches >=
 //                       kDataWaitShare of W and the GPU is idle >=
-//                       kGpuIdleHighShare of W.  score and gain: exposed data
-//                       loading (the stage, step_stages.h) removed.
+//                       kGpuIdleHighShare of W -- or the data-loading stage
+//                       (GPU idle waiting for data, however the attribution
+//                       knew it) is >= kDataWaitShare of W.  score and gain:
+//                       exposed data loading (the stage, step_stages.h)
+//                       removed.
 //   pageable_copies     the thread sits in pageable cudaMemcpy calls or in
 //                       mmap/munmap while no kernel runs >= kPageableShare of
 //                       W, with at least one pageable copy.  score and gain:

@@ -105,7 +105,11 @@ std::optional<Finding> DataLoaderRule(const DiagnosisInputs& in) {
   const StepRecord& t = in.total();
   const double data_wait = in.Share(t.cpu.data_wait_ns);
   const double idle = in.Share(t.gpu.idle_ns);
-  if (data_wait < kDataWaitShare || idle < kGpuIdleHighShare) return std::nullopt;
+  const double stage = in.Share(t.stages[static_cast<size_t>(Stage::kDataLoading)]);
+  // Either the thread sat in data-fetch ranges while the GPU idled, or the
+  // GPU idled waiting for data by the idle attribution (which can know it
+  // without ranges, from who woke the thread): the stage implies both.
+  if (!(data_wait >= kDataWaitShare && idle >= kGpuIdleHighShare) && stage < kDataWaitShare) return std::nullopt;
   const StepAnalysis& a = in.analysis;
   const size_t n = in.steps();
   const double step_ms = n ? in.wall_ns() / 1e6 / n : 0;
@@ -115,7 +119,7 @@ std::optional<Finding> DataLoaderRule(const DiagnosisInputs& in) {
   }
   Finding f;
   f.bottleneck = Bottleneck::kDataLoader;
-  f.score = in.Share(t.stages[static_cast<size_t>(Stage::kDataLoading)]);
+  f.score = stage;
   f.gain = f.score;
   f.gain_model = "the exposed data loading (GPU idle while the thread waited for data) removed from every step";
   f.evidence = absl::StrFormat(
@@ -123,6 +127,9 @@ std::optional<Finding> DataLoaderRule(const DiagnosisInputs& in) {
       "step time, %s while the thread waited for data (%s blocked in futex on the loader); %s.",
       Pct(data_wait), n ? t.cpu.data_wait_ns / 1e6 / n : 0.0, step_ms, Pct(idle), Pct(in.Share(idle_in_data)),
       Pct(in.Share(in.Idle(IdleCause::kDataWaitFutex))), WorkersText(a));
+  if (data_wait < kDataWaitShare) {
+    f.evidence += absl::StrFormat(" The GPU-idle attribution puts %s of step time in waiting for data.", Pct(stage));
+  }
   AppendGain(f);
   if (a.worker_processes == 0) {
     f.recommendation =

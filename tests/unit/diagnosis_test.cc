@@ -541,6 +541,37 @@ TEST(DiagnosisThresholdTest, DataLoaderNeedsBothDataWaitAndGpuIdle) {
   EXPECT_FALSE(HasFinding(build(300, 701), Bottleneck::kDataLoader));       // idle 29.9%
 }
 
+// Data waits known only from the GPU-idle attribution (who woke the thread,
+// with no data-fetch range around the wait): the data-loading stage alone
+// makes the finding at kDataWaitShare.
+TEST(DiagnosisThresholdTest, DataLoaderFromTheDataLoadingStageAlone) {
+  auto build = [](uint64_t data_stage_ns) {
+    StepAnalysis a;
+    StepRecord s;
+    s.start_ns = 0;
+    s.end_ns = 1000;
+    s.gpu.kernel_ns = s.gpu.kernel_busy_ns = 1000 - data_stage_ns;
+    s.gpu.idle_ns = data_stage_ns;
+    s.gpu_idle[static_cast<size_t>(IdleCause::kDataWaitFutex)] = data_stage_ns;
+    s.stages[static_cast<size_t>(Stage::kDataLoading)] = data_stage_ns;
+    s.stages[static_cast<size_t>(Stage::kGpuCompute)] = 1000 - data_stage_ns;
+    a.steps = {s};
+    a.measured_steps = 1;
+    a.measured_total = s;
+    a.measured_wall_ns = 1000;
+    return a;
+  };
+  StepAnalysis at = build(300);
+  IntermittentStalls none = FindIntermittentStalls(at);
+  auto f = DataLoaderRule(DiagnosisInputs{at, none});
+  ASSERT_TRUE(f.has_value());
+  EXPECT_DOUBLE_EQ(f->score, 0.3);
+  EXPECT_NE(f->evidence.find("puts 30.0% of step time in waiting for data"), std::string::npos) << f->evidence;
+  EXPECT_EQ(Diagnose(at).primary.bottleneck, Bottleneck::kDataLoader);
+  StepAnalysis below = build(299);
+  EXPECT_FALSE(DataLoaderRule(DiagnosisInputs{below, FindIntermittentStalls(below)}).has_value());
+}
+
 TEST(DiagnosisThresholdTest, PageableCopies) {
   auto build = [](uint64_t api_ns, v1::MemoryKind src) {
     Edge e;
