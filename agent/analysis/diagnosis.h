@@ -1,48 +1,87 @@
 // Names the dominant bottleneck of the measured steps, with the numbers
-// that show it and what to change -- the reasoning users do by hand in the
-// Nsight Systems articles and the ECS 251 study.  Each rule measures the
-// share of step time it explains (its score); the primary finding is the
-// highest-scoring rule that fired, the others are listed after it.
+// that show it, what fixing it would gain and what to change -- the
+// reasoning users do by hand in the Nsight Systems articles and the ECS 251
+// study.  The diagnosis is a table of rules (DiagnosisRules()); each rule
+// is one function that reads the step analysis and returns a finding or
+// nothing.  Adding a rule = one function + one table entry (+ a Bottleneck).
 //
-// Rules, all over the measured steps' summed wall time W:
-//   gpu_bound           kernels run >= kGpuBoundKernelShare of W.
-//                       score: that share.
+// Every finding carries
+//   score  the share of step time it explains (picks the primary finding);
+//   gain   how much shorter the mean step would be without it, as a share
+//          of the mean step, by the model named in gain_model (quoted in
+//          the evidence); unset where the trace cannot tell.  Gains of
+//          different findings overlap: they do not add up.
+//
+// Steady-state rules, over the measured steps' summed wall time W unless
+// said otherwise:
+//   gpu_bound           kernels run >= kGpuBoundKernelShare of the typical
+//                       step (the measured steps without intermittent
+//                       stalls, intermittent_stalls.h; all of them when
+//                       there are none).  score: kernel share of W.  gain:
+//                       not estimated (it is the kernel time saved).
 //   data_loader         the launching thread waits in data fetches >=
 //                       kDataWaitShare of W and the GPU is idle >=
-//                       kGpuIdleHighShare of W.  score: exposed data loading
-//                       (the stage, step_stages.h).
+//                       kGpuIdleHighShare of W -- or the data-loading stage
+//                       (GPU idle waiting for data, however the attribution
+//                       knew it) is >= kDataWaitShare of W.  score and gain:
+//                       exposed data loading (the stage, step_stages.h)
+//                       removed.
 //   pageable_copies     the thread sits in pageable cudaMemcpy calls or in
 //                       mmap/munmap while no kernel runs >= kPageableShare of
-//                       W, with at least one pageable copy.  score: that share.
+//                       W, with at least one pageable copy.  score and gain:
+//                       that exposed time removed.
 //   serialized_copies   the GPU copies with no kernel running >=
 //                       kSerializedCopyShare of W -- or >=
 //                       kSerializedCopyBusyGpuShare both of W and of the
 //                       median measured step (the copies cost every step,
-//                       not a few stalled ones) -- and
-//                       host-to-device copies share streams with kernels
-//                       (>= kSameStreamFraction of their time) or hardly
-//                       overlap kernels (< kCopyOverlapFraction).  score:
-//                       copy-only share.  Beside gpu_bound it comes first:
-//                       hiding the copies behind compute (a copy stream) is
-//                       the cheap gain, kernel work the expensive one (the
-//                       Nsight article's pinned -> copy-stream step; on an
-//                       H200 the ResNet-18 sequence gained the 6% its copies
-//                       took).
-//   launch_bound        the GPU is idle >= kLaunchBoundIdleShare of W,
-//                       >= kLaunchBoundCpuFraction of that idle time the
-//                       thread is launching, in other CUDA calls or running
-//                       other code, kernels average <= kShortKernelNs and
-//                       there are >= kMinKernelsPerStep per step.  score:
-//                       that idle time / W.
+//                       not a few stalled ones) -- and host-to-device copies
+//                       share streams with kernels (>= kSameStreamFraction of
+//                       their time) or hardly overlap kernels (<
+//                       kCopyOverlapFraction).  score and gain: copy-only
+//                       time hidden behind compute.  Beside gpu_bound it
+//                       comes first: hiding the copies (a copy stream) is the
+//                       cheap gain, kernel work the expensive one (on an H200
+//                       the ResNet-18 sequence gained the 6% its copies took).
+//   launch_bound        the GPU is idle >= kLaunchBoundIdleShare of W, >=
+//                       kLaunchBoundCpuFraction of that idle time the thread
+//                       is launching, in other CUDA calls or running other
+//                       code, kernels average <= kShortKernelNs and there are
+//                       >= kMinKernelsPerStep per step.  score: that idle
+//                       time / W.  gain: eager, CUDA graphs halve that idle
+//                       time (kGraphIdleReduction); graphs already replayed,
+//                       the idle in the launch calls still outside graphs
+//                       (not estimated when there are none).
 //   cpu_contention      the thread is preempted or waits in the run queue
 //                       >= kContentionShare of W while >= kManyWorkers
-//                       data-worker processes run.  score: that share.
+//                       data-worker processes run.  score: that share.  gain:
+//                       the part of it that left the GPU idle.
+// Tail rule:
+//   intermittent_stalls stalled steps (intermittent_stalls.h) cost >=
+//                       kStallCostShare of the run.  score and gain: stalled
+//                       steps brought to the median step.  When they are
+//                       the run's first measured steps it says so: a
+//                       start-up cost, not a recurring one.
+//
+// The primary finding is the steady-state finding with the highest score
+// (serialized copies before gpu_bound), so it describes the typical step;
+// intermittent stalls are primary only when no steady-state rule fired, and
+// are named in the headline beside the primary ("GPU-bound, with
+// intermittent data stalls costing 17.7% of the run").  The other findings
+// follow, ranked by gain.  With no finding, a stage that takes more than
+// kDominantStageShare of the step is named (dominant_stage); only when none
+// does is there "no single dominant bottleneck".
+//
+// Recommendations read what the job already does (job_practices.h): CUDA
+// graphs replayed, pinned or asynchronous copies, a copy stream, data
+// workers at the host's CPU count -- and then say what is left.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "analysis/intermittent_stalls.h"
 #include "analysis/step_analysis.h"
 
 namespace gpuos {
@@ -61,17 +100,23 @@ inline constexpr uint64_t kShortKernelNs = 50'000;
 inline constexpr double kMinKernelsPerStep = 8;
 inline constexpr double kContentionShare = 0.10;
 inline constexpr uint32_t kManyWorkers = 2;
+inline constexpr double kStallCostShare = 0.05;
+inline constexpr double kDominantStageShare = 0.40;
+// The share of CPU-side GPU idle a CUDA graph replay is assumed to remove.
+inline constexpr double kGraphIdleReduction = 0.5;
 
 enum class Bottleneck {
   kNoSteps,         // nothing to diagnose
   kNoGpuActivity,   // steps, but no GPU work recorded for the process
-  kNoneDominant,    // no rule fired
+  kNoneDominant,    // no rule fired and no stage takes > kDominantStageShare
   kGpuBound,
   kDataLoader,
   kPageableCopies,
   kSerializedCopies,
   kLaunchBound,
   kCpuContention,
+  kIntermittentStalls,
+  kDominantStage,   // no rule fired, but one stage takes > kDominantStageShare
 };
 
 const char* BottleneckKey(Bottleneck bottleneck);    // "data_loader_starvation"
@@ -79,15 +124,58 @@ const char* BottleneckTitle(Bottleneck bottleneck);  // "data-loader starvation"
 
 struct Finding {
   Bottleneck bottleneck = Bottleneck::kNoSteps;
-  double score = 0;  // share of step time the finding explains
+  double score = 0;            // share of step time the finding explains
+  std::optional<double> gain;  // share of the mean step it would save; unset: not estimated
+  std::string gain_model;      // how `gain` was estimated, or why it was not
   std::string evidence;
   std::string recommendation;
 };
 
 struct Diagnosis {
   Finding primary;
-  std::vector<Finding> secondary;  // other rules that fired, by score
+  std::vector<Finding> secondary;  // other findings, by gain (unestimated last)
+  // One line: the primary's title, and the intermittent stalls' cost beside
+  // it when they are a secondary finding.
+  std::string headline;
+  IntermittentStalls stalls;  // the tail analysis behind intermittent_stalls
 };
+
+// What every rule reads: the analysis and its tail.
+struct DiagnosisInputs {
+  const StepAnalysis& analysis;
+  const IntermittentStalls& stalls;
+
+  const StepRecord& total() const { return analysis.measured_total; }
+  uint64_t wall_ns() const { return analysis.measured_wall_ns; }
+  size_t steps() const { return analysis.measured_steps; }
+  double Share(uint64_t part) const;  // of the measured wall time
+  double PerStep(uint64_t total) const;
+  uint64_t Idle(IdleCause cause) const { return total().gpu_idle[static_cast<size_t>(cause)]; }
+};
+
+using DiagnosisRuleFn = std::optional<Finding> (*)(const DiagnosisInputs&);
+
+struct DiagnosisRule {
+  Bottleneck bottleneck;
+  DiagnosisRuleFn test;
+  bool steady_state;  // describes the typical step (may be primary first)
+};
+
+// Every rule, in the order ties of equal score are broken.
+const std::vector<DiagnosisRule>& DiagnosisRules();
+
+// The rules (diagnosis_rules.cc); see the table above.
+std::optional<Finding> GpuBoundRule(const DiagnosisInputs& in);
+std::optional<Finding> DataLoaderRule(const DiagnosisInputs& in);
+std::optional<Finding> PageableCopiesRule(const DiagnosisInputs& in);
+std::optional<Finding> SerializedCopiesRule(const DiagnosisInputs& in);
+std::optional<Finding> LaunchBoundRule(const DiagnosisInputs& in);
+std::optional<Finding> CpuContentionRule(const DiagnosisInputs& in);
+std::optional<Finding> IntermittentStallsRule(const DiagnosisInputs& in);
+
+// "data" for the data-loading stage: what intermittent stalls of that stage
+// are called ("intermittent data stalls"); "" when the stage has no word.
+const char* StallKindWord(Stage stage);
 
 Diagnosis Diagnose(const StepAnalysis& analysis);
 

@@ -57,14 +57,21 @@ absl::StatusOr<StepAnalysis> Analyze(const v1::TraceHeader& header, const Replay
                              [&](const v1::TraceTrailer& t) { (*locator)->SetTrailer(t); });
   StepPlan plan = (*locator)->Finish();
   std::vector<StepRecord> records;
+  JobPracticeTally practices(plan, header);
   if (!plan.steps.empty()) {
     auto collector = StepCollector::Create(plan, options, header);
     if (!collector.ok()) return collector.status();
-    absl::Status second = replay([&](const v1::Event& e) { (*collector)->Add(e); }, {});
+    absl::Status second = replay(
+        [&](const v1::Event& e) {
+          (*collector)->Add(e);
+          practices.Add(e);
+        },
+        {});
     if (read.ok()) read = second;
     records = (*collector)->Finish();
   }
   StepAnalysis analysis = SummarizeSteps(plan, std::move(records), options);
+  analysis.practices = practices.practices();
   if (!read.ok()) analysis.read_error = std::string(read.message());
   return analysis;
 }

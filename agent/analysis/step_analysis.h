@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "analysis/job_practices.h"
 #include "analysis/step_breakdown.h"
 #include "analysis/step_finder.h"
 #include "analysis/step_options.h"
@@ -46,6 +47,10 @@ struct StepAnalysis {
   DistributionStats duration_ns;
   // Per stage: the distribution of the stage's share (0..1) of each step.
   std::array<DistributionStats, kStageCount> stage_share{};
+
+  // What the job already does (CUDA graphs, pinned/async copies) over the
+  // measured steps, and the host's CPU count.
+  JobPractices practices;
 
   // Set when the file was damaged: steps were analyzed up to the damage.
   std::string read_error;

@@ -84,6 +84,7 @@ dt{color:var(--muted)}dd{margin:0;overflow-wrap:anywhere}
 section.diagnosis{border-left:8px solid var(--accent)}
 section.diagnosis.found{border-left-color:#d35400}
 .diag-title{font-size:26px;font-weight:700;margin:0 0 4px}
+.diag-headline{font-size:17px;font-weight:600;margin:6px 0}
 .diag-score{display:inline-block;background:#fbe5d6;color:#8a3a00;border-radius:10px;padding:1px 10px;font-size:13px;margin-left:8px;vertical-align:middle}
 .diag-label{font-weight:600;color:var(--muted);margin-right:6px}
 .diag p{margin:6px 0}
@@ -346,6 +347,10 @@ class HtmlReport {
     }
   }
 
+  static std::string GainBadge(const Finding& f) {
+    return f.gain ? absl::StrFormat("gain %s%% of the mean step", Pct(*f.gain)) : std::string("gain not estimated");
+  }
+
   void DiagnosisBox() {
     const bool found = d_.primary.bottleneck != Bottleneck::kNoSteps &&
                        d_.primary.bottleneck != Bottleneck::kNoGpuActivity &&
@@ -353,20 +358,41 @@ class HtmlReport {
     out_ << "<section id=\"diagnosis\" class=\"diagnosis" << (found ? " found" : "") << "\">\n<h2>Diagnosis</h2>\n"
          << "<div class=\"diag\"><div class=\"diag-title\" data-bottleneck=\"" << BottleneckKey(d_.primary.bottleneck)
          << "\">" << E(BottleneckTitle(d_.primary.bottleneck));
-    if (found) out_ << "<span class=\"diag-score\">explains " << Pct(d_.primary.score) << "% of step time</span>";
+    if (found) {
+      out_ << "<span class=\"diag-score\">explains " << Pct(d_.primary.score) << "% of step time</span>"
+           << "<span class=\"diag-score\">" << E(GainBadge(d_.primary)) << "</span>";
+    }
     out_ << "</div>\n";
+    if (!d_.headline.empty() && d_.headline != BottleneckTitle(d_.primary.bottleneck)) {
+      out_ << "<p class=\"diag-headline\">" << E(d_.headline) << "</p>";
+    }
     FindingText(d_.primary);
     if (!d_.secondary.empty()) {
-      out_ << "<h3>Also found</h3><ul class=\"also\">";
+      out_ << "<h3>Also found (by expected gain)</h3><ul class=\"also\">";
       for (const Finding& f : d_.secondary) {
         out_ << "<li><b>" << E(BottleneckTitle(f.bottleneck)) << "</b> <span class=\"note\">(" << Pct(f.score)
-             << "% of step time)</span>";
+             << "% of step time, " << E(GainBadge(f)) << ")</span>";
         FindingText(f);
         out_ << "</li>";
       }
       out_ << "</ul>";
     }
+    StallSteps();
     out_ << "</div>\n</section>\n";
+  }
+
+  // The stalled steps behind an intermittent_stalls finding, by index.
+  void StallSteps() {
+    const IntermittentStalls& s = d_.stalls;
+    if (!s.found() || s.share_of_run < kStallCostShare) return;
+    out_ << "<p class=\"note\">Stalled steps (longer than " << absl::StrFormat("%.3f", s.threshold_ns / 1e6)
+         << " ms; median " << absl::StrFormat("%.3f", s.median_ns / 1e6) << " ms): ";
+    constexpr size_t kShown = 40;
+    for (size_t k = 0; k < s.stalled.size() && k < kShown; ++k) {
+      out_ << (k ? ", " : "") << a_.steps[s.stalled[k]].index;
+    }
+    if (s.stalled.size() > kShown) out_ << ", ... (" << s.stalled.size() - kShown << " more)";
+    out_ << "</p>";
   }
 
   void Legend(const std::vector<BarPart>& parts, bool with_warmup) {

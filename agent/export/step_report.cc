@@ -111,13 +111,18 @@ void OsTable(const StepAnalysis& a, std::ostream& out) {
       Ms(o.unknown_ns / n), Ms(o.preempted_ns / n), Ms(o.runqueue_ns / n));
 }
 
+std::string GainText(const Finding& f) {
+  return f.gain ? absl::StrFormat("gain %s%%", Pct(*f.gain)) : std::string("gain not estimated");
+}
+
 void DiagnosisText(const Diagnosis& d, std::ostream& out) {
-  out << "\nDiagnosis: " << BottleneckTitle(d.primary.bottleneck) << "\n";
+  out << "\nDiagnosis: " << Printable(d.headline.empty() ? BottleneckTitle(d.primary.bottleneck) : d.headline)
+      << "\n";
   if (!d.primary.evidence.empty()) out << "  Evidence: " << Printable(d.primary.evidence) << "\n";
   if (!d.primary.recommendation.empty()) out << "  Recommendation: " << d.primary.recommendation << "\n";
   for (const Finding& f : d.secondary) {
-    out << "  Also: " << BottleneckTitle(f.bottleneck) << " (" << Pct(f.score) << "% of step time): " << f.evidence
-        << "\n        " << f.recommendation << "\n";
+    out << "  Also: " << BottleneckTitle(f.bottleneck) << " (" << Pct(f.score) << "% of step time, " << GainText(f)
+        << "): " << f.evidence << "\n        " << f.recommendation << "\n";
   }
 }
 
@@ -127,6 +132,94 @@ void FindingJson(const Finding& f, JsonWriter& json) {
   json.Field("evidence", f.evidence);
   json.Field("recommendation", f.recommendation);
   json.Field("score_pct", f.score * 100);
+  // How much shorter the mean step would be without the finding; null when
+  // the trace cannot tell (gain_model says why).
+  json.Key("gain_pct");
+  if (f.gain) {
+    json.Double(*f.gain * 100);
+  } else {
+    json.Null();
+  }
+  json.Field("gain_model", f.gain_model);
+}
+
+// The tail analysis behind the intermittent_stalls finding (present whether
+// or not the stalls cost enough to be a finding).
+void StallsJson(const StepAnalysis& a, const IntermittentStalls& s, JsonWriter& json) {
+  json.Key("intermittent_stalls");
+  json.BeginObject();
+  json.Field("steps_considered", static_cast<uint64_t>(s.steps_considered));
+  json.Field("stalled_steps", static_cast<uint64_t>(s.stalled.size()));
+  json.Key("stalled_step_indices");
+  json.BeginArray();
+  for (size_t i : s.stalled) json.Uint(a.steps[i].index);
+  json.EndArray();
+  json.Field("every_nth_step", static_cast<uint64_t>(s.every_nth));
+  json.Field("at_start", s.at_start);
+  json.Field("median_step_ns", s.median_ns);
+  json.Field("p90_step_ns", s.p90_ns);
+  json.Field("threshold_ns", s.threshold_ns);
+  json.Field("excess_ns", s.excess_ns);
+  json.Field("share_of_run_pct", s.share_of_run * 100);
+  const std::optional<Stage> stage = s.MainStage();
+  json.Key("cause");
+  if (stage) {
+    json.String(StageKey(*stage));
+  } else {
+    json.Null();
+  }
+  const std::optional<IdleCause> idle = s.MainIdleCause();
+  json.Key("idle_cause");
+  if (idle) {
+    json.String(IdleCauseKey(*idle));
+  } else {
+    json.Null();
+  }
+  const double n = s.stalled.empty() ? 1.0 : static_cast<double>(s.stalled.size());
+  const int64_t positive = s.PositiveStageGrowthNs();
+  json.Key("growth_by_stage");
+  json.BeginArray();
+  for (size_t i = 0; i < kStageCount; ++i) {
+    if (s.stage_growth_ns[i] == 0) continue;
+    json.BeginObject();
+    json.Field("stage", StageKey(static_cast<Stage>(i)));
+    json.Field("ns_per_stalled_step", s.stage_growth_ns[i] / n);
+    json.Field("pct_of_growth", positive ? 100.0 * s.stage_growth_ns[i] / positive : 0.0);
+    json.EndObject();
+  }
+  json.EndArray();
+  json.Key("growth_by_idle_cause");
+  json.BeginArray();
+  for (size_t i = 0; i < kIdleCauseCount; ++i) {
+    if (s.idle_growth_ns[i] == 0) continue;
+    json.BeginObject();
+    json.Field("cause", IdleCauseKey(static_cast<IdleCause>(i)));
+    json.Field("ns_per_stalled_step", s.idle_growth_ns[i] / n);
+    json.EndObject();
+  }
+  json.EndArray();
+  json.EndObject();
+}
+
+// What the job already does, which the recommendations took into account.
+void PracticesJson(const StepAnalysis& a, JsonWriter& json) {
+  const JobPractices& p = a.practices;
+  const StepRecord& t = a.measured_total;
+  json.Key("job_practices");
+  json.BeginObject();
+  json.Field("graph_launches", p.graph_launches);
+  json.Field("kernel_launches", p.kernel_launches);
+  json.Field("kernels", p.kernels);
+  json.Field("graph_kernels", p.graph_kernels);
+  json.Field("cuda_graphs_in_use", p.GraphsInUse(a.measured_steps));
+  json.Field("htod_copies", p.htod_copies);
+  json.Field("htod_pinned", p.htod_pinned);
+  json.Field("htod_async", p.htod_async);
+  json.Field("htod_off_kernel_streams_pct",
+             Share(t.gpu.htod_ns - std::min(t.gpu.htod_ns, t.gpu.htod_on_kernel_stream_ns), t.gpu.htod_ns) * 100);
+  json.Field("data_worker_processes", a.worker_processes);
+  json.Field("online_cpus", p.online_cpus);
+  json.EndObject();
 }
 
 void SwitchJson(const char* key, const SwitchTotals& s, JsonWriter& json) {
@@ -368,6 +461,7 @@ void WriteStepJsonMembers(const StepAnalysis& a, const Diagnosis& d, JsonWriter&
   json.Key("diagnosis");
   json.BeginObject();
   FindingJson(d.primary, json);
+  json.Field("headline", d.headline);
   json.Key("secondary");
   json.BeginArray();
   for (const Finding& f : d.secondary) {
@@ -376,6 +470,10 @@ void WriteStepJsonMembers(const StepAnalysis& a, const Diagnosis& d, JsonWriter&
     json.EndObject();
   }
   json.EndArray();
+  if (a.has_steps()) {
+    StallsJson(a, d.stalls, json);
+    PracticesJson(a, json);
+  }
   json.EndObject();
 }
 

@@ -46,6 +46,8 @@ void FillHostInfo(v1::TraceHeader* header) {
     header->set_arch(uts.machine);
   }
   header->set_page_size(static_cast<uint32_t>(sysconf(_SC_PAGESIZE)));
+  const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  if (cpus > 0) header->set_online_cpus(static_cast<uint32_t>(cpus));
   for (const auto& [nr, name] : SyscallNameTable()) (*header->mutable_syscall_names())[nr] = name;
   *header->mutable_start_clock() = ReadClockPair();
 }

@@ -11,7 +11,8 @@ namespace gpuos {
 v1::ClockPair ReadClockPair();
 uint64_t MonotonicNowNs();
 
-// Fills host, kernel, arch, page size, syscall names and the start clocks.
+// Fills host, kernel, arch, page size, online CPUs, syscall names and the
+// start clocks.
 void FillHostInfo(v1::TraceHeader* header);
 
 }  // namespace gpuos

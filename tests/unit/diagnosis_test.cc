@@ -1,8 +1,5 @@
-// The bottleneck rules, on simulated traces of the seeds' experiments: a
-// small simulator plays the launching thread's calls against per-stream GPU
-// queues (a kernel starts when its launch is done and its stream is free;
-// a synchronous copy returns when its GPU copy ends), writing the events the
-// tracer would record.  Then each threshold is checked at its edge.
+// The bottleneck rules, on simulated traces of the seeds' experiments
+// (diagnosis_sim.h).  Then each threshold is checked at its edge.
 #include "analysis/diagnosis.h"
 
 #include <algorithm>
@@ -12,180 +9,15 @@
 
 #include "absl/strings/str_format.h"
 #include "analysis/step_analysis.h"
+#include "diagnosis_sim.h"
 #include "gtest/gtest.h"
 
 namespace gpuos {
 namespace {
 
-constexpr uint32_t kPid = 1000;
-constexpr uint64_t kUs = 1000;
-constexpr uint64_t kMs = 1000 * kUs;
-
-v1::Event Ev(uint64_t ts, uint32_t pid = kPid, uint32_t tid = kPid) {
-  v1::Event e;
-  e.set_ts_ns(ts);
-  e.set_pid(pid);
-  e.set_tid(tid);
-  return e;
-}
-
-class Sim {
- public:
-  explicit Sim(int worker_processes = 0) {
-    events_.push_back(ProcessStart(kPid, 1));
-    for (int i = 0; i < worker_processes; ++i) events_.push_back(ProcessStart(kPid + 1 + i, kPid));
-  }
-
-  void BeginStep() { step_start_ = now_; }
-  void EndStep() {
-    Range(step_start_, now_, absl::StrFormat("step %d", step_++));
-  }
-  // A DataLoader fetch: blocked on the workers' queue, then on the CPU.
-  void GetBatch(uint64_t futex, uint64_t running) {
-    const uint64_t start = now_;
-    if (futex) OffCpu(now_, now_ + futex, v1::OFF_CPU_CAUSE_FUTEX);
-    now_ += futex + running;
-    Range(start, now_, "get batch");
-  }
-  void Cpu(uint64_t d) { now_ += d; }
-  // tensor.to(device): pageable + synchronous, or pinned + non_blocking.
-  void Copy(uint64_t gpu_ns, bool pinned_async, uint32_t stream) {
-    const uint32_t corr = corr_++;
-    const uint64_t gpu_start = std::max(now_ + 5 * kUs, free_[stream]);
-    const uint64_t gpu_end = gpu_start + gpu_ns;
-    free_[stream] = gpu_end;
-    v1::Event g = Ev(gpu_start, kPid, 0);
-    v1::GpuMemcpy* m = g.mutable_gpu_memcpy();
-    m->set_duration_ns(gpu_ns);
-    m->set_direction(v1::MEMCPY_HTOD);
-    m->set_src_kind(pinned_async ? v1::MEMORY_PINNED : v1::MEMORY_PAGEABLE);
-    m->set_dst_kind(v1::MEMORY_DEVICE);
-    m->set_async(pinned_async);
-    m->set_stream(stream);
-    m->set_correlation_id(corr);
-    m->set_bytes(gpu_ns * 10);  // ~10 GB/s
-    events_.push_back(g);
-    const uint64_t api_end = pinned_async ? now_ + 10 * kUs : gpu_end + 20 * kUs;
-    Api(now_, api_end, pinned_async ? "cudaMemcpyAsync_v3020" : "cudaMemcpy_v3020", corr);
-    if (!pinned_async && api_end - now_ > 100 * kUs) {
-      OffCpu(now_ + 10 * kUs, api_end - 10 * kUs, v1::OFF_CPU_CAUSE_FUTEX);
-    }
-    now_ = api_end;
-  }
-  void Munmap(uint64_t d, uint64_t bytes) {
-    v1::Event e = Ev(now_);
-    e.mutable_munmap()->set_duration_ns(d);
-    e.mutable_munmap()->set_length(bytes);
-    events_.push_back(e);
-    now_ += d;
-  }
-  void Launch(uint64_t kernel_ns, uint32_t stream, uint64_t api_ns = 8 * kUs) {
-    const uint32_t corr = corr_++;
-    Api(now_, now_ + api_ns, "cudaLaunchKernel_v7000", corr);
-    now_ += api_ns;
-    const uint64_t start = std::max(now_ + 2 * kUs, free_[stream]);
-    free_[stream] = start + kernel_ns;
-    v1::Event k = Ev(start, kPid, 0);
-    k.mutable_gpu_kernel()->set_duration_ns(kernel_ns);
-    k.mutable_gpu_kernel()->set_name("kernel");
-    k.mutable_gpu_kernel()->set_stream(stream);
-    k.mutable_gpu_kernel()->set_correlation_id(corr);
-    events_.push_back(k);
-  }
-  // The compute stream waits for the copy stream (cudaStreamWaitEvent).
-  void StreamWait(uint32_t waiter, uint32_t on) {
-    Api(now_, now_ + 3 * kUs, "cudaStreamWaitEvent_v3020", corr_++);
-    now_ += 3 * kUs;
-    free_[waiter] = std::max(free_[waiter], free_[on]);
-  }
-  // loss.item(): waits until every stream is done.
-  void Sync() {
-    uint64_t end = now_ + 5 * kUs;
-    for (const auto& [stream, free] : free_) end = std::max(end, free + 5 * kUs);
-    Api(now_, end, "cudaStreamSynchronize_v3020", corr_++);
-    if (end - now_ > 50 * kUs) OffCpu(now_ + 5 * kUs, end - 5 * kUs, v1::OFF_CPU_CAUSE_FUTEX);
-    now_ = end;
-  }
-  void Preempt(uint64_t d) {
-    v1::Event e = Ev(now_);
-    e.mutable_off_cpu()->set_duration_ns(d);
-    e.mutable_off_cpu()->set_runqueue_ns(d);
-    e.mutable_off_cpu()->set_cause(v1::OFF_CPU_CAUSE_PREEMPTED);
-    e.mutable_off_cpu()->set_voluntary(false);
-    events_.push_back(e);
-    now_ += d;
-  }
-  // A worker process being switched out (it competes for the CPUs).
-  void WorkerSwitch(uint32_t worker, bool voluntary, uint64_t runqueue) {
-    v1::Event e = Ev(now_, kPid + 1 + worker, kPid + 1 + worker);
-    e.mutable_off_cpu()->set_duration_ns(runqueue + 10 * kUs);
-    e.mutable_off_cpu()->set_runqueue_ns(runqueue);
-    e.mutable_off_cpu()->set_cause(voluntary ? v1::OFF_CPU_CAUSE_FUTEX : v1::OFF_CPU_CAUSE_PREEMPTED);
-    e.mutable_off_cpu()->set_voluntary(voluntary);
-    events_.push_back(e);
-  }
-
-  StepAnalysis Analyze() const {
-    auto a = AnalyzeStepEvents(v1::TraceHeader(), events_, StepOptions());
-    EXPECT_TRUE(a.ok()) << a.status();
-    return a.ok() ? *a : StepAnalysis();
-  }
-
- private:
-  static v1::Event ProcessStart(uint32_t pid, uint32_t ppid) {
-    v1::Event e = Ev(0, pid, pid);
-    e.mutable_process_start()->set_ppid(ppid);
-    e.mutable_process_start()->set_comm("python");
-    return e;
-  }
-  void Range(uint64_t start, uint64_t end, const std::string& name) {
-    v1::Event e = Ev(start);
-    e.mutable_nvtx_range()->set_duration_ns(end - start);
-    e.mutable_nvtx_range()->set_name(name);
-    events_.push_back(e);
-  }
-  void Api(uint64_t start, uint64_t end, const std::string& name, uint32_t corr) {
-    v1::Event e = Ev(start);
-    e.mutable_cuda_api()->set_duration_ns(end - start);
-    e.mutable_cuda_api()->set_name(name);
-    e.mutable_cuda_api()->set_correlation_id(corr);
-    events_.push_back(e);
-  }
-  void OffCpu(uint64_t start, uint64_t end, v1::OffCpuCause cause) {
-    v1::Event e = Ev(start);
-    e.mutable_off_cpu()->set_duration_ns(end - start);
-    e.mutable_off_cpu()->set_cause(cause);
-    e.mutable_off_cpu()->set_voluntary(true);
-    events_.push_back(e);
-  }
-
-  std::vector<v1::Event> events_;
-  uint64_t now_ = 10 * kMs;
-  uint64_t step_start_ = 0;
-  int step_ = 0;
-  uint32_t corr_ = 1;
-  std::map<uint32_t, uint64_t> free_;
-};
+using namespace diagnosis_sim;
 
 constexpr int kSteps = 11;  // the first is warmup
-constexpr uint32_t kCompute = 7;
-constexpr uint32_t kCopyStream = 8;
-
-bool HasFinding(const Diagnosis& d, Bottleneck b) {
-  if (d.primary.bottleneck == b) return true;
-  for (const Finding& f : d.secondary) {
-    if (f.bottleneck == b) return true;
-  }
-  return false;
-}
-
-std::string Describe(const Diagnosis& d) {
-  std::string s = absl::StrFormat("%s (%.3f): %s", BottleneckKey(d.primary.bottleneck), d.primary.score,
-                                  d.primary.evidence);
-  for (const Finding& f : d.secondary) s += absl::StrFormat("\n  + %s (%.3f)", BottleneckKey(f.bottleneck), f.score);
-  return s;
-}
-
 double Share(uint64_t part, uint64_t whole) { return static_cast<double>(part) / whole; }
 
 // ResNet-style training with DataLoader's default single-process loading:
@@ -213,6 +45,10 @@ TEST(DiagnosisTest, BaselineSingleProcessLoadingIsDataLoaderStarvation) {
       << d.primary.evidence;
   EXPECT_NE(d.primary.recommendation.find("num_workers"), std::string::npos);
   EXPECT_NE(d.primary.evidence.find("no data worker processes"), std::string::npos);
+  // Gain: the exposed data loading removed.
+  ASSERT_TRUE(d.primary.gain.has_value());
+  EXPECT_DOUBLE_EQ(*d.primary.gain, d.primary.score);
+  EXPECT_NE(d.primary.evidence.find("Expected gain"), std::string::npos) << d.primary.evidence;
 }
 
 // Eight workers: batches arrive at once, but the pageable synchronous copy
@@ -240,6 +76,8 @@ TEST(DiagnosisTest, EightWorkersWithPageableCopiesAndMunmap) {
   EXPECT_NE(d.primary.recommendation.find("pin_memory=True"), std::string::npos);
   EXPECT_NE(d.primary.recommendation.find("non_blocking=True"), std::string::npos);
   EXPECT_NE(d.primary.evidence.find("munmap"), std::string::npos);
+  ASSERT_TRUE(d.primary.gain.has_value());
+  EXPECT_DOUBLE_EQ(*d.primary.gain, d.primary.score);
 }
 
 // pin_memory + non_blocking: the CPU no longer blocks, but copy and compute
@@ -264,6 +102,8 @@ TEST(DiagnosisTest, PinnedNonBlockingCopiesSerializedWithCompute) {
   EXPECT_EQ(t.gpu.copy_overlap_ns, 0u);
   EXPECT_DOUBLE_EQ(d.primary.score, Share(t.gpu.copy_only_ns, a.measured_wall_ns));
   EXPECT_NE(d.primary.recommendation.find("separate CUDA stream"), std::string::npos);
+  ASSERT_TRUE(d.primary.gain.has_value());
+  EXPECT_DOUBLE_EQ(*d.primary.gain, d.primary.score);
 }
 
 // A copy stream prefetching batch N+1 while batch N computes: copies overlap
@@ -347,8 +187,16 @@ TEST(DiagnosisTest, TinyModelIsLaunchBound) {
   EXPECT_EQ(t.gpu.kernels_started, 31u * (kSteps - 1) - (kSteps - 1));  // 30 kernels a step
   EXPECT_LE(t.gpu.kernels_started_ns / t.gpu.kernels_started, kShortKernelNs);
   EXPECT_GT(t.gpu_idle[static_cast<size_t>(IdleCause::kLaunching)], 0u);
-  EXPECT_NE(d.primary.recommendation.find("CUDA graph"), std::string::npos);
+  EXPECT_NE(d.primary.recommendation.find("capture the step in a CUDA graph"), std::string::npos);
   EXPECT_NE(d.primary.evidence.find("30 kernels per step"), std::string::npos) << d.primary.evidence;
+  // Gain: CUDA graphs halve the GPU idle spent waiting on the CPU.
+  const uint64_t cpu_idle = t.gpu_idle[static_cast<size_t>(IdleCause::kLaunching)] +
+                            t.gpu_idle[static_cast<size_t>(IdleCause::kOtherCpu)] +
+                            t.gpu_idle[static_cast<size_t>(IdleCause::kOtherCudaApi)];
+  ASSERT_TRUE(d.primary.gain.has_value());
+  EXPECT_DOUBLE_EQ(*d.primary.gain, kGraphIdleReduction * Share(cpu_idle, a.measured_wall_ns));
+  EXPECT_EQ(a.practices.graph_launches, 0u);
+  EXPECT_EQ(a.practices.kernel_launches, 30u * (kSteps - 1));
 }
 
 // A ~400M-parameter model: long kernels; input handling is noise.
@@ -368,6 +216,8 @@ TEST(DiagnosisTest, BigModelIsGpuBound) {
   EXPECT_TRUE(d.secondary.empty()) << Describe(d);
   EXPECT_GE(d.primary.score, kGpuBoundKernelShare);
   EXPECT_NE(d.primary.recommendation.find("AMP"), std::string::npos);
+  EXPECT_FALSE(d.primary.gain.has_value()) << "the kernel speed-up is not in the trace";
+  EXPECT_EQ(d.headline, "GPU-bound");
 }
 
 // Sixteen workers on a few cores: the training thread keeps getting
@@ -399,6 +249,184 @@ TEST(DiagnosisTest, TooManyWorkersIsCpuContention) {
                    Share(t.off_cpu.preempted_ns + t.off_cpu.runqueue_ns, a.measured_wall_ns));
   EXPECT_NE(d.primary.recommendation.find("lower num_workers (now 16)"), std::string::npos);
   EXPECT_NE(d.primary.evidence.find("16 data worker processes"), std::string::npos);
+  // Gain: only the preemption that left the GPU idle.
+  ASSERT_TRUE(d.primary.gain.has_value());
+  EXPECT_DOUBLE_EQ(*d.primary.gain,
+                   Share(t.gpu_idle[static_cast<size_t>(IdleCause::kPreemptedRunqueue)], a.measured_wall_ns));
+  EXPECT_LT(*d.primary.gain, d.primary.score);
+}
+
+// ---- What the job already does ---------------------------------------------
+
+// The same small model under torch.compile(mode="reduce-overhead"): three
+// graph replays a step, with Python between them.  Still CPU-bound, but it
+// must not be told to capture the step in a CUDA graph: it does.
+TEST(DiagnosisPracticesTest, GraphCapturedMlpIsToldWhatIsLeft) {
+  auto run = [](int eager_launches) {
+    Sim sim(2);
+    for (int i = 0; i < kSteps; ++i) {
+      sim.BeginStep();
+      sim.GetBatch(50 * kUs, 50 * kUs);
+      sim.Copy(10 * kUs, /*pinned_async=*/true, kCompute);
+      for (int g = 0; g < 3; ++g) {
+        sim.GraphLaunch(10, 3 * kUs, kCompute);
+        sim.Cpu(150 * kUs);
+      }
+      for (int k = 0; k < eager_launches; ++k) sim.Launch(3 * kUs, kCompute);  // an eager optimizer
+      sim.Sync();
+      sim.EndStep();
+    }
+    return sim.Analyze();
+  };
+  StepAnalysis a = run(0);
+  EXPECT_EQ(a.practices.graph_launches, 3u * (kSteps - 1));
+  EXPECT_EQ(a.practices.kernel_launches, 0u);
+  EXPECT_EQ(a.practices.graph_kernels, a.practices.kernels);
+  EXPECT_TRUE(a.practices.GraphsInUse(a.measured_steps));
+  Diagnosis d = Diagnose(a);
+  EXPECT_EQ(d.primary.bottleneck, Bottleneck::kLaunchBound) << Describe(d);
+  EXPECT_EQ(d.primary.recommendation.find("capture the step in a CUDA graph"), std::string::npos)
+      << d.primary.recommendation;
+  EXPECT_EQ(d.primary.recommendation.find("use torch.compile"), std::string::npos) << d.primary.recommendation;
+  EXPECT_NE(d.primary.recommendation.find("already replayed from CUDA graphs"), std::string::npos);
+  EXPECT_NE(d.primary.recommendation.find("raise the batch size"), std::string::npos);
+  EXPECT_NE(d.primary.evidence.find("3.0 graph launches"), std::string::npos) << d.primary.evidence;
+  // Nothing is left for graphs to capture: no gain is claimed for them.
+  EXPECT_FALSE(d.primary.gain.has_value()) << d.primary.gain_model;
+  EXPECT_EQ(LaunchBoundRule(DiagnosisInputs{a, d.stalls})->recommendation, d.primary.recommendation);
+
+  // With an eager optimizer after the graphs: the launches left outside.
+  a = run(12);
+  d = Diagnose(a);
+  EXPECT_EQ(d.primary.bottleneck, Bottleneck::kLaunchBound) << Describe(d);
+  EXPECT_NE(d.primary.recommendation.find("12.0 kernel launches per step are still outside the graphs"),
+            std::string::npos)
+      << d.primary.recommendation;
+  ASSERT_TRUE(d.primary.gain.has_value());
+  EXPECT_GT(*d.primary.gain, 0);
+  const double launching =
+      Share(a.measured_total.gpu_idle[static_cast<size_t>(IdleCause::kLaunching)], a.measured_wall_ns);
+  EXPECT_DOUBLE_EQ(*d.primary.gain, launching * 12.0 / 15.0);
+}
+
+// Copies already pinned and async on the kernels' stream: what is left is
+// overlap, not pinning.
+TEST(DiagnosisPracticesTest, PinnedAsyncCopiesAreNotToldToPin) {
+  Sim sim(8);
+  for (int i = 0; i < kSteps; ++i) {
+    sim.BeginStep();
+    sim.GetBatch(1 * kMs, 500 * kUs);
+    sim.Copy(8 * kMs, /*pinned_async=*/true, kCompute);
+    for (int k = 0; k < 30; ++k) sim.Launch(500 * kUs, kCompute);
+    sim.Sync();
+    sim.EndStep();
+  }
+  StepAnalysis a = sim.Analyze();
+  EXPECT_EQ(a.practices.htod_copies, 10u);
+  EXPECT_EQ(a.practices.htod_pinned, 10u);
+  EXPECT_EQ(a.practices.htod_async, 10u);
+  Diagnosis d = Diagnose(a);
+  EXPECT_EQ(d.primary.bottleneck, Bottleneck::kSerializedCopies) << Describe(d);
+  EXPECT_NE(d.primary.recommendation.find("already from pinned memory and asynchronous"), std::string::npos)
+      << d.primary.recommendation;
+  EXPECT_EQ(d.primary.recommendation.find("from pinned memory with non_blocking=True"), std::string::npos);
+  EXPECT_NE(d.primary.recommendation.find("separate CUDA stream"), std::string::npos);
+  EXPECT_NE(d.primary.evidence.find("10 of 10 host-to-device copies from pinned memory, 10 issued async"),
+            std::string::npos)
+      << d.primary.evidence;
+}
+
+// non_blocking=True from pageable memory: the call still blocks; pinning
+// is what is left.
+TEST(DiagnosisPracticesTest, AsyncPageableCopiesAreToldToPin) {
+  Sim sim(8);
+  for (int i = 0; i < kSteps; ++i) {
+    sim.BeginStep();
+    sim.GetBatch(1 * kMs, 500 * kUs);
+    sim.Copy(4 * kMs, /*pinned_async=*/false, kCompute, /*async_api=*/true);
+    sim.Munmap(12 * kMs, 64 << 20);
+    for (int k = 0; k < 30; ++k) sim.Launch(500 * kUs, kCompute);
+    sim.EndStep();
+  }
+  StepAnalysis a = sim.Analyze();
+  EXPECT_EQ(a.practices.htod_async, 10u);
+  EXPECT_EQ(a.practices.htod_pinned, 0u);
+  Diagnosis d = Diagnose(a);
+  EXPECT_EQ(d.primary.bottleneck, Bottleneck::kPageableCopies) << Describe(d);
+  EXPECT_NE(d.primary.recommendation.find("already issued asynchronously"), std::string::npos)
+      << d.primary.recommendation;
+  EXPECT_NE(d.primary.recommendation.find("pin_memory=True"), std::string::npos);
+}
+
+// A copy stream whose copy the compute stream waits for at once: the
+// stream is there, the overlap is not.
+TEST(DiagnosisPracticesTest, CopyStreamWithoutOverlapIsToldToPrefetch) {
+  Sim sim(8);
+  for (int i = 0; i < kSteps; ++i) {
+    sim.BeginStep();
+    sim.GetBatch(1 * kMs, 500 * kUs);
+    sim.Copy(8 * kMs, /*pinned_async=*/true, kCopyStream);
+    sim.StreamWait(kCompute, kCopyStream);
+    for (int k = 0; k < 30; ++k) sim.Launch(500 * kUs, kCompute);
+    sim.Sync();
+    sim.EndStep();
+  }
+  StepAnalysis a = sim.Analyze();
+  Diagnosis d = Diagnose(a);
+  EXPECT_EQ(d.primary.bottleneck, Bottleneck::kSerializedCopies) << Describe(d);
+  EXPECT_NE(d.primary.recommendation.find("A copy stream is already used"), std::string::npos)
+      << d.primary.recommendation;
+  EXPECT_NE(d.primary.recommendation.find("prefetch one batch ahead"), std::string::npos);
+}
+
+// A data-starved job with four workers: on four CPUs more workers cannot
+// help; on 32 they can; with the CPU count unknown the advice stays.
+TEST(DiagnosisPracticesTest, WorkersAtTheCoreCountAreNotToldToAddWorkers) {
+  auto run = [](uint32_t online_cpus) {
+    Sim sim(4, online_cpus);
+    for (int i = 0; i < kSteps; ++i) {
+      sim.BeginStep();
+      sim.GetBatch(40 * kMs, 1 * kMs);
+      sim.Copy(1 * kMs, /*pinned_async=*/true, kCompute);
+      for (int k = 0; k < 10; ++k) sim.Launch(1 * kMs, kCompute);
+      sim.Sync();
+      sim.EndStep();
+    }
+    StepAnalysis a = sim.Analyze();
+    EXPECT_EQ(a.practices.online_cpus, online_cpus);
+    return Diagnose(a);
+  };
+  Diagnosis at = run(4);
+  EXPECT_EQ(at.primary.bottleneck, Bottleneck::kDataLoader) << Describe(at);
+  EXPECT_NE(at.primary.recommendation.find("already runs 4 worker processes on a host with 4 online CPUs"),
+            std::string::npos)
+      << at.primary.recommendation;
+  EXPECT_EQ(at.primary.recommendation.find("Add DataLoader workers"), std::string::npos);
+  EXPECT_NE(at.primary.evidence.find("4 data worker processes on a host with 4 online CPUs"), std::string::npos);
+
+  Diagnosis room = run(32);
+  EXPECT_EQ(room.primary.bottleneck, Bottleneck::kDataLoader);
+  EXPECT_NE(room.primary.recommendation.find("Add DataLoader workers (more than the 4 now"), std::string::npos);
+  EXPECT_NE(room.primary.recommendation.find("32 online CPUs"), std::string::npos);
+
+  Diagnosis unknown = run(0);
+  EXPECT_NE(unknown.primary.recommendation.find("Add DataLoader workers"), std::string::npos);
+  EXPECT_EQ(unknown.primary.recommendation.find("online CPUs"), std::string::npos);
+}
+
+// Adding a rule is one function and one entry: each rule is listed once.
+TEST(DiagnosisRuleTableTest, ListsEveryRuleOnce) {
+  const std::vector<Bottleneck> expected = {Bottleneck::kGpuBound,        Bottleneck::kDataLoader,
+                                            Bottleneck::kPageableCopies,  Bottleneck::kSerializedCopies,
+                                            Bottleneck::kLaunchBound,     Bottleneck::kCpuContention,
+                                            Bottleneck::kIntermittentStalls};
+  std::vector<Bottleneck> listed;
+  for (const DiagnosisRule& r : DiagnosisRules()) {
+    listed.push_back(r.bottleneck);
+    EXPECT_NE(r.test, nullptr);
+    EXPECT_EQ(r.steady_state, r.bottleneck != Bottleneck::kIntermittentStalls) << BottleneckKey(r.bottleneck);
+  }
+  EXPECT_EQ(listed, expected);
 }
 
 TEST(DiagnosisTest, NoStepsAndNoGpuActivity) {
@@ -495,8 +523,10 @@ TEST(DiagnosisThresholdTest, GpuBound) {
   below.Kernel(1000, 1000 + 899);
   Diagnosis d = below.Run();
   EXPECT_FALSE(HasFinding(d, Bottleneck::kGpuBound)) << Describe(d);
-  EXPECT_EQ(d.primary.bottleneck, Bottleneck::kNoneDominant);
+  // GPU compute passes 40% of the step: not "no single dominant bottleneck".
+  EXPECT_EQ(d.primary.bottleneck, Bottleneck::kDominantStage);
   EXPECT_NE(d.primary.evidence.find("GPU compute at 89.9%"), std::string::npos) << d.primary.evidence;
+  EXPECT_EQ(d.headline, "GPU compute dominates the step (89.9% of step time)");
 }
 
 TEST(DiagnosisThresholdTest, DataLoaderNeedsBothDataWaitAndGpuIdle) {
@@ -509,6 +539,37 @@ TEST(DiagnosisThresholdTest, DataLoaderNeedsBothDataWaitAndGpuIdle) {
   EXPECT_EQ(build(300, 700).primary.bottleneck, Bottleneck::kDataLoader);   // wait 30%, idle 30%
   EXPECT_FALSE(HasFinding(build(299, 700), Bottleneck::kDataLoader));       // wait 29.9%
   EXPECT_FALSE(HasFinding(build(300, 701), Bottleneck::kDataLoader));       // idle 29.9%
+}
+
+// Data waits known only from the GPU-idle attribution (who woke the thread,
+// with no data-fetch range around the wait): the data-loading stage alone
+// makes the finding at kDataWaitShare.
+TEST(DiagnosisThresholdTest, DataLoaderFromTheDataLoadingStageAlone) {
+  auto build = [](uint64_t data_stage_ns) {
+    StepAnalysis a;
+    StepRecord s;
+    s.start_ns = 0;
+    s.end_ns = 1000;
+    s.gpu.kernel_ns = s.gpu.kernel_busy_ns = 1000 - data_stage_ns;
+    s.gpu.idle_ns = data_stage_ns;
+    s.gpu_idle[static_cast<size_t>(IdleCause::kDataWaitFutex)] = data_stage_ns;
+    s.stages[static_cast<size_t>(Stage::kDataLoading)] = data_stage_ns;
+    s.stages[static_cast<size_t>(Stage::kGpuCompute)] = 1000 - data_stage_ns;
+    a.steps = {s};
+    a.measured_steps = 1;
+    a.measured_total = s;
+    a.measured_wall_ns = 1000;
+    return a;
+  };
+  StepAnalysis at = build(300);
+  IntermittentStalls none = FindIntermittentStalls(at);
+  auto f = DataLoaderRule(DiagnosisInputs{at, none});
+  ASSERT_TRUE(f.has_value());
+  EXPECT_DOUBLE_EQ(f->score, 0.3);
+  EXPECT_NE(f->evidence.find("puts 30.0% of step time in waiting for data"), std::string::npos) << f->evidence;
+  EXPECT_EQ(Diagnose(at).primary.bottleneck, Bottleneck::kDataLoader);
+  StepAnalysis below = build(299);
+  EXPECT_FALSE(DataLoaderRule(DiagnosisInputs{below, FindIntermittentStalls(below)}).has_value());
 }
 
 TEST(DiagnosisThresholdTest, PageableCopies) {

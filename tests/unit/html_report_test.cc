@@ -30,6 +30,7 @@
 #include "analysis/diagnosis.h"
 #include "analysis/step_analysis.h"
 #include "analysis/trace_summary.h"
+#include "diagnosis_sim.h"
 #include "export/text_table.h"
 #include "gtest/gtest.h"
 #include "stream/trace_writer.h"
@@ -361,6 +362,35 @@ TEST_F(HtmlReportTest, PageShowsEveryStepAndEscapesTraceStrings) {
   EXPECT_EQ(html.find("No CUDA or NVTX events"), std::string::npos);
   EXPECT_EQ(html.find("No training steps"), std::string::npos);
   EXPECT_NE(r.diagnosis.primary.bottleneck, Bottleneck::kNoneDominant) << "the trace should show a bottleneck";
+}
+
+// The diagnosis box of a GPU-bound job with intermittent data stalls: the
+// headline, each finding's gain and the stalled steps by index.
+TEST(HtmlDiagnosisTest, ShowsHeadlineGainsAndStalledSteps) {
+  namespace sim = diagnosis_sim;
+  sim::Sim job(4, 8);
+  for (int i = 0; i < 21; ++i) {
+    job.BeginStep();
+    job.StreamWait(sim::kCompute, sim::kCopyStream);
+    job.GetBatch(i == 6 || i == 16 ? 65 * sim::kMs : 0, 100 * sim::kUs);
+    job.Copy(2 * sim::kMs, /*pinned_async=*/true, sim::kCopyStream);
+    for (int k = 0; k < 30; ++k) job.Launch(1 * sim::kMs, sim::kCompute);
+    job.Sync();
+    job.EndStep();
+  }
+  StepAnalysis steps = job.Analyze();
+  Diagnosis d = Diagnose(steps);
+  ASSERT_TRUE(d.stalls.found());
+  std::ostringstream out;
+  WriteHtmlReport(TraceSummary(), steps, d, out);
+  const std::string html = out.str();
+  EXPECT_NE(html.find("<p class=\"diag-headline\">" + HtmlEscape(d.headline) + "</p>"), std::string::npos);
+  EXPECT_NE(d.headline.find("with intermittent data stalls"), std::string::npos) << d.headline;
+  EXPECT_NE(html.find("gain not estimated"), std::string::npos);  // GPU-bound: the kernel speed-up is unknown
+  EXPECT_NE(html.find(absl::StrFormat("gain %.1f%% of the mean step", *d.secondary[0].gain * 100)),
+            std::string::npos);
+  EXPECT_NE(html.find("Stalled steps (longer than"), std::string::npos);
+  EXPECT_NE(html.find("median 30.128 ms): 6, 16</p>"), std::string::npos);
 }
 
 TEST_F(HtmlReportTest, WithoutStepsOrCudaSaysWhatIsMissing) {

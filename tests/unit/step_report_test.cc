@@ -9,6 +9,7 @@
 
 #include "analysis/diagnosis.h"
 #include "analysis/step_analysis.h"
+#include "diagnosis_sim.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
@@ -142,6 +143,57 @@ TEST(StepReportTest, JsonCarriesEveryStepAndTheSummaries) {
   EXPECT_EQ(Get(diag, "bottleneck").string_value(), BottleneckKey(d.primary.bottleneck));
   EXPECT_EQ(Get(diag, "evidence").string_value(), d.primary.evidence);
   EXPECT_EQ(Get(diag, "recommendation").string_value(), d.primary.recommendation);
+}
+
+// The copy-stream job with data stalls in two steps of twenty: the headline,
+// each finding's gain, the stalls and what the job already does.
+TEST(StepReportTest, DiagnosisCarriesHeadlineGainsStallsAndPractices) {
+  namespace sim = diagnosis_sim;
+  sim::Sim job(4, 8);
+  for (int i = 0; i < 21; ++i) {
+    job.BeginStep();
+    job.StreamWait(sim::kCompute, sim::kCopyStream);
+    job.GetBatch(i == 6 || i == 16 ? 65 * sim::kMs : 0, 100 * sim::kUs);
+    job.Copy(2 * sim::kMs, /*pinned_async=*/true, sim::kCopyStream);
+    for (int k = 0; k < 30; ++k) job.Launch(1 * sim::kMs, sim::kCompute);
+    job.Sync();
+    job.EndStep();
+  }
+  StepAnalysis a = job.Analyze();
+  Diagnosis d = Diagnose(a);
+  ASSERT_EQ(d.primary.bottleneck, Bottleneck::kGpuBound);
+  ASSERT_EQ(d.secondary.size(), 1u);
+  google::protobuf::Struct j = Json(a, d);
+  const google::protobuf::Struct& diag = Get(j, "diagnosis").struct_value();
+  EXPECT_EQ(Get(diag, "headline").string_value(), d.headline);
+  EXPECT_TRUE(Get(diag, "gain_pct").has_null_value());
+  EXPECT_EQ(Get(diag, "gain_model").string_value(), d.primary.gain_model);
+  EXPECT_DOUBLE_EQ(Get(diag, "score_pct").number_value(), d.primary.score * 100);
+  const google::protobuf::Struct& stall = Get(diag, "secondary").list_value().values(0).struct_value();
+  EXPECT_EQ(Get(stall, "bottleneck").string_value(), "intermittent_stalls");
+  EXPECT_DOUBLE_EQ(Get(stall, "gain_pct").number_value(), *d.secondary[0].gain * 100);
+  const google::protobuf::Struct& tail = Get(diag, "intermittent_stalls").struct_value();
+  EXPECT_EQ(Get(tail, "stalled_steps").number_value(), 2.0);
+  const auto& indices = Get(tail, "stalled_step_indices").list_value();
+  ASSERT_EQ(indices.values_size(), 2);
+  EXPECT_EQ(indices.values(0).number_value(), 6.0);
+  EXPECT_EQ(indices.values(1).number_value(), 16.0);
+  EXPECT_EQ(Get(tail, "cause").string_value(), "data_loading");
+  EXPECT_EQ(Get(tail, "idle_cause").string_value(), "data_wait_futex");
+  EXPECT_DOUBLE_EQ(Get(tail, "share_of_run_pct").number_value(), d.stalls.share_of_run * 100);
+  const google::protobuf::Struct& practices = Get(diag, "job_practices").struct_value();
+  EXPECT_EQ(Get(practices, "htod_pinned").number_value(), 20.0);
+  EXPECT_EQ(Get(practices, "htod_off_kernel_streams_pct").number_value(), 100.0);
+  EXPECT_EQ(Get(practices, "online_cpus").number_value(), 8.0);
+  EXPECT_FALSE(Get(practices, "cuda_graphs_in_use").bool_value());
+
+  std::ostringstream out;
+  WriteStepTextReport(a, d, out, 3);
+  const std::string text = out.str();
+  EXPECT_NE(text.find("Diagnosis: GPU-bound, with intermittent data stalls costing 17.7% of the run"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("Also: intermittent stalls (17.7% of step time, gain 17.7%)"), std::string::npos) << text;
 }
 
 TEST(StepReportTest, TextShowsTheFirstStepsSummaryRowsAndEverySection) {
