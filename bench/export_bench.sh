@@ -57,7 +57,7 @@ echo "checking the output"
 TP=${GPUOS_TRACE_PROCESSOR:-$(dirname "$ROOT")/shared/tools/perfetto/trace_processor_shell}
 if [ -x "$TP" ]; then
   cat >"$WORK/load.sql" <<'SQL'
-select name, idx, severity, value from stats where value > 0 and severity in ('error', 'data_loss');
+select name, idx, severity, value from stats where value > 0;
 select (select count(*) from slice) as slices, (select count(*) from flow) as flows,
        (select count(*) from counter) as counter_values, (select count(*) from thread) as threads;
 SQL
