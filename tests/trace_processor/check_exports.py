@@ -59,8 +59,14 @@ JSON_GLOBAL_PID = 0x7FFFFFF0  # the Chrome JSON's process of tracks of no proces
 
 
 def find_trace_processor():
-    path = os.environ.get("GPUOS_TRACE_PROCESSOR") or os.path.join(
-        os.path.dirname(REPO), "shared", "tools", "perfetto", "trace_processor_shell")
+    """The path, or None where there is none; a GPUOS_TRACE_PROCESSOR that
+    names nothing runnable is an error, not a reason to skip."""
+    named = os.environ.get("GPUOS_TRACE_PROCESSOR")
+    if named:
+        if not os.access(named, os.X_OK):
+            sys.exit(f"GPUOS_TRACE_PROCESSOR={named}: not an executable file")
+        return named
+    path = os.path.join(os.path.dirname(REPO), "shared", "tools", "perfetto", "trace_processor_shell")
     return path if os.access(path, os.X_OK) else None
 
 
