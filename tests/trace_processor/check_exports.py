@@ -4,12 +4,13 @@ and held to the trace's own counts.
 
 Records (as root, real eBPF) the demo workload, the ground-truth workload
 (and its exec from a thread), an NVTX program, a PyTorch job on the CPU
-(where Python has torch), an attach to a running program with CUDA driver calls
-recorded by uprobes (the stand-in libcuda), and writes a trace with CUDA
-records as a GPU host delivers them (gpu_trace_fixture); or takes existing
-.gpuos files (--trace NAME=FILE, as on the GPU machine).  Exports each as a
-Perfetto trace and as Chrome JSON, loads both in trace_processor_shell, runs
-the queries beside this file and checks:
+(where Python has torch), an attach to a running program with CUDA driver
+calls recorded by uprobes (the stand-in libcuda), an attach to a job
+started with --prepare (NVTX step ranges through the shim), and writes a
+trace with CUDA records as a GPU host delivers them (gpu_trace_fixture); or
+takes existing .gpuos files (--trace NAME=FILE, as on the GPU machine).
+Exports each as a Perfetto trace and as Chrome JSON, loads both in
+trace_processor_shell, runs the queries beside this file and checks:
   stats.sql          no import error, data loss or named info stat
   threads.sql        every process and thread of the report, with its name
   placed_slices.sql  slices per thread / track and name, and their total
@@ -523,6 +524,33 @@ def record_attach(tracer, workloads, out, workdir):
                 proc.wait()
 
 
+def record_attach_prepared(tracer, workloads, out, workdir):
+    """gpuos-trace --pid on a job started with --prepare: the shim in it is
+    switched on for the window, with the job's NVTX step ranges."""
+    job = subprocess.Popen([tracer, "--prepare", "--", os.path.join(workloads, "nvtx_step_loop"),
+                            "--log", os.path.join(workdir, "nvtx_step_loop.log"), "--seconds", "20"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        def shim_loaded():
+            try:
+                return "libgpuos_shim.so" in open(f"/proc/{job.pid}/maps").read()
+            except OSError:
+                return False
+        if not wait_for(shim_loaded, 20):
+            raise RuntimeError("the prepared job did not load the shim")
+        time.sleep(0.3)
+        run = subprocess.run([tracer, "-q", "--pid", str(job.pid), "--duration", "1s", "-o", out],
+                             capture_output=True, text=True, timeout=60)
+        if run.returncode != 0:
+            raise RuntimeError(f"gpuos-trace --pid (prepared) failed: {run.stderr[-2000:]}")
+        job.send_signal(signal.SIGTERM)
+        job.wait(timeout=30)
+    finally:
+        if job.poll() is None:
+            job.kill()
+            job.wait()
+
+
 def record_all(args, workdir):
     tracer, workloads = args.tracer, args.workloads
     traces = []
@@ -569,6 +597,9 @@ def record_all(args, workdir):
         print(f"note: {python} has no torch: the PyTorch trace is left out")
     record_attach(tracer, workloads, path("attach_uprobes"), workdir)
     traces.append(("attach_uprobes", path("attach_uprobes")))
+    if os.access(os.path.join(workloads, "nvtx_step_loop"), os.X_OK):
+        record_attach_prepared(tracer, workloads, path("attach_prepared"), workdir)
+        traces.append(("attach_prepared", path("attach_prepared")))
     run = subprocess.run([args.fixture, path("cuda_records")], capture_output=True, text=True)
     if run.returncode != 0:
         raise RuntimeError(f"gpu_trace_fixture failed: {run.stderr}")
