@@ -17,7 +17,8 @@ trace_processor_shell, runs the queries beside this file and checks:
                      durations, equal to what `gpuos-trace dump` holds; per
                      thread mmap, munmap, futex waits, NVTX ranges, kernels,
                      copies, memsets and steps equal to `report --format json`
-  flows.sql          every flow joins a CUDA API call to its GPU work
+  flows.sql          every flow of the CUDA side joins a CUDA API call to
+                     its GPU work (other flows are counted, not checked)
   counters.sql       the counter tracks, by name, each with values
   nesting.sql        slices of a track nest or are apart; none left open
 and runs the user queries of docs/trace-processor.md (docs/queries/*.sql) on
@@ -442,7 +443,8 @@ def check_export(tp, tracer, label, gpuos, workdir, summary):
         slices = sum(r["n"] for r in placed)
         status = "ok" if not c.failures else f"{len(c.failures)} FAILED"
         print(f"{c.label}: {os.path.getsize(path)} bytes, loaded and queried in {seconds:.2f} s; "
-              f"{len(threads)} threads, {slices} slices, {flows[0]['flows']} flows, "
+              f"{len(threads)} threads, {slices} slices, {flows[0]['flows']} CUDA flows, "
+              f"{flows[0]['other_flows']} other flows, "
               f"{len(counters)} counter tracks; stats: "
               + (", ".join(f"{r['name']}={r['value']}" for r in stats if r["value"]) or "none")
               + f": {status}")
