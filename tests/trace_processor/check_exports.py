@@ -79,9 +79,16 @@ def tp_env(tp):
     return env
 
 
-def parse_value(text):
+# Columns that hold names: kept as text even where a name looks like a number.
+TEXT_COLUMNS = {"name", "idx", "severity", "source", "thread_name", "process_name", "track",
+                "step", "thread", "cause", "addr"}
+
+
+def parse_value(column, text):
     if text == "[NULL]":
         return None
+    if column in TEXT_COLUMNS:
+        return text
     try:
         return int(text)
     except ValueError:
@@ -111,7 +118,7 @@ def run_queries(tp, trace, files, workdir):
     for block in blocks:
         rows = list(csv.reader(io.StringIO(block)))
         header, body = rows[0], rows[1:]
-        results.append([{k: parse_value(v) for k, v in zip(header, row)} for row in body])
+        results.append([{k: parse_value(k, v) for k, v in zip(header, row)} for row in body])
     return results, seconds
 
 
