@@ -11,6 +11,8 @@
 //  - a graph launch: one API call, two kernels running at once on one
 //    stream (they cannot nest: overflow lanes);
 //  - work without its API call (correlation 0) and calls without work;
+//  - a kernel that runs past its step's end into the next one, and another
+//    process's kernels on the same GPU (not the steps' process);
 //  - NVTX step ranges (push/pop) with nested ranges, a start/end range ended
 //    on another thread, a mark; a DataLoader worker process;
 //  - off-CPU intervals, futex waits, mmap/munmap, page faults.
@@ -37,6 +39,7 @@ constexpr uint64_t kMs = 1'000'000;
 constexpr uint32_t kPid = 4100;        // python3 train.py
 constexpr uint32_t kBackward = 4103;   // its autograd thread
 constexpr uint32_t kWorker = 4200;     // a DataLoader worker process
+constexpr uint32_t kOtherJob = 4300;   // another job on the same GPU
 constexpr uint32_t kContext = 1;
 
 v1::Event At(uint64_t ts, uint32_t pid, uint32_t tid) {
@@ -85,9 +88,16 @@ class Fixture {
     worker.mutable_process_start()->set_comm("pt_data_worker");
     worker.mutable_process_start()->set_ppid(kPid);
     Push(worker);
+    v1::Event other = At(t + 30 * kMs, kOtherJob, kOtherJob);
+    other.mutable_process_start()->set_comm("other_job");
+    other.mutable_process_start()->set_ppid(kPid);
+    Push(other);
   }
 
   void Exits(uint64_t t) {
+    v1::Event other = At(t, kOtherJob, kOtherJob);
+    other.mutable_process_exit()->set_comm("other_job");
+    Push(other);
     v1::Event worker = At(t, kWorker, kWorker);
     worker.mutable_process_exit()->set_comm("pt_data_worker");
     Push(worker);
@@ -99,12 +109,13 @@ class Fixture {
     Push(root);
   }
 
-  uint32_t Api(uint64_t ts, uint32_t tid, uint64_t dur, const std::string& name, bool with_id = true) {
-    v1::Event event = At(ts, kPid, tid);
+  uint32_t Api(uint64_t ts, uint32_t tid, uint64_t dur, const std::string& name,
+              uint32_t pid = kPid) {
+    v1::Event event = At(ts, pid, tid);
     v1::CudaApiCall* call = event.mutable_cuda_api();
     call->set_duration_ns(dur);
     call->set_name(name);
-    const uint32_t id = with_id ? ++correlation_ : 0;
+    const uint32_t id = ++correlation_;
     call->set_correlation_id(id);
     call->set_cbid(211);
     Push(event);
@@ -112,8 +123,8 @@ class Fixture {
   }
 
   void Kernel(uint64_t ts, uint64_t dur, const std::string& name, uint32_t id, uint32_t stream,
-              uint32_t device = 0) {
-    v1::Event event = At(ts, kPid, 0);
+              uint32_t device = 0, uint32_t pid = kPid) {
+    v1::Event event = At(ts, pid, 0);
     v1::GpuKernel* kernel = event.mutable_gpu_kernel();
     kernel->set_duration_ns(dur);
     kernel->set_name(name);
@@ -283,6 +294,12 @@ class Fixture {
     const uint32_t sync = Api(t + 17 * kMs, kPid, 900 * kUs, "cudaStreamSynchronize_v3020");
     Sync(t + 17 * kMs + 5 * kUs, 880 * kUs, v1::GpuSync::STREAM, sync, 7);
     OffCpu(t + 17 * kMs + 20 * kUs, kPid, kPid, 850 * kUs, v1::OFF_CPU_CAUSE_SYSCALL, 16);
+    // The last kernel of the step runs on past its end into the next step.
+    const uint32_t tail = Api(t + 18400 * kUs, kPid, 10 * kUs, "cudaLaunchKernel_v7000");
+    Kernel(t + 18500 * kUs, 2000 * kUs, "optimizer_tail", tail, 7);
+    // Another job's kernel on the same GPU while this one waits for data.
+    const uint32_t other = Api(t + 900 * kUs, kOtherJob, 10 * kUs, "cudaLaunchKernel_v7000", kOtherJob);
+    Kernel(t + 1 * kMs, 1500 * kUs, "other_job_kernel", other, 7, 0, kOtherJob);
     if (step == 2) {
       v1::Event mark = At(t + 18 * kMs, kPid, kBackward);
       mark.mutable_nvtx_mark()->set_name("checkpoint");
