@@ -2,7 +2,10 @@
 # Export benchmark: generates a synthetic trace of EVENTS events (default 10
 # million) shaped like a training job's, times `gpuos-trace export` on it
 # with /usr/bin/time -v (wall time, peak RSS), checks the output against the
-# Perfetto trace rules, and prints the figures for docs/export_benchmark.md.
+# Perfetto trace rules, times Perfetto's trace processor loading it (found
+# through GPUOS_TRACE_PROCESSOR or ../shared/tools/perfetto beside the
+# repository; left out where absent), and prints the figures for
+# docs/export_benchmark.md.
 #
 #   bench/export_bench.sh [BUILD_DIR] [EVENTS]
 #
@@ -49,7 +52,28 @@ ls -l "$OUT"
 echo "checking the output"
 "$GEN" check "$OUT"
 
+# What the real consumer costs: trace_processor_shell loading the export and
+# answering the import-problem and size queries.
+TP=${GPUOS_TRACE_PROCESSOR:-$(dirname "$ROOT")/shared/tools/perfetto/trace_processor_shell}
+if [ -x "$TP" ]; then
+  cat >"$WORK/load.sql" <<'SQL'
+select name, idx, severity, value from stats where value > 0;
+select (select count(*) from slice) as slices, (select count(*) from flow) as flows,
+       (select count(*) from counter) as counter_values, (select count(*) from thread) as threads;
+SQL
+  echo "loading it in the trace processor: $TP"
+  LD_LIBRARY_PATH="$(dirname "$TP")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+    /usr/bin/time -v "$TP" -q "$WORK/load.sql" "$OUT" >"$WORK/tp.out" 2>"$WORK/tp_time.txt" ||
+    { tail -5 "$WORK/tp_time.txt"; echo "the trace processor failed"; }
+  cat "$WORK/tp.out"
+  grep -E 'Trace loaded' "$WORK/tp_time.txt" | sed 's/^.*Trace loaded/Trace loaded/' || true
+  grep -E 'Elapsed \(wall clock\)|Maximum resident set size|User time|System time' "$WORK/tp_time.txt"
+else
+  echo "no trace processor at $TP: its load time is left out"
+fi
+
 echo
 echo "date:    $(date -u +%Y-%m-%dT%H:%MZ)"
+echo "load:    $(cut -d' ' -f1-3 /proc/loadavg) (1, 5, 15 min) at the end"
 echo "machine: $(nproc) CPUs, $(lscpu | sed -n 's/^Model name: *//p'), $(free -g | awk '/Mem:/{print $2}') GiB RAM, kernel $(uname -r)"
 if [ -z "${EXPORT_BENCH_DIR:-}" ]; then rm -rf "$WORK"; fi

@@ -5,10 +5,10 @@
 # a static gpuos-trace, libgpuos_shim.so and python_hooks/.  PARTS is a
 # comma list of: probe, known, known-cupti-clock, known-api-callbacks,
 # cuda-records, torch, coexist, overhead, per-kernel-cost, cupti-levers,
-# cupti-overhead-records, os-overhead, os-attach-overhead, attach, suite
-# (default: all but known-cupti-clock, known-api-callbacks, per-kernel-cost,
-# cupti-levers, cupti-overhead-records, os-overhead, os-attach-overhead and
-# suite).
+# cupti-overhead-records, os-overhead, os-attach-overhead, attach,
+# trace-processor, suite (default: all but known-cupti-clock,
+# known-api-callbacks, per-kernel-cost, cupti-levers, cupti-overhead-records,
+# os-overhead, os-attach-overhead, trace-processor and suite).
 # Logs go to $OUT (or ./gpu-session-out); the table of results comes last.
 # GPU_SESSION_WORK=DIR: work in DIR instead, and leave in $OUT only the
 # table (gpu-session-table.txt) and one archive of every log, run file and
@@ -284,6 +284,49 @@ if want attach; then
     echo "$name: rc=$rc job=$jrc $result"
     row "attach $name" "$([ $rc = 0 ] && [ $jrc = 0 ] && echo DONE || echo FAIL)" "$result"
   done
+fi
+
+if want trace-processor; then
+  # Issue #18: the traces of the seeds' ResNet-18 sequence (baseline,
+  # workers, pinned, prefetch) and of an attached PyTorch job, exported and
+  # loaded in Perfetto's trace processor (GPUOS_TRACE_PROCESSOR: the
+  # trace_processor_shell carried here, libprotobuf.so.32 beside it), held
+  # to the report's counts by the CI's checks (tests/trace_processor/), with
+  # the stats, counts and the user queries of docs/trace-processor.md.
+  echo "== trace processor"
+  tp_traces=()
+  for variant in baseline workers pinned prefetch; do
+    steps=(--steps 30 --warmup 5)
+    [ $variant = baseline ] && steps=(--steps 12 --warmup 2)
+    timeout 300 "$TRACE" -q -o "$OUT/tp_resnet_$variant.gpuos" -- python3 \
+      "$ROOT/workloads/python/resnet_data_pipeline.py" --device cuda --variant $variant "${steps[@]}" \
+      >"$OUT/tp_resnet_$variant.log" 2>&1 || echo "resnet $variant: rc=$? (see tp_resnet_$variant.log)"
+    tp_traces+=(--trace "resnet-$variant=$OUT/tp_resnet_$variant.gpuos")
+  done
+  python3 "$HERE/attach_train.py" --seconds 20 --log "$OUT/tp_attach.steps" >"$OUT/tp_attach.job" 2>&1 &
+  job=$!
+  for _ in $(seq 100); do grep -q ready "$OUT/tp_attach.job" 2>/dev/null && break; sleep 0.2; done
+  sleep 2
+  timeout 60 "$TRACE" --pid $job --duration 8s -o "$OUT/tp_attach.gpuos" 2>"$OUT/tp_attach.err" ||
+    echo "attach: rc=$? (see tp_attach.err)"
+  wait $job
+  tp_traces+=(--trace "attach-injected=$OUT/tp_attach.gpuos")
+  # check_exports.py runs the trace processor with LD_LIBRARY_PATH set to
+  # its folder (not set here: the later parts' Python would see it too).
+  timeout 900 python3 "$ROOT/tests/trace_processor/check_exports.py" --tracer "$TRACE" "${tp_traces[@]}" \
+    >"$OUT/trace-processor.log" 2>&1
+  rc=$?
+  cat "$OUT/trace-processor.log"
+  while IFS= read -r line; do
+    label=${line%%:*}
+    row "tp ${label}" "$([[ $line == *": ok" ]] && echo PASS || echo FAIL)" \
+      "$(sed -E 's/^[^:]*: //; s/, loaded and queried in [0-9.]+ s//; s/; stats: .*//' <<<"$line")"
+  done < <(grep -E '^[a-z0-9-]+ \((Perfetto|Chrome JSON)\): ' "$OUT/trace-processor.log")
+  case $rc in
+    0) row "trace processor: every export" PASS "$(tail -1 "$OUT/trace-processor.log")" ;;
+    77) row "trace processor: every export" SKIP "$(grep SKIPPED "$OUT/trace-processor.log" | head -1)" ;;
+    *) row "trace processor: every export" FAIL "rc=$rc $(tail -1 "$OUT/trace-processor.log")" ;;
+  esac
 fi
 
 if want suite; then
