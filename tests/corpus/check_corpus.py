@@ -21,6 +21,10 @@ Checks, per row (a row fails with its reasons; exit status 1 if any does):
              was read
   steps      steps were found from the job's work: step_analysis.source is
              neither fixed_windows nor none, and at least 3 were measured
+  thread     the steps are those of the job's driving thread: every script
+             (and the trainer) runs its loop on the main thread of the
+             process started, so step_analysis.pid is that process (not a
+             DataLoader worker) and step_analysis.tid its main thread
   own        the mean measured step is within 5% of the job's own mean
              iteration time over the same span
   l=a        (attached rows) launched and attached agree: the mean step,
@@ -44,6 +48,7 @@ Exit status: 0 every row passed, 1 some row failed, 2 bad usage, 77 nothing
 could run here (not root, or no Python with torch): ctest's skip code.
 """
 import argparse
+import ctypes
 import json
 import os
 import re
@@ -82,7 +87,7 @@ PROFILES = {
         "grad_accum_eval": {
             "args": ["--device", "cpu", "--micro-batch", "8", "--seq-len", "32", "--vocab", "500",
                      "--d-model", "32", "--nhead", "4", "--layers", "1", "--train-size", "4000",
-                     "--val-size", "64", "--accum-steps", "3", "--workers", "1", "--eval-every", "10",
+                     "--val-size", "128", "--accum-steps", "3", "--workers", "1", "--eval-every", "10",
                      "--ckpt-every", "25", "--log-every", "5"],
             "iters": 40},
         "amp_scaler": {
@@ -109,12 +114,13 @@ PROFILES = {
             "args": ["--device", "cuda", "--train-tokens", "400000", "--log-interval", "50"],
             "iters": 800},
         "grad_accum_eval": {
-            "args": ["--device", "cuda", "--accum-steps", "4", "--eval-every", "25", "--ckpt-every", "100",
+            "args": ["--device", "cuda", "--accum-steps", "4", "--val-size", "4096", "--eval-every", "25",
+                     "--ckpt-every", "100",
                      "--log-every", "10"],
             "iters": 200},
         "amp_scaler": {
-            "args": ["--device", "cuda", "--log-every", "50"],
-            "iters": 600},
+            "args": ["--device", "cuda", "--log-every", "100"],
+            "iters": 4000},
         "compiled_mlp": {
             "args": ["--device", "cuda", "--compile-mode", "reduce-overhead", "--log-every", "200"],
             "iters": 3000},
@@ -123,12 +129,12 @@ PROFILES = {
             "args": ["--device", "cuda", "--compile-mode", "default", "--log-every", "200"],
             "iters": 3000},
         "cpu_manual_sgd": {
-            "args": ["--device", "cpu", "--log-every", "50"],
-            "iters": 600},
+            "args": ["--device", "cpu", "--log-every", "100"],
+            "iters": 3000},
         "trainer": {
             "args": ["--device", "cuda", "--model", "cnn", "--batch-size", "64", "--workers", "4",
                      "--pin-memory", "--non-blocking", "--image-size", "3x64x64", "--warmup", "5"],
-            "iters": 1000},
+            "iters": 600},
     },
 }
 
@@ -197,6 +203,27 @@ def kill_tree(proc, first_signal=signal.SIGTERM, grace_s=3.0):
         pass
 
 
+PR_SET_PDEATHSIG = 1
+_LIBC = ctypes.CDLL(None, use_errno=True)
+
+
+def die_with_harness():
+    """preexec_fn: the child gets SIGTERM when the harness dies (ctest's
+    timeout kills it), so no job outlives it; gpuos-trace forwards the
+    signal to the command it started."""
+    _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+
+
+LIVE_JOBS = set()
+
+
+def end_live_jobs(signum=None, frame=None):
+    for job in list(LIVE_JOBS):
+        kill_tree(job.proc, grace_s=1.0)
+    if signum is not None:
+        os._exit(128 + signum)
+
+
 class Job:
     """A process whose stdout lines are read as they come and stamped with
     CLOCK_MONOTONIC (time.monotonic_ns, the clock of the trace)."""
@@ -207,7 +234,8 @@ class Job:
         self.log_path = log_path
         self.err = open(log_path + ".stderr", "w")
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=self.err, stdin=subprocess.DEVNULL,
-                                     env=env, start_new_session=True)
+                                     env=env, start_new_session=True, preexec_fn=die_with_harness)
+        LIVE_JOBS.add(self)
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
 
@@ -251,12 +279,14 @@ class Job:
             rc = None
         self.reader.join(timeout=10)
         self.err.close()
+        LIVE_JOBS.discard(self)
         return rc
 
     def stop(self):
         kill_tree(self.proc)
         self.reader.join(timeout=10)
         self.err.close()
+        LIVE_JOBS.discard(self)
 
     def stderr_tail(self, n=3):
         try:
@@ -326,6 +356,7 @@ class Row:
         self.iters = None
         self.skipped = ""
         self.seconds = None
+        self.job_pid = None  # attached: the pid attached to
 
     def fail(self, check, reason):
         self.failures.append("%s: %s" % (check, reason))
@@ -418,6 +449,7 @@ class Harness:
             argv = script_argv(self.python, spec, name, ["--seconds", "600"])
         log("== %s attached: %s" % (name, " ".join(argv)))
         job = Job(argv, os.path.join(self.work, tag + ".log"), self.env())
+        row.job_pid = job.proc.pid
         try:
             if name == "trainer":
                 time.sleep(cfg["trainer_warm_s"])
@@ -434,7 +466,8 @@ class Harness:
                 with open(os.path.join(self.work, tag + ".trace.stderr"), "w") as err:
                     trc = subprocess.run([self.trace, "-q", "--pid", str(job.proc.pid), "--duration",
                                           "%ds" % duration, "-o", trace_file], stdout=err, stderr=err,
-                                         stdin=subprocess.DEVNULL, timeout=duration + 90).returncode
+                                         stdin=subprocess.DEVNULL, timeout=duration + 90,
+                                         preexec_fn=die_with_harness).returncode
             except subprocess.TimeoutExpired:
                 trc = None
             if trc != 0:
@@ -496,6 +529,12 @@ class Harness:
             row.fail("steps", "%s: %s" % (source, st.get("note", "")))
         elif measured < MIN_STEPS:
             row.fail("steps", "only %d measured steps (%s)" % (measured, source))
+        if source not in ("none", None):
+            job_pid = row.job_pid or next(
+                (p["pid"] for p in row.report.get("processes", []) if p.get("is_root")), None)
+            if st.get("pid") != job_pid or st.get("tid") != st.get("pid"):
+                row.fail("thread", "steps on pid %s tid %s \"%s\", not the job's main thread %s" % (
+                    st.get("pid"), st.get("tid"), st.get("thread_comm"), job_pid))
         mean = row.mean_ms
         if row.own_ms is None:
             row.fail("own", "no own timing for this run")
@@ -671,10 +710,13 @@ def main():
     args.work = args.work or tempfile.mkdtemp(prefix="gpuos-corpus.")
     os.makedirs(args.work, exist_ok=True)
     started = time.monotonic()
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, end_live_jobs)
     h = Harness(args)
     try:
         h.run()
     finally:
+        end_live_jobs()
         if not keep:
             shutil.rmtree(args.work, ignore_errors=True)
     if args.json:

@@ -102,15 +102,18 @@ def main():
     if use_cuda:
         torch.backends.cudnn.benchmark = True
 
-    shape = (3, args.image_size, args.image_size)
     if torchvision is not None:
+        # Stored images a little larger than the crop (256 for 224), cropped
+        # and flipped at random as the ImageNet example's train transform does.
+        stored = args.image_size + args.image_size // 7
         normalize = transforms.Normalize(mean=[0.485, 0.456, 0.406], std=[0.229, 0.224, 0.225])
         dataset = torchvision.datasets.FakeData(
-            size=args.dataset_size, image_size=shape, num_classes=args.num_classes,
-            transform=transforms.Compose([transforms.RandomHorizontalFlip(), transforms.ToTensor(), normalize]))
+            size=args.dataset_size, image_size=(3, stored, stored), num_classes=args.num_classes,
+            transform=transforms.Compose([transforms.RandomResizedCrop(args.image_size),
+                                          transforms.RandomHorizontalFlip(), transforms.ToTensor(), normalize]))
     else:
         print("torchvision not found: random tensors instead of FakeData", file=sys.stderr)
-        dataset = RandomImages(args.dataset_size, shape, args.num_classes)
+        dataset = RandomImages(args.dataset_size, (3, args.image_size, args.image_size), args.num_classes)
     loader = torch.utils.data.DataLoader(
         dataset, batch_size=args.batch_size, shuffle=True, num_workers=args.workers,
         pin_memory=use_cuda, drop_last=True)
