@@ -440,11 +440,18 @@ class Harness:
         cfg = ATTACH[self.profile]
         duration = cfg["duration_s"]
         if name == "trainer":
-            # No periodic output: run long enough for the warm-up, the attach
-            # and a margin, sized from the launched run's speed.
+            # Its only timing is the final summary, over the steps after
+            # --warmup: sized from the launched run's speed so that the
+            # warm-up lasts until the attach and the run ends with it, the
+            # timed steps are those of the attach window (about: the attach
+            # takes a moment to start, and the job may run faster untraced).
             ms = (launched_row.own_ms if launched_row and launched_row.own_ms else None) or 20.0
-            steps = int((cfg["trainer_warm_s"] + duration + 3) * 1000 / ms) + 20
-            argv = [self.trainer] + spec["args"] + ["--steps", str(steps)]
+            warm_steps = int(cfg["trainer_warm_s"] * 1000 / ms) + 1
+            steps = warm_steps + int(duration * 1000 / ms) + 1
+            args = list(spec["args"])
+            if "--warmup" in args:
+                del args[args.index("--warmup"):args.index("--warmup") + 2]
+            argv = [self.trainer] + args + ["--warmup", str(warm_steps), "--steps", str(steps)]
         else:
             argv = script_argv(self.python, spec, name, ["--seconds", "600"])
         log("== %s attached: %s" % (name, " ".join(argv)))
@@ -480,7 +487,8 @@ class Harness:
                     row.fail("run", "the trainer %s after the attach: %s" % (
                         "was killed (timeout)" if rc is None else "exited %d" % rc, job.stderr_tail()))
                 row.own_ms = own_ms_from_result(parse_result(job.lines))
-                row.notes.append("own timing: the trainer's whole run (it has no periodic output)")
+                row.notes.append("own timing: the trainer's steps after its --warmup, sized to end with "
+                                 "the attach (it has no periodic output)")
             else:
                 after = time.monotonic_ns()
                 alive = job.wait_for(lambda lines: any(t > after and MS_PER_ITER.search(s) for t, s in lines), 60)
@@ -495,6 +503,10 @@ class Harness:
         self.read_report(row, trace_file, tag)
         if name != "trainer" and row.report:
             row.own_ms = self.own_ms_in_window(job, row.report)
+        if name == "trainer" and row.report and row.report.get("attach"):
+            timed = float(parse_result(job.lines).get("elapsed_s", 0) or 0)
+            window = (row.report["attach"]["end_ns"] - row.report["attach"]["start_ns"]) / 1e9
+            row.notes.append("the trainer's timed steps took %.2f s, the attach window %.2f s" % (timed, window))
         return row
 
     def own_ms_in_window(self, job, report):
