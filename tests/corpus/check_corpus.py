@@ -217,11 +217,19 @@ def die_with_harness():
 LIVE_JOBS = set()
 
 
-def end_live_jobs(signum=None, frame=None):
+def end_live_jobs():
     for job in list(LIVE_JOBS):
         kill_tree(job.proc, grace_s=1.0)
-    if signum is not None:
-        os._exit(128 + signum)
+
+
+class Interrupted(Exception):
+    """SIGTERM/SIGINT/SIGHUP: stop, end the jobs, print the rows so far."""
+
+
+def on_signal(signum, frame):
+    for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(s, signal.SIG_IGN)  # once: the clean-up must not be cut short
+    raise Interrupted(signal.Signals(signum).name)
 
 
 class Job:
@@ -604,13 +612,12 @@ class Harness:
             if mode == "nonvtx" and not trainer_has_no_nvtx(self.trainer):
                 row = Row(name, mode)
                 row.fail("run", "gpuos-trainer has no --no-nvtx: no un-annotated run")
-                rows[mode] = row
-                continue
-            t0 = time.monotonic()
-            rows[mode] = self.attached(name, spec, rows.get("launched")) if mode == "attached" \
-                else self.launched(name, spec, mode)
-            rows[mode].seconds = time.monotonic() - t0
-        for mode, row in rows.items():
+            else:
+                t0 = time.monotonic()
+                row = self.attached(name, spec, rows.get("launched")) if mode == "attached" \
+                    else self.launched(name, spec, mode)
+                row.seconds = time.monotonic() - t0
+            rows[mode] = row
             self.check_row(row)
             if mode == "attached" and "launched" in rows:
                 self.check_pair(row, rows["launched"], "l=a")
@@ -723,10 +730,13 @@ def main():
     os.makedirs(args.work, exist_ok=True)
     started = time.monotonic()
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(signum, end_live_jobs)
+        signal.signal(signum, on_signal)
     h = Harness(args)
+    interrupted = ""
     try:
         h.run()
+    except Interrupted as e:
+        interrupted = str(e)
     finally:
         end_live_jobs()
         if not keep:
@@ -743,6 +753,9 @@ def main():
         for note in r.notes:
             print("note %s %s: %s" % (r.script, r.mode, note))
     failed = [r for r in h.rows if r.failures]
+    if interrupted:
+        print("interrupted by %s: the rows after the last one above did not run" % interrupted)
+        return 1
     if not h.rows:
         print("no rows ran")
         return 77
