@@ -5,7 +5,7 @@ that the report is consistent with itself and with the job's own timing
 (issue 17, point 5).  Python 3 standard library only.
 
   check_corpus.py --trace BIN [--python PY] [--trainer PATH] [--profile cpu|gpu]
-                  [--only REGEX] [--modes LIST] [--work DIR] [--json FILE] [--list]
+                  [--only REGEX] [--modes LIST] [--work DIR] [--json FILE] [--budget S] [--list]
 
 For each script, the modes (default: all that apply):
   launched   gpuos-trace -o T -- PY SCRIPT ...      (Python start-up hook on)
@@ -42,7 +42,14 @@ see workloads/corpus/README.md.  A launched run is compared with
 iter_ms_mean; an attached run with the mean of the "ms/iter" lines that
 arrived inside the attach window (each line is stamped with
 CLOCK_MONOTONIC, the trace's clock, when the harness reads it).  The
-trainer prints only its final summary: elapsed_s / measured_steps.
+trainer prints only its final summary: elapsed_s / measured_steps; attached,
+its --warmup and --steps are sized from the launched run's speed so that
+its timed steps are about those of the attach window (a note gives both
+spans).
+
+Every process is started with a timeout and ended with its descendants
+(by pid) when it runs over, when the harness ends, or when the harness is
+killed (PR_SET_PDEATHSIG); on SIGTERM/SIGINT the rows so far are printed.
 
 Exit status: 0 every row passed, 1 some row failed, 2 bad usage, 77 nothing
 could run here (not root, or no Python with torch): ctest's skip code.
@@ -130,7 +137,7 @@ PROFILES = {
             "iters": 3000},
         "cpu_manual_sgd": {
             "args": ["--device", "cpu", "--log-every", "100"],
-            "iters": 3000},
+            "iters": 2000},
         "trainer": {
             "args": ["--device", "cuda", "--model", "cnn", "--batch-size", "64", "--workers", "4",
                      "--pin-memory", "--non-blocking", "--image-size", "3x64x64", "--warmup", "5"],
