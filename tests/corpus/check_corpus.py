@@ -13,6 +13,8 @@ For each script, the modes (default: all that apply):
   nonvtx     gpuos-trainer --no-nvtx                 (the trainer)
   attached   the script started untraced; after its warm-up,
              gpuos-trace --pid PID --duration Ns
+  uprobes    the same with --no-inject (CUDA seen through uprobes on
+             libcuda only); not in the default --modes
 Each trace is read with `gpuos-trace report --format json`.
 
 Checks, per row (a row fails with its reasons; exit status 1 if any does):
@@ -448,9 +450,9 @@ class Harness:
         return row
 
     # ---- one attached run
-    def attached(self, name, spec, launched_row):
-        row = Row(name, "attached")
-        tag = name + ".attached"
+    def attached(self, name, spec, launched_row, mode="attached"):
+        row = Row(name, mode)
+        tag = "%s.%s" % (name, mode)
         trace_file = os.path.join(self.work, tag + ".gpuos")
         cfg = ATTACH[self.profile]
         duration = cfg["duration_s"]
@@ -469,7 +471,7 @@ class Harness:
             argv = [self.trainer] + args + ["--warmup", str(warm_steps), "--steps", str(steps)]
         else:
             argv = script_argv(self.python, spec, name, ["--seconds", "600"])
-        log("== %s attached: %s" % (name, " ".join(argv)))
+        log("== %s %s: %s" % (name, mode, " ".join(argv)))
         job = Job(argv, os.path.join(self.work, tag + ".log"), self.env())
         row.job_pid = job.proc.pid
         try:
@@ -486,7 +488,8 @@ class Harness:
                 return row
             try:
                 with open(os.path.join(self.work, tag + ".trace.stderr"), "w") as err:
-                    trc = subprocess.run([self.trace, "-q", "--pid", str(job.proc.pid), "--duration",
+                    trc = subprocess.run([self.trace, "-q"] + (["--no-inject"] if mode == "uprobes" else []) +
+                                         ["--pid", str(job.proc.pid), "--duration",
                                           "%ds" % duration, "-o", trace_file], stdout=err, stderr=err,
                                          stdin=subprocess.DEVNULL, timeout=duration + 90,
                                          preexec_fn=die_with_harness).returncode
@@ -607,7 +610,7 @@ class Harness:
             row.skipped = "no gpuos-trainer at %s" % self.trainer
             self.rows.append(row)
             return
-        want = ["launched"] + (["nonvtx"] if is_trainer else ["nohooks"]) + ["attached"]
+        want = ["launched"] + (["nonvtx"] if is_trainer else ["nohooks"]) + ["attached", "uprobes"]
         for mode in want:
             if mode not in modes:
                 continue
@@ -621,12 +624,12 @@ class Harness:
                 row.fail("run", "gpuos-trainer has no --no-nvtx: no un-annotated run")
             else:
                 t0 = time.monotonic()
-                row = self.attached(name, spec, rows.get("launched")) if mode == "attached" \
+                row = self.attached(name, spec, rows.get("launched"), mode) if mode in ("attached", "uprobes") \
                     else self.launched(name, spec, mode)
                 row.seconds = time.monotonic() - t0
             rows[mode] = row
             self.check_row(row)
-            if mode == "attached" and "launched" in rows:
+            if mode in ("attached", "uprobes") and "launched" in rows:
                 self.check_pair(row, rows["launched"], "l=a")
             if mode in ("nohooks", "nonvtx") and "launched" in rows:
                 self.check_pair(row, rows["launched"], "a=u")
@@ -662,7 +665,8 @@ def table(rows):
         vs = "-" if r.mean_ms is None or not r.own_ms else "%+.1f%%" % (100 * (r.mean_ms / r.own_ms - 1))
 
         def mark(check):
-            applies = (check == "l=a" and r.mode == "attached") or (check == "a=u" and r.mode in ("nohooks", "nonvtx"))
+            applies = (check == "l=a" and r.mode in ("attached", "uprobes")) or \
+                (check == "a=u" and r.mode in ("nohooks", "nonvtx"))
             if not applies:
                 return ""
             return "FAIL" if any(f.startswith(check + ":") for f in r.failures) else "ok"
@@ -704,7 +708,8 @@ def main():
     p.add_argument("--trainer", help="gpuos-trainer binary (its rows are skipped without one)")
     p.add_argument("--profile", choices=sorted(PROFILES), default="cpu")
     p.add_argument("--only", help="regex on script names")
-    p.add_argument("--modes", default="launched,nohooks,nonvtx,attached")
+    p.add_argument("--modes", default="launched,nohooks,nonvtx,attached",
+                   help="comma list of launched, nohooks, nonvtx, attached, uprobes (default: %(default)s)")
     p.add_argument("--work", help="keep logs, traces and reports here (default: a temporary dir, removed)")
     p.add_argument("--json", help="also write the rows as JSON to this file")
     p.add_argument("--budget", type=int, default=0,
@@ -712,7 +717,7 @@ def main():
     p.add_argument("--list", action="store_true", help="print the scripts and their arguments, run nothing")
     args = p.parse_args()
     args.modes = set(args.modes.split(","))
-    unknown = args.modes - {"launched", "nohooks", "nonvtx", "attached"}
+    unknown = args.modes - {"launched", "nohooks", "nonvtx", "attached", "uprobes"}
     if unknown:
         p.error("--modes: unknown %s" % ",".join(sorted(unknown)))
     if args.list:

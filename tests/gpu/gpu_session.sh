@@ -11,7 +11,9 @@
 # os-attach-overhead, suite and corpus).
 # corpus: tests/corpus/check_corpus.py --profile gpu (the un-annotated
 # scripts of workloads/corpus/ and gpuos-trainer, launched, un-annotated
-# and attached; one row per run).  GPUOS_CORPUS_ONLY=REGEX picks scripts;
+# and attached; one row per run).  GPUOS_CORPUS_ONLY=REGEX picks scripts,
+# GPUOS_CORPUS_MODES the modes (e.g. launched,uprobes: attached through
+# uprobes only, --no-inject);
 # GPUOS_CORPUS_BUDGET_S (default 420) starts no run after that long (the
 # rows left say so), so that the part fits one 10-minute call.
 # GPUOS_TRAINER=PATH names a gpuos-trainer built against PyTorch's LibTorch
@@ -314,6 +316,7 @@ if want corpus; then
   budget=${GPUOS_CORPUS_BUDGET_S:-420}
   timeout $((budget + 120)) python3 "$ROOT/tests/corpus/check_corpus.py" --trace "$TRACE" --python python3 \
     ${trainer:+--trainer "$trainer"} --profile gpu --budget "$budget" ${GPUOS_CORPUS_ONLY:+--only "$GPUOS_CORPUS_ONLY"} \
+    ${GPUOS_CORPUS_MODES:+--modes "$GPUOS_CORPUS_MODES"} \
     --work "$OUT/corpus" --json "$OUT/corpus.json" >"$OUT/corpus.txt" 2>"$OUT/corpus.log"
   echo "exit status $?" >>"$OUT/corpus.log"
   cat "$OUT/corpus.txt"
