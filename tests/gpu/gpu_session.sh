@@ -6,9 +6,20 @@
 # comma list of: probe, known, known-cupti-clock, known-api-callbacks,
 # cuda-records, torch, coexist, overhead, per-kernel-cost, cupti-levers,
 # cupti-overhead-records, os-overhead, os-attach-overhead, attach,
-# trace-processor, suite (default: all but known-cupti-clock,
+# trace-processor, suite, corpus (default: all but known-cupti-clock,
 # known-api-callbacks, per-kernel-cost, cupti-levers, cupti-overhead-records,
-# os-overhead, os-attach-overhead, trace-processor and suite).
+# os-overhead, os-attach-overhead, trace-processor, suite and corpus).
+# corpus: tests/corpus/check_corpus.py --profile gpu (the un-annotated
+# scripts of workloads/corpus/ and gpuos-trainer, launched, un-annotated
+# and attached; one row per run).  GPUOS_CORPUS_ONLY=REGEX picks scripts,
+# GPUOS_CORPUS_MODES the modes (e.g. launched,uprobes: attached through
+# uprobes only, --no-inject);
+# GPUOS_CORPUS_BUDGET_S (default 420) starts no run after that long (the
+# rows left say so), so that the part fits one 10-minute call.
+# GPUOS_TRAINER=PATH names a gpuos-trainer built against PyTorch's LibTorch
+# (else BIN_DIR's, or the one workloads/run_gpu_suite.sh built last; none:
+# its rows are skipped); GPUOS_CORPUS_BUILD_TRAINER=1 builds it first
+# (workloads/run_gpu_suite.sh, minutes: better in a call of its own).
 # Logs go to $OUT (or ./gpu-session-out); the table of results comes last.
 # GPU_SESSION_WORK=DIR: work in DIR instead, and leave in $OUT only the
 # table (gpu-session-table.txt) and one archive of every log, run file and
@@ -333,6 +344,45 @@ if want suite; then
   echo "== workload suite"
   timeout 560 bash "$ROOT/workloads/run_gpu_suite.sh" "$BIN_DIR" 2>&1 | tee "$OUT/suite.log" | tail -40
   row "workload suite" "$([ ${PIPESTATUS[0]} = 0 ] && echo DONE || echo FAIL)" "see suite.log"
+fi
+
+if want corpus; then
+  echo "== corpus: un-annotated training scripts, launched and attached (issue 17)"
+  if [ "${GPUOS_CORPUS_BUILD_TRAINER:-0}" = 1 ] && [ -z "${GPUOS_TRAINER:-}" ]; then
+    OUT="$OUT/corpus-build" timeout 420 bash "$ROOT/workloads/run_gpu_suite.sh" --only '^$' "$BIN_DIR" \
+      >"$OUT/corpus-build.log" 2>&1
+  fi
+  trainer=${GPUOS_TRAINER:-}
+  for candidate in "$BIN_DIR/gpuos-trainer" "${GPUOS_SUITE_BUILD_DIR:-${TMPDIR:-/tmp}/gpuos-workloads-build}/gpuos-trainer"; do
+    if [ -z "$trainer" ] && [ -x "$candidate" ]; then trainer=$candidate; fi
+  done
+  budget=${GPUOS_CORPUS_BUDGET_S:-420}
+  timeout $((budget + 120)) python3 "$ROOT/tests/corpus/check_corpus.py" --trace "$TRACE" --python python3 \
+    ${trainer:+--trainer "$trainer"} --profile gpu --budget "$budget" ${GPUOS_CORPUS_ONLY:+--only "$GPUOS_CORPUS_ONLY"} \
+    ${GPUOS_CORPUS_MODES:+--modes "$GPUOS_CORPUS_MODES"} \
+    --work "$OUT/corpus" --json "$OUT/corpus.json" >"$OUT/corpus.txt" 2>"$OUT/corpus.log"
+  echo "exit status $?" >>"$OUT/corpus.log"
+  cat "$OUT/corpus.txt"
+  # One session row per corpus row.
+  while IFS=$'\t' read -r name result detail; do
+    row "$name" "$result" "$detail"
+  done < <(python3 - "$OUT/corpus.json" <<'PY' 2>/dev/null
+import json, sys
+for r in json.load(open(sys.argv[1])):
+    result = "SKIP" if r["skipped"] else ("PASS" if r["passed"] else "FAIL")
+    mean, own = r["mean_step_ms"], r["own_iter_ms"]
+    vs = "%+.1f%%" % (100 * (mean / own - 1)) if mean and own else "-"
+    detail = "%s steps (%s), mean %s ms vs own %s (%s), %s" % (
+        r["measured_steps"], r["source"], "%.3f" % mean if mean else "-", "%.3f" % own if own else "-",
+        vs, r["diagnosis"])
+    if r["skipped"]:
+        detail = r["skipped"]
+    elif r["failures"]:
+        detail += "; failed: " + ",".join(dict.fromkeys(f.split(":")[0] for f in r["failures"]))
+    print("corpus %s %s\t%s\t%s" % (r["script"], r["mode"], result, detail))
+PY
+)
+  [ -s "$OUT/corpus.json" ] || row "corpus" FAIL "no results: $(tail -2 "$OUT/corpus.log" | tr '\n' ' ')"
 fi
 
 print_table() {

@@ -1,0 +1,780 @@
+#!/usr/bin/env python3
+"""Runs the corpus of un-annotated training scripts (workloads/corpus/) and
+the LibTorch trainer under gpuos-trace, launched and attached, and checks
+that the report is consistent with itself and with the job's own timing
+(issue 17, point 5).  Python 3 standard library only.
+
+  check_corpus.py --trace BIN [--python PY] [--trainer PATH] [--profile cpu|gpu]
+                  [--only REGEX] [--modes LIST] [--work DIR] [--json FILE] [--budget S] [--list]
+
+For each script, the modes (default: all that apply):
+  launched   gpuos-trace -o T -- PY SCRIPT ...      (Python start-up hook on)
+  nohooks    the same with --no-python-hooks         (Python scripts)
+  nonvtx     gpuos-trainer --no-nvtx                 (the trainer)
+  attached   the script started untraced; after its warm-up,
+             gpuos-trace --pid PID --duration Ns
+  uprobes    the same with --no-inject (CUDA seen through uprobes on
+             libcuda only); not in the default --modes
+Each trace is read with `gpuos-trace report --format json`.
+
+Checks, per row (a row fails with its reasons; exit status 1 if any does):
+  run        the job and gpuos-trace exited 0 (attached: the job still
+             logged an iteration after the attach ended) and the report
+             was read
+  steps      steps were found from the job's work: step_analysis.source is
+             neither fixed_windows nor none, and at least 3 were measured
+  thread     the steps are those of the job's driving thread: every script
+             (and the trainer) runs its loop on the main thread of the
+             process started, so step_analysis.pid is that process (not a
+             DataLoader worker) and step_analysis.tid its main thread
+  own        the mean measured step is within 5% of the job's own mean
+             iteration time over the same span
+  l=a        (attached rows) launched and attached agree: the mean step,
+             each divided by the job's own iteration time in that run, within
+             3% (the job's own speed may differ between the two runs; the
+             raw means are printed too), and the same diagnosis
+  a=u        (nohooks and nonvtx rows) annotated and un-annotated runs of the
+             same job (same iteration count) find the same number of steps
+             (within 1) and the same diagnosis
+
+The job's own timing: every script prints a line containing "<X> ms/iter"
+(the mean iteration time since its previous such line) every few
+iterations and, last, "RESULT ... iters=N warmup_iters=W iter_ms_mean=X ...";
+see workloads/corpus/README.md.  A launched run is compared with
+iter_ms_mean; an attached run with the mean of the "ms/iter" lines that
+arrived inside the attach window (each line is stamped with
+CLOCK_MONOTONIC, the trace's clock, when the harness reads it).  The
+trainer prints only its final summary: elapsed_s / measured_steps; attached,
+its --warmup and --steps are sized from the launched run's speed so that
+its timed steps are about those of the attach window (a note gives both
+spans).
+
+Every process is started with a timeout and ended with its descendants
+(by pid) when it runs over, when the harness ends, or when the harness is
+killed (PR_SET_PDEATHSIG); on SIGTERM/SIGINT the rows so far are printed.
+
+Exit status: 0 every row passed, 1 some row failed, 2 bad usage, 77 nothing
+could run here (not root, or no Python with torch): ctest's skip code.
+"""
+import argparse
+import ctypes
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CORPUS = os.path.join(ROOT, "workloads", "corpus")
+
+OWN_TOLERANCE = 0.05      # mean step vs the job's own iteration time
+ATTACH_TOLERANCE = 0.03   # launched vs attached
+STEP_COUNT_TOLERANCE = 1  # annotated vs un-annotated
+MIN_STEPS = 3
+
+# Sizes per profile.  cpu: a few seconds each on a 2-core machine (CI);
+# gpu: realistic loads on one H100/H200.  "run" is appended for launched
+# runs (a fixed iteration count, so that annotated and un-annotated runs do
+# the same work); attached runs get "--seconds" instead and are stopped
+# once the attach is over.
+PROFILES = {
+    "cpu": {
+        "imagenet_resnet": {
+            "args": ["--device", "cpu", "--arch", "resnet18", "--image-size", "32", "-b", "8", "-j", "2",
+                     "--num-classes", "10", "--lr", "0.01", "--print-freq", "5"],
+            "iters": 40},
+        "word_lm_lstm": {
+            "args": ["--device", "cpu", "--vocab", "1000", "--train-tokens", "16000", "--valid-tokens", "2000",
+                     "--emsize", "64", "--nhid", "64", "--batch-size", "8", "--bptt", "20",
+                     "--log-interval", "10"],
+            "iters": 130},
+        "grad_accum_eval": {
+            "args": ["--device", "cpu", "--micro-batch", "8", "--seq-len", "32", "--vocab", "500",
+                     "--d-model", "32", "--nhead", "4", "--layers", "1", "--train-size", "4000",
+                     "--val-size", "128", "--accum-steps", "3", "--workers", "1", "--eval-every", "10",
+                     "--ckpt-every", "25", "--log-every", "5"],
+            "iters": 40},
+        "amp_scaler": {
+            "args": ["--device", "cpu", "--batch-size", "64", "--in-size", "256", "--hidden", "256",
+                     "--out-size", "256", "--num-batches", "8", "--log-every", "20"],
+            "iters": 200},
+        "compiled_mlp": {
+            "args": ["--device", "cpu", "--batch-size", "32", "--hidden", "128", "--log-every", "25"],
+            "iters": 200},
+        "cpu_manual_sgd": {
+            "args": ["--device", "cpu", "--samples", "20000", "--features", "64", "--hidden", "128",
+                     "--batch-size", "64", "--log-every", "50"],
+            "iters": 1000},
+        "trainer": {
+            "args": ["--device", "cpu", "--model", "mlp", "--hidden", "256", "--layers", "2",
+                     "--batch-size", "64", "--workers", "2", "--warmup", "5"],
+            "iters": 300},
+    },
+    "gpu": {
+        "imagenet_resnet": {
+            "args": ["--device", "cuda", "--arch", "resnet18", "-b", "64", "-j", "4", "--print-freq", "10"],
+            "iters": 200},
+        "word_lm_lstm": {
+            "args": ["--device", "cuda", "--train-tokens", "400000", "--log-interval", "50"],
+            "iters": 800},
+        "grad_accum_eval": {
+            "args": ["--device", "cuda", "--accum-steps", "4", "--val-size", "4096", "--eval-every", "25",
+                     "--ckpt-every", "100",
+                     "--log-every", "10"],
+            "iters": 200},
+        "amp_scaler": {
+            "args": ["--device", "cuda", "--log-every", "100"],
+            "iters": 4000},
+        "compiled_mlp": {
+            "args": ["--device", "cuda", "--compile-mode", "reduce-overhead", "--log-every", "200"],
+            "iters": 3000},
+        "compiled_mlp_default": {
+            "script": "compiled_mlp",
+            "args": ["--device", "cuda", "--compile-mode", "default", "--log-every", "200"],
+            "iters": 3000},
+        "cpu_manual_sgd": {
+            "args": ["--device", "cpu", "--log-every", "100"],
+            "iters": 2000},
+        "trainer": {
+            "args": ["--device", "cuda", "--model", "cnn", "--batch-size", "64", "--workers", "4",
+                     "--pin-memory", "--non-blocking", "--image-size", "3x64x64", "--warmup", "5"],
+            "iters": 600},
+    },
+}
+
+# How long an attached run waits for the job's warm-up (periodic lines
+# seen), how long it attaches, and the limits on everything.
+ATTACH = {
+    "cpu": {"warm_lines": 2, "duration_s": 3, "warm_timeout_s": 60, "trainer_warm_s": 1.5},
+    "gpu": {"warm_lines": 3, "duration_s": 10, "warm_timeout_s": 240, "trainer_warm_s": 5},
+}
+RUN_TIMEOUT_S = {"cpu": 120, "gpu": 300}
+REPORT_TIMEOUT_S = 180
+
+MS_PER_ITER = re.compile(r"([0-9]+(?:\.[0-9]+)?) ms/iter")
+
+
+def log(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+# ------------------------------------------------------------ processes
+def descendants(pid):
+    """Every live descendant of pid, found through /proc (children first-level
+    and further), so that a tree can be ended by its ids."""
+    children = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % entry) as f:
+                stat = f.read()
+            ppid = int(stat[stat.rindex(")") + 2:].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        for c in children.get(p, []):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
+def kill_tree(proc, first_signal=signal.SIGTERM, grace_s=3.0):
+    """Ends a process we started and everything under it: first_signal to the
+    whole tree, then SIGKILL to whatever is left after grace_s."""
+    if proc.poll() is not None and not descendants(proc.pid):
+        return
+    pids = [proc.pid] + descendants(proc.pid)
+    for p in pids:
+        try:
+            os.kill(p, first_signal)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    for p in [proc.pid] + descendants(proc.pid) + pids:
+        try:
+            os.kill(p, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+PR_SET_PDEATHSIG = 1
+_LIBC = ctypes.CDLL(None, use_errno=True)
+
+
+def die_with_harness():
+    """preexec_fn: the child gets SIGTERM when the harness dies (ctest's
+    timeout kills it), so no job outlives it; gpuos-trace forwards the
+    signal to the command it started."""
+    _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+
+
+LIVE_JOBS = set()
+
+
+def end_live_jobs():
+    for job in list(LIVE_JOBS):
+        kill_tree(job.proc, grace_s=1.0)
+
+
+class Interrupted(Exception):
+    """SIGTERM/SIGINT/SIGHUP: stop, end the jobs, print the rows so far."""
+
+
+def on_signal(signum, frame):
+    for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(s, signal.SIG_IGN)  # once: the clean-up must not be cut short
+    raise Interrupted(signal.Signals(signum).name)
+
+
+class Job:
+    """A process whose stdout lines are read as they come and stamped with
+    CLOCK_MONOTONIC (time.monotonic_ns, the clock of the trace)."""
+
+    def __init__(self, argv, log_path, env=None):
+        self.lines = []  # (monotonic_ns, text)
+        self.cond = threading.Condition()
+        self.log_path = log_path
+        self.err = open(log_path + ".stderr", "w")
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=self.err, stdin=subprocess.DEVNULL,
+                                     env=env, start_new_session=True, preexec_fn=die_with_harness)
+        LIVE_JOBS.add(self)
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self):
+        with open(self.log_path, "w") as out:
+            for raw in self.proc.stdout:
+                stamp = time.monotonic_ns()
+                text = raw.decode(errors="replace").rstrip("\n")
+                out.write("%d %s\n" % (stamp, text))
+                out.flush()
+                with self.cond:
+                    self.lines.append((stamp, text))
+                    self.cond.notify_all()
+        with self.cond:
+            self.cond.notify_all()
+
+    def timing_lines(self):
+        with self.cond:
+            return [(t, float(m.group(1))) for t, s in self.lines for m in [MS_PER_ITER.search(s)] if m]
+
+    def wait_for(self, predicate, timeout_s):
+        """Waits until predicate(lines) holds, the job exits or timeout_s passes."""
+        deadline = time.monotonic() + timeout_s
+        with self.cond:
+            while not predicate(self.lines):
+                if self.proc.poll() is not None and not self.reader.is_alive():
+                    return predicate(self.lines)
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self.cond.wait(min(left, 0.2))
+            return True
+
+    def finish(self, timeout_s):
+        """Waits for the job to exit; kills its tree after timeout_s.  Returns
+        (exit status or None when it had to be killed)."""
+        try:
+            rc = self.proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            kill_tree(self.proc)
+            rc = None
+        self.reader.join(timeout=10)
+        self.err.close()
+        LIVE_JOBS.discard(self)
+        return rc
+
+    def stop(self):
+        kill_tree(self.proc)
+        self.reader.join(timeout=10)
+        self.err.close()
+        LIVE_JOBS.discard(self)
+
+    def stderr_tail(self, n=3):
+        try:
+            with open(self.log_path + ".stderr", errors="replace") as f:
+                return " | ".join(line.strip() for line in f.read().splitlines()[-n:])
+        except OSError:
+            return ""
+
+
+def run_report(trace, trace_file, work, name):
+    """gpuos-trace report --format json; returns (dict or None, error text)."""
+    out_path = os.path.join(work, name + ".report.json")
+    try:
+        with open(out_path, "w") as out, open(out_path + ".stderr", "w") as err:
+            rc = subprocess.run([trace, "report", trace_file, "--format", "json"], stdout=out, stderr=err,
+                                stdin=subprocess.DEVNULL, timeout=REPORT_TIMEOUT_S).returncode
+    except subprocess.TimeoutExpired:
+        return None, "report timed out after %ds" % REPORT_TIMEOUT_S
+    if rc != 0:
+        with open(out_path + ".stderr", errors="replace") as f:
+            return None, "report exited %d: %s" % (rc, f.read().strip()[-200:])
+    try:
+        with open(out_path) as f:
+            return json.load(f), ""
+    except ValueError as e:
+        return None, "report is not JSON: %s" % e
+
+
+# -------------------------------------------------------------- the jobs
+def script_argv(python, spec, name, extra):
+    script = os.path.join(CORPUS, spec.get("script", name) + ".py")
+    return [python, script] + spec["args"] + extra
+
+
+def parse_result(lines):
+    """The key=value pairs of the last RESULT line, or of gpuos-trainer's summary line."""
+    for _, text in reversed(lines):
+        if text.startswith("RESULT ") or text.startswith("gpuos-trainer:"):
+            pairs = dict(kv.split("=", 1) for kv in text.split() if "=" in kv)
+            return pairs
+    return {}
+
+
+def own_ms_from_result(result):
+    if "iter_ms_mean" in result:
+        return float(result["iter_ms_mean"])
+    if "elapsed_s" in result and "measured_steps" in result and float(result["measured_steps"]) > 0:
+        return 1000.0 * float(result["elapsed_s"]) / float(result["measured_steps"])
+    return None
+
+
+def trainer_has_no_nvtx(trainer):
+    try:
+        out = subprocess.run([trainer, "--help"], capture_output=True, timeout=30, text=True)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return "--no-nvtx" in out.stdout + out.stderr
+
+
+class Row:
+    def __init__(self, script, mode):
+        self.script, self.mode = script, mode
+        self.failures = []   # "check: reason"
+        self.notes = []
+        self.report = None
+        self.own_ms = None
+        self.iters = None
+        self.skipped = ""
+        self.seconds = None
+        self.job_pid = None  # attached: the pid attached to
+
+    def fail(self, check, reason):
+        self.failures.append("%s: %s" % (check, reason))
+
+    @property
+    def steps(self):
+        return self.report["step_analysis"] if self.report else {}
+
+    @property
+    def mean_ms(self):
+        d = self.steps.get("duration_ns")
+        if not d or not self.steps.get("measured_steps"):
+            return None
+        return d["mean"] / 1e6
+
+    @property
+    def diagnosis(self):
+        return (self.report or {}).get("diagnosis", {}).get("bottleneck")
+
+    def to_json(self):
+        return {
+            "script": self.script, "mode": self.mode, "passed": not self.failures and not self.skipped,
+            "skipped": self.skipped, "failures": self.failures, "notes": self.notes,
+            "source": self.steps.get("source"), "steps": self.steps.get("steps"),
+            "measured_steps": self.steps.get("measured_steps"), "note": self.steps.get("note"),
+            "thread_comm": self.steps.get("thread_comm"),
+            "mean_step_ms": self.mean_ms, "own_iter_ms": self.own_ms, "script_iters": self.iters,
+            "diagnosis": self.diagnosis, "seconds": self.seconds,
+            "diagnosis_evidence": (self.report or {}).get("diagnosis", {}).get("evidence"),
+        }
+
+
+class Harness:
+    def __init__(self, args):
+        self.args = args
+        self.trace = args.trace
+        self.python = args.python
+        self.trainer = args.trainer
+        self.work = args.work
+        self.profile = args.profile
+        self.rows = []
+
+    def env(self):
+        env = dict(os.environ)
+        env["PYTHONUNBUFFERED"] = "1"
+        return env
+
+    # ---- one launched run (modes launched, nohooks, nonvtx)
+    def launched(self, name, spec, mode):
+        row = Row(name, mode)
+        tag = "%s.%s" % (name, mode)
+        trace_file = os.path.join(self.work, tag + ".gpuos")
+        opts = ["-q", "-o", trace_file]
+        if mode == "nohooks":
+            opts.insert(0, "--no-python-hooks")
+        if name == "trainer":
+            extra = ["--steps", str(spec["iters"])] + (["--no-nvtx"] if mode == "nonvtx" else [])
+            argv = [self.trainer] + spec["args"] + extra
+        else:
+            argv = script_argv(self.python, spec, name, ["--iters", str(spec["iters"])])
+        log("== %s %s: %s" % (name, mode, " ".join(argv)))
+        job = Job([self.trace] + opts + ["--"] + argv, os.path.join(self.work, tag + ".log"), self.env())
+        rc = job.finish(RUN_TIMEOUT_S[self.profile])
+        result = parse_result(job.lines)
+        row.own_ms = own_ms_from_result(result)
+        row.iters = int(result.get("iters", result.get("steps", 0)) or 0) or None
+        if rc is None:
+            row.fail("run", "timed out after %ds (killed)" % RUN_TIMEOUT_S[self.profile])
+        elif rc != 0:
+            row.fail("run", "exit status %d: %s" % (rc, job.stderr_tail()))
+        elif row.own_ms is None:
+            row.fail("run", "no RESULT/summary line on stdout")
+        self.read_report(row, trace_file, tag)
+        return row
+
+    # ---- one attached run
+    def attached(self, name, spec, launched_row, mode="attached"):
+        row = Row(name, mode)
+        tag = "%s.%s" % (name, mode)
+        trace_file = os.path.join(self.work, tag + ".gpuos")
+        cfg = ATTACH[self.profile]
+        duration = cfg["duration_s"]
+        if name == "trainer":
+            # Its only timing is the final summary, over the steps after
+            # --warmup: sized from the launched run's speed so that the
+            # warm-up lasts until the attach and the run ends with it, the
+            # timed steps are those of the attach window (about: the attach
+            # takes a moment to start, and the job may run faster untraced).
+            ms = (launched_row.own_ms if launched_row and launched_row.own_ms else None) or 20.0
+            warm_steps = int(cfg["trainer_warm_s"] * 1000 / ms) + 1
+            steps = warm_steps + int(duration * 1000 / ms) + 1
+            args = list(spec["args"])
+            if "--warmup" in args:
+                del args[args.index("--warmup"):args.index("--warmup") + 2]
+            argv = [self.trainer] + args + ["--warmup", str(warm_steps), "--steps", str(steps)]
+        else:
+            argv = script_argv(self.python, spec, name, ["--seconds", "600"])
+        log("== %s %s: %s" % (name, mode, " ".join(argv)))
+        job = Job(argv, os.path.join(self.work, tag + ".log"), self.env())
+        row.job_pid = job.proc.pid
+        try:
+            if name == "trainer":
+                time.sleep(cfg["trainer_warm_s"])
+                warm = job.proc.poll() is None
+            else:
+                warm = job.wait_for(lambda lines: sum(1 for _, s in lines if MS_PER_ITER.search(s))
+                                    >= cfg["warm_lines"], cfg["warm_timeout_s"])
+            if not warm:
+                row.fail("run", "the job did not warm up (%s): %s" % (
+                    "exited" if job.proc.poll() is not None else "timeout", job.stderr_tail()))
+                job.stop()
+                return row
+            try:
+                with open(os.path.join(self.work, tag + ".trace.stderr"), "w") as err:
+                    trc = subprocess.run([self.trace, "-q"] + (["--no-inject"] if mode == "uprobes" else []) +
+                                         ["--pid", str(job.proc.pid), "--duration",
+                                          "%ds" % duration, "-o", trace_file], stdout=err, stderr=err,
+                                         stdin=subprocess.DEVNULL, timeout=duration + 90,
+                                         preexec_fn=die_with_harness).returncode
+            except subprocess.TimeoutExpired:
+                trc = None
+            if trc != 0:
+                with open(os.path.join(self.work, tag + ".trace.stderr"), errors="replace") as f:
+                    row.fail("run", "gpuos-trace --pid %s: %s" % (
+                        "timed out" if trc is None else "exit status %d" % trc, f.read().strip()[-200:]))
+            if name == "trainer":
+                rc = job.finish(RUN_TIMEOUT_S[self.profile])
+                if rc != 0:
+                    row.fail("run", "the trainer %s after the attach: %s" % (
+                        "was killed (timeout)" if rc is None else "exited %d" % rc, job.stderr_tail()))
+                row.own_ms = own_ms_from_result(parse_result(job.lines))
+                row.notes.append("own timing: the trainer's steps after its --warmup, sized to end with "
+                                 "the attach (it has no periodic output)")
+            else:
+                after = time.monotonic_ns()
+                alive = job.wait_for(lambda lines: any(t > after and MS_PER_ITER.search(s) for t, s in lines), 60)
+                if not alive:
+                    row.fail("run", "the job logged no iteration after the attach ended (%s)" % (
+                        "it exited %s" % job.proc.poll() if job.proc.poll() is not None else "hung"))
+        finally:
+            if job.proc.poll() is None:
+                job.stop()
+            else:
+                job.finish(10)
+        self.read_report(row, trace_file, tag)
+        if name != "trainer" and row.report:
+            row.own_ms = self.own_ms_in_window(job, row.report)
+        if name == "trainer" and row.report and row.report.get("attach"):
+            timed = float(parse_result(job.lines).get("elapsed_s", 0) or 0)
+            window = (row.report["attach"]["end_ns"] - row.report["attach"]["start_ns"]) / 1e9
+            row.notes.append("the trainer's timed steps took %.2f s, the attach window %.2f s" % (timed, window))
+        return row
+
+    def own_ms_in_window(self, job, report):
+        """The mean of the job's "ms/iter" lines whose whole interval (from the
+        previous such line) lies inside the attach window."""
+        attach = report.get("attach") or {}
+        lo, hi = attach.get("start_ns"), attach.get("end_ns")
+        if not lo or not hi:
+            return None
+        lines = job.timing_lines()
+        inside = [ms for (t0, _), (t1, ms) in zip(lines, lines[1:]) if t0 >= lo and t1 <= hi]
+        return sum(inside) / len(inside) if inside else None
+
+    def read_report(self, row, trace_file, tag):
+        if not os.path.exists(trace_file):
+            row.fail("run", "no trace file")
+            return
+        report, err = run_report(self.trace, trace_file, self.work, tag)
+        if report is None:
+            row.fail("run", err)
+            return
+        row.report = report
+
+    # ---- checks
+    def check_row(self, row):
+        if row.report is None:
+            return
+        st = row.steps
+        source = st.get("source")
+        measured = st.get("measured_steps") or 0
+        if source in ("fixed_windows", "none", None):
+            row.fail("steps", "%s: %s" % (source, st.get("note", "")))
+        elif measured < MIN_STEPS:
+            row.fail("steps", "only %d measured steps (%s)" % (measured, source))
+        if source not in ("none", None):
+            job_pid = row.job_pid or next(
+                (p["pid"] for p in row.report.get("processes", []) if p.get("is_root")), None)
+            if st.get("pid") != job_pid or st.get("tid") != st.get("pid"):
+                row.fail("thread", "steps on pid %s tid %s \"%s\", not the job's main thread %s" % (
+                    st.get("pid"), st.get("tid"), st.get("thread_comm"), job_pid))
+        mean = row.mean_ms
+        if row.own_ms is None:
+            row.fail("own", "no own timing for this run")
+        elif mean is None:
+            row.fail("own", "no measured steps")
+        else:
+            err = mean / row.own_ms - 1
+            if abs(err) > OWN_TOLERANCE:
+                row.fail("own", "mean step %.3f ms vs own %.3f ms (%+.1f%%, limit %.0f%%)" % (
+                    mean, row.own_ms, 100 * err, 100 * OWN_TOLERANCE))
+
+    def check_pair(self, row, ref, check):
+        """l=a (row attached, ref launched) or a=u (row un-annotated, ref annotated)."""
+        if row.report is None:
+            row.fail(check, "this run has no report to compare")
+            return
+        if ref is None or ref.report is None:
+            row.fail(check, "no %s report to compare with" % (ref.mode if ref else "reference"))
+            return
+        if row.diagnosis != ref.diagnosis:
+            row.fail(check, "diagnosis %s vs %s's %s" % (row.diagnosis, ref.mode, ref.diagnosis))
+        if check == "a=u":
+            a, b = row.steps.get("steps") or 0, ref.steps.get("steps") or 0
+            if abs(a - b) > STEP_COUNT_TOLERANCE:
+                row.fail(check, "%d steps vs %s's %d" % (a, ref.mode, b))
+            return
+        if None in (row.mean_ms, ref.mean_ms, row.own_ms, ref.own_ms):
+            row.fail(check, "a mean step or an own timing is missing")
+            return
+        rel_row, rel_ref = row.mean_ms / row.own_ms, ref.mean_ms / ref.own_ms
+        err = rel_row / rel_ref - 1
+        if abs(err) > ATTACH_TOLERANCE:
+            row.fail(check, "mean/own %.3f vs launched's %.3f (%+.1f%%, limit %.0f%%; means %.3f vs %.3f ms)" % (
+                rel_row, rel_ref, 100 * err, 100 * ATTACH_TOLERANCE, row.mean_ms, ref.mean_ms))
+
+    # ---- one script, every mode
+    def run_script(self, name, spec):
+        modes = self.args.modes
+        is_trainer = name == "trainer"
+        rows = {}
+        if is_trainer and not self.trainer_ok:
+            row = Row(name, "all")
+            row.skipped = "no gpuos-trainer at %s" % self.trainer
+            self.rows.append(row)
+            return
+        want = ["launched"] + (["nonvtx"] if is_trainer else ["nohooks"]) + ["attached", "uprobes"]
+        for mode in want:
+            if mode not in modes:
+                continue
+            if self.over_budget():
+                row = Row(name, mode)
+                row.skipped = "over the --budget of %ds" % self.args.budget
+                self.rows.append(row)
+                continue
+            if mode == "nonvtx" and not trainer_has_no_nvtx(self.trainer):
+                row = Row(name, mode)
+                row.fail("run", "gpuos-trainer has no --no-nvtx: no un-annotated run")
+            else:
+                t0 = time.monotonic()
+                row = self.attached(name, spec, rows.get("launched"), mode) if mode in ("attached", "uprobes") \
+                    else self.launched(name, spec, mode)
+                row.seconds = time.monotonic() - t0
+            rows[mode] = row
+            self.check_row(row)
+            if mode in ("attached", "uprobes") and "launched" in rows:
+                self.check_pair(row, rows["launched"], "l=a")
+            if mode in ("nohooks", "nonvtx") and "launched" in rows:
+                self.check_pair(row, rows["launched"], "a=u")
+            self.rows.append(row)
+            log("   %s %s: %s" % (name, mode, "PASS" if not row.failures else "FAIL"))
+
+    def over_budget(self):
+        return self.args.budget and time.monotonic() - self.started > self.args.budget
+
+    def run(self):
+        self.started = time.monotonic()
+        specs = PROFILES[self.profile]
+        self.trainer_ok = bool(self.trainer) and os.access(self.trainer, os.X_OK)
+        for name, spec in specs.items():
+            if self.args.only and not re.search(self.args.only, name):
+                continue
+            if name != "trainer" and not self.python:
+                continue
+            self.run_script(name, spec)
+
+
+# ---------------------------------------------------------------- output
+def fmt(v, spec="%.3f"):
+    return "-" if v is None else spec % v
+
+
+def table(rows):
+    head = ["script", "mode", "steps (source)", "mean ms", "own ms", "vs own", "diagnosis", "l=a", "a=u", "result"]
+    lines = []
+    for r in rows:
+        st = r.steps
+        steps = "-" if not st else "%s/%s (%s)" % (st.get("measured_steps"), r.iters or "?", st.get("source"))
+        vs = "-" if r.mean_ms is None or not r.own_ms else "%+.1f%%" % (100 * (r.mean_ms / r.own_ms - 1))
+
+        def mark(check):
+            applies = (check == "l=a" and r.mode in ("attached", "uprobes")) or \
+                (check == "a=u" and r.mode in ("nohooks", "nonvtx"))
+            if not applies:
+                return ""
+            return "FAIL" if any(f.startswith(check + ":") for f in r.failures) else "ok"
+        checks = []
+        for f in r.failures:
+            check = f.split(":", 1)[0]
+            if check not in checks:
+                checks.append(check)
+        result = "SKIP: " + r.skipped if r.skipped else ("PASS" if not r.failures else "FAIL " + ",".join(checks))
+        lines.append([r.script, r.mode, steps, fmt(r.mean_ms), fmt(r.own_ms), vs, r.diagnosis or "-",
+                      mark("l=a"), mark("a=u"), result])
+    widths = [max(len(str(x)) for x in col) for col in zip(head, *lines)] if lines else [len(h) for h in head]
+    widths[-1] = 0
+    out = ["  ".join(str(x).ljust(w) for x, w in zip(head, widths)).rstrip()]
+    out += ["  ".join(str(x).ljust(w) for x, w in zip(line, widths)).rstrip() for line in lines]
+    return "\n".join(out)
+
+
+def pick_python(explicit):
+    for candidate in ([explicit] if explicit else []) + [os.environ.get("PYTHON"), "python3", "/usr/bin/python3"]:
+        if not candidate:
+            continue
+        try:
+            if subprocess.run([candidate, "-c", "import torch"], capture_output=True, timeout=120).returncode == 0:
+                return candidate
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        if explicit:
+            return None
+    return None
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--trace", required=False, help="the gpuos-trace binary")
+    p.add_argument("--python", help="interpreter with torch for the scripts (default: $PYTHON, python3, "
+                                    "/usr/bin/python3: the first that imports torch)")
+    p.add_argument("--trainer", help="gpuos-trainer binary (its rows are skipped without one)")
+    p.add_argument("--profile", choices=sorted(PROFILES), default="cpu")
+    p.add_argument("--only", help="regex on script names")
+    p.add_argument("--modes", default="launched,nohooks,nonvtx,attached",
+                   help="comma list of launched, nohooks, nonvtx, attached, uprobes (default: %(default)s)")
+    p.add_argument("--work", help="keep logs, traces and reports here (default: a temporary dir, removed)")
+    p.add_argument("--json", help="also write the rows as JSON to this file")
+    p.add_argument("--budget", type=int, default=0,
+                   help="seconds: start no run after this much time (its row says so); 0: no limit")
+    p.add_argument("--list", action="store_true", help="print the scripts and their arguments, run nothing")
+    args = p.parse_args()
+    args.modes = set(args.modes.split(","))
+    unknown = args.modes - {"launched", "nohooks", "nonvtx", "attached", "uprobes"}
+    if unknown:
+        p.error("--modes: unknown %s" % ",".join(sorted(unknown)))
+    if args.list:
+        for name, spec in PROFILES[args.profile].items():
+            if not args.only or re.search(args.only, name):
+                print("%-22s iters=%-5d %s" % (name, spec["iters"], " ".join(spec["args"])))
+        return 0
+    if not args.trace or not os.access(args.trace, os.X_OK):
+        p.error("--trace: need the gpuos-trace binary (got %r)" % args.trace)
+    if os.geteuid() != 0:
+        print("SKIP: gpuos-trace needs root to load its eBPF programs")
+        return 77
+    py = pick_python(args.python)
+    if py is None and not (args.only and re.fullmatch(args.only, "trainer")):
+        print("SKIP: no Python here imports torch (%s)" % (args.python or "$PYTHON, python3, /usr/bin/python3"))
+        return 77
+    args.python = py
+    if not os.path.isdir("/sys/kernel/tracing/events"):
+        subprocess.run(["mount", "-t", "tracefs", "nodev", "/sys/kernel/tracing"], capture_output=True)
+    keep = bool(args.work)
+    args.work = args.work or tempfile.mkdtemp(prefix="gpuos-corpus.")
+    os.makedirs(args.work, exist_ok=True)
+    started = time.monotonic()
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, on_signal)
+    h = Harness(args)
+    interrupted = ""
+    try:
+        h.run()
+    except Interrupted as e:
+        interrupted = str(e)
+    finally:
+        end_live_jobs()
+        if not keep:
+            shutil.rmtree(args.work, ignore_errors=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump([r.to_json() for r in h.rows], f, indent=1)
+    print("gpuos-trace corpus check (%s profile, %s, %.0fs)" % (
+        args.profile, py or "no python", time.monotonic() - started))
+    print(table(h.rows))
+    for r in h.rows:
+        for f in r.failures:
+            print("FAIL %s %s %s" % (r.script, r.mode, f))
+        for note in r.notes:
+            print("note %s %s: %s" % (r.script, r.mode, note))
+    failed = [r for r in h.rows if r.failures]
+    if interrupted:
+        print("interrupted by %s: the rows after the last one above did not run" % interrupted)
+        return 1
+    if not h.rows:
+        print("no rows ran")
+        return 77
+    if all(r.skipped for r in h.rows):
+        return 77
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
