@@ -11,13 +11,54 @@
  * the syscall programs was lost.  Raw tracepoint programs are only guarded
  * against themselves, and the BTF flavour gives typed task pointers, which
  * the task storage (thread_state) of the woken and the next task needs.
- * Arguments are sched_switch's since Linux 5.18. */
+ * Arguments are sched_switch's since Linux 5.18.
+ *
+ * The waker is taken at sched_waking, which runs in try_to_wake_up() in the
+ * waker's own context; sched_wakeup may run later on the wakee's CPU (the
+ * ttwu wake list, from an IPI), where `current` is whatever ran there.  A
+ * wakeup made from a hard or soft interrupt (a timer, an I/O completion)
+ * is marked as such rather than blamed on the interrupted task. */
 #include "common.bpf.h"
 #include "mm_batch.bpf.h"
 #include "offcpu.h"
 
 #define GPUOS_TASK_STOPPED_OR_TRACED (0x4 | 0x8) /* __TASK_STOPPED, __TASK_TRACED */
 #define GPUOS_TASK_DEAD 0x80                      /* the last switch-out of an exiting task */
+
+/* The preempt count's interrupt bits (include/linux/preempt.h): serving a
+ * softirq (not merely softirqs disabled), in a hard interrupt, in an NMI. */
+#define GPUOS_SOFTIRQ_OFFSET 0x100
+#define GPUOS_HARDIRQ_MASK 0xf0000
+#define GPUOS_NMI_MASK 0xf00000
+
+/* x86's preempt count is the per-CPU __preempt_count (Linux 6.15 on, and
+ * before 6.2), or a field of pcpu_hot (6.2 to 6.14); weak, so that a kernel
+ * with neither still loads the program and only loses the interrupt mark. */
+extern const int __preempt_count __ksym __weak;
+struct pcpu_hot___gpuos {
+	int preempt_count;
+} __attribute__((preserve_access_index));
+extern struct pcpu_hot___gpuos pcpu_hot __ksym __weak;
+
+/* The preempt count of this CPU in *count; 0 when it cannot be read. */
+static __always_inline int read_preempt_count(int *count)
+{
+#if defined(__TARGET_ARCH_x86)
+	if (&__preempt_count) {
+		*count = *(int *)bpf_this_cpu_ptr(&__preempt_count);
+		return 1;
+	}
+	if (&pcpu_hot && bpf_core_field_exists(pcpu_hot.preempt_count)) {
+		*count = ((struct pcpu_hot___gpuos *)bpf_this_cpu_ptr(&pcpu_hot))->preempt_count;
+		return 1;
+	}
+#elif defined(__TARGET_ARCH_arm64)
+	struct task_struct *task = bpf_get_current_task_btf();
+	*count = BPF_CORE_READ(task, thread_info.preempt.count);
+	return 1;
+#endif
+	return 0;
+}
 
 /* Whether a thread is inside a syscall (its number in *nr): the call in
  * flight is in the thread's syscall slot s, or in its state t when it has
@@ -71,6 +112,8 @@ int BPF_PROG(handle_sched_switch, bool preempt, struct task_struct *prev, struct
 			st->switched_out_ns = now;
 			st->woken_ns = 0;
 			st->woken_by_tid = 0;
+			st->waker_pid = 0;
+			st->waker_flags = 0;
 			st->prev_state = prev_state;
 			st->pid = t->pid;
 			if (voluntary) {
@@ -110,21 +153,47 @@ int BPF_PROG(handle_sched_switch, bool preempt, struct task_struct *prev, struct
 		e->cause = st->cause;
 		e->voluntary = voluntary;
 		e->woken_by_tid = st->woken_by_tid;
+		e->waker_pid = st->waker_pid;
+		e->waker_flags = st->waker_flags;
 		submit_event(e);
 	}
 	st->switched_out_ns = 0;
 	return 0;
 }
 
+/* In the waker's context: who woke the thread.  One per sleep: once the
+ * state matched, later wakers find the task waking and fire no event. */
+SEC("tp_btf/sched_waking")
+int BPF_PROG(handle_sched_waking, struct task_struct *task)
+{
+	struct gpuos_thread_state *t = traced_task(task);
+
+	if (!t || !t->sched.switched_out_ns || t->sched.waker_flags)
+		return 0;
+	int count = 0;
+	__u32 flags = 0;
+	if (read_preempt_count(&count)) {
+		flags |= GPUOS_WAKER_CONTEXT_KNOWN;
+		if (count & (GPUOS_NMI_MASK | GPUOS_HARDIRQ_MASK | GPUOS_SOFTIRQ_OFFSET))
+			flags |= GPUOS_WAKER_INTERRUPT;
+	}
+	if (!(flags & GPUOS_WAKER_INTERRUPT)) {
+		__u64 id = bpf_get_current_pid_tgid();
+		t->sched.woken_by_tid = (__u32)id;
+		t->sched.waker_pid = (__u32)(id >> 32);
+	}
+	t->sched.waker_flags = flags | GPUOS_WAKER_SEEN;
+	return 0;
+}
+
+/* Where the run-queue wait starts; may run on the wakee's CPU. */
 SEC("tp_btf/sched_wakeup")
 int BPF_PROG(handle_sched_wakeup, struct task_struct *task)
 {
 	struct gpuos_thread_state *t = traced_task(task);
 
-	if (t && t->sched.switched_out_ns && !t->sched.woken_ns) {
+	if (t && t->sched.switched_out_ns && !t->sched.woken_ns)
 		t->sched.woken_ns = bpf_ktime_get_ns();
-		t->sched.woken_by_tid = (__u32)bpf_get_current_pid_tgid();
-	}
 	return 0;
 }
 

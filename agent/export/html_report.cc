@@ -25,6 +25,7 @@
 #include "export/step_columns.h"
 #include "export/text_table.h"
 #include "export/trace_identity.h"
+#include "export/wait_chain_text.h"
 
 namespace gpuos {
 
@@ -606,7 +607,8 @@ class HtmlReport {
          << " ms</b> of " << Ms(a_.measured_wall_ns) << " ms of measured steps (<b>"
          << Pct(Share(t.gpu.idle_ns, a_.measured_wall_ns)) << "%</b>), in " << t.gpu.idle_stretches
          << " stretches, the longest " << Ms(t.gpu.longest_idle_ns)
-         << " ms. Each idle instant is charged to what the launching thread was doing then.</p>\n";
+         << " ms. Each idle instant is charged to what the driving thread was doing then; a wait that another "
+            "thread of the job ended is charged to the work waited for, and its wakeup chain is shown.</p>\n";
     if (t.gpu.idle_ns == 0) {
       out_ << "<p class=\"note\">The GPU was never idle inside the measured steps.</p></section>\n";
       return;
@@ -625,7 +627,17 @@ class HtmlReport {
            << Td(Pct(of_idle)) << Td(Pct(Share(t.gpu_idle[i], a_.measured_wall_ns)))
            << "<td class=\"barcell\">" << HBar(of_idle, "k-badbar") << "</td></tr>";
     }
-    out_ << "</tbody></table>\n</section>\n";
+    out_ << "</tbody></table>\n";
+    bool any_chain = false;
+    for (size_t i : order) {
+      const std::string chain = WaitChainText(a_, static_cast<IdleCause>(i));
+      if (chain.empty()) continue;
+      if (!any_chain) out_ << "<h3>Wakeup chains</h3>\n<ul class=\"chains\">";
+      any_chain = true;
+      out_ << "<li><b>" << E(IdleCauseName(static_cast<IdleCause>(i))) << "</b>: " << E(chain) << "</li>";
+    }
+    if (any_chain) out_ << "</ul>\n";
+    out_ << "</section>\n";
   }
 
   void OsCostSection() {

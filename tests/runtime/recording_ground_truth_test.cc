@@ -480,6 +480,42 @@ TEST_F(RecordingGroundTruth, ContextSwitchesMatchTheKernelsCounters) {
   }
 }
 
+// The waker is taken where the wakeup is made (sched_waking): thread 0 of
+// each process blocks once in a pipe read that its main thread ends, and
+// every sleep ends from the timer interrupt, which no task made.
+TEST_F(RecordingGroundTruth, WakersAreTheThreadsOrInterruptsThatWokeThem) {
+  int64_t handoffs = 0;
+  for (const GroundTruthLine& line : lines()) {
+    SCOPED_TRACE(line.raw);
+    const int64_t tid = line.Int("tid");
+    const v1::Event* first_read = nullptr;
+    int64_t timer_wakeups = 0;
+    for (const v1::Event* e : EventsOf(trace(), tid)) {
+      if (!e->has_off_cpu() || !e->off_cpu().voluntary()) continue;
+      const v1::OffCpu& off = e->off_cpu();
+      EXPECT_TRUE(off.waker_context_known()) << "the preempt count is readable on this kernel";
+      if (off.syscall_nr() == SYS_read && (first_read == nullptr || e->ts_ns() < first_read->ts_ns())) {
+        first_read = e;
+      }
+      if (off.syscall_nr() == SYS_nanosleep) {
+        ++timer_wakeups;
+        EXPECT_TRUE(off.woken_from_interrupt()) << "a sleep ends from the timer interrupt";
+        EXPECT_EQ(off.woken_by_tid(), 0u);
+        EXPECT_EQ(off.waker_pid(), 0u);
+      }
+    }
+    EXPECT_GE(timer_wakeups + LostSwitches(line), kSleeps + 1);
+    if (line.Int("handoff_waker") == 0) continue;
+    ++handoffs;
+    ASSERT_NE(first_read, nullptr) << "thread 0 blocks in its handshake read";
+    EXPECT_EQ(first_read->off_cpu().woken_by_tid(), static_cast<uint32_t>(line.Int("handoff_waker")));
+    EXPECT_EQ(first_read->off_cpu().waker_pid(), static_cast<uint32_t>(line.Int("pid")));
+    EXPECT_FALSE(first_read->off_cpu().woken_from_interrupt());
+  }
+  // The main process, three workers (one exec'd) and a grandchild.
+  EXPECT_EQ(handoffs, 1 + kWorkers + 1);
+}
+
 TEST_F(RecordingGroundTruth, PageFaultsMatchTheKernelsCounters) {
   const uint32_t root_pid = summary().header.root_pid();
   for (const GroundTruthLine& line : lines()) {

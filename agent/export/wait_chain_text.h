@@ -1,0 +1,28 @@
+// The wakeup chain behind a GPU-idle cause, as the text, HTML and JSON
+// reports show it: who ended the driving thread's waits, who woke them,
+// and what the last thread on the chain was doing meanwhile, e.g.
+// "pin-memory thread 812 "python3" <- data workers 820 "pt_data_worker_0",
+// 821 ...: on-CPU 92% of the wait, preempted 6%".
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "analysis/step_analysis.h"
+#include "export/json_writer.h"
+
+namespace gpuos {
+
+// The via rows of `cause` in the measured steps, by hop, then most time
+// first.
+std::vector<const WaitVia*> ViaOf(const StepAnalysis& a, IdleCause cause);
+
+// "" when the cause has no chain.
+std::string WaitChainText(const StepAnalysis& a, IdleCause cause);
+
+// `"via": [{"tid", "comm", "role", "hop", "ns", "state_ns": {...}}, ...]`
+// as a member of the object being written (at most `max_rows` rows, the
+// rest counted in "via_left_out").
+void WaitChainJson(const StepAnalysis& a, IdleCause cause, JsonWriter& json, size_t max_rows = 16);
+
+}  // namespace gpuos
