@@ -17,7 +17,8 @@
  * waker's own context; sched_wakeup may run later on the wakee's CPU (the
  * ttwu wake list, from an IPI), where `current` is whatever ran there.  A
  * wakeup made from a hard or soft interrupt (a timer, an I/O completion)
- * is marked as such rather than blamed on the interrupted task. */
+ * is marked as such rather than blamed on the interrupted task (see
+ * irq_depth below). */
 #include "common.bpf.h"
 #include "mm_batch.bpf.h"
 #include "offcpu.h"
@@ -25,44 +26,59 @@
 #define GPUOS_TASK_STOPPED_OR_TRACED (0x4 | 0x8) /* __TASK_STOPPED, __TASK_TRACED */
 #define GPUOS_TASK_DEAD 0x80                      /* the last switch-out of an exiting task */
 
-/* The preempt count's interrupt bits (include/linux/preempt.h): serving a
- * softirq (not merely softirqs disabled), in a hard interrupt, in an NMI. */
-#define GPUOS_SOFTIRQ_OFFSET 0x100
-#define GPUOS_HARDIRQ_MASK 0xf0000
-#define GPUOS_NMI_MASK 0xf00000
+/* Whether this CPU is running an interrupt handler, a softirq or an
+ * hrtimer callback: a depth per CPU, raised and lowered by the tracepoints
+ * around them.  The kernel's own preempt count would say it directly, but
+ * reading the per-CPU __preempt_count needs its address from kallsyms,
+ * which kernels without CONFIG_KALLSYMS_ALL (this one) do not list.  The
+ * timer interrupt's wakeups (sleeps, futex timeouts) run in hrtimer
+ * callbacks, device I/O completions in irq handlers or softirqs.  A depth
+ * that an exit would take below 0 (attached while a handler ran) stays 0. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} irq_depth SEC(".maps");
 
-/* x86's preempt count is the per-CPU __preempt_count (Linux 6.15 on, and
- * before 6.2), or a field of pcpu_hot (6.2 to 6.14); weak, so that a kernel
- * with neither still loads the program and only loses the interrupt mark. */
-extern const int __preempt_count __ksym __weak;
-struct pcpu_hot___gpuos {
-	int preempt_count;
-} __attribute__((preserve_access_index));
-extern struct pcpu_hot___gpuos pcpu_hot __ksym __weak;
-
-/* The preempt count of this CPU in *count; 0 when it cannot be read. */
-static __always_inline int read_preempt_count(int *count)
+static __always_inline int irq_enter(void)
 {
-#if defined(__TARGET_ARCH_x86)
-	if (&__preempt_count) {
-		*count = *(int *)bpf_this_cpu_ptr(&__preempt_count);
-		return 1;
-	}
-	if (&pcpu_hot && bpf_core_field_exists(pcpu_hot.preempt_count)) {
-		*count = ((struct pcpu_hot___gpuos *)bpf_this_cpu_ptr(&pcpu_hot))->preempt_count;
-		return 1;
-	}
-#elif defined(__TARGET_ARCH_arm64)
-	struct task_struct *task = bpf_get_current_task_btf();
-	*count = BPF_CORE_READ(task, thread_info.preempt.count);
-	return 1;
-#endif
+	__u32 key = 0;
+	__u32 *depth = bpf_map_lookup_elem(&irq_depth, &key);
+	if (depth)
+		*depth += 1;
 	return 0;
 }
 
-/* Whether a thread is inside a syscall (its number in *nr): the call in
- * flight is in the thread's syscall slot s, or in its state t when it has
- * none (syscalls.bpf.c). */
+static __always_inline int irq_exit(void)
+{
+	__u32 key = 0;
+	__u32 *depth = bpf_map_lookup_elem(&irq_depth, &key);
+	if (depth && *depth)
+		*depth -= 1;
+	return 0;
+}
+
+static __always_inline int in_interrupt_handler(void)
+{
+	__u32 key = 0;
+	__u32 *depth = bpf_map_lookup_elem(&irq_depth, &key);
+	return depth && *depth;
+}
+
+SEC("tp_btf/irq_handler_entry")
+int BPF_PROG(handle_irq_entry) { return irq_enter(); }
+SEC("tp_btf/irq_handler_exit")
+int BPF_PROG(handle_irq_exit) { return irq_exit(); }
+SEC("tp_btf/softirq_entry")
+int BPF_PROG(handle_softirq_entry) { return irq_enter(); }
+SEC("tp_btf/softirq_exit")
+int BPF_PROG(handle_softirq_exit) { return irq_exit(); }
+SEC("tp_btf/hrtimer_expire_entry")
+int BPF_PROG(handle_hrtimer_entry) { return irq_enter(); }
+SEC("tp_btf/hrtimer_expire_exit")
+int BPF_PROG(handle_hrtimer_exit) { return irq_exit(); }
+
 static __always_inline int in_syscall(struct gpuos_thread_state *t, struct gpuos_syscall_slot *s,
 				      __s32 *nr)
 {
@@ -170,13 +186,9 @@ int BPF_PROG(handle_sched_waking, struct task_struct *task)
 
 	if (!t || !t->sched.switched_out_ns || t->sched.waker_flags)
 		return 0;
-	int count = 0;
-	__u32 flags = 0;
-	if (read_preempt_count(&count)) {
-		flags |= GPUOS_WAKER_CONTEXT_KNOWN;
-		if (count & (GPUOS_NMI_MASK | GPUOS_HARDIRQ_MASK | GPUOS_SOFTIRQ_OFFSET))
-			flags |= GPUOS_WAKER_INTERRUPT;
-	}
+	__u32 flags = GPUOS_WAKER_CONTEXT_KNOWN;
+	if (in_interrupt_handler())
+		flags |= GPUOS_WAKER_INTERRUPT;
 	if (!(flags & GPUOS_WAKER_INTERRUPT)) {
 		__u64 id = bpf_get_current_pid_tgid();
 		t->sched.woken_by_tid = (__u32)id;

@@ -15,7 +15,7 @@ enum gpuos_off_cpu_cause {
  * the waker's context). */
 enum gpuos_waker_flags {
 	GPUOS_WAKER_INTERRUPT = 1,   /* from a hard or soft interrupt (timer expiry, I/O completion): no task woke it */
-	GPUOS_WAKER_CONTEXT_KNOWN = 2, /* the preempt count could be read: GPUOS_WAKER_INTERRUPT is meaningful */
+	GPUOS_WAKER_CONTEXT_KNOWN = 2, /* the interrupt tracepoints were on: GPUOS_WAKER_INTERRUPT is meaningful */
 	GPUOS_WAKER_SEEN = 4,        /* sched_waking saw the wakeup */
 };
 

@@ -493,7 +493,7 @@ TEST_F(RecordingGroundTruth, WakersAreTheThreadsOrInterruptsThatWokeThem) {
     for (const v1::Event* e : EventsOf(trace(), tid)) {
       if (!e->has_off_cpu() || !e->off_cpu().voluntary()) continue;
       const v1::OffCpu& off = e->off_cpu();
-      EXPECT_TRUE(off.waker_context_known()) << "the preempt count is readable on this kernel";
+      EXPECT_TRUE(off.waker_context_known()) << "interrupt context is tracked";
       if (off.syscall_nr() == SYS_read && (first_read == nullptr || e->ts_ns() < first_read->ts_ns())) {
         first_read = e;
       }
