@@ -225,6 +225,7 @@ void StepCollector::AddVia(StepRecord& step) const {
       WaitVia v;
       v.cause = slice.cause;
       v.hop = static_cast<uint8_t>(h);
+      v.last = h + 1 == chain.hops.size();
       v.tid = chain.hops[h];
       v.ns = slice.to_ns - slice.from_ns;
       timelines_.AddStates(v.tid, slice.from_ns, slice.to_ns, v.states);

@@ -88,7 +88,9 @@ WaitChain ThreadTimelines::Follow(uint32_t wakee, uint64_t start_ns, uint64_t wa
   chain.hops.push_back(waker);
   uint32_t current = waker;
   uint64_t at = wake_ns;
-  while (chain.hops.size() < kMaxWakeHops && IsRelay(roles.RoleOf(current))) {
+  while (chain.hops.size() < kMaxWakeHops) {
+    const ThreadRole role = roles.RoleOf(current);
+    if (!IsRelay(role) && role != ThreadRole::kDataWorker) break;
     auto it = by_thread_.find(current);
     if (it == by_thread_.end()) break;
     // The relay's last wakeup before it woke the next hop, within the wait.
@@ -107,6 +109,11 @@ WaitChain ThreadTimelines::Follow(uint32_t wakee, uint64_t start_ns, uint64_t wa
         std::find(chain.hops.begin(), chain.hops.end(), last->waker_tid) != chain.hops.end()) {
       break;
     }
+    // A worker thread that was itself woken by another thread of its
+    // process (Python's queue feeder thread, woken by the worker that
+    // put the batch) hands on that thread's work: follow it there.  A
+    // worker woken from outside its process did the work itself.
+    if (role == ThreadRole::kDataWorker && roles.Find(last->waker_tid)->pid != roles.Find(current)->pid) break;
     current = last->waker_tid;
     at = last->wake_ns;
     chain.hops.push_back(current);
@@ -148,7 +155,7 @@ void ThreadTimelines::AddStates(uint32_t tid, uint64_t from, uint64_t to, HopSta
 void MergeVia(std::vector<WaitVia>& into, const std::vector<WaitVia>& from) {
   for (const WaitVia& v : from) {
     auto it = std::find_if(into.begin(), into.end(), [&](const WaitVia& x) {
-      return x.cause == v.cause && x.hop == v.hop && x.tid == v.tid;
+      return x.cause == v.cause && x.hop == v.hop && x.last == v.last && x.tid == v.tid;
     });
     if (it == into.end()) {
       into.push_back(v);

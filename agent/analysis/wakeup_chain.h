@@ -4,8 +4,10 @@
 // behind "the driving thread was blocked".  A relay (the pin-memory thread,
 // an unnamed thread of the job) is followed to the thread that woke it
 // during the wait; a worker, the autograd thread, a CUDA or pool thread
-// ends the chain: its state over the wait (running, in the run queue,
-// page-faulting, in munmap...) says why the wait took as long as it did.
+// ends the chain (a worker thread woken by another thread of its own
+// process -- Python's queue feeder -- is followed to that thread): its
+// state over the wait (running, in the run queue, page-faulting, in
+// munmap...) says why the wait took as long as it did.
 #pragma once
 
 #include <array>
@@ -71,9 +73,10 @@ class ThreadTimelines {
   void Finish();
 
   // The chain behind a wait of `wakee` from `start_ns` to `wake_ns` that
-  // `waker` ended: a relay hop (pin-memory or other thread) is followed to
-  // the thread that woke it last before it woke the next hop, within the
-  // wait.  An untraced waker (not in `roles`) gives no chain.
+  // `waker` ended: a relay hop (pin-memory or other thread, or a worker
+  // thread that another thread of its process woke) is followed to the
+  // thread that woke it last before it woke the next hop, within the wait.
+  // An untraced waker (not in `roles`) gives no chain.
   WaitChain Follow(uint32_t wakee, uint64_t start_ns, uint64_t wake_ns, uint32_t waker,
                    const ThreadRoles& roles) const;
 
@@ -91,12 +94,13 @@ class ThreadTimelines {
 struct WaitVia {
   IdleCause cause = IdleCause::kCount;
   uint8_t hop = 0;
+  bool last = false;  // the end of its chain: the thread whose work was waited for
   uint32_t tid = 0;
   uint64_t ns = 0;  // GPU-idle time of `cause` spent waiting on this chain
   HopStates states{};  // adds up to ns
 };
 
-// Adds `from` into `into`, merging rows of the same (cause, hop, tid).
+// Adds `from` into `into`, merging rows of the same (cause, hop, last, tid).
 void MergeVia(std::vector<WaitVia>& into, const std::vector<WaitVia>& from);
 
 }  // namespace gpuos

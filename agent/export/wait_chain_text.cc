@@ -56,37 +56,54 @@ std::string HopText(const StepAnalysis& a, const std::vector<const WaitVia*>& ro
 std::string WaitChainText(const StepAnalysis& a, IdleCause cause) {
   const std::vector<const WaitVia*> rows = ViaOf(a, cause);
   if (rows.empty()) return std::string();
-  const uint8_t last = rows.back()->hop;
+  uint8_t deepest = 0;
+  for (const WaitVia* v : rows) deepest = std::max(deepest, v->hop);
   std::string text = "via ";
-  HopStates states{};
-  uint64_t last_ns = 0;
-  for (uint8_t hop = 0; hop <= last; ++hop) {
+  for (uint8_t hop = 0; hop <= deepest; ++hop) {
     std::vector<const WaitVia*> level;
     for (const WaitVia* v : rows) {
-      if (v->hop == hop) level.push_back(v);
+      // A thread is named once per hop, whether its chain ends there or not.
+      if (v->hop != hop) continue;
+      auto same = [&](const WaitVia* x) { return x->tid == v->tid; };
+      if (std::none_of(level.begin(), level.end(), same)) level.push_back(v);
     }
     if (level.empty()) continue;
     if (hop > 0) text += " <- ";
     text += HopText(a, level);
-    if (hop == last) {
-      for (const WaitVia* v : level) {
-        last_ns += v->ns;
-        for (size_t i = 0; i < kHopStateCount; ++i) states[i] += v->states[i];
-      }
-    }
+  }
+  // What the threads at the ends of the chains did while they were waited for.
+  HopStates states{};
+  uint64_t ends_ns = 0;
+  size_t threads = 0;
+  ThreadRole role = ThreadRole::kOther;
+  bool one_role = true;
+  std::vector<uint32_t> seen;
+  for (const WaitVia* v : rows) {
+    if (!v->last) continue;
+    ends_ns += v->ns;
+    for (size_t i = 0; i < kHopStateCount; ++i) states[i] += v->states[i];
+    if (std::find(seen.begin(), seen.end(), v->tid) != seen.end()) continue;
+    seen.push_back(v->tid);
+    const ThreadInfo* info = Info(a, v->tid);
+    const ThreadRole r = info ? info->role : ThreadRole::kOther;
+    if (threads++ > 0 && r != role) one_role = false;
+    role = r;
   }
   std::vector<size_t> order;
   for (size_t i = 0; i < kHopStateCount; ++i) {
-    if (last_ns && states[i] * 100 >= last_ns) order.push_back(i);
+    if (ends_ns && states[i] * 100 >= ends_ns) order.push_back(i);
   }
   std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) { return states[x] > states[y]; });
   std::vector<std::string> shares;
   for (size_t i : order) {
     shares.push_back(absl::StrFormat("%s %.0f%%", HopStateName(static_cast<HopState>(i)),
-                                     100.0 * static_cast<double>(states[i]) / static_cast<double>(last_ns)));
+                                     100.0 * static_cast<double>(states[i]) / static_cast<double>(ends_ns)));
   }
   if (!shares.empty()) {
-    absl::StrAppend(&text, ": ", last > 0 ? "the last was " : "it was ", absl::StrJoin(shares, ", "), " of the wait");
+    const std::string who = one_role ? absl::StrCat("the ", ThreadRoleName(role), threads > 1 ? "s" : "",
+                                                    " waited for ", threads > 1 ? "were " : "was ")
+                                     : std::string("the threads waited for were ");
+    absl::StrAppend(&text, ": ", who, absl::StrJoin(shares, ", "), " of the wait");
   }
   return text;
 }
@@ -104,6 +121,7 @@ void WaitChainJson(const StepAnalysis& a, IdleCause cause, JsonWriter& json, siz
     json.Field("comm", info ? info->comm : std::string());
     json.Field("role", ThreadRoleKey(info ? info->role : ThreadRole::kOther));
     json.Field("hop", static_cast<uint32_t>(v.hop));
+    json.Field("last", v.last);
     json.Field("ns", v.ns);
     json.Key("state_ns");
     json.BeginObject();

@@ -4,8 +4,8 @@
 // The driving thread must be the training loop's thread (the trainer's
 // main thread) both ways, its waits for batches must be charged to data
 // loading through the worker processes that ended them, and those workers
-// must be found mostly on the CPU during the waits (they were
-// preprocessing).  Needs root and a trainer built against Debian's
+// must be found busy during the waits (preprocessing: on the CPU, or
+// preempted by the machine's other work), not blocked.  Needs root and a trainer built against Debian's
 // LibTorch; skipped otherwise.
 #include <signal.h>
 #include <unistd.h>
@@ -62,9 +62,16 @@ void ExpectDataChain(const StepAnalysis& a, uint32_t trainer_pid) {
   SCOPED_TRACE(d.text);
   EXPECT_GT(d.data_idle_ns, a.measured_wall_ns / 3) << "the job is data-bound";
   EXPECT_GT(d.via_worker_ns, d.data_idle_ns / 2) << "most data waits were ended by a worker";
-  const double running = static_cast<double>(d.worker_states[static_cast<size_t>(HopState::kRunning)]) /
-                         static_cast<double>(std::max<uint64_t>(d.via_worker_ns, 1));
-  EXPECT_GT(running, 0.5) << "the workers were preprocessing";
+  // Preprocessing: on the CPU, or runnable and waiting for one (on a
+  // busy machine, CI's included, the two workers share the CPUs with
+  // everything else), not blocked.
+  auto share = [&](HopState s) {
+    return static_cast<double>(d.worker_states[static_cast<size_t>(s)]) /
+           static_cast<double>(std::max<uint64_t>(d.via_worker_ns, 1));
+  };
+  EXPECT_GT(share(HopState::kRunning), 0.05);
+  EXPECT_GT(share(HopState::kRunning) + share(HopState::kPreempted) + share(HopState::kRunqueue), 0.7)
+      << "the workers were preprocessing";
   EXPECT_NE(d.text.find("data worker"), std::string::npos);
   EXPECT_NE(d.text.find("gpuos-data-"), std::string::npos);
 }

@@ -277,6 +277,17 @@ TEST(WakeupChainTest, ChainsStopAtTheWorkerAndNeverLoop) {
   EXPECT_EQ(c.on, WaitOn::kData);
   // An untraced waker: no chain.
   EXPECT_TRUE(tw.Follow(1, 50, 300, 77, roles).hops.empty());
+  // Python's worker: its queue feeder thread (5) writes the batch to the
+  // pipe once the worker's main thread (4) has put it: the chain goes on
+  // to the thread that did the work, and not to the main process.
+  roles.Set(5, {40, "w-feeder", ThreadRole::kDataWorker});
+  ThreadTimelines tf;
+  tf.Add(5, {60, 250, 250, 4, v1::OFF_CPU_CAUSE_FUTEX, 0, false});
+  tf.Add(4, {40, 70, 70, 1, v1::OFF_CPU_CAUSE_FUTEX, 0, false});
+  tf.Finish();
+  c = tf.Follow(1, 50, 300, 5, roles);
+  EXPECT_EQ(c.hops, (std::vector<uint32_t>{5, 4}));
+  EXPECT_EQ(c.on, WaitOn::kData);
 }
 
 // Attached to a running PyTorch job: the autograd thread made the most
