@@ -5,6 +5,7 @@
 #include "analysis/step_collector.h"
 #include "analysis/thread_activity.h"
 #include "analysis/thread_roles.h"
+#include "analysis/wakeup_chain.h"
 #include "stream/trace_reader.h"
 
 namespace gpuos {
@@ -68,7 +69,8 @@ absl::StatusOr<StepAnalysis> Analyze(const v1::TraceHeader& header, const Replay
   ThreadRoles roles = ThreadRoles::Assign(activity, plan);
   std::vector<StepRecord> records;
   if (!plan.steps.empty()) {
-    auto collector = StepCollector::Create(plan, options, header, &roles);
+    auto collector =
+        StepCollector::Create(plan, options, header, &roles, ThreadsThatCanBeOnAChain(activity, plan.tid));
     if (!collector.ok()) return collector.status();
     absl::Status second = replay([&](const v1::Event& e) { (*collector)->Add(e); }, {});
     if (read.ok()) read = second;

@@ -2,8 +2,8 @@
 // the step analysis behind `gpuos-trace report` (issue 5).  Two passes over
 // the file: the first finds the steps (step_finder.h) and the driving
 // thread (driving_thread.h), the second collects that thread's and its
-// process's activity within the steps, and every traced thread's off-CPU
-// intervals for the wakeup chains (step_collector.h); each step is then broken
+// process's activity within the steps, and the off-CPU intervals of the
+// threads that can be on its wakeup chains (step_collector.h); each step is then broken
 // down (step_breakdown.h) and the measured steps summarized here.
 #pragma once
 

@@ -11,11 +11,13 @@ namespace gpuos {
 absl::StatusOr<std::unique_ptr<StepCollector>> StepCollector::Create(const StepPlan& plan,
                                                                      const StepOptions& options,
                                                                      const v1::TraceHeader& header,
-                                                                     const ThreadRoles* roles) {
+                                                                     const ThreadRoles* roles,
+                                                                     absl::flat_hash_set<uint32_t> chain_threads) {
   auto data = StepNameMatcher::Create(options.data_range_regex, "--data-range-regex");
   if (!data.ok()) return data.status();
   std::unique_ptr<StepCollector> c(new StepCollector(plan, std::move(*data)));
   c->roles_ = roles;
+  c->chain_threads_ = std::move(chain_threads);
   for (const auto& [nr, name] : header.syscall_names()) {
     if (name == "munmap") c->munmap_nr_ = nr;
     if (name == "mmap") c->mmap_nr_ = nr;
@@ -156,7 +158,7 @@ void StepCollector::Add(const v1::Event& e) {
       }
       if (!InSpan(ts, off.duration_ns())) break;
       const uint64_t end = ts + off.duration_ns();
-      if (roles_ != nullptr) {
+      if (roles_ != nullptr && chain_threads_.contains(e.tid())) {
         OffCpuInterval iv;
         iv.start_ns = ts;
         iv.end_ns = end;

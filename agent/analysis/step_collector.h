@@ -2,8 +2,9 @@
 // (step_finder.h, driving_thread.h), keep what the breakdown needs -- the
 // driving thread's CUDA API calls, data-fetch ranges, off-CPU intervals and
 // mmap/munmap calls, and its process's GPU work, as compact spans within
-// the steps; the off-CPU intervals of every traced thread, to follow the
-// driving thread's waits back through their wakers (wakeup_chain.h) -- and
+// the steps; the off-CPU intervals of the threads that woke it (and their
+// wakers, a few hops back), to follow its waits back through their wakers
+// (wakeup_chain.h) -- and
 // count context switches by role and page faults per step as the events go
 // by.  Events may come in any order (CUDA records arrive late,
 // off-CPU records are written at switch-in).
@@ -32,10 +33,12 @@ class StepCollector {
   // interval blocked in them counts as mmap/munmap even when the call's own
   // record was dropped).  Fails when the data-range regex does not compile.
   // `roles` (which must outlive the collector) names the threads on the
-  // wakeup chains; without it no chain is followed.
-  static absl::StatusOr<std::unique_ptr<StepCollector>> Create(const StepPlan& plan, const StepOptions& options,
-                                                               const v1::TraceHeader& header,
-                                                               const ThreadRoles* roles = nullptr);
+  // wakeup chains, and `chain_threads` says which threads' off-CPU
+  // intervals to keep for them (ThreadsThatCanBeOnAChain); without them no
+  // chain is followed.
+  static absl::StatusOr<std::unique_ptr<StepCollector>> Create(
+      const StepPlan& plan, const StepOptions& options, const v1::TraceHeader& header,
+      const ThreadRoles* roles = nullptr, absl::flat_hash_set<uint32_t> chain_threads = {});
 
   void Add(const v1::Event& event);
   // One record per plan step, in the plan's order.
@@ -68,6 +71,7 @@ class StepCollector {
   absl::flat_hash_set<uint32_t> pageable_copies_;
   std::vector<StepOsCosts> os_;  // switches and page faults, per step
   const ThreadRoles* roles_ = nullptr;
+  absl::flat_hash_set<uint32_t> chain_threads_;
   ThreadTimelines timelines_;
   std::vector<WaitChain> chains_;
 };

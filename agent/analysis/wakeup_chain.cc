@@ -51,6 +51,25 @@ WaitOn ClassifyChain(const std::vector<uint32_t>& hops, const ThreadRoles& roles
   return WaitOn::kJobThreads;
 }
 
+absl::flat_hash_set<uint32_t> ThreadsThatCanBeOnAChain(const ThreadActivity& activity, uint32_t driver) {
+  absl::flat_hash_map<uint32_t, std::vector<uint32_t>> wakers;
+  for (const auto& [key, edge] : activity.wakes()) wakers[key.first].push_back(key.second);
+  absl::flat_hash_set<uint32_t> out;
+  std::vector<uint32_t> level = {driver};
+  for (size_t hop = 0; hop < kMaxWakeHops && !level.empty(); ++hop) {
+    std::vector<uint32_t> next;
+    for (uint32_t tid : level) {
+      auto it = wakers.find(tid);
+      if (it == wakers.end()) continue;
+      for (uint32_t waker : it->second) {
+        if (waker != driver && out.insert(waker).second) next.push_back(waker);
+      }
+    }
+    level = std::move(next);
+  }
+  return out;
+}
+
 void ThreadTimelines::Finish() {
   for (auto& [tid, v] : by_thread_) {
     std::sort(v.begin(), v.end(),

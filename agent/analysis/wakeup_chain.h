@@ -16,7 +16,9 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "analysis/gpu_idle_attribution.h"
+#include "analysis/thread_activity.h"
 #include "analysis/thread_roles.h"
 
 namespace gpuos {
@@ -65,7 +67,12 @@ struct WaitChain {
 // job -> its CPU work.  kNone with no hops.
 WaitOn ClassifyChain(const std::vector<uint32_t>& hops, const ThreadRoles& roles);
 
-// The off-CPU intervals of every traced thread within the steps.
+// The threads that can be on a chain behind `driver`'s waits: those that
+// woke it, those that woke them, up to kMaxWakeHops (from pass 1's wake
+// graph).  Pass 2 keeps off-CPU intervals of these threads only.
+absl::flat_hash_set<uint32_t> ThreadsThatCanBeOnAChain(const ThreadActivity& activity, uint32_t driver);
+
+// The off-CPU intervals of the threads on chains, within the steps.
 class ThreadTimelines {
  public:
   void Add(uint32_t tid, const OffCpuInterval& interval) { by_thread_[tid].push_back(interval); }
