@@ -112,16 +112,24 @@ WaitChain ThreadTimelines::Follow(uint32_t wakee, uint64_t start_ns, uint64_t wa
     if (!IsRelay(role) && role != ThreadRole::kDataWorker) break;
     auto it = by_thread_.find(current);
     if (it == by_thread_.end()) break;
-    // The relay's last wakeup before it woke the next hop, within the wait.
+    // What the relay itself waited for: of its waits that ended within the
+    // wait before it woke the next hop, the one that blocked it longest
+    // there.  (Not simply its last: a relay often trades a few quick
+    // wakeups with a helper -- a socket handshake -- after the wait that
+    // mattered.)
     const std::vector<OffCpuInterval>& v = it->second;
     const OffCpuInterval* last = nullptr;
+    uint64_t longest = 0;
     auto upper = std::partition_point(v.begin(), v.end(), [&](const OffCpuInterval& iv) { return iv.start_ns < at; });
     for (auto i = upper; i != v.begin();) {
       --i;
       if (i->end_ns < start_ns) break;
       if (i->cause == v1::OFF_CPU_CAUSE_PREEMPTED || i->wake_ns > at || i->wake_ns < start_ns) continue;
-      last = &*i;
-      break;
+      const uint64_t blocked = i->wake_ns - std::max(i->start_ns, start_ns);
+      if (last == nullptr || blocked > longest) {
+        last = &*i;
+        longest = blocked;
+      }
     }
     if (last == nullptr || last->waker_tid == 0 || last->waker_tid == wakee || last->waker_tid == current ||
         roles.Find(last->waker_tid) == nullptr ||

@@ -82,7 +82,8 @@ class ThreadTimelines {
   // The chain behind a wait of `wakee` from `start_ns` to `wake_ns` that
   // `waker` ended: a relay hop (pin-memory or other thread, or a worker
   // thread that another thread of its process woke) is followed to the
-  // thread that woke it last before it woke the next hop, within the wait.
+  // thread that ended its longest wait among those that ended within the
+  // wait, before it woke the next hop.
   // An untraced waker (not in `roles`) gives no chain.
   WaitChain Follow(uint32_t wakee, uint64_t start_ns, uint64_t wake_ns, uint32_t waker,
                    const ThreadRoles& roles) const;

@@ -288,6 +288,17 @@ TEST(WakeupChainTest, ChainsStopAtTheWorkerAndNeverLoop) {
   c = tf.Follow(1, 50, 300, 5, roles);
   EXPECT_EQ(c.hops, (std::vector<uint32_t>{5, 4}));
   EXPECT_EQ(c.on, WaitOn::kData);
+  // A relay that waited long for the worker (4), then traded quick
+  // wakeups with another thread (6, a socket handshake) before waking the
+  // driving thread: what it waited for is the worker.
+  roles.Set(6, {40, "w-sharer", ThreadRole::kDataWorker});
+  ThreadTimelines tr;
+  tr.Add(2, {40, 240, 240, 4, v1::OFF_CPU_CAUSE_SYSCALL, 0, false});
+  tr.Add(2, {250, 260, 260, 6, v1::OFF_CPU_CAUSE_SYSCALL, 0, false});
+  tr.Add(2, {270, 280, 280, 6, v1::OFF_CPU_CAUSE_SYSCALL, 0, false});
+  tr.Finish();
+  c = tr.Follow(1, 50, 300, 2, roles);
+  EXPECT_EQ(c.hops, (std::vector<uint32_t>{2, 4}));
 }
 
 // Attached to a running PyTorch job: the autograd thread made the most
