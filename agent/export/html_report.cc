@@ -507,6 +507,9 @@ class HtmlReport {
       out_ << " " << a_.other_threads_with_steps << " other thread(s) also had step ranges; only this one is analyzed.";
     }
     out_ << "</p>\n";
+    if (!a_.driving_thread_note.empty()) {
+      out_ << "<p class=\"note\">Driving thread: " << E(a_.driving_thread_note) << "</p>\n";
+    }
     if (a_.source == StepSource::kApiRhythm || a_.source == StepSource::kFixedWindows) {
       out_ << "<p class=\"note\" id=\"step-source\">" << E(a_.note) << "</p>\n";
     }
