@@ -163,7 +163,7 @@ void StepCollector::Add(const v1::Event& e) {
         iv.start_ns = ts;
         iv.end_ns = end;
         iv.wake_ns = off.cause() == v1::OFF_CPU_CAUSE_PREEMPTED ? ts : end - std::min(off.runqueue_ns(), off.duration_ns());
-        iv.waker_tid = off.woken_by_tid();
+        iv.waker_tid = TrustedWaker(off);
         iv.cause = static_cast<uint8_t>(off.cause());
         iv.mm = MmKind(off.syscall_nr());
         iv.from_interrupt = off.woken_from_interrupt();
@@ -187,7 +187,7 @@ void StepCollector::Add(const v1::Event& e) {
       blocked.a = static_cast<uint8_t>(off.cause());
       blocked.b = mm;
       blocked.id = static_cast<uint32_t>(off.syscall_nr());
-      blocked.bytes = off.woken_by_tid();  // the waker, until FollowWaits()
+      blocked.bytes = TrustedWaker(off);  // the waker, until FollowWaits()
       if (blocked.end_ns > blocked.start_ns) AddSpan(blocked);
       if (runqueue > 0) {
         TimelineSpan tail;

@@ -36,7 +36,7 @@ void ThreadActivity::Add(const v1::Event& e) {
       const v1::OffCpu& off = e.off_cpu();
       ThreadFacts& t = Thread(e.pid(), e.tid());
       if (off.woken_from_interrupt()) ++t.woken_from_interrupt;
-      if (off.woken_by_tid() == 0 || off.woken_by_tid() == e.tid()) break;
+      if (TrustedWaker(off) == 0 || off.woken_by_tid() == e.tid()) break;
       ++t.woken_by_threads;
       WakeEdge& edge = wakes_[{e.tid(), off.woken_by_tid()}];
       ++edge.count;

@@ -13,6 +13,14 @@
 
 namespace gpuos {
 
+// The waker of an off-CPU interval, or 0 when there is none to trust:
+// traces recorded before the waker was taken at sched_waking (no
+// waker_context_known) name the task `current` was at sched_wakeup, which
+// may be one an interrupt happened to land on.
+inline uint32_t TrustedWaker(const v1::OffCpu& off) {
+  return off.waker_context_known() && !off.woken_from_interrupt() ? off.woken_by_tid() : 0;
+}
+
 struct ThreadFacts {
   uint32_t pid = 0;
   std::string comm;  // the name with the latest timestamp
