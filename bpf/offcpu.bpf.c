@@ -18,7 +18,11 @@
  * ttwu wake list, from an IPI), where `current` is whatever ran there.  A
  * wakeup made from a hard or soft interrupt (a timer, an I/O completion)
  * is marked as such rather than blamed on the interrupted task (see
- * irq_depth below). */
+ * irq_depth below).  A wakeup from an interrupt that lands while a BPF
+ * program on that CPU holds the task storage finds no thread_state
+ * (nested task-storage access fails) and is not seen: that interval then
+ * has no waker (waker_flags 0), as many sleepers expiring in one timer
+ * interrupt show now and then. */
 #include "common.bpf.h"
 #include "mm_batch.bpf.h"
 #include "offcpu.h"
@@ -66,18 +70,31 @@ static __always_inline int in_interrupt_handler(void)
 	return depth && *depth;
 }
 
-SEC("tp_btf/irq_handler_entry")
-int BPF_PROG(handle_irq_entry) { return irq_enter(); }
+/* No context switch happens inside an interrupt handler: whatever depth a
+ * switch finds is left over (an exit the kernel skipped because the same
+ * program was already running on the CPU), and is cleared. */
+static __always_inline void irq_depth_reset(void)
+{
+	__u32 key = 0;
+	__u32 *depth = bpf_map_lookup_elem(&irq_depth, &key);
+	if (depth && *depth)
+		*depth = 0;
+}
+
+/* The exits first: programs are attached in this order, and an entry
+ * attached before its exit could count a handler that never leaves. */
 SEC("tp_btf/irq_handler_exit")
 int BPF_PROG(handle_irq_exit) { return irq_exit(); }
-SEC("tp_btf/softirq_entry")
-int BPF_PROG(handle_softirq_entry) { return irq_enter(); }
 SEC("tp_btf/softirq_exit")
 int BPF_PROG(handle_softirq_exit) { return irq_exit(); }
-SEC("tp_btf/hrtimer_expire_entry")
-int BPF_PROG(handle_hrtimer_entry) { return irq_enter(); }
 SEC("tp_btf/hrtimer_expire_exit")
 int BPF_PROG(handle_hrtimer_exit) { return irq_exit(); }
+SEC("tp_btf/irq_handler_entry")
+int BPF_PROG(handle_irq_entry) { return irq_enter(); }
+SEC("tp_btf/softirq_entry")
+int BPF_PROG(handle_softirq_entry) { return irq_enter(); }
+SEC("tp_btf/hrtimer_expire_entry")
+int BPF_PROG(handle_hrtimer_entry) { return irq_enter(); }
 
 static __always_inline int in_syscall(struct gpuos_thread_state *t, struct gpuos_syscall_slot *s,
 				      __s32 *nr)
@@ -118,6 +135,8 @@ int BPF_PROG(handle_sched_switch, bool preempt, struct task_struct *prev, struct
 	 * machine are other threads'. */
 	__u64 now = 0;
 
+	irq_depth_reset();
+
 	/* Switch-out: the current task is prev. */
 	if (prev->pid && !(prev_state & GPUOS_TASK_DEAD)) {
 		struct gpuos_thread_state *t = current_thread_or_exiting();
@@ -127,9 +146,13 @@ int BPF_PROG(handle_sched_switch, bool preempt, struct task_struct *prev, struct
 			struct gpuos_sched_state *st = &t->sched;
 			st->switched_out_ns = now;
 			st->woken_ns = 0;
-			st->woken_by_tid = 0;
-			st->waker_pid = 0;
-			st->waker_flags = 0;
+			/* A waker that came before this switch-out (see
+			 * handle_sched_waking) ended this very sleep. */
+			if (!voluntary || !(st->waker_flags & GPUOS_WAKER_EARLY)) {
+				st->woken_by_tid = 0;
+				st->waker_pid = 0;
+				st->waker_flags = 0;
+			}
 			st->prev_state = prev_state;
 			st->pid = t->pid;
 			if (voluntary) {
@@ -184,9 +207,19 @@ int BPF_PROG(handle_sched_waking, struct task_struct *task)
 {
 	struct gpuos_thread_state *t = traced_task(task);
 
-	if (!t || !t->sched.switched_out_ns || t->sched.waker_flags)
+	if (!t || t->sched.waker_flags)
 		return 0;
 	__u32 flags = GPUOS_WAKER_CONTEXT_KNOWN;
+	if (!t->sched.switched_out_ns) {
+		/* Not switched out yet.  Off the run queue, it is inside
+		 * __schedule() on its CPU, before the sched_switch tracepoint:
+		 * a waker on another CPU got there first, and ends the sleep
+		 * that switch-out begins.  On the run queue (or the waker
+		 * itself), the sleep is called off and there is no switch. */
+		if (task->on_rq || task == bpf_get_current_task_btf())
+			return 0;
+		flags |= GPUOS_WAKER_EARLY;
+	}
 	if (in_interrupt_handler())
 		flags |= GPUOS_WAKER_INTERRUPT;
 	if (!(flags & GPUOS_WAKER_INTERRUPT)) {

@@ -17,6 +17,7 @@ enum gpuos_waker_flags {
 	GPUOS_WAKER_INTERRUPT = 1,   /* from a hard or soft interrupt (timer expiry, I/O completion): no task woke it */
 	GPUOS_WAKER_CONTEXT_KNOWN = 2, /* the interrupt tracepoints were on: GPUOS_WAKER_INTERRUPT is meaningful */
 	GPUOS_WAKER_SEEN = 4,        /* sched_waking saw the wakeup */
+	GPUOS_WAKER_EARLY = 8,       /* ... before the sleeper's own sched_switch had run (a remote waker) */
 };
 
 /* One interval off the CPU: header.ts_ns is the switch-out time.  Sent at
