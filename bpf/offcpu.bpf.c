@@ -11,7 +11,18 @@
  * the syscall programs was lost.  Raw tracepoint programs are only guarded
  * against themselves, and the BTF flavour gives typed task pointers, which
  * the task storage (thread_state) of the woken and the next task needs.
- * Arguments are sched_switch's since Linux 5.18. */
+ * Arguments are sched_switch's since Linux 5.18.
+ *
+ * The waker is taken at sched_waking, which runs in try_to_wake_up() in the
+ * waker's own context; sched_wakeup may run later on the wakee's CPU (the
+ * ttwu wake list, from an IPI), where `current` is whatever ran there.  A
+ * wakeup made from a hard or soft interrupt (a timer, an I/O completion)
+ * is marked as such rather than blamed on the interrupted task (see
+ * irq_depth below).  A wakeup from an interrupt that lands while a BPF
+ * program on that CPU holds the task storage finds no thread_state
+ * (nested task-storage access fails) and is not seen: that interval then
+ * has no waker (waker_flags 0), as many sleepers expiring in one timer
+ * interrupt show now and then. */
 #include "common.bpf.h"
 #include "mm_batch.bpf.h"
 #include "offcpu.h"
@@ -19,9 +30,72 @@
 #define GPUOS_TASK_STOPPED_OR_TRACED (0x4 | 0x8) /* __TASK_STOPPED, __TASK_TRACED */
 #define GPUOS_TASK_DEAD 0x80                      /* the last switch-out of an exiting task */
 
-/* Whether a thread is inside a syscall (its number in *nr): the call in
- * flight is in the thread's syscall slot s, or in its state t when it has
- * none (syscalls.bpf.c). */
+/* Whether this CPU is running an interrupt handler, a softirq or an
+ * hrtimer callback: a depth per CPU, raised and lowered by the tracepoints
+ * around them.  The kernel's own preempt count would say it directly, but
+ * reading the per-CPU __preempt_count needs its address from kallsyms,
+ * which kernels without CONFIG_KALLSYMS_ALL (this one) do not list.  The
+ * timer interrupt's wakeups (sleeps, futex timeouts) run in hrtimer
+ * callbacks, device I/O completions in irq handlers or softirqs.  A depth
+ * that an exit would take below 0 (attached while a handler ran) stays 0. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} irq_depth SEC(".maps");
+
+static __always_inline int irq_enter(void)
+{
+	__u32 key = 0;
+	__u32 *depth = bpf_map_lookup_elem(&irq_depth, &key);
+	if (depth)
+		*depth += 1;
+	return 0;
+}
+
+static __always_inline int irq_exit(void)
+{
+	__u32 key = 0;
+	__u32 *depth = bpf_map_lookup_elem(&irq_depth, &key);
+	if (depth && *depth)
+		*depth -= 1;
+	return 0;
+}
+
+static __always_inline int in_interrupt_handler(void)
+{
+	__u32 key = 0;
+	__u32 *depth = bpf_map_lookup_elem(&irq_depth, &key);
+	return depth && *depth;
+}
+
+/* No context switch happens inside an interrupt handler: whatever depth a
+ * switch finds is left over (an exit the kernel skipped because the same
+ * program was already running on the CPU), and is cleared. */
+static __always_inline void irq_depth_reset(void)
+{
+	__u32 key = 0;
+	__u32 *depth = bpf_map_lookup_elem(&irq_depth, &key);
+	if (depth && *depth)
+		*depth = 0;
+}
+
+/* The exits first: programs are attached in this order, and an entry
+ * attached before its exit could count a handler that never leaves. */
+SEC("tp_btf/irq_handler_exit")
+int BPF_PROG(handle_irq_exit) { return irq_exit(); }
+SEC("tp_btf/softirq_exit")
+int BPF_PROG(handle_softirq_exit) { return irq_exit(); }
+SEC("tp_btf/hrtimer_expire_exit")
+int BPF_PROG(handle_hrtimer_exit) { return irq_exit(); }
+SEC("tp_btf/irq_handler_entry")
+int BPF_PROG(handle_irq_entry) { return irq_enter(); }
+SEC("tp_btf/softirq_entry")
+int BPF_PROG(handle_softirq_entry) { return irq_enter(); }
+SEC("tp_btf/hrtimer_expire_entry")
+int BPF_PROG(handle_hrtimer_entry) { return irq_enter(); }
+
 static __always_inline int in_syscall(struct gpuos_thread_state *t, struct gpuos_syscall_slot *s,
 				      __s32 *nr)
 {
@@ -61,6 +135,8 @@ int BPF_PROG(handle_sched_switch, bool preempt, struct task_struct *prev, struct
 	 * machine are other threads'. */
 	__u64 now = 0;
 
+	irq_depth_reset();
+
 	/* Switch-out: the current task is prev. */
 	if (prev->pid && !(prev_state & GPUOS_TASK_DEAD)) {
 		struct gpuos_thread_state *t = current_thread_or_exiting();
@@ -70,7 +146,13 @@ int BPF_PROG(handle_sched_switch, bool preempt, struct task_struct *prev, struct
 			struct gpuos_sched_state *st = &t->sched;
 			st->switched_out_ns = now;
 			st->woken_ns = 0;
-			st->woken_by_tid = 0;
+			/* A waker that came before this switch-out (see
+			 * handle_sched_waking) ended this very sleep. */
+			if (!voluntary || !(st->waker_flags & GPUOS_WAKER_EARLY)) {
+				st->woken_by_tid = 0;
+				st->waker_pid = 0;
+				st->waker_flags = 0;
+			}
 			st->prev_state = prev_state;
 			st->pid = t->pid;
 			if (voluntary) {
@@ -110,21 +192,53 @@ int BPF_PROG(handle_sched_switch, bool preempt, struct task_struct *prev, struct
 		e->cause = st->cause;
 		e->voluntary = voluntary;
 		e->woken_by_tid = st->woken_by_tid;
+		e->waker_pid = st->waker_pid;
+		e->waker_flags = st->waker_flags;
 		submit_event(e);
 	}
 	st->switched_out_ns = 0;
 	return 0;
 }
 
+/* In the waker's context: who woke the thread.  One per sleep: once the
+ * state matched, later wakers find the task waking and fire no event. */
+SEC("tp_btf/sched_waking")
+int BPF_PROG(handle_sched_waking, struct task_struct *task)
+{
+	struct gpuos_thread_state *t = traced_task(task);
+
+	if (!t || t->sched.waker_flags)
+		return 0;
+	__u32 flags = GPUOS_WAKER_CONTEXT_KNOWN;
+	if (!t->sched.switched_out_ns) {
+		/* Not switched out yet.  Off the run queue, it is inside
+		 * __schedule() on its CPU, before the sched_switch tracepoint:
+		 * a waker on another CPU got there first, and ends the sleep
+		 * that switch-out begins.  On the run queue (or the waker
+		 * itself), the sleep is called off and there is no switch. */
+		if (task->on_rq || task == bpf_get_current_task_btf())
+			return 0;
+		flags |= GPUOS_WAKER_EARLY;
+	}
+	if (in_interrupt_handler())
+		flags |= GPUOS_WAKER_INTERRUPT;
+	if (!(flags & GPUOS_WAKER_INTERRUPT)) {
+		__u64 id = bpf_get_current_pid_tgid();
+		t->sched.woken_by_tid = (__u32)id;
+		t->sched.waker_pid = (__u32)(id >> 32);
+	}
+	t->sched.waker_flags = flags | GPUOS_WAKER_SEEN;
+	return 0;
+}
+
+/* Where the run-queue wait starts; may run on the wakee's CPU. */
 SEC("tp_btf/sched_wakeup")
 int BPF_PROG(handle_sched_wakeup, struct task_struct *task)
 {
 	struct gpuos_thread_state *t = traced_task(task);
 
-	if (t && t->sched.switched_out_ns && !t->sched.woken_ns) {
+	if (t && t->sched.switched_out_ns && !t->sched.woken_ns)
 		t->sched.woken_ns = bpf_ktime_get_ns();
-		t->sched.woken_by_tid = (__u32)bpf_get_current_pid_tgid();
-	}
 	return 0;
 }
 

@@ -11,6 +11,15 @@ enum gpuos_off_cpu_cause {
 	GPUOS_OFFCPU_PAGE_FAULT = 4,  /* blocked outside any syscall after a user page fault */
 };
 
+/* How the wakeup that ended a blocked interval was made (sched_waking, in
+ * the waker's context). */
+enum gpuos_waker_flags {
+	GPUOS_WAKER_INTERRUPT = 1,   /* from a hard or soft interrupt (timer expiry, I/O completion): no task woke it */
+	GPUOS_WAKER_CONTEXT_KNOWN = 2, /* the interrupt tracepoints were on: GPUOS_WAKER_INTERRUPT is meaningful */
+	GPUOS_WAKER_SEEN = 4,        /* sched_waking saw the wakeup */
+	GPUOS_WAKER_EARLY = 8,       /* ... before the sleeper's own sched_switch had run (a remote waker) */
+};
+
 /* One interval off the CPU: header.ts_ns is the switch-out time.  Sent at
  * switch-in.  runqueue_ns is the part of the interval spent runnable but not
  * running (from wakeup, or from switch-out when preempted). */
@@ -22,7 +31,9 @@ struct gpuos_off_cpu_event {
 	__s32 syscall_nr;  /* -1 when not in a syscall */
 	__u32 cause;       /* enum gpuos_off_cpu_cause */
 	__u32 voluntary;   /* 1 = blocked, 0 = preempted */
-	__u32 woken_by_tid; /* the thread that woke it, 0 when not known */
+	__u32 woken_by_tid; /* the thread that woke it, 0 when not known or woken from an interrupt */
+	__u32 waker_pid;    /* woken_by_tid's thread group id, 0 when not known */
+	__u32 waker_flags;  /* enum gpuos_waker_flags */
 };
 
 /* Per-thread state kept between switch-out and switch-in. */
@@ -34,6 +45,8 @@ struct gpuos_sched_state {
 	__u32 cause;
 	__u32 woken_by_tid;
 	__u32 pid;
+	__u32 waker_pid;
+	__u32 waker_flags;  /* 0 until sched_waking saw the wakeup */
 };
 
 #endif

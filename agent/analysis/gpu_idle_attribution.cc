@@ -21,10 +21,21 @@ IdleCause AttributeIdleInstant(const ThreadInstant& t) {
     case ThreadOffCpuState::kPreempted:
     case ThreadOffCpuState::kRunqueue: return IdleCause::kPreemptedRunqueue;
     case ThreadOffCpuState::kFutex:
-      return t.in_data_range ? IdleCause::kDataWaitFutex : IdleCause::kFutexOther;
     case ThreadOffCpuState::kSyscall:
-    case ThreadOffCpuState::kUnknown:
-      return t.in_data_range ? IdleCause::kDataWaitBlocked : IdleCause::kOtherSyscalls;
+    case ThreadOffCpuState::kUnknown: {
+      const bool futex = t.off_cpu == ThreadOffCpuState::kFutex;
+      if (t.in_data_range || t.wait_on == WaitOn::kData) {
+        return futex ? IdleCause::kDataWaitFutex : IdleCause::kDataWaitBlocked;
+      }
+      switch (t.wait_on) {
+        case WaitOn::kBackward: return IdleCause::kWaitBackward;
+        case WaitOn::kGpuSync: return IdleCause::kWaitGpuSync;
+        case WaitOn::kJobThreads: return IdleCause::kWaitJobThreads;
+        case WaitOn::kData:
+        case WaitOn::kNone: break;
+      }
+      return futex ? IdleCause::kFutexOther : IdleCause::kOtherSyscalls;
+    }
     case ThreadOffCpuState::kOnCpu: break;
   }
   return t.in_data_range ? IdleCause::kDataWaitRunning : IdleCause::kOtherCpu;
@@ -44,6 +55,9 @@ const char* IdleCauseName(IdleCause cause) {
     case IdleCause::kDataWaitFutex: return "waiting for data (futex)";
     case IdleCause::kDataWaitBlocked: return "waiting for data (blocked)";
     case IdleCause::kDataWaitRunning: return "waiting for data (running)";
+    case IdleCause::kWaitBackward: return "waiting for backward (autograd thread)";
+    case IdleCause::kWaitGpuSync: return "waiting for a GPU sync (CUDA thread)";
+    case IdleCause::kWaitJobThreads: return "waiting for the job's threads (CPU work)";
     case IdleCause::kFutexOther: return "futex wait (not data)";
     case IdleCause::kOtherSyscalls: return "other syscalls (blocked)";
     case IdleCause::kOtherCpu: return "other CPU work (running)";
@@ -66,6 +80,9 @@ const char* IdleCauseKey(IdleCause cause) {
     case IdleCause::kDataWaitFutex: return "data_wait_futex";
     case IdleCause::kDataWaitBlocked: return "data_wait_blocked";
     case IdleCause::kDataWaitRunning: return "data_wait_running";
+    case IdleCause::kWaitBackward: return "wait_backward";
+    case IdleCause::kWaitGpuSync: return "wait_gpu_sync";
+    case IdleCause::kWaitJobThreads: return "wait_job_threads";
     case IdleCause::kFutexOther: return "futex_other";
     case IdleCause::kOtherSyscalls: return "other_syscalls";
     case IdleCause::kOtherCpu: return "other_cpu";

@@ -1,6 +1,8 @@
 // Why the GPU sat idle: every instant of a GPU-idle stretch inside a step is
-// charged to one cause, read from what the launching thread was doing at
-// that instant.  The thread's state is a few overlapping facts (in a CUDA
+// charged to one cause, read from what the driving thread (driving_thread.h)
+// was doing at that instant, and, when it was blocked, from who ended the
+// wait (wakeup_chain.h): waiting on another thread of the job is charged to
+// the work waited for, not to the OS.  The thread's state is a few overlapping facts (in a CUDA
 // API call? in a data-fetch NVTX range? in mmap/munmap? off the CPU, and
 // why?); AttributeIdleInstant turns them into a single cause by a fixed
 // priority, so the causes of one stretch add up to its length exactly.
@@ -36,11 +38,22 @@ enum class ThreadOffCpuState : uint8_t {
   kRunqueue,   // woken after blocking, waiting for a CPU
 };
 
+// What a blocked thread's wait was for, from the chain of wakers that ended
+// it (wakeup_chain.h).
+enum class WaitOn : uint8_t {
+  kNone = 0,    // not known: no waker, an untraced one, or an interrupt
+  kData,        // a data worker or the pin-memory thread
+  kBackward,    // the autograd engine thread
+  kGpuSync,     // a CUDA thread (the event handler, the driver's threads)
+  kJobThreads,  // another thread of the job: its pools, its own threads
+};
+
 struct ThreadInstant {
   ThreadApiState api = ThreadApiState::kNone;
   bool in_data_range = false;  // inside an NVTX range named like a data fetch
   ThreadMmState mm = ThreadMmState::kNone;
   ThreadOffCpuState off_cpu = ThreadOffCpuState::kOnCpu;
+  WaitOn wait_on = WaitOn::kNone;  // when blocked (futex, syscall, unknown)
 };
 
 // In the order AttributeIdleInstant tests them.
@@ -57,12 +70,17 @@ enum class IdleCause : uint8_t {
   // 3. Off the CPU for a reason the OS owns, inside or outside a data fetch.
   kPageFaults,
   kPreemptedRunqueue,  // preempted, or woken and waiting for a CPU
-  // 4. Inside a data-fetch range.
+  // 4. Inside a data-fetch range, or blocked until a data worker or the
+  //    pin-memory thread woke it.
   kDataWaitFutex,    // blocked in futex (waiting on a worker or a queue)
   kDataWaitBlocked,  // blocked in another syscall (read, poll, recv... of the loader)
   kDataWaitRunning,  // on the CPU: loading and preprocessing in this thread
-  // 5. Elsewhere.
-  kFutexOther,     // blocked in futex outside a data fetch (locks, the GIL, queues)
+  // 5. Blocked until another thread of the job ended the wait.
+  kWaitBackward,    // the autograd engine thread (loss.backward())
+  kWaitGpuSync,     // a CUDA thread (a blocking sync outside an API record)
+  kWaitJobThreads,  // any other thread of the job: CPU work in its pools
+  // 6. Elsewhere.
+  kFutexOther,     // blocked in futex, no traced thread woke it (a timeout, an untraced waker)
   kOtherSyscalls,  // blocked in another syscall outside a data fetch
   kOtherCpu,       // running other code: Python, the framework, the model's CPU work
   kCount,
@@ -81,6 +99,12 @@ const char* IdleCauseKey(IdleCause cause);
 inline bool IsDataWait(IdleCause cause) {
   return cause == IdleCause::kDataWaitFutex || cause == IdleCause::kDataWaitBlocked ||
          cause == IdleCause::kDataWaitRunning;
+}
+
+// Causes charged to a wait another thread ended (the chain is shown).
+inline bool IsWaitOnThread(IdleCause cause) {
+  return cause == IdleCause::kDataWaitFutex || cause == IdleCause::kDataWaitBlocked ||
+         cause == IdleCause::kWaitBackward || cause == IdleCause::kWaitGpuSync || cause == IdleCause::kWaitJobThreads;
 }
 
 }  // namespace gpuos

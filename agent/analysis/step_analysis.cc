@@ -1,7 +1,11 @@
 // The two passes and the summaries over measured steps; see step_analysis.h.
 #include "analysis/step_analysis.h"
 
+#include "analysis/driving_thread.h"
 #include "analysis/step_collector.h"
+#include "analysis/thread_activity.h"
+#include "analysis/thread_roles.h"
+#include "analysis/wakeup_chain.h"
 #include "stream/trace_reader.h"
 
 namespace gpuos {
@@ -53,13 +57,21 @@ absl::StatusOr<StepAnalysis> Analyze(const v1::TraceHeader& header, const Replay
   if (!locator.ok()) return locator.status();
   // An attached trace's steps stay within its attach window.
   (*locator)->SetHeader(header);
-  absl::Status read = replay([&](const v1::Event& e) { (*locator)->Add(e); },
-                             [&](const v1::TraceTrailer& t) { (*locator)->SetTrailer(t); });
+  ThreadActivity activity;
+  absl::Status read = replay(
+      [&](const v1::Event& e) {
+        (*locator)->Add(e);
+        activity.Add(e);
+      },
+      [&](const v1::TraceTrailer& t) { (*locator)->SetTrailer(t); });
   StepPlan plan = (*locator)->Finish();
+  const std::string driving = ApplyDrivingThread(activity, plan);
+  ThreadRoles roles = ThreadRoles::Assign(activity, plan);
   std::vector<StepRecord> records;
   JobPracticeTally practices(plan, header);
   if (!plan.steps.empty()) {
-    auto collector = StepCollector::Create(plan, options, header);
+    auto collector =
+        StepCollector::Create(plan, options, header, &roles, ThreadsThatCanBeOnAChain(activity, plan.tid));
     if (!collector.ok()) return collector.status();
     absl::Status second = replay(
         [&](const v1::Event& e) {
@@ -72,6 +84,11 @@ absl::StatusOr<StepAnalysis> Analyze(const v1::TraceHeader& header, const Replay
   }
   StepAnalysis analysis = SummarizeSteps(plan, std::move(records), options);
   analysis.practices = practices.practices();
+  analysis.driving_thread_note = driving;
+  // Only the threads the report names: those on a chain.
+  for (const WaitVia& v : analysis.measured_total.via) {
+    if (const ThreadInfo* info = roles.Find(v.tid)) analysis.threads[v.tid] = *info;
+  }
   if (!read.ok()) analysis.read_error = std::string(read.message());
   return analysis;
 }

@@ -1,8 +1,9 @@
 // Training steps of a trace and where their time went: the entry point of
 // the step analysis behind `gpuos-trace report` (issue 5).  Two passes over
-// the file: the first finds the launching thread and its steps
-// (step_finder.h), the second collects that thread's and its process's
-// activity within the steps (step_collector.h); each step is then broken
+// the file: the first finds the steps (step_finder.h) and the driving
+// thread (driving_thread.h), the second collects that thread's and its
+// process's activity within the steps, and the off-CPU intervals of the
+// threads that can be on its wakeup chains (step_collector.h); each step is then broken
 // down (step_breakdown.h) and the measured steps summarized here.
 #pragma once
 
@@ -17,6 +18,8 @@
 #include "analysis/step_finder.h"
 #include "analysis/step_options.h"
 #include "analysis/step_stages.h"
+#include "analysis/thread_roles.h"
+#include "absl/container/flat_hash_map.h"
 #include "gpuos_trace.pb.h"
 
 namespace gpuos {
@@ -35,6 +38,10 @@ struct StepAnalysis {
   uint32_t other_threads_with_steps = 0;
   uint32_t worker_processes = 0;
   uint32_t worker_threads = 0;  // threads named like workers (outside worker processes too)
+  // Which thread drives the GPU and why (driving_thread.h), for the report.
+  std::string driving_thread_note;
+  // The threads on the driving thread's wakeup chains (measured_total.via).
+  absl::flat_hash_map<uint32_t, ThreadInfo> threads;
 
   std::vector<StepRecord> steps;  // in start order, warmup steps included
 

@@ -27,6 +27,11 @@ enum Counter : uint8_t {
   kOffUnknown,
   kOffPreempted,
   kOffRunqueue,
+  kWaitData,
+  kWaitBackward,
+  kWaitGpuSync,
+  kWaitJobThreads,
+  kChainWait,  // a blocked span with a wakeup chain (Edge::chain)
   kGpuKernel,
   kGpuMemcpy,
   kGpuMemset,
@@ -37,7 +42,19 @@ struct Edge {
   uint64_t t;
   int8_t delta;
   uint8_t counter;
+  uint32_t chain = 0;  // kChainWait: 1 + the chain's index
 };
+
+Counter WaitOnCounter(uint8_t wait_on) {
+  switch (static_cast<WaitOn>(wait_on)) {
+    case WaitOn::kData: return kWaitData;
+    case WaitOn::kBackward: return kWaitBackward;
+    case WaitOn::kGpuSync: return kWaitGpuSync;
+    case WaitOn::kJobThreads: return kWaitJobThreads;
+    case WaitOn::kNone: break;
+  }
+  return kCounterCount;
+}
 
 Counter ApiCounter(const TimelineSpan& s) {
   switch (static_cast<CudaApiClass>(s.a)) {
@@ -97,6 +114,15 @@ ThreadInstant InstantOf(const Counts& c) {
   } else if (c[kOffUnknown] > 0) {
     t.off_cpu = ThreadOffCpuState::kUnknown;
   }
+  if (c[kWaitData] > 0) {
+    t.wait_on = WaitOn::kData;
+  } else if (c[kWaitBackward] > 0) {
+    t.wait_on = WaitOn::kBackward;
+  } else if (c[kWaitGpuSync] > 0) {
+    t.wait_on = WaitOn::kGpuSync;
+  } else if (c[kWaitJobThreads] > 0) {
+    t.wait_on = WaitOn::kJobThreads;
+  }
   return t;
 }
 
@@ -104,7 +130,11 @@ class Sweep {
  public:
   explicit Sweep(StepRecord& step) : step_(step) {}
 
-  void Account(const Counts& c, uint64_t dt) {
+  // The chain of the blocked span open now (0: none).
+  void SetChain(uint32_t chain) { chain_ = chain; }
+  uint32_t chain() const { return chain_; }
+
+  void Account(const Counts& c, uint64_t at, uint64_t dt) {
     const ThreadInstant t = InstantOf(c);
     CpuParts& cpu = step_.cpu;
     switch (t.api) {
@@ -177,12 +207,22 @@ class Sweep {
       const IdleCause cause = AttributeIdleInstant(t);
       step_.gpu_idle[static_cast<size_t>(cause)] += dt;
       stage = StageOfIdleCause(cause);
+      if (chain_ != 0 && IsWaitOnThread(cause)) {
+        auto& slices = step_.chain_slices;
+        if (!slices.empty() && slices.back().chain == chain_ && slices.back().cause == cause &&
+            slices.back().to_ns == at) {
+          slices.back().to_ns = at + dt;
+        } else {
+          slices.push_back({chain_, cause, at, at + dt});
+        }
+      }
     }
     step_.stages[static_cast<size_t>(stage)] += dt;
   }
 
  private:
   StepRecord& step_;
+  uint32_t chain_ = 0;
   bool in_idle_ = false;
   uint64_t idle_run_ = 0;
 };
@@ -263,6 +303,11 @@ StepRecord BreakDownStep(uint64_t start_ns, uint64_t end_ns, const std::vector<c
       case SpanKind::kOffCpuBlocked:
         if (clipped) {
           add(from, to, BlockedCounter(s->a));
+          if (WaitOnCounter(s->c) != kCounterCount) add(from, to, WaitOnCounter(s->c));
+          if (s->bytes != 0) {
+            edges.push_back({from, +1, kChainWait, static_cast<uint32_t>(s->bytes)});
+            edges.push_back({to, -1, kChainWait, static_cast<uint32_t>(s->bytes)});
+          }
           if (s->b == 1) add(from, to, kInMunmap);
           if (s->b == 2) add(from, to, kInMmap);
         }
@@ -326,12 +371,23 @@ StepRecord BreakDownStep(uint64_t start_ns, uint64_t end_ns, const std::vector<c
   for (size_t i = 0; i < edges.size();) {
     const uint64_t t = edges[i].t;
     if (t > cursor) {
-      sweep.Account(counts, t - cursor);
+      sweep.Account(counts, cursor, t - cursor);
       cursor = t;
     }
-    for (; i < edges.size() && edges[i].t == t; ++i) counts[edges[i].counter] += edges[i].delta;
+    for (; i < edges.size() && edges[i].t == t; ++i) {
+      const Edge& e = edges[i];
+      counts[e.counter] += e.delta;
+      if (e.counter != kChainWait) continue;
+      // Blocked spans of one thread do not overlap; when records from
+      // different CPUs touch, the one opening now wins.
+      if (e.delta > 0) {
+        sweep.SetChain(e.chain);
+      } else if (sweep.chain() == e.chain) {
+        sweep.SetChain(0);
+      }
+    }
   }
-  if (end_ns > cursor) sweep.Account(counts, end_ns - cursor);
+  if (end_ns > cursor) sweep.Account(counts, cursor, end_ns - cursor);
   return step;
 }
 
@@ -387,6 +443,7 @@ void AddStepTotals(StepRecord& total, const StepRecord& s) {
   AddMm(total.os.munmap, s.os.munmap);
 
   for (size_t i = 0; i < kIdleCauseCount; ++i) total.gpu_idle[i] += s.gpu_idle[i];
+  MergeVia(total.via, s.via);
   for (size_t i = 0; i < kStageCount; ++i) total.stages[i] += s.stages[i];
   total.exposed_pageable_copy_ns += s.exposed_pageable_copy_ns;
   total.exposed_mm_ns += s.exposed_mm_ns;

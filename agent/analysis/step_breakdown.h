@@ -1,4 +1,4 @@
-// One training step's time taken apart: what the launching thread did, how
+// One training step's time taken apart: what the driving thread did, how
 // long it was off the CPU and why, what the GPU did, why the GPU was idle,
 // and the stage view.  Every partition below adds up to the step's wall
 // time exactly (in ns); the sums and counts beside them are marked as such.
@@ -10,6 +10,7 @@
 #include "analysis/gpu_idle_attribution.h"
 #include "analysis/step_stages.h"
 #include "analysis/step_timeline.h"
+#include "analysis/wakeup_chain.h"
 #include "gpuos_trace.pb.h"
 
 namespace gpuos {
@@ -132,6 +133,22 @@ struct StepRecord {
   // call / inside mmap or munmap.  What pinned memory would save.
   uint64_t exposed_pageable_copy_ns = 0;
   uint64_t exposed_mm_ns = 0;
+  // The wakeup chains behind the GPU-idle time of the causes that are a
+  // wait on another thread (IsWaitOnThread): per (cause, hop, thread), the
+  // idle time and what that thread was doing meanwhile.  For each cause,
+  // the hop-0 rows add up to the part of gpu_idle[cause] whose waits have a
+  // traced waker.
+  std::vector<WaitVia> via;
+  // Filled by BreakDownStep for the caller to turn into `via`: the
+  // GPU-idle stretches charged to such a cause while the thread waited on
+  // the chain (span.bytes - 1).
+  struct ChainSlice {
+    uint32_t chain = 0;
+    IdleCause cause = IdleCause::kCount;
+    uint64_t from_ns = 0;
+    uint64_t to_ns = 0;
+  };
+  std::vector<ChainSlice> chain_slices;
 };
 
 // The timing parts, API counts and mmap/munmap totals of the step

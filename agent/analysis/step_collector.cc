@@ -10,10 +10,14 @@ namespace gpuos {
 
 absl::StatusOr<std::unique_ptr<StepCollector>> StepCollector::Create(const StepPlan& plan,
                                                                      const StepOptions& options,
-                                                                     const v1::TraceHeader& header) {
+                                                                     const v1::TraceHeader& header,
+                                                                     const ThreadRoles* roles,
+                                                                     absl::flat_hash_set<uint32_t> chain_threads) {
   auto data = StepNameMatcher::Create(options.data_range_regex, "--data-range-regex");
   if (!data.ok()) return data.status();
   std::unique_ptr<StepCollector> c(new StepCollector(plan, std::move(*data)));
+  c->roles_ = roles;
+  c->chain_threads_ = std::move(chain_threads);
   for (const auto& [nr, name] : header.syscall_names()) {
     if (name == "munmap") c->munmap_nr_ = nr;
     if (name == "mmap") c->mmap_nr_ = nr;
@@ -152,8 +156,20 @@ void StepCollector::Add(const v1::Event& e) {
         }
         role.runqueue_ns += off.runqueue_ns();
       }
-      if (!launching || !InSpan(ts, off.duration_ns())) break;
+      if (!InSpan(ts, off.duration_ns())) break;
       const uint64_t end = ts + off.duration_ns();
+      if (roles_ != nullptr && chain_threads_.contains(e.tid())) {
+        OffCpuInterval iv;
+        iv.start_ns = ts;
+        iv.end_ns = end;
+        iv.wake_ns = off.cause() == v1::OFF_CPU_CAUSE_PREEMPTED ? ts : end - std::min(off.runqueue_ns(), off.duration_ns());
+        iv.waker_tid = TrustedWaker(off);
+        iv.cause = static_cast<uint8_t>(off.cause());
+        iv.mm = MmKind(off.syscall_nr());
+        iv.from_interrupt = off.woken_from_interrupt();
+        timelines_.Add(e.tid(), iv);
+      }
+      if (!launching) break;
       if (off.cause() == v1::OFF_CPU_CAUSE_PREEMPTED) {
         TimelineSpan s;
         s.kind = SpanKind::kOffCpuPreempted;
@@ -171,6 +187,7 @@ void StepCollector::Add(const v1::Event& e) {
       blocked.a = static_cast<uint8_t>(off.cause());
       blocked.b = mm;
       blocked.id = static_cast<uint32_t>(off.syscall_nr());
+      blocked.bytes = TrustedWaker(off);  // the waker, until FollowWaits()
       if (blocked.end_ns > blocked.start_ns) AddSpan(blocked);
       if (runqueue > 0) {
         TimelineSpan tail;
@@ -187,7 +204,43 @@ void StepCollector::Add(const v1::Event& e) {
   }
 }
 
+void StepCollector::FollowWaits() {
+  timelines_.Finish();
+  for (TimelineSpan& s : spans_) {
+    if (s.kind != SpanKind::kOffCpuBlocked) continue;
+    const uint32_t waker = static_cast<uint32_t>(s.bytes);
+    s.bytes = 0;
+    if (roles_ == nullptr || waker == 0) continue;
+    WaitChain chain = timelines_.Follow(plan_.tid, s.start_ns, s.end_ns, waker, *roles_);
+    if (chain.hops.empty()) continue;
+    s.c = static_cast<uint8_t>(chain.on);
+    chains_.push_back(std::move(chain));
+    s.bytes = chains_.size();
+  }
+}
+
+void StepCollector::AddVia(StepRecord& step) const {
+  std::vector<WaitVia> rows;
+  for (const StepRecord::ChainSlice& slice : step.chain_slices) {
+    const WaitChain& chain = chains_[slice.chain - 1];
+    for (size_t h = 0; h < chain.hops.size(); ++h) {
+      WaitVia v;
+      v.cause = slice.cause;
+      v.hop = static_cast<uint8_t>(h);
+      v.last = h + 1 == chain.hops.size();
+      v.tid = chain.hops[h];
+      v.ns = slice.to_ns - slice.from_ns;
+      timelines_.AddStates(v.tid, slice.from_ns, slice.to_ns, v.states);
+      rows.push_back(v);
+    }
+  }
+  MergeVia(step.via, rows);
+  step.chain_slices.clear();
+  step.chain_slices.shrink_to_fit();
+}
+
 std::vector<StepRecord> StepCollector::Finish() {
+  FollowWaits();
   std::vector<StepRecord> out;
   out.reserve(plan_.steps.size());
   for (TimelineSpan& s : spans_) {
@@ -220,6 +273,7 @@ std::vector<StepRecord> StepCollector::Finish() {
     r.os.others = os_[k].others;
     r.os.page_faults = os_[k].page_faults;
     r.os.major_faults = os_[k].major_faults;
+    AddVia(r);
     out.push_back(std::move(r));
   }
   return out;

@@ -1,9 +1,12 @@
-// Pass 2 over a trace: with the steps and the launching thread known
-// (step_finder.h), keep what the breakdown needs -- the launching thread's
-// CUDA API calls, data-fetch ranges, off-CPU intervals and mmap/munmap
-// calls, and its process's GPU work, as compact spans within the steps --
-// and count context switches by role and page faults per step as the
-// events go by.  Events may come in any order (CUDA records arrive late,
+// Pass 2 over a trace: with the steps and the driving thread known
+// (step_finder.h, driving_thread.h), keep what the breakdown needs -- the
+// driving thread's CUDA API calls, data-fetch ranges, off-CPU intervals and
+// mmap/munmap calls, and its process's GPU work, as compact spans within
+// the steps; the off-CPU intervals of the threads that woke it (and their
+// wakers, a few hops back), to follow its waits back through their wakers
+// (wakeup_chain.h) -- and
+// count context switches by role and page faults per step as the events go
+// by.  Events may come in any order (CUDA records arrive late,
 // off-CPU records are written at switch-in).
 #pragma once
 
@@ -18,6 +21,8 @@
 #include "analysis/step_name_matcher.h"
 #include "analysis/step_options.h"
 #include "analysis/step_timeline.h"
+#include "analysis/thread_roles.h"
+#include "analysis/wakeup_chain.h"
 #include "gpuos_trace.pb.h"
 
 namespace gpuos {
@@ -27,8 +32,13 @@ class StepCollector {
   // `header` gives the syscall numbers of mmap and munmap (an off-CPU
   // interval blocked in them counts as mmap/munmap even when the call's own
   // record was dropped).  Fails when the data-range regex does not compile.
-  static absl::StatusOr<std::unique_ptr<StepCollector>> Create(const StepPlan& plan, const StepOptions& options,
-                                                               const v1::TraceHeader& header);
+  // `roles` (which must outlive the collector) names the threads on the
+  // wakeup chains, and `chain_threads` says which threads' off-CPU
+  // intervals to keep for them (ThreadsThatCanBeOnAChain); without them no
+  // chain is followed.
+  static absl::StatusOr<std::unique_ptr<StepCollector>> Create(
+      const StepPlan& plan, const StepOptions& options, const v1::TraceHeader& header,
+      const ThreadRoles* roles = nullptr, absl::flat_hash_set<uint32_t> chain_threads = {});
 
   void Add(const v1::Event& event);
   // One record per plan step, in the plan's order.
@@ -43,6 +53,10 @@ class StepCollector {
   bool InSpan(uint64_t start, uint64_t duration) const;
   uint8_t MmKind(int32_t syscall_nr) const;
   void AddSpan(const TimelineSpan& span) { spans_.push_back(span); }
+  // Resolves the driving thread's blocked spans' wakers into chains.
+  void FollowWaits();
+  // Turns a step's chain slices into its `via` rows.
+  void AddVia(StepRecord& step) const;
 
   const StepPlan plan_;
   StepNameMatcher data_;
@@ -56,6 +70,10 @@ class StepCollector {
   // Correlation ids of the process's memcpys with a pageable side.
   absl::flat_hash_set<uint32_t> pageable_copies_;
   std::vector<StepOsCosts> os_;  // switches and page faults, per step
+  const ThreadRoles* roles_ = nullptr;
+  absl::flat_hash_set<uint32_t> chain_threads_;
+  ThreadTimelines timelines_;
+  std::vector<WaitChain> chains_;
 };
 
 }  // namespace gpuos

@@ -11,7 +11,8 @@ Stage StageOfIdleCause(IdleCause cause) {
   switch (cause) {
     case IdleCause::kPageableMemcpy:
     case IdleCause::kCopyOther: return Stage::kTransfer;
-    case IdleCause::kLaunching: return Stage::kDispatch;
+    case IdleCause::kLaunching:
+    case IdleCause::kWaitBackward: return Stage::kDispatch;
     case IdleCause::kDataWaitFutex:
     case IdleCause::kDataWaitBlocked:
     case IdleCause::kDataWaitRunning: return Stage::kDataLoading;
@@ -19,8 +20,12 @@ Stage StageOfIdleCause(IdleCause cause) {
     case IdleCause::kMmap:
     case IdleCause::kPageFaults:
     case IdleCause::kPreemptedRunqueue:
-    case IdleCause::kFutexOther:
     case IdleCause::kOtherSyscalls: return Stage::kOsOverhead;
+    // A wait on a futex is a wait on some thread, not the kernel's cost;
+    // with no traced waker to charge, it is "other".
+    case IdleCause::kFutexOther:
+    case IdleCause::kWaitGpuSync:
+    case IdleCause::kWaitJobThreads:
     case IdleCause::kSynchronizing:
     case IdleCause::kOtherCudaApi:
     case IdleCause::kOtherCpu:

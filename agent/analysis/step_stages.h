@@ -7,11 +7,16 @@
 //                 in a cudaMemcpy*/cuMemcpy* call;
 //   and the rest, when the GPU does neither, by the GPU-idle cause
 //   (gpu_idle_attribution.h):
-//   data loading  waiting for data (futex, blocked or running);
-//   dispatch      in a kernel launch call;
-//   OS overhead   munmap, mmap, page faults, preempted / run queue, futex
-//                 waits outside a data fetch, other blocking syscalls;
-//   other         synchronizing, other CUDA API calls, other CPU work.
+//   data loading  waiting for data (futex, blocked or running), in a data
+//                 fetch or woken by a data worker or the pin-memory thread;
+//   dispatch      in a kernel launch call, or waiting for the autograd
+//                 thread's backward pass;
+//   OS overhead   what the kernel itself cost: munmap, mmap, page faults,
+//                 preempted / run queue, blocking syscalls no thread of the
+//                 job ended;
+//   other         synchronizing, other CUDA API calls, other CPU work,
+//                 waiting for a CUDA thread or the job's other threads, and
+//                 futex waits no traced thread ended.
 // So every stage but GPU compute is *exposed* time: work that a busy GPU
 // would have hidden is not counted against it.
 #pragma once

@@ -13,7 +13,8 @@ enum class SpanKind : uint8_t {
   kDataRange,        // an NVTX range named like a data fetch
   kMunmap,           // bytes: length
   kMmap,             // bytes: length
-  kOffCpuBlocked,    // a: v1::OffCpuCause; b: 1 munmap, 2 mmap, 0 other syscall; id: syscall nr (or ~0u)
+  kOffCpuBlocked,    // a: v1::OffCpuCause; b: 1 munmap, 2 mmap, 0 other syscall; id: syscall nr (or ~0u);
+                     // c: WaitOn; bytes: 1 + the index of its wakeup chain, 0 none (the collector's)
   kOffCpuRunqueue,   // the run-queue tail of a blocked interval (woken, waiting for a CPU)
   kOffCpuPreempted,  // switched out while runnable
   kGpuKernel,        // id: stream

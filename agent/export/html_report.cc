@@ -25,6 +25,7 @@
 #include "export/step_columns.h"
 #include "export/text_table.h"
 #include "export/trace_identity.h"
+#include "export/wait_chain_text.h"
 
 namespace gpuos {
 
@@ -536,6 +537,9 @@ class HtmlReport {
       out_ << " " << a_.other_threads_with_steps << " other thread(s) also had step ranges; only this one is analyzed.";
     }
     out_ << "</p>\n";
+    if (!a_.driving_thread_note.empty()) {
+      out_ << "<p class=\"note\">Driving thread: " << E(a_.driving_thread_note) << "</p>\n";
+    }
     if (a_.source == StepSource::kApiRhythm || a_.source == StepSource::kFixedWindows) {
       out_ << "<p class=\"note\" id=\"step-source\">" << E(a_.note) << "</p>\n";
     }
@@ -636,7 +640,8 @@ class HtmlReport {
          << " ms</b> of " << Ms(a_.measured_wall_ns) << " ms of measured steps (<b>"
          << Pct(Share(t.gpu.idle_ns, a_.measured_wall_ns)) << "%</b>), in " << t.gpu.idle_stretches
          << " stretches, the longest " << Ms(t.gpu.longest_idle_ns)
-         << " ms. Each idle instant is charged to what the launching thread was doing then.</p>\n";
+         << " ms. Each idle instant is charged to what the driving thread was doing then; a wait that another "
+            "thread of the job ended is charged to the work waited for, and its wakeup chain is shown.</p>\n";
     if (t.gpu.idle_ns == 0) {
       out_ << "<p class=\"note\">The GPU was never idle inside the measured steps.</p></section>\n";
       return;
@@ -655,7 +660,17 @@ class HtmlReport {
            << Td(Pct(of_idle)) << Td(Pct(Share(t.gpu_idle[i], a_.measured_wall_ns)))
            << "<td class=\"barcell\">" << HBar(of_idle, "k-badbar") << "</td></tr>";
     }
-    out_ << "</tbody></table>\n</section>\n";
+    out_ << "</tbody></table>\n";
+    bool any_chain = false;
+    for (size_t i : order) {
+      const std::string chain = WaitChainText(a_, static_cast<IdleCause>(i));
+      if (chain.empty()) continue;
+      if (!any_chain) out_ << "<h3>Wakeup chains</h3>\n<ul class=\"chains\">";
+      any_chain = true;
+      out_ << "<li><b>" << E(IdleCauseName(static_cast<IdleCause>(i))) << "</b>: " << E(chain) << "</li>";
+    }
+    if (any_chain) out_ << "</ul>\n";
+    out_ << "</section>\n";
   }
 
   void OsCostSection() {

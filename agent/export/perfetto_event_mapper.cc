@@ -23,6 +23,7 @@
 //   kExec          b0 filename
 //   kProcessExit   b0 wait_status
 //   kPageFaults    a0 last_ns  b0 count  b1 major
+//   kWakeup        a0 flow id  b0 the other thread's tid  b1 0 on the waker (flow start), 1 on the wakee (end)
 // Signed values are stored as their two's complement bits.
 #include "export/perfetto_event_mapper.h"
 
@@ -99,6 +100,8 @@ EventMapper::EventMapper(const v1::TraceHeader& header, TrackTable* tracks, Stri
   exit_name_ = strings_->Intern("process exit");
   memset_name_ = strings_->Intern("Memset");
   unnamed_name_ = strings_->Intern("(unnamed)");
+  wakes_name_ = strings_->Intern("wakes");
+  woken_name_ = strings_->Intern("woken");
   no_domain_ = kNoString;
   for (uint32_t cause = 0; cause <= v1::OFF_CPU_CAUSE_PAGE_FAULT; ++cause) {
     off_cpu_names_.push_back(strings_->Intern(absl::StrCat("off-CPU (", OffCpuCauseName(cause), ")")));
@@ -126,11 +129,44 @@ absl::Status EventMapper::Emit(TimelineRecord record) {
   return sorter_->Add(record);
 }
 
+absl::Status EventMapper::EmitWakeup(const v1::Event& event, uint32_t offcpu_track) {
+  const v1::OffCpu& off = event.off_cpu();
+  if (!off.voluntary() || off.woken_by_tid() == 0 || off.woken_by_tid() == event.tid() ||
+      !pids_.contains(off.waker_pid())) {
+    return absl::OkStatus();
+  }
+  const uint64_t wake = event.ts_ns() + off.duration_ns() - std::min(off.runqueue_ns(), off.duration_ns());
+  // splitmix64 of (tid, switch-out time), salted apart from launch flows.
+  uint64_t z = ((static_cast<uint64_t>(event.tid()) << 32) ^ event.ts_ns()) * 0x9e3779b97f4a7c15ull + 0x5bd1e995ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  const uint64_t id = z == 0 ? 1 : z;
+  TimelineRecord from{};
+  from.ts = wake;
+  from.pid = off.waker_pid();
+  from.kind = RecordKind::kWakeup;
+  from.track = tracks_->Thread(off.waker_pid(), off.woken_by_tid());
+  from.name = wakes_name_;
+  from.a[0] = id;
+  from.b[0] = event.tid();
+  from.b[1] = 0;
+  if (absl::Status s = Emit(from); !s.ok()) return s;
+  TimelineRecord to = from;
+  to.pid = event.pid();
+  to.track = offcpu_track;
+  to.name = woken_name_;
+  to.b[0] = off.woken_by_tid();
+  to.b[1] = 1;
+  return Emit(to);
+}
+
 absl::Status EventMapper::Add(const v1::Event& event) {
   ++events_;
   const uint32_t pid = event.pid();
   // Only the tracer's own accounting has no process; nothing to draw.
   if (pid == 0) return absl::OkStatus();
+  pids_.insert(pid);
   // Events of a thread that name none belong to the main thread.
   const uint32_t tid = event.tid() != 0 ? event.tid() : pid;
   switch (event.payload_case()) {
@@ -187,7 +223,8 @@ absl::Status EventMapper::Add(const v1::Event& event) {
       record.b[1] = static_cast<uint32_t>(off.syscall_nr());
       record.b[2] = off.woken_by_tid();
       record.b[3] = off.voluntary();
-      return Emit(record);
+      if (absl::Status s = Emit(record); !s.ok()) return s;
+      return EmitWakeup(event, record.track);
     }
     case v1::Event::kPageFaults: {
       const v1::PageFaults& faults = event.page_faults();
@@ -563,6 +600,10 @@ void RecordDescriber::Describe(const TimelineRecord& r, SliceEvent* event) {
       event->category = SliceCategory::kOs;
       Uint("count", r.b[0]);
       Uint("major", r.b[1]);
+      break;
+    case RecordKind::kWakeup:
+      event->category = SliceCategory::kSched;
+      Uint(r.b[1] == 0 ? "wakee_tid" : "waker_tid", r.b[0]);
       break;
   }
   event->args = absl::MakeConstSpan(args_);

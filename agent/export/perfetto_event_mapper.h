@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "export/perfetto_export_options.h"
 #include "export/perfetto_flow_table.h"
@@ -44,6 +45,9 @@ class EventMapper {
  private:
   TimelineRecord NewRecord(const v1::Event& event, RecordKind kind, uint64_t dur);
   absl::Status Emit(TimelineRecord record);
+  // The two ends of a flow arrow from the thread that woke `event`'s
+  // thread (at the wakeup) to its off-CPU slice.
+  absl::Status EmitWakeup(const v1::Event& event, uint32_t offcpu_track);
 
   const v1::TraceHeader& header_;
   TrackTable* tracks_;
@@ -52,6 +56,10 @@ class EventMapper {
   RecordSorter* sorter_;
   uint64_t events_ = 0;
   uint64_t ordinal_ = 0;
+  // Processes with events: a waker outside them is not drawn.
+  absl::flat_hash_set<uint32_t> pids_;
+  uint32_t wakes_name_;
+  uint32_t woken_name_;
   // Ids of the fixed names, interned once.
   uint32_t mmap_name_;
   uint32_t munmap_name_;

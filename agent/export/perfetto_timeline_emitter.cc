@@ -118,6 +118,9 @@ void TimelineEmitter::Add(const TimelineRecord& record) {
     flows_->OnApiCall(record.pid, record.b[0], &flow_starts_, &flow_ends_);
   } else if (IsGpuWork(record.kind) || record.kind == RecordKind::kGpuSync) {
     flows_->OnGpuWork(record.pid, record.b[0], &flow_starts_, &flow_ends_);
+  } else if (record.kind == RecordKind::kWakeup) {
+    // Both ends are always emitted, the waker's first (perfetto_event_mapper.cc).
+    (record.b[1] == 0 ? flow_starts_ : flow_ends_).push_back(record.a[0]);
   }
   describer_->Describe(record, &event_);
   event_.flow_ids = absl::MakeConstSpan(flow_starts_);

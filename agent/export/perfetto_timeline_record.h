@@ -29,13 +29,14 @@ enum class RecordKind : uint8_t {
   kNvtxMark,
   kExec,
   kProcessExit,
+  kWakeup,  // one end of a waker -> wakee flow arrow
   // Counter contributions only: nothing is drawn for them.
   kPageFaults,
 };
 
 inline bool IsInstant(RecordKind kind) {
   return kind == RecordKind::kNvtxMark || kind == RecordKind::kExec ||
-         kind == RecordKind::kProcessExit;
+         kind == RecordKind::kProcessExit || kind == RecordKind::kWakeup;
 }
 
 inline bool IsGpuWork(RecordKind kind) {

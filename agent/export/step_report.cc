@@ -11,6 +11,7 @@
 #include "analysis/cuda_summary.h"
 #include "export/step_columns.h"
 #include "export/text_table.h"
+#include "export/wait_chain_text.h"
 
 namespace gpuos {
 namespace {
@@ -69,7 +70,7 @@ void StageTable(const StepAnalysis& a, std::ostream& out) {
 
 void IdleTable(const StepAnalysis& a, std::ostream& out) {
   const StepRecord& t = a.measured_total;
-  out << "\nGPU idle time by what the launching thread was doing: " << Ms(t.gpu.idle_ns) << " of "
+  out << "\nGPU idle time by what the driving thread was doing: " << Ms(t.gpu.idle_ns) << " of "
       << Ms(a.measured_wall_ns) << " ms (" << Pct(Share(t.gpu.idle_ns, a.measured_wall_ns)) << "%), "
       << t.gpu.idle_stretches << " stretches, longest " << Ms(t.gpu.longest_idle_ns) << " ms\n";
   if (t.gpu.idle_ns == 0) return;
@@ -85,6 +86,15 @@ void IdleTable(const StepAnalysis& a, std::ostream& out) {
                   Pct(Share(t.gpu_idle[i], a.measured_wall_ns))});
   }
   table.Render(out, "  ");
+  // Who ended the driving thread's waits, and what they were doing.
+  bool header = false;
+  for (size_t i : order) {
+    const std::string chain = WaitChainText(a, static_cast<IdleCause>(i));
+    if (chain.empty()) continue;
+    if (!header) out << "  wakeup chains (who ended the driving thread's waits, and who woke them):\n";
+    header = true;
+    out << "    " << IdleCauseName(static_cast<IdleCause>(i)) << ": " << chain << "\n";
+  }
 }
 
 void OsTable(const StepAnalysis& a, std::ostream& out) {
@@ -343,6 +353,7 @@ void WriteStepTextReport(const StepAnalysis& a, const Diagnosis& d, std::ostream
   } else {
     out << absl::StrFormat("; %d warmup step%s left out of the summaries\n", warmup, warmup == 1 ? "" : "s");
   }
+  if (!a.driving_thread_note.empty()) out << "  driving thread: " << Printable(a.driving_thread_note) << "\n";
   if (a.other_threads_with_steps) {
     out << "  " << a.other_threads_with_steps << " other thread(s) also had step ranges; only this one is analyzed\n";
   }
@@ -378,6 +389,7 @@ void WriteStepJsonMembers(const StepAnalysis& a, const Diagnosis& d, JsonWriter&
   json.Field("pid", a.pid);
   json.Field("tid", a.tid);
   json.Field("thread_comm", a.thread_comm);
+  json.Field("driving_thread", a.driving_thread_note);
   json.Field("other_threads_with_steps", a.other_threads_with_steps);
   json.Field("data_worker_processes", a.worker_processes);
   json.Field("data_worker_threads", a.worker_threads);
@@ -452,6 +464,7 @@ void WriteStepJsonMembers(const StepAnalysis& a, const Diagnosis& d, JsonWriter&
       json.Field("ns", t.gpu_idle[i]);
       json.Field("pct_of_idle", Share(t.gpu_idle[i], t.gpu.idle_ns) * 100);
       json.Field("pct_of_step_time", Share(t.gpu_idle[i], a.measured_wall_ns) * 100);
+      WaitChainJson(a, static_cast<IdleCause>(i), json);
       json.EndObject();
     }
     json.EndArray();

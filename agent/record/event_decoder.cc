@@ -161,6 +161,9 @@ DecodeResult DecodeOne(const void* data, size_t size, v1::Event* event) {
       o->set_voluntary(e->voluntary != 0);
       o->set_prev_state(e->prev_state);
       o->set_woken_by_tid(e->woken_by_tid);
+      o->set_waker_pid(e->waker_pid);
+      o->set_woken_from_interrupt((e->waker_flags & GPUOS_WAKER_INTERRUPT) != 0);
+      o->set_waker_context_known((e->waker_flags & GPUOS_WAKER_CONTEXT_KNOWN) != 0);
       return DecodeResult::kOk;
     }
     case GPUOS_EV_PAGE_FAULTS: {

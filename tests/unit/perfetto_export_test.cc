@@ -653,6 +653,34 @@ TEST_F(PerfettoExportTest, GpuWorkStampedBeforeItsCallStillGetsBothFlowEnds) {
             out.Named("early")[0]->flow_ids);
 }
 
+// A blocked interval that another traced thread ended gets an arrow from
+// the waker's thread at the wakeup to the wakee's off-CPU slice; a waker
+// outside the traced processes, or none, gets no arrow.
+TEST_F(PerfettoExportTest, WakeupsAreFlowArrowsFromTheWakerToTheWakee) {
+  v1::Event woken = OffCpu(kT0 + 1'000, 100, 100, 50'000, v1::OFF_CPU_CAUSE_FUTEX, 202);
+  woken.mutable_off_cpu()->set_runqueue_ns(5'000);
+  woken.mutable_off_cpu()->set_woken_by_tid(101);
+  woken.mutable_off_cpu()->set_waker_pid(100);
+  v1::Event foreign = OffCpu(kT0 + 100'000, 100, 100, 10'000, v1::OFF_CPU_CAUSE_FUTEX, 202);
+  foreign.mutable_off_cpu()->set_woken_by_tid(999);
+  foreign.mutable_off_cpu()->set_waker_pid(555);
+  std::vector<v1::Event> events = {ProcessStart(kT0, 100, "python3"),
+                                   ThreadStart(kT0, 100, 101, "pt_autograd_0"), woken, foreign};
+  Decoded out = ExportAndCheck(events);
+  EXPECT_EQ(check_.flows, 1u);
+  ASSERT_EQ(out.Named("wakes").size(), 1u);
+  ASSERT_EQ(out.Named("woken").size(), 1u);
+  const DecodedEvent& from = *out.Named("wakes")[0];
+  const DecodedEvent& to = *out.Named("woken")[0];
+  EXPECT_EQ(from.ts, kT0 + 1'000 + 45'000) << "at the wakeup: the start of the run-queue tail";
+  EXPECT_EQ(to.ts, from.ts);
+  ASSERT_EQ(from.flow_ids.size(), 1u);
+  EXPECT_EQ(to.terminating_flow_ids, from.flow_ids);
+  EXPECT_EQ(to.track, out.Named("off-CPU (futex)")[0]->track) << "on the wakee's off-CPU track";
+  EXPECT_NE(from.track, to.track);
+  EXPECT_EQ(from.args.at("wakee_tid"), "100");
+}
+
 TEST_F(PerfettoExportTest, ChromeJsonLoadsAndBalances) {
   options_.chrome_json_path = Path("out.json");
   ExportSummary summary;

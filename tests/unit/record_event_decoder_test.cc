@@ -7,6 +7,7 @@
 
 #include "bpf/event_header.h"
 #include "bpf/mm.h"
+#include "bpf/offcpu.h"
 #include "gtest/gtest.h"
 #include "record/event_decoder.h"
 
@@ -98,6 +99,39 @@ TEST(EventDecoder, AThreadWithoutASlotSendsOneRecordPerCall) {
   EXPECT_EQ(events[0].munmap().duration_ns(), 9u);
   EXPECT_TRUE(Decode(&e, sizeof(e) - 1, &result).empty());
   EXPECT_EQ(result, DecodeResult::kTooShort);
+}
+
+// The waker is a thread of some process, or an interrupt; the agent keeps
+// both and whether the kernel side could tell.
+TEST(EventDecoder, AnOffCpuRecordKeepsItsWaker) {
+  gpuos_off_cpu_event e;
+  std::memset(&e, 0, sizeof(e));
+  e.hdr = {.ts_ns = 500, .pid = 40, .tid = 41, .kind = GPUOS_EV_OFF_CPU, .cpu = 0};
+  e.duration_ns = 100;
+  e.runqueue_ns = 10;
+  e.syscall_nr = 202;
+  e.cause = GPUOS_OFFCPU_FUTEX;
+  e.voluntary = 1;
+  e.woken_by_tid = 77;
+  e.waker_pid = 70;
+  e.waker_flags = GPUOS_WAKER_CONTEXT_KNOWN | GPUOS_WAKER_SEEN;
+  DecodeResult result;
+  auto events = Decode(&e, sizeof(e), &result);
+  ASSERT_EQ(result, DecodeResult::kOk);
+  ASSERT_EQ(events.size(), 1u);
+  const v1::OffCpu& off = events[0].off_cpu();
+  EXPECT_EQ(off.woken_by_tid(), 77u);
+  EXPECT_EQ(off.waker_pid(), 70u);
+  EXPECT_FALSE(off.woken_from_interrupt());
+  EXPECT_TRUE(off.waker_context_known());
+
+  e.woken_by_tid = 0;
+  e.waker_pid = 0;
+  e.waker_flags = GPUOS_WAKER_CONTEXT_KNOWN | GPUOS_WAKER_INTERRUPT | GPUOS_WAKER_SEEN;
+  events = Decode(&e, sizeof(e), &result);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_TRUE(events[0].off_cpu().woken_from_interrupt());
+  EXPECT_EQ(events[0].off_cpu().woken_by_tid(), 0u);
 }
 
 }  // namespace

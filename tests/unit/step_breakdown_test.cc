@@ -288,8 +288,10 @@ void ExpectWorkedExample(const StepAnalysis& a) {
   EXPECT_EQ(s.stages[St(Stage::kTransfer)], 100u);
   EXPECT_EQ(s.stages[St(Stage::kDataLoading)], 360u);
   EXPECT_EQ(s.stages[St(Stage::kDispatch)], 45u);
-  EXPECT_EQ(s.stages[St(Stage::kOsOverhead)], 150u);
-  EXPECT_EQ(s.stages[St(Stage::kOther)], 105u);
+  // The futex wait no traced thread ended (40) is not the kernel's cost:
+  // "other", not OS overhead.
+  EXPECT_EQ(s.stages[St(Stage::kOsOverhead)], 110u);
+  EXPECT_EQ(s.stages[St(Stage::kOther)], 145u);
   EXPECT_EQ(s.exposed_pageable_copy_ns, 100u);
   EXPECT_EQ(s.exposed_mm_ns, 70u);
 

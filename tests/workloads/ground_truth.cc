@@ -31,6 +31,8 @@
 //   futex_timeouts futex_addr futex_wakes futex_woken sleeps sleep_ns touched
 //   joins forks
 //   pre_exec_tid: for exec-main, the thread that called execve
+//   handoff_waker: for thread 0 of a process, the main thread, which woke
+//     it from its one blocking read (a pipe) in the rename handshake
 // mmaps/munmaps/..._bytes count every mmap and munmap the thread made itself
 // (work, the page-touch region, stacks it made for its threads).  clean=0
 // marks a thread that also ran code nobody counted: the dynamic loader after
@@ -39,6 +41,7 @@
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -95,6 +98,7 @@ struct Tally {
   long sleeps = 0, sleep_ns = 0;
   long touched = 0;
   long joins = 0, forks = 0;
+  long handoff_waker = 0;  // the thread that woke this one's handshake read (thread 0 only)
 };
 
 [[noreturn]] void Die(const char* what) {
@@ -251,14 +255,14 @@ void Report(const char* role, pid_t ppid, bool clean, const Tally& t) {
       "ru_nvcsw=%ld ru_nivcsw=%ld ru_minflt=%ld ru_majflt=%ld mmaps=%ld munmaps=%ld "
       "mmap_bytes=%ld munmap_bytes=%ld work_mmaps=%ld work_bytes=%ld futex_waits=%ld "
       "futex_timeouts=%ld futex_addr=%lu futex_wakes=%ld futex_woken=%ld sleeps=%ld sleep_ns=%ld touched=%ld joins=%ld forks=%ld "
-      "pre_exec_tid=%ld read_begin_ns=%llu read_end_ns=%llu\n",
+      "pre_exec_tid=%ld handoff_waker=%ld read_begin_ns=%llu read_end_ns=%llu\n",
       role, pid, ppid, tid, comm, clean ? 1 : 0,
       StatusField(status, "\nvoluntary_ctxt_switches:"),
       StatusField(status, "\nnonvoluntary_ctxt_switches:"), minflt, majflt, ru.ru_nvcsw,
       ru.ru_nivcsw, ru.ru_minflt, ru.ru_majflt, t.mmaps, t.munmaps, t.mmap_bytes, t.munmap_bytes,
       t.work_mmaps, g_opt.mmap_bytes, t.futex_waits, t.futex_timeouts,
       static_cast<unsigned long>(t.futex_addr), t.futex_wakes, t.futex_woken, t.sleeps, t.sleep_ns, t.touched, t.joins, t.forks,
-      role[0] == 'e' ? g_opt.pre_exec_tid : 0L, static_cast<unsigned long long>(read_begin_ns),
+      role[0] == 'e' ? g_opt.pre_exec_tid : 0L, t.handoff_waker, static_cast<unsigned long long>(read_begin_ns),
       static_cast<unsigned long long>(read_end_ns));
   // One write of a whole line to an O_APPEND file: lines never interleave.
   if (write(g_report_fd, line, static_cast<size_t>(n)) != n) Die("write report");
@@ -304,6 +308,7 @@ struct ThreadArgs {
   // is done, the main thread renames it through /proc, then lets it report.
   int done_fd;
   int renamed_fd;
+  pid_t waker_tid;  // the main thread, which ends the handshake
 };
 
 bool LeaderGone() {
@@ -327,9 +332,13 @@ void* ThreadMain(void* raw) {
   DoWork(t);
   SetName(a->last_name);
   if (a->done_fd >= 0) {
-    char c = 'd';
-    if (write(a->done_fd, &c, 1) != 1) Die("handshake write");
+    // Our tid, so that the main thread can see us asleep in the read below
+    // before it writes: that read then blocks once, woken by the main thread.
+    const pid_t tid = Tid();
+    if (write(a->done_fd, &tid, sizeof(tid)) != sizeof(tid)) Die("handshake write");
+    char c;
     if (read(a->renamed_fd, &c, 1) != 1) Die("handshake read");
+    t.handoff_waker = a->waker_tid;
   }
   Report(a->role, a->ppid, true, t);
   return nullptr;
@@ -454,6 +463,7 @@ void RunProcess(const char* role, const char* tag, pid_t ppid, bool main_clean, 
     a.wait_for_leader = g_opt.leader_exits;
     a.done_fd = i == 0 ? done[1] : -1;
     a.renamed_fd = i == 0 ? renamed[0] : -1;
+    a.waker_tid = Tid();
     started.push_back(StartThread(t, &a));
   }
 
@@ -466,8 +476,20 @@ void RunProcess(const char* role, const char* tag, pid_t ppid, bool main_clean, 
     pthread_exit(nullptr);  // the threads carry on; their stacks stay mapped
   }
   if (done[0] >= 0) {
-    char c;
-    if (read(done[0], &c, 1) != 1) Die("handshake read");
+    pid_t tid = 0;
+    if (read(done[0], &tid, sizeof(tid)) != sizeof(tid)) Die("handshake read");
+    // Wait, on the CPU, until thread 0 sleeps in its read: our write then
+    // is what wakes it.
+    char path[64], stat[1024];
+    memset(stat, 0, sizeof(stat));  // in user mode: no kernel-mode fault in read() (see Report)
+    snprintf(path, sizeof(path), "/proc/self/task/%d/stat", tid);
+    for (;;) {
+      ReadSmallFile(path, stat, sizeof(stat));
+      const char* p = strrchr(stat, ')');
+      if (p && p[2] == 'S') break;
+      sched_yield();
+    }
+    char c = 'r';
     char other[16];
     snprintf(other, sizeof(other), "gt-%s-t0-x", tag);
     if (int err = pthread_setname_np(started[0].handle, other); err != 0) {
