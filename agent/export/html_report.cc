@@ -506,7 +506,7 @@ class HtmlReport {
       out_ << " " << a_.other_threads_with_steps << " other thread(s) also had step ranges; only this one is analyzed.";
     }
     out_ << "</p>\n";
-    if (a_.source == StepSource::kApiRhythm || a_.source == StepSource::kFixedWindows) {
+    if (StepSourceIsInferred(a_.source)) {
       out_ << "<p class=\"note\" id=\"step-source\">" << E(a_.note) << "</p>\n";
     }
     out_ << "<div class=\"stats\">" << Stat(absl::StrCat(a_.measured_steps), "measured steps")

@@ -248,13 +248,20 @@ void WriteStepTextReport(const StepAnalysis& a, const Diagnosis& d, std::ostream
   if (a.summary_includes_warmup) {
     out << "; every step is warmup, so the summaries include them\n";
   } else {
-    out << absl::StrFormat("; %d warmup step%s left out of the summaries\n", warmup, warmup == 1 ? "" : "s");
+    size_t irregular = 0;
+    for (const StepRecord& s : a.steps) irregular += !s.left_out.empty();
+    if (irregular == 0) {
+      out << absl::StrFormat("; %d warmup step%s left out of the summaries\n", warmup, warmup == 1 ? "" : "s");
+    } else {
+      out << absl::StrFormat("; %d step%s left out of the summaries (%d differing from the steady iteration)\n",
+                             warmup, warmup == 1 ? "" : "s", irregular);
+    }
   }
   if (a.other_threads_with_steps) {
     out << "  " << a.other_threads_with_steps << " other thread(s) also had step ranges; only this one is analyzed\n";
   }
   // Steps nobody annotated: say what marks them, so a reader can judge.
-  if (a.source == StepSource::kApiRhythm || a.source == StepSource::kFixedWindows) {
+  if (StepSourceIsInferred(a.source)) {
     out << "  how: " << Printable(a.note) << "\n";
   }
   out << absl::StrFormat("  step time over %d measured steps: mean %s ms, p50 %s, p95 %s, min %s, max %s\n",
@@ -305,6 +312,7 @@ void WriteStepJsonMembers(const StepAnalysis& a, const Diagnosis& d, JsonWriter&
     json.Field("end_ns", s.end_ns);
     json.Field("duration_ns", s.duration_ns());
     json.Field("warmup", s.warmup);
+    if (!s.left_out.empty()) json.Field("left_out", s.left_out);
     StepBody(s, json);
     json.EndObject();
   }
