@@ -21,6 +21,7 @@ struct Segmentation {
   size_t unit = 0;            // tokens of the steady segment
   size_t representative = 0;  // a segment with the steady sequence exactly
   uint64_t median_ns = 0;     // of steady segments, first token to first token
+  double duration_cv = 0;     // of steady segments' durations, the longest 10% set aside
   double token_share = 0;
   double segment_share = 0;
   size_t segments() const { return cuts.size() < 2 ? 0 : cuts.size() - 1; }
@@ -82,17 +83,30 @@ Segmentation Evaluate(const std::vector<SequenceToken>& t, std::vector<size_t> c
     durations.push_back(t[to < t.size() ? to : to - 1].start_ns - t[from].start_ns);
   }
   if (!durations.empty()) {
-    std::nth_element(durations.begin(), durations.begin() + durations.size() / 2, durations.end());
+    std::sort(durations.begin(), durations.end());
     s.median_ns = durations[durations.size() / 2];
+    const size_t kept = durations.size() - durations.size() / 10;
+    double sum = 0, squares = 0;
+    for (size_t i = 0; i < kept; ++i) sum += static_cast<double>(durations[i]);
+    const double mean = sum / kept;
+    for (size_t i = 0; i < kept; ++i) squares += (durations[i] - mean) * (durations[i] - mean);
+    s.duration_cv = mean > 0 ? std::sqrt(squares / kept) / mean : 0;
   }
   s.token_share = static_cast<double>(s.steady_tokens) / t.size();
   s.segment_share = static_cast<double>(s.steady_count) / n;
   return s;
 }
 
+// A unit of a few tokens is weak evidence by its sequence alone (one
+// kernel launched over and over repeats whatever its timing): it must also
+// recur at steady intervals.
+constexpr size_t kShortUnit = 3;
+constexpr double kShortUnitMaxCv = 0.5;
+
 bool Qualifies(const Segmentation& s, const PeriodOptions& o) {
   return s.steady_count >= o.min_iterations && s.segment_share >= o.min_segment_share &&
-         s.token_share >= o.min_token_share && s.median_ns >= o.min_period_ns;
+         s.token_share >= o.min_token_share && s.median_ns >= o.min_period_ns &&
+         (s.unit > kShortUnit || s.duration_cv <= kShortUnitMaxCv);
 }
 
 std::string Describe(const Segmentation& s, const PeriodOptions& o) {
@@ -107,7 +121,11 @@ std::string Describe(const Segmentation& s, const PeriodOptions& o) {
     return absl::StrFormat("alike segments hold %.0f%% of the tokens (< %.0f%%)", 100 * s.token_share,
                            100 * o.min_token_share);
   }
-  return absl::StrFormat("a unit lasts %.3f ms (< %.3f ms)", s.median_ns / 1e6, o.min_period_ns / 1e6);
+  if (s.median_ns < o.min_period_ns) {
+    return absl::StrFormat("a unit lasts %.3f ms (< %.3f ms)", s.median_ns / 1e6, o.min_period_ns / 1e6);
+  }
+  return absl::StrFormat("a unit of %d tokens recurs at irregular intervals (CV %.2f > %.2f)", s.unit,
+                         s.duration_cv, kShortUnitMaxCv);
 }
 
 // The median (over steady segments) of the irregular segments' length

@@ -18,7 +18,10 @@
 //   - a segmentation qualifies when at least min_iterations segments and
 //     min_segment_share of them are steady, steady segments hold at least
 //     min_token_share of all tokens, and a steady segment lasts at least
-//     min_period_ns (per-kernel repetition is not a step);
+//     min_period_ns (per-kernel repetition is not a step); a unit of at
+//     most 3 tokens must also recur at steady intervals (CV of its
+//     durations <= 0.5, the longest 10% set aside), as one kernel launched
+//     over and over repeats whatever its timing;
 //   - among qualifying ones the highest share of tokens in steady segments
 //     wins (a per-layer anchor in a model of identical layers splits well but
 //     covers only the forward pass; an anchor inside a gradient-accumulation

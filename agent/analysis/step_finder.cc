@@ -381,8 +381,8 @@ void StepLocator::FindUnannotatedSteps(StepPlan& plan, const std::string& why) {
     }
     plan.pid = first_target_;
     plan.tid = first_target_;
-    detail = absl::StrCat("no CUDA API calls; ", no_period, "; the windows are on pid ", first_target_,
-                          "'s main thread ", ThreadText(first_target_));
+    detail = absl::StrCat("no CUDA API calls; the windows are on pid ", first_target_, "'s main thread ",
+                          ThreadText(first_target_), " (", no_period, ")");
   }
   FixedWindows(plan, absl::StrCat(why, "; ", detail));
 }
