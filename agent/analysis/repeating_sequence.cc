@@ -22,7 +22,9 @@ struct Segmentation {
   size_t representative = 0;  // a segment with the steady sequence exactly
   uint64_t median_ns = 0;     // of steady segments, first token to first token
   double duration_cv = 0;     // of steady segments' durations, the longest 10% set aside
-  double token_share = 0;
+  double token_share = 0;        // of all tokens, in steady segments
+  double region_token_share = 0;  // of the tokens from the first steady segment to the last
+  double time_share = 0;          // of the trace's span, in steady segments
   double segment_share = 0;
   size_t segments() const { return cuts.size() < 2 ? 0 : cuts.size() - 1; }
   uint32_t anchor = 0;
@@ -81,7 +83,19 @@ Segmentation Evaluate(const std::vector<SequenceToken>& t, std::vector<size_t> c
     ++s.steady_count;
     s.steady_tokens += len;
     durations.push_back(t[to < t.size() ? to : to - 1].start_ns - t[from].start_ns);
+    s.time_share += static_cast<double>(durations.back());
   }
+  size_t first = n, last = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (!s.steady[i]) continue;
+    first = std::min(first, i);
+    last = i;
+  }
+  if (first < n) {
+    s.region_token_share = static_cast<double>(s.steady_tokens) / (s.cuts[last + 1] - s.cuts[first]);
+  }
+  const uint64_t span = t.back().end_ns > t.front().start_ns ? t.back().end_ns - t.front().start_ns : 1;
+  s.time_share /= static_cast<double>(span);
   if (!durations.empty()) {
     std::sort(durations.begin(), durations.end());
     s.median_ns = durations[durations.size() / 2];
@@ -105,7 +119,7 @@ constexpr double kShortUnitMaxCv = 0.5;
 
 bool Qualifies(const Segmentation& s, const PeriodOptions& o) {
   return s.steady_count >= o.min_iterations && s.segment_share >= o.min_segment_share &&
-         s.token_share >= o.min_token_share && s.median_ns >= o.min_period_ns &&
+         s.region_token_share >= o.min_token_share && s.median_ns >= o.min_period_ns &&
          (s.unit > kShortUnit || s.duration_cv <= kShortUnitMaxCv);
 }
 
@@ -117,9 +131,9 @@ std::string Describe(const Segmentation& s, const PeriodOptions& o) {
     return absl::StrFormat("%d of %d segments alike (%.0f%% < %.0f%%)", s.steady_count, s.segments(),
                            100 * s.segment_share, 100 * o.min_segment_share);
   }
-  if (s.token_share < o.min_token_share) {
-    return absl::StrFormat("alike segments hold %.0f%% of the tokens (< %.0f%%)", 100 * s.token_share,
-                           100 * o.min_token_share);
+  if (s.region_token_share < o.min_token_share) {
+    return absl::StrFormat("alike segments hold %.0f%% of the tokens where they occur (< %.0f%%)",
+                           100 * s.region_token_share, 100 * o.min_token_share);
   }
   if (s.median_ns < o.min_period_ns) {
     return absl::StrFormat("a unit lasts %.3f ms (< %.3f ms)", s.median_ns / 1e6, o.min_period_ns / 1e6);
@@ -179,10 +193,27 @@ PeriodResult FindRepeatingSequence(const std::vector<SequenceToken>& t, const st
   });
   if (ranked.size() > options.count_groups) ranked.resize(options.count_groups);
 
-  std::vector<Segmentation> tried;
+  // Also the most frequent symbols: one token a step (a thread that only
+  // blocks for its batch) makes a group of one.
+  std::vector<uint32_t> frequent;
+  for (uint32_t sym : order) {
+    if (count[sym] >= options.min_iterations) frequent.push_back(sym);
+  }
+  std::partial_sort(frequent.begin(), frequent.begin() + std::min<size_t>(4, frequent.size()), frequent.end(),
+                    [&](uint32_t a, uint32_t b) { return count[a] > count[b]; });
+  frequent.resize(std::min<size_t>(4, frequent.size()));
+  std::vector<std::vector<uint32_t>> anchor_sets;
   for (const auto& [mass, c] : ranked) {
     const std::vector<uint32_t>& syms = groups[c];
-    for (size_t k = 0; k < syms.size() && k < options.anchors_per_group; ++k) {
+    anchor_sets.emplace_back(syms.begin(), syms.begin() + std::min<size_t>(syms.size(), options.anchors_per_group));
+  }
+  anchor_sets.push_back(frequent);
+  absl::flat_hash_map<uint32_t, bool> tested;
+  std::vector<Segmentation> tried;
+  for (const std::vector<uint32_t>& syms : anchor_sets) {
+    for (size_t k = 0; k < syms.size(); ++k) {
+      if (!tested.try_emplace(syms[k], true).second) continue;
+      const uint32_t c = count[syms[k]];
       std::vector<size_t> cuts;
       cuts.reserve(c);
       for (size_t i = 0; i < n; ++i) {
@@ -197,12 +228,12 @@ PeriodResult FindRepeatingSequence(const std::vector<SequenceToken>& t, const st
   const Segmentation* chosen = nullptr;
   for (const Segmentation& s : tried) {
     if (!Qualifies(s, options)) continue;
-    if (chosen == nullptr || s.token_share > chosen->token_share) chosen = &s;
+    if (chosen == nullptr || s.time_share > chosen->time_share) chosen = &s;
   }
   if (chosen == nullptr) {
     const Segmentation* closest = nullptr;
     for (const Segmentation& s : tried) {
-      if (closest == nullptr || s.token_share > closest->token_share) closest = &s;
+      if (closest == nullptr || s.time_share > closest->time_share) closest = &s;
     }
     r.why_not = closest == nullptr
                     ? absl::StrFormat("no symbol of %d recurs %d times or more", symbols,
@@ -216,7 +247,7 @@ PeriodResult FindRepeatingSequence(const std::vector<SequenceToken>& t, const st
   // anchor that also occurs in evaluation batches splits them off too).
   const Segmentation* finest = chosen;
   for (const Segmentation& s : tried) {
-    if (!Qualifies(s, options) || s.token_share < chosen->token_share - 0.03) continue;
+    if (!Qualifies(s, options) || s.time_share < chosen->time_share - 0.03) continue;
     if (s.steady_count > finest->steady_count ||
         (s.steady_count == finest->steady_count && s.segments() < finest->segments())) {
       finest = &s;
@@ -227,18 +258,21 @@ PeriodResult FindRepeatingSequence(const std::vector<SequenceToken>& t, const st
   // work, and whose symbols make most of the coarse unit: the coarse unit
   // only absorbed a periodic extra (an evaluation pass).  A per-layer unit
   // of a model with identical layers lacks the backward pass's symbols.
+  // Then the best of the finer units that make most of the coarse one.
   const Segmentation* finer = nullptr;
+  bool absorbed = false;
   for (const Segmentation& s : tried) {
     if (!Qualifies(s, options) || s.steady_count < 2 * chosen->steady_count) continue;
-    if (MedianExtra(s) < s.unit) continue;
     std::vector<bool> in_fine(symbols, false);
     for (size_t i = s.cuts[s.representative]; i < s.cuts[s.representative] + s.unit; ++i) in_fine[t[i].symbol] = true;
     size_t covered = 0;
     const size_t from = chosen->cuts[chosen->representative];
     for (size_t i = from; i < from + chosen->unit; ++i) covered += in_fine[t[i].symbol];
     if (covered < 0.75 * chosen->unit) continue;
-    if (finer == nullptr || s.token_share > finer->token_share) finer = &s;
+    absorbed |= MedianExtra(s) >= s.unit;
+    if (finer == nullptr || s.time_share > finer->time_share) finer = &s;
   }
+  if (!absorbed) finer = nullptr;
   if (finer != nullptr) chosen = finer;
   r.anchor_symbol = chosen->anchor;
 
@@ -345,6 +379,7 @@ PeriodResult FindRepeatingSequence(const std::vector<SequenceToken>& t, const st
   r.unit_tokens = fin.unit;
   r.steady = fin.steady_count;
   r.token_share = fin.token_share;
+  r.time_share = fin.time_share;
   r.tokens_before = fin.cuts.front();
   r.tokens_after = n - fin.cuts.back();
   size_t first_steady = fin.segments(), last_steady = 0;

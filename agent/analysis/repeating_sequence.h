@@ -17,22 +17,25 @@
 //     least 2: an occasional extra memset) counts as steady too;
 //   - a segmentation qualifies when at least min_iterations segments and
 //     min_segment_share of them are steady, steady segments hold at least
-//     min_token_share of all tokens, and a steady segment lasts at least
+//     min_token_share of the tokens from the first steady segment to the
+//     last (start-up, with its many one-off events, is outside), and a
+//     steady segment lasts at least
 //     min_period_ns (per-kernel repetition is not a step); a unit of at
 //     most 3 tokens must also recur at steady intervals (CV of its
 //     durations <= 0.5, the longest 10% set aside), as one kernel launched
 //     over and over repeats whatever its timing;
-//   - among qualifying ones the highest share of tokens in steady segments
-//     wins (a per-layer anchor in a model of identical layers splits well but
+//   - among qualifying ones the highest share of the trace's time in steady
+//     segments wins (a per-layer anchor in a model of identical layers splits well but
 //     covers only the forward pass; an anchor inside a gradient-accumulation
 //     micro-batch leaves the optimizer's segment out), near ties (within
 //     0.03) going to the finer one (a logging call every 2 iterations also
 //     splits well, into pairs);
-//   - except: when a finer qualifying segmentation's irregular segments are
-//     at least twice its steady length (the extra is as big as an iteration
+//   - except: when a finer qualifying segmentation (twice the steady
+//     segments at least, its unit's symbols making 75% of the coarse
+//     unit's tokens) has irregular segments at least twice its steady length (the extra is as big as an iteration
 //     itself: an evaluation pass every few hundred iterations, which a
 //     symbol made once per evaluation would otherwise turn into the unit),
-//     the finer one wins; an optimizer step, the extra of a
+//     the best finer one by the same measure wins; an optimizer step, the extra of a
 //     gradient-accumulation micro-batch, is smaller than a forward and
 //     backward pass;
 //   - the cut inside the cycle: before the iteration's first token marked
@@ -101,6 +104,7 @@ struct PeriodResult {
   size_t unit_tokens = 0;             // tokens of the steady iteration
   size_t steady = 0;                  // steady iterations
   double token_share = 0;             // share of all tokens in steady iterations
+  double time_share = 0;              // share of the tokens' time span in steady iterations
   size_t anchors_tested = 0;
   size_t tokens_before = 0;  // tokens before the first cut (not in a step)
   size_t tokens_after = 0;   // tokens from the last cut on (not in a step)

@@ -567,9 +567,9 @@ void StepLocator::PeriodSteps(StepPlan& plan, StepSource source, const PeriodRes
   plan.note = absl::StrFormat(
       "%s; steps are the repeating unit of %s: %d iterations of %d tokens each, found by splitting the sequence "
       "at each \"%s\" (%d anchors tried) and comparing the pieces; %d of %d iterations are steady (%.0f%% of "
-      "the tokens); a step starts before \"%s\" (%s); left out of the summaries: %s",
+      "the time from the first token to the last); a step starts before \"%s\" (%s); left out of the summaries: %s",
       why, what, period.iterations.size(), period.unit_tokens, name(period.anchor_symbol), period.anchors_tested,
-      period.steady, period.iterations.size(), 100 * period.token_share, plan.anchor_name,
+      period.steady, period.iterations.size(), 100 * period.time_share, plan.anchor_name,
       period.cut_preferred ? "the iteration's host-to-device input copy"
       : source == StepSource::kRepeatingCpuActivity ? "the longest wait in the cycle (median)"
                                                      : "the position in the cycle with the longest median wait before it",
