@@ -119,7 +119,8 @@ constexpr double kShortUnitMaxCv = 0.5;
 
 bool Qualifies(const Segmentation& s, const PeriodOptions& o) {
   return s.steady_count >= o.min_iterations && s.segment_share >= o.min_segment_share &&
-         s.region_token_share >= o.min_token_share && s.median_ns >= o.min_period_ns &&
+         s.region_token_share >= o.min_token_share && s.time_share >= o.min_time_share &&
+         s.median_ns >= o.min_period_ns &&
          (s.unit > kShortUnit || s.duration_cv <= kShortUnitMaxCv);
 }
 
@@ -134,6 +135,10 @@ std::string Describe(const Segmentation& s, const PeriodOptions& o) {
   if (s.region_token_share < o.min_token_share) {
     return absl::StrFormat("alike segments hold %.0f%% of the tokens where they occur (< %.0f%%)",
                            100 * s.region_token_share, 100 * o.min_token_share);
+  }
+  if (s.time_share < o.min_time_share) {
+    return absl::StrFormat("alike segments cover %.0f%% of the time (< %.0f%%)", 100 * s.time_share,
+                           100 * o.min_time_share);
   }
   if (s.median_ns < o.min_period_ns) {
     return absl::StrFormat("a unit lasts %.3f ms (< %.3f ms)", s.median_ns / 1e6, o.min_period_ns / 1e6);

@@ -18,7 +18,8 @@
 //   - a segmentation qualifies when at least min_iterations segments and
 //     min_segment_share of them are steady, steady segments hold at least
 //     min_token_share of the tokens from the first steady segment to the
-//     last (start-up, with its many one-off events, is outside), and a
+//     last (start-up, with its many one-off events, is outside) and
+//     min_time_share of the time from the first token to the last, and a
 //     steady segment lasts at least
 //     min_period_ns (per-kernel repetition is not a step); a unit of at
 //     most 3 tokens must also recur at steady intervals (CV of its
@@ -70,6 +71,10 @@ struct PeriodOptions {
   uint32_t min_iterations = 5;
   double min_segment_share = 0.6;
   double min_token_share = 0.4;
+  // Steady iterations must cover this share of the time from the first
+  // token to the last: a few alike moments of start-up (library loading)
+  // are no training loop.
+  double min_time_share = 0.2;
   uint64_t min_period_ns = 100'000;
   // Count groups tested, and anchors tested per group.
   uint32_t count_groups = 12;
