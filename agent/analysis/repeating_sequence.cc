@@ -25,6 +25,7 @@ struct Segmentation {
   double token_share = 0;        // of all tokens, in steady segments
   double region_token_share = 0;  // of the tokens from the first steady segment to the last
   double time_share = 0;          // of the trace's span, in steady segments
+  double region_time_share = 0;   // of the time from the first steady segment to the last
   double segment_share = 0;
   size_t segments() const { return cuts.size() < 2 ? 0 : cuts.size() - 1; }
   uint32_t anchor = 0;
@@ -93,6 +94,8 @@ Segmentation Evaluate(const std::vector<SequenceToken>& t, std::vector<size_t> c
   }
   if (first < n) {
     s.region_token_share = static_cast<double>(s.steady_tokens) / (s.cuts[last + 1] - s.cuts[first]);
+    const uint64_t region = t[s.cuts[last + 1]].start_ns - t[s.cuts[first]].start_ns;
+    s.region_time_share = region > 0 ? s.time_share / static_cast<double>(region) : 0;
   }
   const uint64_t span = t.back().end_ns > t.front().start_ns ? t.back().end_ns - t.front().start_ns : 1;
   s.time_share /= static_cast<double>(span);
@@ -117,9 +120,16 @@ Segmentation Evaluate(const std::vector<SequenceToken>& t, std::vector<size_t> c
 constexpr size_t kShortUnit = 3;
 constexpr double kShortUnitMaxCv = 0.5;
 
+// Or, after a long start-up (importing torch in a short run): many steady
+// iterations covering most of the time where they occur.
+constexpr size_t kManyIterations = 20;
+constexpr double kManyIterationsRegionTimeShare = 0.6;
+
 bool Qualifies(const Segmentation& s, const PeriodOptions& o) {
   return s.steady_count >= o.min_iterations && s.segment_share >= o.min_segment_share &&
-         s.region_token_share >= o.min_token_share && s.time_share >= o.min_time_share &&
+         s.region_token_share >= o.min_token_share &&
+         (s.time_share >= o.min_time_share ||
+          (s.steady_count >= kManyIterations && s.region_time_share >= kManyIterationsRegionTimeShare)) &&
          s.median_ns >= o.min_period_ns &&
          (s.unit > kShortUnit || s.duration_cv <= kShortUnitMaxCv);
 }

@@ -19,7 +19,9 @@
 //     min_segment_share of them are steady, steady segments hold at least
 //     min_token_share of the tokens from the first steady segment to the
 //     last (start-up, with its many one-off events, is outside) and
-//     min_time_share of the time from the first token to the last, and a
+//     min_time_share of the time from the first token to the last (or, after
+//     a long start-up, there are 20 or more and they cover 60% of the time
+//     from the first steady segment to the last), and a
 //     steady segment lasts at least
 //     min_period_ns (per-kernel repetition is not a step); a unit of at
 //     most 3 tokens must also recur at steady intervals (CV of its
