@@ -426,7 +426,9 @@ class HtmlReport {
       const StepRecord& s = a_.steps[i];
       const double x = kL + i * pitch + (pitch - bar_w) / 2;
       const double dur = static_cast<double>(s.duration_ns());
-      std::string title = absl::StrFormat("step %d%s: %s ms", s.index, s.warmup ? " (warmup)" : "", Ms(dur));
+      std::string title = absl::StrFormat(
+          "step %d%s: %s ms", s.index,
+          !s.left_out.empty() ? absl::StrCat(" (left out: ", s.left_out, ")") : s.warmup ? " (warmup)" : "", Ms(dur));
       for (const BarPart& p : parts) {
         const uint64_t ns = p.ns(s);
         if (ns) absl::StrAppend(&title, "\n", p.label, ": ", Ms(ns), " ms (", Pct(Share(ns, dur)), "%)");
