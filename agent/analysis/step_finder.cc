@@ -520,6 +520,9 @@ bool StepLocator::CpuActivitySteps(StepPlan& plan, const std::string& why, std::
   std::vector<SequenceToken> tokens = cpu_.Tokens(pid, names);
   PeriodOptions options;
   options.tokens_are_waits = true;
+  // A thread's waits vary more than a launch sequence (a wait that the
+  // data happened to beat, an extra poll): a quarter of the unit.
+  options.tolerance = 0.25;
   PeriodResult period = FindRepeatingSequence(tokens, {}, options);
   const std::string what = absl::StrFormat(
       "the CPU activity of process %d (the %d points where its main thread blocked, by cause and syscall, "

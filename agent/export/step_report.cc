@@ -297,6 +297,10 @@ void WriteStepJsonMembers(const StepAnalysis& a, const Diagnosis& d, JsonWriter&
   json.Field("data_worker_threads", a.worker_threads);
   json.Field("steps", static_cast<uint64_t>(a.steps.size()));
   json.Field("measured_steps", static_cast<uint64_t>(a.measured_steps));
+  uint64_t left_out = 0;
+  for (const StepRecord& s : a.steps) left_out += !s.left_out.empty();
+  // Steps a repeating sequence kept out of the summaries (each says why).
+  json.Field("left_out_steps", left_out);
   json.Field("summary_includes_warmup", a.summary_includes_warmup);
   json.Field("measured_wall_ns", a.measured_wall_ns);
   StatsJson("duration_ns", a.duration_ns, json, 1.0);
@@ -324,6 +328,10 @@ void WriteStepJsonMembers(const StepAnalysis& a, const Diagnosis& d, JsonWriter&
   } else {
     json.BeginObject();
     json.Field("measured_steps", static_cast<uint64_t>(a.measured_steps));
+  uint64_t left_out = 0;
+  for (const StepRecord& s : a.steps) left_out += !s.left_out.empty();
+  // Steps a repeating sequence kept out of the summaries (each says why).
+  json.Field("left_out_steps", left_out);
     json.Field("wall_ns", a.measured_wall_ns);
     json.Key("stages");
     json.BeginArray();
