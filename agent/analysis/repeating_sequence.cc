@@ -27,7 +27,8 @@ struct Segmentation {
   double time_share = 0;          // of the trace's span, in steady segments
   double region_time_share = 0;   // of the time from the first steady segment to the last
   double segment_share = 0;
-  size_t segments() const { return cuts.size() < 2 ? 0 : cuts.size() - 1; }
+  size_t segment_count = 0;
+  size_t segments() const { return segment_count; }
   uint32_t anchor = 0;
 };
 
@@ -45,6 +46,7 @@ Segmentation Evaluate(const std::vector<SequenceToken>& t, std::vector<size_t> c
                       const PeriodOptions& options) {
   Segmentation s;
   s.cuts = std::move(cuts);
+  s.segment_count = s.cuts.size() < 2 ? 0 : s.cuts.size() - 1;
   const size_t n = s.segments();
   if (n == 0) return s;
   std::vector<uint64_t> hashes(n);
@@ -236,6 +238,12 @@ PeriodResult FindRepeatingSequence(const std::vector<SequenceToken>& t, const st
       }
       Segmentation s = Evaluate(t, std::move(cuts), symbols, options);
       s.anchor = syms[k];
+      if (!Qualifies(s, options)) {
+        // Only its numbers are needed (for the note): memory stays
+        // O(tokens) however many anchors are tried.
+        s.cuts = {};
+        s.steady = {};
+      }
       tried.push_back(std::move(s));
     }
   }
