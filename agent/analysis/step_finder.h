@@ -93,9 +93,10 @@ struct StepPlan {
   bool IsWorker(uint32_t pid, uint32_t tid) const {
     return worker_pids.contains(pid) || worker_tids.contains(tid);
   }
-  // Why there are no steps, or, for kApiRhythm and kFixedWindows, how the
-  // steps were found (the anchor call, its count, mean interval and CV, or
-  // why windows were used), for the report.
+  // Why there are no steps, or, for steps found without annotations (see
+  // StepSourceIsInferred), how they were found (the repeating unit and the
+  // iterations left out and why; the anchor call, its count, mean interval
+  // and CV; or why windows were used), for the report.
   std::string note;
   // Set for kApiRhythm: the anchor call's name (suffixes stripped); for a
   // repeating sequence, the token each step starts with.
