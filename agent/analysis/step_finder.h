@@ -7,15 +7,17 @@
 //   3. the intervals between consecutive "autograd.backward" range ends (the
 //      Python start-up hook's ranges around loss.backward(), for loops that
 //      update by hand);
-//   4. the repeating sequence of the GPU work of the process with the most
-//      kernel launches: its launches (named by their kernels), copies,
+//   4. the repeating sequence of the GPU work of the launching thread's
+//      process (the thread with the most kernel launches): its launches (named by their kernels), copies,
 //      memsets and synchronizations across its threads, in call order
 //      (repeating_sequence.h);
 //   5. the rhythm of the launching thread's CUDA API calls (the thread with
 //      the most kernel launches): one call name that recurs once a step at
 //      near-constant intervals (api_rhythm.h);
-//   6. without CUDA: the repeating sequence of the busiest process's
-//      blocking points (cpu_activity_tokens.h);
+//   6. without CUDA: the repeating sequence of the main thread's blocking
+//      points and memory-map calls in the launched command's process (the
+//      first attach target; else the process with the most of them)
+//      (cpu_activity_tokens.h);
 //   7. in attached traces and traces with CUDA calls, fixed time windows
 //      (StepOptions::fixed_window_ns) over the attach window or the trace,
 //      so that even an unannotated, irregular job gets per-window numbers.
