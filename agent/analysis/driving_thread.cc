@@ -12,7 +12,8 @@
 namespace gpuos {
 
 bool StepsNameTheirThread(StepSource source) {
-  return source == StepSource::kNvtxRanges || source == StepSource::kOptimizerSteps;
+  return source == StepSource::kNvtxRanges || source == StepSource::kOptimizerSteps ||
+         source == StepSource::kBackwardRanges;
 }
 
 DrivingChoice ChooseDrivingThread(const ThreadActivity& activity, const StepPlan& plan) {

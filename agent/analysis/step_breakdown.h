@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "analysis/gpu_idle_attribution.h"
@@ -120,6 +121,8 @@ struct StepRecord {
   uint64_t start_ns = 0;
   uint64_t end_ns = 0;
   bool warmup = false;
+  // Set when a repeating-sequence step was left out of the summaries: why.
+  std::string left_out;
   uint64_t duration_ns() const { return end_ns - start_ns; }
 
   CpuParts cpu;

@@ -268,6 +268,7 @@ std::vector<StepRecord> StepCollector::Finish() {
     StepRecord r = BreakDownStep(w.start_ns, w.end_ns, in_step);
     r.index = w.index;
     r.warmup = w.warmup;
+    r.left_out = w.left_out;
     r.os.launching = os_[k].launching;
     r.os.workers = os_[k].workers;
     r.os.others = os_[k].others;

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "analysis/cuda_api_class.h"
 
 namespace gpuos {
@@ -27,6 +28,9 @@ const char* StepSourceName(StepSource source) {
     case StepSource::kOptimizerSteps: return "optimizer_step_ranges";
     case StepSource::kApiRhythm: return "cuda_api_rhythm";
     case StepSource::kFixedWindows: return "fixed_windows";
+    case StepSource::kBackwardRanges: return "backward_ranges";
+    case StepSource::kRepeatingKernelSequence: return "repeating_kernel_sequence";
+    case StepSource::kRepeatingCpuActivity: return "repeating_cpu_activity";
     case StepSource::kNone: break;
   }
   return "none";
@@ -38,12 +42,28 @@ const char* StepSourceText(StepSource source) {
     case StepSource::kOptimizerSteps: return "optimizer.step ranges";
     case StepSource::kApiRhythm: return "the rhythm of CUDA API calls";
     case StepSource::kFixedWindows: return "fixed time windows";
+    case StepSource::kBackwardRanges: return "autograd.backward ranges";
+    case StepSource::kRepeatingKernelSequence: return "the repeating sequence of GPU work";
+    case StepSource::kRepeatingCpuActivity: return "the repeating pattern of CPU activity";
     case StepSource::kNone: break;
   }
   return "nothing";
 }
 
+bool StepSourceIsInferred(StepSource source) {
+  return source == StepSource::kApiRhythm || source == StepSource::kFixedWindows ||
+         source == StepSource::kBackwardRanges || source == StepSource::kRepeatingKernelSequence ||
+         source == StepSource::kRepeatingCpuActivity;
+}
+
+uint32_t StepLocator::Symbol(const std::string& name) {
+  auto [it, inserted] = symbol_ids_.try_emplace(name, static_cast<uint32_t>(symbols_.size()));
+  if (inserted) symbols_.push_back(name);
+  return it->second;
+}
+
 void StepLocator::SetHeader(const v1::TraceHeader& header) {
+  root_pid_ = header.root_pid();
   attached_ = header.has_attach();
   if (!attached_) return;
   attach_start_ns_ = header.attach().start_ns();
@@ -82,8 +102,41 @@ void StepLocator::Add(const v1::Event& e) {
       if (ClassifyCudaApi(call.name()) == CudaApiClass::kLaunch) ++t.launches;
       t.first_ns = std::min(t.first_ns, e.ts_ns());
       t.rhythm.Add(call.name(), e.ts_ns() + call.duration_ns());
+      const CudaApiClass api_class = ClassifyCudaApi(call.name());
+      if (api_class == CudaApiClass::kOther) break;
+      const std::string_view api = StripCudaApiSuffixes(call.name());
+      std::string token(api);
+      if (call.from_uprobe()) {
+        // No GPU record will name it: the call's own arguments do.
+        if (call.grid_x() || call.block_x()) {
+          absl::StrAppendFormat(&token, " grid %dx%dx%d block %dx%dx%d", call.grid_x(), call.grid_y(),
+                                call.grid_z(), call.block_x(), call.block_y(), call.block_z());
+        }
+        if (call.bytes()) absl::StrAppend(&token, " ", call.bytes(), " B");
+      }
+      gpu_calls_.push_back(GpuCall{e.ts_ns(), e.ts_ns() + call.duration_ns(), e.pid(), call.correlation_id(),
+                                   Symbol(token), api.find("Graph") != std::string_view::npos});
       break;
     }
+    case v1::Event::kGpuKernel:
+      gpu_names_.try_emplace(ThreadKey(e.pid(), e.gpu_kernel().correlation_id()), Symbol(e.gpu_kernel().name()));
+      break;
+    case v1::Event::kGpuMemcpy: {
+      const v1::GpuMemcpy& m = e.gpu_memcpy();
+      gpu_names_.try_emplace(
+          ThreadKey(e.pid(), m.correlation_id()),
+          Symbol(absl::StrCat("memcpy ", v1::MemcpyDirection_Name(m.direction()).substr(7), " ", m.bytes(), " B")));
+      break;
+    }
+    case v1::Event::kGpuMemset:
+      gpu_names_.try_emplace(ThreadKey(e.pid(), e.gpu_memset().correlation_id()),
+                             Symbol(absl::StrCat("memset ", e.gpu_memset().bytes(), " B")));
+      break;
+    case v1::Event::kOffCpu:
+    case v1::Event::kMmap:
+    case v1::Event::kMunmap:
+      cpu_.Add(e);
+      break;
     case v1::Event::kNvtxRange: {
       const v1::NvtxRange& r = e.nvtx_range();
       if (r.duration_ns() == 0) break;  // never ended, or a zero-length marker
@@ -93,6 +146,8 @@ void StepLocator::Add(const v1::Event& e) {
         step_ranges_[ThreadKey(e.pid(), e.tid())].push_back(range);
       } else if (r.name() == options_.optimizer_range_name) {
         optimizer_ranges_[ThreadKey(e.pid(), e.tid())].push_back(range);
+      } else if (r.name() == options_.backward_range_name) {
+        backward_ranges_[ThreadKey(e.pid(), e.tid())].push_back(range);
       }
       break;
     }
@@ -187,8 +242,9 @@ StepPlan StepLocator::Finish() {
                              "\") and there are no \"", options_.optimizer_range_name,
                              "\" ranges: annotate each step with an NVTX range, e.g. "
                              "nvtx.annotate(f\"step {i}\") around the loop body");
-    FindUnannotatedSteps(plan, absl::StrCat("no NVTX step ranges (--step-regex) and no \"",
-                                            options_.optimizer_range_name, "\" ranges"));
+    const std::string why = absl::StrCat("no NVTX step ranges (--step-regex) and no \"",
+                                         options_.optimizer_range_name, "\" ranges");
+    if (!BackwardSteps(plan, why)) FindUnannotatedSteps(plan, why);
   }
   if (attached_ && !plan.steps.empty()) {
     // Nothing before the attach is in the trace, nothing after its end
@@ -277,6 +333,8 @@ void StepLocator::FindUnannotatedSteps(StepPlan& plan, const std::string& why) {
     const std::string thread =
         absl::StrCat("thread ", ThreadText(plan.tid), best->launches ? ", the launching thread (the most kernel launches)"
                                                                      : ", the thread with the most CUDA API calls");
+    std::string no_period;
+    if (KernelSequenceSteps(plan, plan.pid, why, no_period)) return;
     RhythmChoice choice = best->rhythm.Choose();
     if (choice.found()) {
       const RhythmCandidate& a = choice.anchor();
@@ -294,11 +352,11 @@ void StepLocator::FindUnannotatedSteps(StepPlan& plan, const std::string& why) {
         plan.anchor_name = a.name;
         plan.steps = std::move(steps);
         plan.note = absl::StrFormat(
-            "%s; steps run from the end of one %s call to the next on %s: %d calls, one every %s on average, "
+            "%s; %s; steps run from the end of one %s call to the next on %s: %d calls, one every %s on average, "
             "CV of the intervals %.3f%s; %s is the most frequent CUDA API call of that thread that recurs at "
             "near-constant intervals (>= %d calls, mean interval >= %s, CV <= %.2f, the longest %.0f%% of "
             "intervals set aside as pauses)",
-            why, a.name, thread, a.calls, Ms(a.mean_interval_ns), a.cv,
+            why, no_period, a.name, thread, a.calls, Ms(a.mean_interval_ns), a.cv,
             a.excused ? absl::StrFormat(" (the %d longest of %d intervals set aside as pauses)", a.excused,
                                         a.intervals)
                       : std::string(),
@@ -308,18 +366,23 @@ void StepLocator::FindUnannotatedSteps(StepPlan& plan, const std::string& why) {
       }
     }
     const RhythmCandidate* closest = choice.closest_irregular();
-    detail = absl::StrCat("no CUDA API call of ", thread, " recurs regularly enough to mark steps");
+    detail = absl::StrCat(no_period, "; no CUDA API call of ", thread, " recurs regularly enough to mark steps");
     if (closest != nullptr) {
       absl::StrAppendFormat(&detail, " (the closest: %s, %d calls, %s)", closest->name, closest->calls,
                             closest->why_not);
     }
-  } else if (attached_ && first_target_ != 0) {
+  } else {
+    std::string no_period;
+    if (CpuActivitySteps(plan, why, no_period)) return;
+    if (!attached_ || first_target_ == 0) {
+      // A launched trace without CUDA and without a period: nothing to go by.
+      plan.note = absl::StrCat(plan.note, "; no CUDA API calls, and ", no_period);
+      return;
+    }
     plan.pid = first_target_;
     plan.tid = first_target_;
     detail = absl::StrCat("no CUDA API calls; the windows are on pid ", first_target_, "'s main thread ",
-                          ThreadText(first_target_));
-  } else {
-    return;  // a launched trace without CUDA: nothing to go by
+                          ThreadText(first_target_), " (", no_period, ")");
   }
   FixedWindows(plan, absl::StrCat(why, "; ", detail));
 }
@@ -363,6 +426,157 @@ void StepLocator::FixedWindows(StepPlan& plan, const std::string& why) {
       "%s; so steps are fixed windows of %s%s over %s on thread %s (%d windows%s): each is a slice of time, "
       "not a training step",
       why, Ms(static_cast<double>(width)), widened, over, ThreadText(plan.tid), n, rest);
+}
+
+bool StepLocator::BackwardSteps(StepPlan& plan, const std::string& why) {
+  const std::vector<Range>* ranges = nullptr;
+  uint64_t key = 0;
+  for (const auto& [k, r] : backward_ranges_) {
+    if (ranges == nullptr || r.size() > ranges->size() || (r.size() == ranges->size() && k < key)) {
+      ranges = &r;
+      key = k;
+    }
+  }
+  if (ranges == nullptr || ranges->size() < 2) return false;
+  std::vector<uint64_t> ends;
+  for (const Range& r : *ranges) ends.push_back(r.end_ns);
+  std::sort(ends.begin(), ends.end());
+  std::vector<StepWindow> steps;
+  for (size_t i = 1; i < ends.size(); ++i) {
+    if (ends[i] <= ends[i - 1]) continue;
+    StepWindow w;
+    w.start_ns = ends[i - 1];
+    w.end_ns = ends[i];
+    w.index = i;
+    steps.push_back(w);
+  }
+  if (steps.empty()) return false;
+  plan.source = StepSource::kBackwardRanges;
+  plan.pid = static_cast<uint32_t>(key >> 32);
+  plan.tid = static_cast<uint32_t>(key);
+  plan.steps = std::move(steps);
+  plan.note = absl::StrFormat(
+      "%s; steps run from the end of one \"%s\" range to the end of the next (the Python start-up hook's marks "
+      "of loss.backward(): %d on thread %s), as a loop that updates its parameters by hand makes one backward "
+      "pass a step (with gradient accumulation by hand, a step here is one micro-batch)",
+      why, options_.backward_range_name, ranges->size(), ThreadText(plan.tid));
+  return true;
+}
+
+bool StepLocator::KernelSequenceSteps(StepPlan& plan, uint32_t pid, const std::string& why, std::string& why_not) {
+  std::vector<GpuCall> calls;
+  for (const GpuCall& c : gpu_calls_) {
+    if (c.pid == pid) calls.push_back(c);
+  }
+  std::sort(calls.begin(), calls.end(), [](const GpuCall& a, const GpuCall& b) {
+    return a.start_ns != b.start_ns ? a.start_ns < b.start_ns : a.correlation_id < b.correlation_id;
+  });
+  std::vector<SequenceToken> tokens;
+  tokens.reserve(calls.size());
+  size_t named = 0;
+  for (const GpuCall& c : calls) {
+    uint32_t symbol = c.api_symbol;
+    if (!c.graph && c.correlation_id != 0) {
+      auto it = gpu_names_.find(ThreadKey(pid, c.correlation_id));
+      if (it != gpu_names_.end()) {
+        symbol = it->second;
+        ++named;
+      }
+    }
+    tokens.push_back(SequenceToken{symbol, c.start_ns, c.end_ns});
+  }
+  std::vector<bool> preferred(symbols_.size(), false);
+  for (size_t i = 0; i < symbols_.size(); ++i) {
+    const std::string& name = symbols_[i];
+    preferred[i] = name.rfind("memcpy HTOD", 0) == 0 ||
+                   (name.rfind("cu", 0) == 0 && name.find("Memcpy") != std::string::npos &&
+                    name.find("HtoD") != std::string::npos);
+  }
+  PeriodOptions options;
+  PeriodResult period = FindRepeatingSequence(tokens, preferred, options);
+  const std::string what = absl::StrFormat(
+      "the GPU work of process %d (its %d kernel launches, copies, memsets and synchronizations across its "
+      "threads in call order, %d named by their GPU records%s)",
+      pid, tokens.size(), named, named == 0 ? ", the rest by the call and its arguments" : "");
+  if (!period.found) {
+    why_not = absl::StrCat("no repeating unit in ", what, ": ", period.why_not);
+    return false;
+  }
+  PeriodSteps(plan, StepSource::kRepeatingKernelSequence, period, what, why, symbols_);
+  return true;
+}
+
+bool StepLocator::CpuActivitySteps(StepPlan& plan, const std::string& why, std::string& why_not) {
+  // The launched command, or the first attach target, else the busiest.
+  uint32_t pid = cpu_.BusiestProcess();
+  for (uint32_t candidate : {first_target_, root_pid_}) {
+    if (candidate != 0 && cpu_.TokenCount(candidate) > 0) pid = candidate;
+  }
+  if (pid == 0) {
+    why_not = "no thread blocked or mapped memory (nothing repeats on the CPU side)";
+    return false;
+  }
+  std::vector<std::string> names;
+  std::vector<SequenceToken> tokens = cpu_.Tokens(pid, names);
+  PeriodOptions options;
+  options.tokens_are_waits = true;
+  // A thread's waits vary more than a launch sequence (a wait that the
+  // data happened to beat, an extra poll): a quarter of the unit.
+  options.tolerance = 0.25;
+  PeriodResult period = FindRepeatingSequence(tokens, {}, options);
+  const std::string what = absl::StrFormat(
+      "the CPU activity of process %d (the %d points where its main thread blocked, by cause and syscall, "
+      "and its mmap/munmap calls by length; preemptions left out)",
+      pid, tokens.size());
+  if (!period.found) {
+    why_not = absl::StrCat("no repeating unit in ", what, ": ", period.why_not);
+    return false;
+  }
+  plan.pid = pid;
+  plan.tid = pid;
+  PeriodSteps(plan, StepSource::kRepeatingCpuActivity, period, what, why, names);
+  return true;
+}
+
+void StepLocator::PeriodSteps(StepPlan& plan, StepSource source, const PeriodResult& period,
+                              const std::string& what, const std::string& why,
+                              const std::vector<std::string>& names) {
+  auto name = [&](uint32_t symbol) {
+    std::string n = symbol < names.size() ? names[symbol] : absl::StrCat("#", symbol);
+    if (n.size() > 100) n = absl::StrCat(n.substr(0, 97), "...");
+    return n;
+  };
+  plan.source = source;
+  plan.steps.clear();
+  std::vector<std::string> left;
+  size_t left_out = 0;
+  for (size_t i = 0; i < period.iterations.size(); ++i) {
+    const Iteration& it = period.iterations[i];
+    StepWindow w;
+    w.index = i;
+    w.start_ns = it.start_ns;
+    w.end_ns = it.end_ns;
+    w.left_out = it.left_out;
+    w.warmup = !it.left_out.empty();
+    if (!it.left_out.empty()) {
+      ++left_out;
+      if (left.size() < 8) left.push_back(absl::StrCat("step ", i, ": ", it.left_out));
+    }
+    plan.steps.push_back(std::move(w));
+  }
+  plan.anchor_name = name(period.cut_symbol);
+  std::string out = left_out == 0 ? "none" : absl::StrJoin(left, "; ");
+  if (left_out > left.size()) absl::StrAppend(&out, "; and ", left_out - left.size(), " more");
+  plan.note = absl::StrFormat(
+      "%s; steps are the repeating unit of %s: %d iterations of %d tokens each, found by splitting the sequence "
+      "at each \"%s\" (%d anchors tried) and comparing the pieces; %d of %d iterations are steady (%.0f%% of "
+      "the time from the first token to the last); a step starts before \"%s\" (%s); left out of the summaries: %s",
+      why, what, period.iterations.size(), period.unit_tokens, name(period.anchor_symbol), period.anchors_tested,
+      period.steady, period.iterations.size(), 100 * period.time_share, plan.anchor_name,
+      period.cut_preferred ? "the iteration's host-to-device input copy"
+      : source == StepSource::kRepeatingCpuActivity ? "the longest wait in the cycle (median)"
+                                                     : "the position in the cycle with the longest median wait before it",
+      out);
 }
 
 }  // namespace gpuos

@@ -4,12 +4,26 @@
 //   1. NVTX ranges named like a step on the thread that has the most of them;
 //   2. the intervals between consecutive "optimizer.step" range ends (the
 //      Python start-up hook's ranges);
-//   3. the rhythm of the launching thread's CUDA API calls (the thread with
+//   3. the intervals between consecutive "autograd.backward" range ends (the
+//      Python start-up hook's ranges around loss.backward(), for loops that
+//      update by hand);
+//   4. the repeating sequence of the GPU work of the launching thread's
+//      process (the thread with the most kernel launches): its launches (named by their kernels), copies,
+//      memsets and synchronizations across its threads, in call order
+//      (repeating_sequence.h);
+//   5. the rhythm of the launching thread's CUDA API calls (the thread with
 //      the most kernel launches): one call name that recurs once a step at
 //      near-constant intervals (api_rhythm.h);
-//   4. in attached traces and traces with CUDA calls, fixed time windows
+//   6. without CUDA: the repeating sequence of the main thread's blocking
+//      points and memory-map calls in the launched command's process (the
+//      first attach target; else the process with the most of them)
+//      (cpu_activity_tokens.h);
+//   7. in attached traces and traces with CUDA calls, fixed time windows
 //      (StepOptions::fixed_window_ns) over the attach window or the trace,
 //      so that even an unannotated, irregular job gets per-window numbers.
+// Iterations a repeating sequence leaves out (warm-up, an evaluation pass,
+// a different last batch) stay steps, contiguous with the others, but are
+// marked `left_out` and kept out of the summaries like warm-up steps.
 // In an attached trace every step is clipped to the attach window.
 #pragma once
 
@@ -23,6 +37,8 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "analysis/api_rhythm.h"
+#include "analysis/cpu_activity_tokens.h"
+#include "analysis/repeating_sequence.h"
 #include "analysis/step_name_matcher.h"
 #include "analysis/step_options.h"
 #include "gpuos_trace.pb.h"
@@ -35,20 +51,29 @@ enum class StepSource {
   kOptimizerSteps,  // between consecutive optimizer.step range ends
   kApiRhythm,       // between the ends of consecutive calls of one CUDA API name
   kFixedWindows,    // fixed time windows: nothing marks steps
+  kBackwardRanges,  // between consecutive autograd.backward range ends
+  kRepeatingKernelSequence,  // the repeating unit of the GPU work's sequence
+  kRepeatingCpuActivity,     // the repeating unit of the CPU threads' activity
 };
 
 // For programs: "nvtx_step_ranges", "optimizer_step_ranges",
-// "cuda_api_rhythm", "fixed_windows", "none".
+// "backward_ranges", "repeating_kernel_sequence", "cuda_api_rhythm",
+// "repeating_cpu_activity", "fixed_windows", "none".
 const char* StepSourceName(StepSource source);
 // For people: "NVTX step ranges", "optimizer.step ranges", "the rhythm of
-// CUDA API calls", "fixed time windows", "nothing".
+// CUDA API calls", "fixed time windows", "nothing"...
 const char* StepSourceText(StepSource source);
+// Steps found without annotations, whose note says how.
+bool StepSourceIsInferred(StepSource source);
 
 struct StepWindow {
   uint64_t index = 0;
   uint64_t start_ns = 0;
   uint64_t end_ns = 0;
   bool warmup = false;
+  // Why an iteration is kept out of the summaries (warmup is then set too);
+  // empty for a measured step and a plain warm-up step.
+  std::string left_out;
 };
 
 struct StepPlan {
@@ -70,11 +95,13 @@ struct StepPlan {
   bool IsWorker(uint32_t pid, uint32_t tid) const {
     return worker_pids.contains(pid) || worker_tids.contains(tid);
   }
-  // Why there are no steps, or, for kApiRhythm and kFixedWindows, how the
-  // steps were found (the anchor call, its count, mean interval and CV, or
-  // why windows were used), for the report.
+  // Why there are no steps, or, for steps found without annotations (see
+  // StepSourceIsInferred), how they were found (the repeating unit and the
+  // iterations left out and why; the anchor call, its count, mean interval
+  // and CV; or why windows were used), for the report.
   std::string note;
-  // Set for kApiRhythm: the anchor call's name (suffixes stripped).
+  // Set for kApiRhythm: the anchor call's name (suffixes stripped); for a
+  // repeating sequence, the token each step starts with.
   std::string anchor_name;
 };
 
@@ -114,6 +141,15 @@ class StepLocator {
   // Sources 3 and 4; `why` says why sources 1 and 2 found nothing.
   void FindUnannotatedSteps(StepPlan& plan, const std::string& why);
   void FixedWindows(StepPlan& plan, const std::string& why);
+  // Source 3; false when there are fewer than two backward ranges.
+  bool BackwardSteps(StepPlan& plan, const std::string& why);
+  // Source 4 on process `pid`; false (with `why_not`) when it has no period.
+  bool KernelSequenceSteps(StepPlan& plan, uint32_t pid, const std::string& why, std::string& why_not);
+  // Source 6; false (with `why_not`) when nothing repeats.
+  bool CpuActivitySteps(StepPlan& plan, const std::string& why, std::string& why_not);
+  // Steps from a repeating sequence's iterations, and the note.
+  void PeriodSteps(StepPlan& plan, StepSource source, const PeriodResult& period, const std::string& what,
+                   const std::string& why, const std::vector<std::string>& symbol_names);
   std::string ThreadText(uint32_t tid) const;
 
   StepOptions options_;
@@ -128,12 +164,30 @@ class StepLocator {
   absl::flat_hash_set<uint32_t> named_worker_pids_;
   absl::flat_hash_map<uint32_t, uint32_t> named_worker_tids_;  // tid -> pid
   absl::flat_hash_map<uint64_t, ThreadApi> api_;  // by (pid << 32 | tid)
+  absl::flat_hash_map<uint64_t, std::vector<Range>> backward_ranges_;
+  // The GPU work's calls (launches, copies, memsets, syncs) for source 4,
+  // and the GPU records' names by (pid << 32 | correlation id).
+  struct GpuCall {
+    uint64_t start_ns;
+    uint64_t end_ns;
+    uint32_t pid;
+    uint32_t correlation_id;
+    uint32_t api_symbol;  // the call's own token (API name, or uprobe details)
+    bool graph = false;   // a graph launch: its kernels are many
+  };
+  std::vector<GpuCall> gpu_calls_;
+  absl::flat_hash_map<uint64_t, uint32_t> gpu_names_;
+  absl::flat_hash_map<std::string, uint32_t> symbol_ids_;
+  std::vector<std::string> symbols_;
+  uint32_t Symbol(const std::string& name);
+  CpuActivityTokens cpu_;
   uint64_t first_event_ns_ = UINT64_MAX;
   uint64_t last_event_ns_ = 0;
   bool attached_ = false;
   uint64_t attach_start_ns_ = 0;
   uint64_t attach_end_ns_ = 0;  // 0: unknown (no trailer)
   uint32_t first_target_ = 0;
+  uint32_t root_pid_ = 0;  // the launched command's process
 };
 
 }  // namespace gpuos

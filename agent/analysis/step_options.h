@@ -20,6 +20,10 @@ inline constexpr char kDefaultWorkerCommRegex[] = R"(^(pt_data_worker.*|gpuos-da
 // Written by the Python start-up hook (domain "gpuos.python") around each
 // optimizer.step(); used for steps only when no step ranges exist.
 inline constexpr char kDefaultOptimizerRangeName[] = "optimizer.step";
+// Written by the Python start-up hook around each torch.autograd.backward()
+// (loss.backward()); steps between their ends when there are no
+// optimizer.step ranges (loops that update the parameters by hand).
+inline constexpr char kDefaultBackwardRangeName[] = "autograd.backward";
 
 struct StepOptions {
   std::string step_regex = kDefaultStepRegex;
@@ -27,6 +31,7 @@ struct StepOptions {
   std::string worker_comm_regex = kDefaultWorkerCommRegex;
   // Exact name (case-sensitive), any domain.
   std::string optimizer_range_name = kDefaultOptimizerRangeName;
+  std::string backward_range_name = kDefaultBackwardRangeName;
   // The first `warmup_steps` steps are shown but left out of the summaries
   // and the diagnosis (CUDA context creation, allocator growth, autotuning).
   uint32_t warmup_steps = 1;

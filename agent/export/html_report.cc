@@ -457,7 +457,9 @@ class HtmlReport {
       const StepRecord& s = a_.steps[i];
       const double x = kL + i * pitch + (pitch - bar_w) / 2;
       const double dur = static_cast<double>(s.duration_ns());
-      std::string title = absl::StrFormat("step %d%s: %s ms", s.index, s.warmup ? " (warmup)" : "", Ms(dur));
+      std::string title = absl::StrFormat(
+          "step %d%s: %s ms", s.index,
+          !s.left_out.empty() ? absl::StrCat(" (left out: ", s.left_out, ")") : s.warmup ? " (warmup)" : "", Ms(dur));
       for (const BarPart& p : parts) {
         const uint64_t ns = p.ns(s);
         if (ns) absl::StrAppend(&title, "\n", p.label, ": ", Ms(ns), " ms (", Pct(Share(ns, dur)), "%)");
@@ -540,7 +542,7 @@ class HtmlReport {
     if (!a_.driving_thread_note.empty()) {
       out_ << "<p class=\"note\">Driving thread: " << E(a_.driving_thread_note) << "</p>\n";
     }
-    if (a_.source == StepSource::kApiRhythm || a_.source == StepSource::kFixedWindows) {
+    if (StepSourceIsInferred(a_.source)) {
       out_ << "<p class=\"note\" id=\"step-source\">" << E(a_.note) << "</p>\n";
     }
     out_ << "<div class=\"stats\">" << Stat(absl::StrCat(a_.measured_steps), "measured steps")

@@ -351,14 +351,21 @@ void WriteStepTextReport(const StepAnalysis& a, const Diagnosis& d, std::ostream
   if (a.summary_includes_warmup) {
     out << "; every step is warmup, so the summaries include them\n";
   } else {
-    out << absl::StrFormat("; %d warmup step%s left out of the summaries\n", warmup, warmup == 1 ? "" : "s");
+    size_t irregular = 0;
+    for (const StepRecord& s : a.steps) irregular += !s.left_out.empty();
+    if (irregular == 0) {
+      out << absl::StrFormat("; %d warmup step%s left out of the summaries\n", warmup, warmup == 1 ? "" : "s");
+    } else {
+      out << absl::StrFormat("; %d step%s left out of the summaries (%d differing from the steady iteration)\n",
+                             warmup, warmup == 1 ? "" : "s", irregular);
+    }
   }
   if (!a.driving_thread_note.empty()) out << "  driving thread: " << Printable(a.driving_thread_note) << "\n";
   if (a.other_threads_with_steps) {
     out << "  " << a.other_threads_with_steps << " other thread(s) also had step ranges; only this one is analyzed\n";
   }
   // Steps nobody annotated: say what marks them, so a reader can judge.
-  if (a.source == StepSource::kApiRhythm || a.source == StepSource::kFixedWindows) {
+  if (StepSourceIsInferred(a.source)) {
     out << "  how: " << Printable(a.note) << "\n";
   }
   out << absl::StrFormat("  step time over %d measured steps: mean %s ms, p50 %s, p95 %s, min %s, max %s\n",
@@ -395,6 +402,10 @@ void WriteStepJsonMembers(const StepAnalysis& a, const Diagnosis& d, JsonWriter&
   json.Field("data_worker_threads", a.worker_threads);
   json.Field("steps", static_cast<uint64_t>(a.steps.size()));
   json.Field("measured_steps", static_cast<uint64_t>(a.measured_steps));
+  uint64_t left_out = 0;
+  for (const StepRecord& s : a.steps) left_out += !s.left_out.empty();
+  // Steps a repeating sequence kept out of the summaries (each says why).
+  json.Field("left_out_steps", left_out);
   json.Field("summary_includes_warmup", a.summary_includes_warmup);
   json.Field("measured_wall_ns", a.measured_wall_ns);
   StatsJson("duration_ns", a.duration_ns, json, 1.0);
@@ -410,6 +421,7 @@ void WriteStepJsonMembers(const StepAnalysis& a, const Diagnosis& d, JsonWriter&
     json.Field("end_ns", s.end_ns);
     json.Field("duration_ns", s.duration_ns());
     json.Field("warmup", s.warmup);
+    if (!s.left_out.empty()) json.Field("left_out", s.left_out);
     StepBody(s, json);
     json.EndObject();
   }
@@ -421,6 +433,10 @@ void WriteStepJsonMembers(const StepAnalysis& a, const Diagnosis& d, JsonWriter&
   } else {
     json.BeginObject();
     json.Field("measured_steps", static_cast<uint64_t>(a.measured_steps));
+  uint64_t left_out = 0;
+  for (const StepRecord& s : a.steps) left_out += !s.left_out.empty();
+  // Steps a repeating sequence kept out of the summaries (each says why).
+  json.Field("left_out_steps", left_out);
     json.Field("wall_ns", a.measured_wall_ns);
     json.Key("stages");
     json.BeginArray();

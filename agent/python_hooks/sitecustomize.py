@@ -1,8 +1,9 @@
 # gpuos-trace's Python start-up hook.  gpuos-trace puts this directory first
 # on PYTHONPATH of the traced command (unless --no-python-hooks), so that a
 # PyTorch script without NVTX annotations still shows its training steps:
-# every DataLoader batch fetch becomes a "DataLoader fetch" range and every
-# optimizer step an "optimizer.step" range, in the NVTX domain
+# every DataLoader batch fetch becomes a "DataLoader fetch" range, every
+# optimizer step an "optimizer.step" range and every loss.backward() (through
+# torch.autograd.backward) an "autograd.backward" range, in the NVTX domain
 # "gpuos.python", recorded by the gpuos-trace shim that is preloaded into
 # the process.  Nothing here may break the script: any failure leaves it
 # untouched.  An existing sitecustomize further down sys.path still runs.
@@ -93,9 +94,38 @@ def _install():
         for cls in list(base.__subclasses__()):
             wrap_class(cls)
 
+    def patch_autograd(module):
+        # Tensor.backward() calls torch.autograd.backward() by attribute, so
+        # wrapping the module's function marks both.  Only the loop's own
+        # call is marked: not one nested in a backward pass (reentrant
+        # checkpointing), on this thread or on an autograd engine thread
+        # (a thread Python did not start).
+        backward = getattr(module, "backward", None)
+        if backward is None or getattr(backward, "_gpuos_wrapped", False):
+            return
+        label = b"autograd.backward"
+        import threading  # not at start-up: a script may monkey-patch it first (gevent)
+        marking = threading.local()
+        foreign = getattr(threading, "_DummyThread", ())
+
+        @functools.wraps(backward)
+        def wrapper(*args, **kwargs):
+            if getattr(marking, "active", False) or isinstance(threading.current_thread(), foreign):
+                return backward(*args, **kwargs)
+            marking.active = True
+            push(label)
+            try:
+                return backward(*args, **kwargs)
+            finally:
+                pop()
+                marking.active = False
+        wrapper._gpuos_wrapped = True
+        module.backward = wrapper
+
     patches = {
         "torch.utils.data.dataloader": patch_dataloader,
         "torch.optim.optimizer": patch_optimizers,
+        "torch.autograd": patch_autograd,
     }
 
     class Finder(importlib.abc.MetaPathFinder):

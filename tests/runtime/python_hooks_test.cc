@@ -1,7 +1,9 @@
 // The Python start-up hook, end to end: a PyTorch script with no NVTX and
 // no change gets one "DataLoader fetch" range per batch fetch and one
-// "optimizer.step" range per step, on its main thread, in the domain
-// "gpuos.python"; --no-python-hooks turns them off.  Needs root and a
+// "optimizer.step" range per step and one "autograd.backward" range per
+// loss.backward(), on its main thread, in the domain "gpuos.python"
+// (a backward nested in a backward pass, as reentrant checkpointing makes,
+// is not marked again); --no-python-hooks turns them off.  Needs root and a
 // python3 with torch (Debian's python3-torch); skipped otherwise.
 #include <sys/wait.h>
 #include <unistd.h>
@@ -27,6 +29,8 @@ int Shell(const std::string& command) {
 struct Counts {
   int fetches = 0;
   int steps = 0;
+  int backwards = 0;
+  uint32_t backward_tid = 0;
   uint32_t fetch_tid = 0;
   uint32_t pid = 0;
 };
@@ -44,6 +48,10 @@ Counts CountRanges(const std::string& trace) {
                   counts.pid = e.pid();
                 }
                 if (e.nvtx_range().name() == "optimizer.step") ++counts.steps;
+                if (e.nvtx_range().name() == "autograd.backward") {
+                  ++counts.backwards;
+                  counts.backward_tid = e.tid();
+                }
               }).ok());
   return counts;
 }
@@ -88,7 +96,28 @@ TEST_F(PythonHooksTest, MarksEveryFetchAndOptimizerStepWithoutCodeChanges) {
   // 10 batches, plus the fetch that ends the loop with StopIteration.
   EXPECT_EQ(counts.fetches, 11);
   EXPECT_EQ(counts.steps, 10);
+  EXPECT_EQ(counts.backwards, 10);
   EXPECT_EQ(counts.fetch_tid, counts.pid) << "fetches happen on the main thread";
+  EXPECT_EQ(counts.backward_tid, counts.pid);
+}
+
+TEST_F(PythonHooksTest, MarksEachLossBackwardOnceEvenWithReentrantCheckpointing) {
+  std::ofstream(dir_ + "/ckpt.py") << R"(
+import torch
+from torch.utils.checkpoint import checkpoint
+torch.manual_seed(0)
+layers = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
+x = torch.randn(4, 8, requires_grad=True)
+for _ in range(5):
+    checkpoint(layers, x).sum().backward()          # reentrant: a backward inside the backward
+    torch.autograd.backward(layers(x).sum())        # the function itself
+    g, = torch.autograd.grad(layers(x).sum(), x)    # not a backward() call
+print("ok")
+)";
+  std::string trace = dir_ + "/ckpt.gpuos";
+  ASSERT_EQ(Shell(kTracer + " -q -o " + trace + " -- " + kPython + " " + dir_ + "/ckpt.py"), 0);
+  Counts counts = CountRanges(trace);
+  EXPECT_EQ(counts.backwards, 10);
 }
 
 TEST_F(PythonHooksTest, NoPythonHooksTurnsThemOff) {
@@ -97,6 +126,7 @@ TEST_F(PythonHooksTest, NoPythonHooksTurnsThemOff) {
   Counts counts = CountRanges(trace);
   EXPECT_EQ(counts.fetches, 0);
   EXPECT_EQ(counts.steps, 0);
+  EXPECT_EQ(counts.backwards, 0);
 }
 
 TEST_F(PythonHooksTest, AnExistingSitecustomizeStillRuns) {

@@ -294,20 +294,22 @@ TEST(AttachReportTest, HtmlShowsTheAttachBox) {
 }
 
 TEST(AttachReportTest, StepReportSaysHowUnannotatedStepsWereFound) {
-  // The attached trace's API calls: a sync every 100 ms on pid 4242.
+  // The attached trace's API calls: a launch and a sync every 100 ms on pid
+  // 4242, a repeating sequence.
   std::vector<v1::Event> events = Events(false);
   auto a = AnalyzeStepEvents(Header(true), events, StepOptions());
   ASSERT_TRUE(a.ok());
-  ASSERT_EQ(a->source, StepSource::kApiRhythm) << a->note;
+  ASSERT_EQ(a->source, StepSource::kRepeatingKernelSequence) << a->note;
   EXPECT_EQ(a->steps.size(), 9u);
   std::ostringstream text;
   const Diagnosis d = Diagnose(*a);
   WriteStepTextReport(*a, d, text);
-  EXPECT_NE(text.str().find("9 steps of thread 4242 \"python3\" (pid 4242), from the rhythm of CUDA API calls"),
-            std::string::npos)
+  EXPECT_NE(
+      text.str().find("9 steps of thread 4242 \"python3\" (pid 4242), from the repeating sequence of GPU work"),
+      std::string::npos)
       << text.str();
   EXPECT_NE(text.str().find("  how: no NVTX step ranges"), std::string::npos) << text.str();
-  EXPECT_NE(text.str().find("cudaStreamSynchronize call to the next"), std::string::npos) << text.str();
+  EXPECT_NE(text.str().find("a step starts before \"cudaStreamSynchronize\""), std::string::npos) << text.str();
   std::ostringstream json;
   {
     JsonWriter w(json);
@@ -317,7 +319,7 @@ TEST(AttachReportTest, StepReportSaysHowUnannotatedStepsWereFound) {
   }
   google::protobuf::Struct j = ParseJson(json.str());
   const google::protobuf::Struct& sa = Get(j, "step_analysis").struct_value();
-  EXPECT_EQ(Get(sa, "source").string_value(), "cuda_api_rhythm");
+  EXPECT_EQ(Get(sa, "source").string_value(), "repeating_kernel_sequence");
   EXPECT_EQ(Get(sa, "anchor").string_value(), "cudaStreamSynchronize");
   EXPECT_EQ(Get(sa, "note").string_value(), a->note);
 

@@ -105,7 +105,7 @@ StepPlan Locate(const std::vector<v1::Event>& events, const v1::TraceHeader* hea
 
 // A training loop of `steps` steps of 50 ms +- 2.5 ms on thread kPid.  Each
 // step: the batch in as two cudaMemcpyAsync (input, then label 40 us
-// later), 200 kernel launches 20 us apart, one cudaStreamSynchronize (the
+// later), 150-250 kernel launches 20 us apart, one cudaStreamSynchronize (the
 // loss, 2-4 ms of waiting); every 2nd step a cudaDeviceSynchronize too
 // (regular as well: 20 calls, the pause its one excused interval).
 // One 300 ms pause (an evaluation) after step 20.  Another thread polls
@@ -122,7 +122,12 @@ std::vector<v1::Event> TrainingLoop(uint64_t steps, std::vector<uint64_t>* sync_
     const uint64_t length = static_cast<uint64_t>(static_cast<int64_t>(50 * kMs) + jitter(random));
     events.push_back(Api(t, 15 * kUs, "cudaMemcpyAsync_v3020"));
     events.push_back(Api(t + 40 * kUs, 15 * kUs, "cudaMemcpyAsync_v3020"));
-    for (uint64_t k = 0; k < 200; ++k) events.push_back(Api(t + 100 * kUs + k * 20 * kUs, 5 * kUs, "cudaLaunchKernel_v7000"));
+    // A data-dependent number of launches (sequences of varying length):
+    // no repeating sequence, so the rhythm is what finds the steps.
+    const uint64_t launches = 150 + random() % 101;
+    for (uint64_t k = 0; k < launches; ++k) {
+      events.push_back(Api(t + 100 * kUs + k * 20 * kUs, 5 * kUs, "cudaLaunchKernel_v7000"));
+    }
     const uint64_t sync_wait = wait(random);
     const uint64_t sync_start = t + length - sync_wait - 100 * kUs;
     events.push_back(Api(sync_start, sync_wait, "cudaStreamSynchronize_v3020"));
@@ -309,7 +314,11 @@ TEST(StepRhythmTest, FixedWindowsOverTheAttachWindowWhenNothingIsRegular) {
   // Irregular syncs: 1, 2, 4, 8... ms apart.
   uint64_t t = start + 1 * kMs;
   for (uint64_t gap = 1; t < end; gap *= 2, t += gap * kMs) events.push_back(Api(t, 10 * kUs, "cuStreamSynchronize"));
-  for (uint64_t k = 0; k < 50; ++k) events.push_back(Api(start + k * 500 * kUs, 5 * kUs, "cuLaunchKernel"));
+  // Launches 0.1 and 2 ms apart in turn: one name over and over, at no
+  // steady interval, is no repeating sequence either.
+  for (uint64_t k = 0, at = start; k < 50; ++k, at += k % 2 ? 100 * kUs : 2 * kMs) {
+    events.push_back(Api(at, 5 * kUs, "cuLaunchKernel"));
+  }
   const v1::TraceHeader header = AttachedHeader(start);
   const v1::TraceTrailer trailer = AttachedTrailer(end);
   StepPlan plan = Locate(events, &header, &trailer);

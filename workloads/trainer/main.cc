@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "batch_loader.h"
+#include "nvtx_range.h"
 #include "batch_source.h"
 #include "mnist_reader.h"
 #include "run_summary.h"
@@ -50,6 +51,7 @@ int Main(int argc, char** argv) {
     return 0;
   }
   InstallShutdownHandlers();
+  NvtxEnabled() = options->nvtx;
 
   std::optional<MnistData> mnist;
   if (!options->mnist_dir.empty()) {

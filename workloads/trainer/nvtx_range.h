@@ -32,12 +32,20 @@ inline constexpr bool kNvtxCompiledIn =
     false;
 #endif
 
+// Off (--no-nvtx): no range is pushed, as in a program nobody annotated.
+// Set once, before the training loop starts.
+inline bool& NvtxEnabled() {
+  static bool enabled = true;
+  return enabled;
+}
+
 // Pushes a range on construction and pops it on destruction, on the
 // calling thread (NVTX push/pop ranges are per thread).
 class NvtxRange {
  public:
-  NvtxRange(const char* name, uint32_t argb) {
+  NvtxRange(const char* name, uint32_t argb) : pushed_(NvtxEnabled()) {
 #ifdef GPUOS_TRAINER_HAVE_NVTX
+    if (!pushed_) return;
     nvtxEventAttributes_t attributes = {};
     attributes.version = NVTX_VERSION;
     attributes.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
@@ -54,11 +62,14 @@ class NvtxRange {
   NvtxRange(const std::string& name, uint32_t argb) : NvtxRange(name.c_str(), argb) {}
   ~NvtxRange() {
 #ifdef GPUOS_TRAINER_HAVE_NVTX
-    nvtxRangePop();
+    if (pushed_) nvtxRangePop();
 #endif
   }
   NvtxRange(const NvtxRange&) = delete;
   NvtxRange& operator=(const NvtxRange&) = delete;
+
+ private:
+  bool pushed_;
 };
 
 }  // namespace gpuos::trainer

@@ -97,6 +97,7 @@ nested "get batch", "copy batch", "forward", "backward", "optimizer step".
   --copy-stream            copy the next batch on its own stream while the
                            current one computes (cuda)
   --cuda-graph             capture one training step, then replay it (cuda)
+  --no-nvtx                no NVTX ranges (an unannotated run of the same binary)
   --amp bf16|none          bfloat16 autocast for forward and loss (default none)
   --threads N              LibTorch intra-op threads (default: LibTorch's choice)
   --lr X                   SGD learning rate (default 0.01)
@@ -186,6 +187,7 @@ absl::StatusOr<TrainerOptions> ParseTrainerOptions(const std::vector<std::string
       {"--cuda-graph", &options.cuda_graph},
       {"--help", &options.help},
   };
+  bool no_nvtx = false;
 
   for (size_t i = 0; i < args.size(); ++i) {
     std::string name = args[i];
@@ -195,6 +197,11 @@ absl::StatusOr<TrainerOptions> ParseTrainerOptions(const std::vector<std::string
       value = name.substr(eq + 1);
       name = name.substr(0, eq);
       has_inline_value = true;
+    }
+    if (name == "--no-nvtx") {
+      if (has_inline_value) return absl::InvalidArgumentError("--no-nvtx takes no value");
+      no_nvtx = true;
+      continue;
     }
     if (auto flag = flags.find(name); flag != flags.end()) {
       if (has_inline_value) {
@@ -226,6 +233,7 @@ absl::StatusOr<TrainerOptions> ParseTrainerOptions(const std::vector<std::string
       if (spec.given != nullptr) *spec.given = true;
     }
   }
+  options.nvtx = !no_nvtx;
   if (options.help) return options;
 
   // Cross-option checks, in the order a user is most likely to hit them.

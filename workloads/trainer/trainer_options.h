@@ -41,6 +41,7 @@ struct TrainerOptions {
   bool non_blocking = false;
   bool copy_stream = false;
   bool cuda_graph = false;
+  bool nvtx = true;  // --no-nvtx: no NVTX ranges, like a script nobody annotated
   AmpMode amp = AmpMode::kNone;
   int64_t threads = 0;  // intra-op threads; 0 keeps LibTorch's default
   uint64_t seed = 0;

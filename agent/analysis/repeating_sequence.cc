@@ -1,0 +1,442 @@
+// The repeating unit of a token sequence; see repeating_sequence.h.
+#include "analysis/repeating_sequence.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace gpuos {
+namespace {
+
+// How the segments between consecutive cuts compare with the steady one.
+struct Segmentation {
+  std::vector<size_t> cuts;  // token indices; segment i is [cuts[i], cuts[i+1])
+  std::vector<uint8_t> steady;
+  size_t steady_count = 0;
+  size_t steady_tokens = 0;
+  size_t unit = 0;            // tokens of the steady segment
+  size_t representative = 0;  // a segment with the steady sequence exactly
+  uint64_t median_ns = 0;     // of steady segments, first token to first token
+  double duration_cv = 0;     // of steady segments' durations, the longest 10% set aside
+  double token_share = 0;        // of all tokens, in steady segments
+  double region_token_share = 0;  // of the tokens from the first steady segment to the last
+  double time_share = 0;          // of the trace's span, in steady segments
+  double region_time_share = 0;   // of the time from the first steady segment to the last
+  double segment_share = 0;
+  size_t segment_count = 0;
+  size_t segments() const { return segment_count; }
+  uint32_t anchor = 0;
+};
+
+uint64_t SegmentHash(const std::vector<SequenceToken>& t, size_t from, size_t to) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (size_t i = from; i < to; ++i) {
+    h ^= t[i].symbol + 1ull;
+    h *= 0x100000001b3ull;
+    h ^= h >> 29;
+  }
+  return h ^ (to - from) * 0x9e3779b97f4a7c15ull;
+}
+
+Segmentation Evaluate(const std::vector<SequenceToken>& t, std::vector<size_t> cuts, size_t symbols,
+                      const PeriodOptions& options) {
+  Segmentation s;
+  s.cuts = std::move(cuts);
+  s.segment_count = s.cuts.size() < 2 ? 0 : s.cuts.size() - 1;
+  const size_t n = s.segments();
+  if (n == 0) return s;
+  std::vector<uint64_t> hashes(n);
+  absl::flat_hash_map<uint64_t, std::pair<size_t, size_t>> freq;  // hash -> (count, first segment)
+  for (size_t i = 0; i < n; ++i) {
+    hashes[i] = SegmentHash(t, s.cuts[i], s.cuts[i + 1]);
+    auto [it, inserted] = freq.try_emplace(hashes[i], 0, i);
+    ++it->second.first;
+  }
+  uint64_t dominant = 0;
+  size_t best = 0, best_first = 0;
+  for (const auto& [h, cf] : freq) {
+    if (cf.first > best || (cf.first == best && cf.second < best_first)) {
+      best = cf.first;
+      best_first = cf.second;
+      dominant = h;
+    }
+  }
+  s.representative = best_first;
+  s.unit = s.cuts[best_first + 1] - s.cuts[best_first];
+  const size_t tol = std::max<size_t>(2, static_cast<size_t>(std::ceil(options.tolerance * s.unit)));
+  std::vector<int32_t> hist(symbols, 0);
+  for (size_t i = s.cuts[best_first]; i < s.cuts[best_first + 1]; ++i) ++hist[t[i].symbol];
+  s.steady.assign(n, 0);
+  std::vector<uint64_t> durations;
+  for (size_t i = 0; i < n; ++i) {
+    const size_t from = s.cuts[i], to = s.cuts[i + 1], len = to - from;
+    bool steady = hashes[i] == dominant;
+    if (!steady && (len > s.unit ? len - s.unit : s.unit - len) <= tol) {
+      int64_t distance = static_cast<int64_t>(s.unit);
+      for (size_t k = from; k < to; ++k) distance += hist[t[k].symbol]-- > 0 ? -1 : 1;
+      for (size_t k = from; k < to; ++k) ++hist[t[k].symbol];
+      steady = distance <= static_cast<int64_t>(tol);
+    }
+    if (!steady) continue;
+    s.steady[i] = 1;
+    ++s.steady_count;
+    s.steady_tokens += len;
+    durations.push_back(t[to < t.size() ? to : to - 1].start_ns - t[from].start_ns);
+    s.time_share += static_cast<double>(durations.back());
+  }
+  size_t first = n, last = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (!s.steady[i]) continue;
+    first = std::min(first, i);
+    last = i;
+  }
+  if (first < n) {
+    s.region_token_share = static_cast<double>(s.steady_tokens) / (s.cuts[last + 1] - s.cuts[first]);
+    const uint64_t region = t[s.cuts[last + 1]].start_ns - t[s.cuts[first]].start_ns;
+    s.region_time_share = region > 0 ? s.time_share / static_cast<double>(region) : 0;
+  }
+  const uint64_t span = t.back().end_ns > t.front().start_ns ? t.back().end_ns - t.front().start_ns : 1;
+  s.time_share /= static_cast<double>(span);
+  if (!durations.empty()) {
+    std::sort(durations.begin(), durations.end());
+    s.median_ns = durations[durations.size() / 2];
+    const size_t kept = durations.size() - durations.size() / 10;
+    double sum = 0, squares = 0;
+    for (size_t i = 0; i < kept; ++i) sum += static_cast<double>(durations[i]);
+    const double mean = sum / kept;
+    for (size_t i = 0; i < kept; ++i) squares += (durations[i] - mean) * (durations[i] - mean);
+    s.duration_cv = mean > 0 ? std::sqrt(squares / kept) / mean : 0;
+  }
+  s.token_share = static_cast<double>(s.steady_tokens) / t.size();
+  s.segment_share = static_cast<double>(s.steady_count) / n;
+  return s;
+}
+
+// A unit of a few tokens is weak evidence by its sequence alone (one
+// kernel launched over and over repeats whatever its timing): it must also
+// recur at steady intervals.
+constexpr size_t kShortUnit = 3;
+constexpr double kShortUnitMaxCv = 0.5;
+
+// Or, after a long start-up (importing torch in a short run): many steady
+// iterations covering most of the time where they occur.
+constexpr size_t kManyIterations = 20;
+constexpr double kManyIterationsRegionTimeShare = 0.6;
+
+bool Qualifies(const Segmentation& s, const PeriodOptions& o) {
+  return s.steady_count >= o.min_iterations && s.segment_share >= o.min_segment_share &&
+         s.region_token_share >= o.min_token_share &&
+         (s.time_share >= o.min_time_share ||
+          (s.steady_count >= kManyIterations && s.region_time_share >= kManyIterationsRegionTimeShare)) &&
+         s.median_ns >= o.min_period_ns &&
+         (s.unit > kShortUnit || s.duration_cv <= kShortUnitMaxCv);
+}
+
+std::string Describe(const Segmentation& s, const PeriodOptions& o) {
+  if (s.steady_count < o.min_iterations) {
+    return absl::StrFormat("%d of %d segments alike, fewer than %d", s.steady_count, s.segments(), o.min_iterations);
+  }
+  if (s.segment_share < o.min_segment_share) {
+    return absl::StrFormat("%d of %d segments alike (%.0f%% < %.0f%%)", s.steady_count, s.segments(),
+                           100 * s.segment_share, 100 * o.min_segment_share);
+  }
+  if (s.region_token_share < o.min_token_share) {
+    return absl::StrFormat("alike segments hold %.0f%% of the tokens where they occur (< %.0f%%)",
+                           100 * s.region_token_share, 100 * o.min_token_share);
+  }
+  if (s.time_share < o.min_time_share) {
+    return absl::StrFormat("alike segments cover %.0f%% of the time (< %.0f%%)", 100 * s.time_share,
+                           100 * o.min_time_share);
+  }
+  if (s.median_ns < o.min_period_ns) {
+    return absl::StrFormat("a unit lasts %.3f ms (< %.3f ms)", s.median_ns / 1e6, o.min_period_ns / 1e6);
+  }
+  return absl::StrFormat("a unit of %d tokens recurs at irregular intervals (CV %.2f > %.2f)", s.unit,
+                         s.duration_cv, kShortUnitMaxCv);
+}
+
+// The median (over steady segments) of the irregular segments' length
+// beyond the steady unit.
+size_t MedianExtra(const Segmentation& s) {
+  std::vector<size_t> extra;
+  for (size_t i = 0; i < s.segments(); ++i) {
+    if (s.steady[i]) continue;
+    const size_t len = s.cuts[i + 1] - s.cuts[i];
+    extra.push_back(len > s.unit ? len - s.unit : 0);
+  }
+  if (extra.empty()) return 0;
+  std::nth_element(extra.begin(), extra.begin() + extra.size() / 2, extra.end());
+  return extra[extra.size() / 2];
+}
+
+uint64_t Boundary(const std::vector<SequenceToken>& t, size_t cut, bool at_token) {
+  if (cut == 0 || at_token) return t[cut].start_ns;
+  const SequenceToken& prev = t[cut - 1];
+  return std::max(prev.start_ns, std::min(prev.end_ns, t[cut].start_ns));
+}
+
+}  // namespace
+
+PeriodResult FindRepeatingSequence(const std::vector<SequenceToken>& t, const std::vector<bool>& preferred_cut,
+                                   const PeriodOptions& options) {
+  PeriodResult r;
+  const size_t n = t.size();
+  if (n < 2 * static_cast<size_t>(options.min_iterations)) {
+    r.why_not = absl::StrFormat("%d tokens are too few to repeat %d times", n, options.min_iterations);
+    return r;
+  }
+  size_t symbols = 0;
+  for (const SequenceToken& k : t) symbols = std::max<size_t>(symbols, k.symbol + 1);
+  std::vector<uint32_t> count(symbols, 0);
+  std::vector<uint32_t> order;  // symbols by first occurrence
+  for (const SequenceToken& k : t) {
+    if (count[k.symbol]++ == 0) order.push_back(k.symbol);
+  }
+  // Count groups, the ones holding the most tokens first.
+  absl::flat_hash_map<uint32_t, std::vector<uint32_t>> groups;
+  for (uint32_t sym : order) {
+    const uint32_t c = count[sym];
+    if (c < options.min_iterations) continue;
+    groups[c].push_back(sym);
+  }
+  std::vector<std::pair<uint64_t, uint32_t>> ranked;  // (tokens, count)
+  for (const auto& [c, syms] : groups) ranked.emplace_back(static_cast<uint64_t>(c) * syms.size(), c);
+  std::sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first > b.first : a.second < b.second;
+  });
+  if (ranked.size() > options.count_groups) ranked.resize(options.count_groups);
+
+  // Also the most frequent symbols: one token a step (a thread that only
+  // blocks for its batch) makes a group of one.
+  std::vector<uint32_t> frequent;
+  for (uint32_t sym : order) {
+    if (count[sym] >= options.min_iterations) frequent.push_back(sym);
+  }
+  std::partial_sort(frequent.begin(), frequent.begin() + std::min<size_t>(4, frequent.size()), frequent.end(),
+                    [&](uint32_t a, uint32_t b) { return count[a] > count[b]; });
+  frequent.resize(std::min<size_t>(4, frequent.size()));
+  std::vector<std::vector<uint32_t>> anchor_sets;
+  for (const auto& [mass, c] : ranked) {
+    const std::vector<uint32_t>& syms = groups[c];
+    anchor_sets.emplace_back(syms.begin(), syms.begin() + std::min<size_t>(syms.size(), options.anchors_per_group));
+  }
+  anchor_sets.push_back(frequent);
+  absl::flat_hash_map<uint32_t, bool> tested;
+  std::vector<Segmentation> tried;
+  for (const std::vector<uint32_t>& syms : anchor_sets) {
+    for (size_t k = 0; k < syms.size(); ++k) {
+      if (!tested.try_emplace(syms[k], true).second) continue;
+      const uint32_t c = count[syms[k]];
+      std::vector<size_t> cuts;
+      cuts.reserve(c);
+      for (size_t i = 0; i < n; ++i) {
+        if (t[i].symbol == syms[k]) cuts.push_back(i);
+      }
+      Segmentation s = Evaluate(t, std::move(cuts), symbols, options);
+      s.anchor = syms[k];
+      if (!Qualifies(s, options)) {
+        // Only its numbers are needed (for the note): memory stays
+        // O(tokens) however many anchors are tried.
+        s.cuts = {};
+        s.steady = {};
+      }
+      tried.push_back(std::move(s));
+    }
+  }
+  r.anchors_tested = tried.size();
+  const Segmentation* chosen = nullptr;
+  for (const Segmentation& s : tried) {
+    if (!Qualifies(s, options)) continue;
+    if (chosen == nullptr || s.time_share > chosen->time_share) chosen = &s;
+  }
+  if (chosen == nullptr) {
+    const Segmentation* closest = nullptr;
+    for (const Segmentation& s : tried) {
+      if (closest == nullptr || s.time_share > closest->time_share) closest = &s;
+    }
+    r.why_not = closest == nullptr
+                    ? absl::StrFormat("no symbol of %d recurs %d times or more", symbols,
+                                      options.min_iterations)
+                    : absl::StrFormat("no repeating unit: of %d anchors tried the best split %s", tried.size(),
+                                      Describe(*closest, options));
+    return r;
+  }
+  // Near ties go to the one with more steady segments (a call every 2
+  // iterations splits as well, into pairs), then to fewer segments (an
+  // anchor that also occurs in evaluation batches splits them off too).
+  const Segmentation* finest = chosen;
+  for (const Segmentation& s : tried) {
+    if (!Qualifies(s, options) || s.time_share < chosen->time_share - 0.03) continue;
+    if (s.steady_count > finest->steady_count ||
+        (s.steady_count == finest->steady_count && s.segments() < finest->segments())) {
+      finest = &s;
+    }
+  }
+  chosen = finest;
+  // A finer unit whose irregular segments hold an iteration's worth of extra
+  // work, and whose symbols make most of the coarse unit: the coarse unit
+  // only absorbed a periodic extra (an evaluation pass).  A per-layer unit
+  // of a model with identical layers lacks the backward pass's symbols.
+  // Then the best of the finer units that make most of the coarse one.
+  const Segmentation* finer = nullptr;
+  bool absorbed = false;
+  for (const Segmentation& s : tried) {
+    if (!Qualifies(s, options) || s.steady_count < 2 * chosen->steady_count) continue;
+    std::vector<bool> in_fine(symbols, false);
+    for (size_t i = s.cuts[s.representative]; i < s.cuts[s.representative] + s.unit; ++i) in_fine[t[i].symbol] = true;
+    size_t covered = 0;
+    const size_t from = chosen->cuts[chosen->representative];
+    for (size_t i = from; i < from + chosen->unit; ++i) covered += in_fine[t[i].symbol];
+    if (covered < 0.75 * chosen->unit) continue;
+    absorbed |= MedianExtra(s) >= s.unit;
+    if (finer == nullptr || s.time_share > finer->time_share) finer = &s;
+  }
+  if (!absorbed) finer = nullptr;
+  if (finer != nullptr) chosen = finer;
+  r.anchor_symbol = chosen->anchor;
+
+  // Where in the cycle to cut.
+  const size_t rep = chosen->cuts[chosen->representative];
+  const size_t unit = chosen->unit;
+  size_t cut_pos = unit;
+  auto preferred = [&](size_t j) {
+    const uint32_t sym = t[rep + j].symbol;
+    return sym < preferred_cut.size() && preferred_cut[sym];
+  };
+  // The first of a run of preferred tokens (the input's copy, then the
+  // target's), the unit read as a cycle.
+  for (size_t j = 0; j < unit; ++j) {
+    if (preferred(j) && (unit == 1 || !preferred((j + unit - 1) % unit))) {
+      cut_pos = j;
+      r.cut_preferred = true;
+      break;
+    }
+  }
+  if (cut_pos == unit) {
+    // The largest median gap before a position, over up to 101 steady
+    // segments spread over the trace.
+    std::vector<size_t> sample;
+    for (size_t i = 0; i < chosen->segments(); ++i) {
+      if (chosen->steady[i] && chosen->cuts[i + 1] - chosen->cuts[i] == unit && chosen->cuts[i] > 0) {
+        sample.push_back(chosen->cuts[i]);
+      }
+    }
+    if (sample.size() > 101) {
+      std::vector<size_t> spread;
+      for (size_t k = 0; k < 101; ++k) spread.push_back(sample[k * (sample.size() - 1) / 100]);
+      sample = std::move(spread);
+    }
+    int64_t best_gap = INT64_MIN;
+    cut_pos = 0;
+    std::vector<int64_t> gaps(sample.size());
+    for (size_t j = 0; j < unit && !sample.empty(); ++j) {
+      for (size_t k = 0; k < sample.size(); ++k) {
+        const size_t i = sample[k] + j;
+        gaps[k] = options.tokens_are_waits
+                      ? static_cast<int64_t>(t[i].end_ns - t[i].start_ns)
+                      : static_cast<int64_t>(t[i].start_ns) - static_cast<int64_t>(t[i - 1].end_ns);
+      }
+      std::nth_element(gaps.begin(), gaps.begin() + gaps.size() / 2, gaps.end());
+      if (gaps[gaps.size() / 2] > best_gap) {
+        best_gap = gaps[gaps.size() / 2];
+        cut_pos = j;
+      }
+    }
+  }
+  const uint32_t cut_symbol = t[rep + cut_pos].symbol;
+  size_t rank = 0;  // earlier occurrences of the cut symbol in the unit
+  for (size_t j = 0; j < cut_pos; ++j) rank += t[rep + j].symbol == cut_symbol;
+  r.cut_symbol = cut_symbol;
+
+  // A segment without the cut symbol (a different iteration) gets no cut:
+  // it joins the window before it, which is then left out.
+  std::vector<size_t> cuts;
+  for (size_t a = 0; a < chosen->cuts.size(); ++a) {
+    const size_t from = chosen->cuts[a];
+    const size_t to = a + 1 < chosen->cuts.size() ? chosen->cuts[a + 1] : n;
+    size_t cut = n;
+    if (from + cut_pos < to && t[from + cut_pos].symbol == cut_symbol) {
+      cut = from + cut_pos;
+    } else {
+      size_t seen = 0;
+      for (size_t i = from; i < to; ++i) {
+        if (t[i].symbol == cut_symbol && seen++ == rank) {
+          cut = i;
+          break;
+        }
+      }
+    }
+    if (cut < n && (cuts.empty() || cut > cuts.back())) cuts.push_back(cut);
+  }
+  // Before the first anchor and after the last one, the same number of cut
+  // symbols as in a unit away: the first iteration (the anchor may come
+  // late in it) and the last one (it may lack the anchor: a smaller batch).
+  size_t per_unit = 0;
+  for (size_t j = 0; j < unit; ++j) per_unit += t[rep + j].symbol == cut_symbol;
+  if (!cuts.empty()) {
+    size_t seen = 0;
+    for (size_t i = cuts.front(); i-- > 0;) {
+      if (t[i].symbol == cut_symbol && ++seen == per_unit) {
+        cuts.insert(cuts.begin(), i);
+        break;
+      }
+    }
+    seen = 0;
+    for (size_t i = cuts.back() + 1; i < n; ++i) {
+      if (t[i].symbol == cut_symbol && ++seen == per_unit) {
+        cuts.push_back(i);
+        break;
+      }
+    }
+  }
+  Segmentation fin = Evaluate(t, std::move(cuts), symbols, options);
+  if (fin.segments() == 0 || fin.steady_count < options.min_iterations) {
+    r.why_not = absl::StrFormat("the repeating unit found (%d tokens) did not survive the cut", unit);
+    return r;
+  }
+  r.found = true;
+  r.unit_tokens = fin.unit;
+  r.steady = fin.steady_count;
+  r.token_share = fin.token_share;
+  r.time_share = fin.time_share;
+  r.tokens_before = fin.cuts.front();
+  r.tokens_after = n - fin.cuts.back();
+  size_t first_steady = fin.segments(), last_steady = 0;
+  for (size_t i = 0; i < fin.segments(); ++i) {
+    if (!fin.steady[i]) continue;
+    first_steady = std::min(first_steady, i);
+    last_steady = i;
+  }
+  for (size_t i = 0; i < fin.segments(); ++i) {
+    Iteration it;
+    it.first_token = fin.cuts[i];
+    it.tokens = fin.cuts[i + 1] - fin.cuts[i];
+    it.start_ns = Boundary(t, fin.cuts[i], options.tokens_are_waits);
+    it.end_ns = Boundary(t, fin.cuts[i + 1], options.tokens_are_waits);
+    if (!fin.steady[i]) {
+      const std::string size = absl::StrFormat("%d tokens, the steady iteration has %d", it.tokens, fin.unit);
+      if (i < first_steady) {
+        it.warmup = true;
+        it.left_out = absl::StrCat("warm-up: differs from the steady iteration (", size,
+                                   "; autotuning, compilation, allocator growth)");
+      } else if (i > last_steady) {
+        it.left_out = absl::StrCat("end of the run: differs from the steady iteration (", size,
+                                   "; a smaller last batch?)");
+      } else if (it.tokens > fin.unit) {
+        it.left_out = absl::StrCat("extra work in the iteration (", size,
+                                   "; an evaluation pass, checkpoint or epoch boundary?)");
+      } else {
+        it.left_out = absl::StrCat("less work than the steady iteration (", size,
+                                   "; an evaluation batch, forward only?)");
+      }
+    }
+    r.iterations.push_back(std::move(it));
+  }
+  return r;
+}
+
+}  // namespace gpuos

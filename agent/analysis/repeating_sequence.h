@@ -1,0 +1,125 @@
+// The training iteration as the repeating unit of what a job does, for
+// traces with no step marks: given the time-ordered tokens of one process's
+// work (a kernel launch named by its kernel, a copy by its direction and
+// size, a CPU thread's syscall...), find the unit that repeats and cut the
+// trace into iterations.
+//
+// The rule:
+//   - anchors: symbols that occur at least min_iterations times, grouped by
+//     occurrence count; the count groups
+//     with the most tokens (count x symbols) are tested first, a few symbols
+//     each.  A training iteration makes most of its symbols once, so the
+//     iteration count is the count shared by the most symbols;
+//   - each anchor splits the sequence at its occurrences; the segments'
+//     symbol sequences are compared: the most frequent one is the steady
+//     iteration, and a segment within a small tolerance of it (the same
+//     length +-2%, symbol counts differing by at most 2% of its tokens, at
+//     least 2: an occasional extra memset) counts as steady too;
+//   - a segmentation qualifies when at least min_iterations segments and
+//     min_segment_share of them are steady, steady segments hold at least
+//     min_token_share of the tokens from the first steady segment to the
+//     last (start-up, with its many one-off events, is outside) and
+//     min_time_share of the time from the first token to the last (or, after
+//     a long start-up, there are 20 or more and they cover 60% of the time
+//     from the first steady segment to the last), and a
+//     steady segment lasts at least
+//     min_period_ns (per-kernel repetition is not a step); a unit of at
+//     most 3 tokens must also recur at steady intervals (CV of its
+//     durations <= 0.5, the longest 10% set aside), as one kernel launched
+//     over and over repeats whatever its timing;
+//   - among qualifying ones the highest share of the trace's time in steady
+//     segments wins (a per-layer anchor in a model of identical layers splits well but
+//     covers only the forward pass; an anchor inside a gradient-accumulation
+//     micro-batch leaves the optimizer's segment out), near ties (within
+//     0.03) going to the finer one (a logging call every 2 iterations also
+//     splits well, into pairs);
+//   - except: when a finer qualifying segmentation (twice the steady
+//     segments at least, its unit's symbols making 75% of the coarse
+//     unit's tokens) has irregular segments at least twice its steady length (the extra is as big as an iteration
+//     itself: an evaluation pass every few hundred iterations, which a
+//     symbol made once per evaluation would otherwise turn into the unit),
+//     the best finer one by the same measure wins; an optimizer step, the extra of a
+//     gradient-accumulation micro-batch, is smaller than a forward and
+//     backward pass;
+//   - the cut inside the cycle: before the iteration's first token marked
+//     preferred (the caller marks the input's host-to-device copy), else
+//     before the position with the largest median time gap, where the job
+//     waits (for data), so that the wait starts the step as it does for
+//     optimizer.step-based steps; the boundary is the end of the token
+//     before the cut (with tokens_are_waits: before the longest median
+//     token, and the boundary is its start);
+//   - iterations are the windows between consecutive cuts (contiguous);
+//     each is compared with the steady iteration again, and one that differs
+//     is left out with the reason: a leading run is warm-up (autotuning,
+//     compilation), a trailing one the end of the run (a smaller last
+//     batch), one in between an evaluation pass, checkpoint or epoch
+//     boundary.
+// Cost: O(tokens) per anchor tested, memory O(tokens + symbols).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace gpuos {
+
+struct SequenceToken {
+  uint32_t symbol = 0;  // dense ids from 0, interned by the caller
+  uint64_t start_ns = 0;
+  uint64_t end_ns = 0;
+};
+
+struct PeriodOptions {
+  uint32_t min_iterations = 5;
+  double min_segment_share = 0.6;
+  double min_token_share = 0.4;
+  // Steady iterations must cover this share of the time from the first
+  // token to the last: a few alike moments of start-up (library loading)
+  // are no training loop.
+  double min_time_share = 0.2;
+  uint64_t min_period_ns = 100'000;
+  // Count groups tested, and anchors tested per group.
+  uint32_t count_groups = 12;
+  uint32_t anchors_per_group = 2;
+  // Near-match tolerance, as a share of the steady iteration's tokens.
+  double tolerance = 0.02;
+  // False: tokens are work (kernel launches) and the job waits between
+  // them, so a step starts after the token before the longest median gap.
+  // True: tokens are the waits themselves (a thread blocked), so a step
+  // starts at the token with the longest median duration.
+  bool tokens_are_waits = false;
+};
+
+struct Iteration {
+  uint64_t start_ns = 0;
+  uint64_t end_ns = 0;
+  size_t first_token = 0;
+  size_t tokens = 0;
+  // Empty for a steady iteration; else why it was left out.
+  std::string left_out;
+  bool warmup = false;  // left out as warm-up (a leading run)
+};
+
+struct PeriodResult {
+  bool found = false;
+  // When not found: why (the best segmentation tried and what it missed).
+  std::string why_not;
+  std::vector<Iteration> iterations;  // contiguous, in time order
+  uint32_t anchor_symbol = 0;         // the symbol whose occurrences split the trace
+  uint32_t cut_symbol = 0;            // the token each iteration starts with
+  bool cut_preferred = false;         // the cut is before a preferred token
+  size_t unit_tokens = 0;             // tokens of the steady iteration
+  size_t steady = 0;                  // steady iterations
+  double token_share = 0;             // share of all tokens in steady iterations
+  double time_share = 0;              // share of the tokens' time span in steady iterations
+  size_t anchors_tested = 0;
+  size_t tokens_before = 0;  // tokens before the first cut (not in a step)
+  size_t tokens_after = 0;   // tokens from the last cut on (not in a step)
+};
+
+// `tokens` in time order.  `preferred_cut[symbol]` (may be shorter than the
+// symbol range) marks symbols a step should start with.
+PeriodResult FindRepeatingSequence(const std::vector<SequenceToken>& tokens, const std::vector<bool>& preferred_cut,
+                                   const PeriodOptions& options);
+
+}  // namespace gpuos

@@ -1,0 +1,245 @@
+// FindRepeatingSequence on constructed token streams: a steady loop (and
+// where in the cycle it cuts), gradient accumulation (the unit is the whole
+// optimizer step), a model of identical layers (a per-layer anchor must not
+// win), interleaved evaluation passes (left out, not merged into the unit),
+// warm-up iterations, a different last batch, an occasional extra token
+// tolerated, and a stream with no period.
+#include "analysis/repeating_sequence.h"
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace gpuos {
+namespace {
+
+constexpr uint64_t kUs = 1'000;
+constexpr uint64_t kMs = 1'000'000;
+
+// Appends tokens 10 us apart, each 5 us long; `gap_before` delays the first.
+class Stream {
+ public:
+  void Add(const std::vector<uint32_t>& symbols, uint64_t gap_before = 0) {
+    now_ += gap_before;
+    for (uint32_t s : symbols) {
+      tokens_.push_back(SequenceToken{s, now_, now_ + 5 * kUs});
+      now_ += 10 * kUs;
+    }
+  }
+  void Wait(uint64_t ns) { now_ += ns; }
+  uint64_t now() const { return now_; }
+  const std::vector<SequenceToken>& tokens() const { return tokens_; }
+
+ private:
+  uint64_t now_ = 1'000 * kMs;
+  std::vector<SequenceToken> tokens_;
+};
+
+std::vector<uint32_t> Range(uint32_t from, uint32_t to) {
+  std::vector<uint32_t> v;
+  for (uint32_t s = from; s < to; ++s) v.push_back(s);
+  return v;
+}
+
+size_t Steady(const PeriodResult& r) {
+  size_t n = 0;
+  for (const Iteration& it : r.iterations) n += it.left_out.empty();
+  return n;
+}
+
+TEST(RepeatingSequenceTest, SteadyLoopCutsWhereTheJobWaits) {
+  // 30 iterations of 20 kernels; the loop waits 3 ms for data before
+  // kernel 7 (the anchor order starts elsewhere).
+  Stream s;
+  for (int i = 0; i < 30; ++i) {
+    s.Add(Range(0, 7));
+    s.Add(Range(7, 20), 3 * kMs);
+  }
+  PeriodResult r = FindRepeatingSequence(s.tokens(), {}, PeriodOptions());
+  ASSERT_TRUE(r.found) << r.why_not;
+  EXPECT_EQ(r.unit_tokens, 20u);
+  EXPECT_EQ(r.cut_symbol, 7u);
+  EXPECT_FALSE(r.cut_preferred);
+  ASSERT_EQ(r.iterations.size(), 29u);
+  EXPECT_EQ(Steady(r), 29u);
+  // Contiguous, and each starts at the end of the token before the wait.
+  for (size_t i = 0; i < r.iterations.size(); ++i) {
+    const Iteration& it = r.iterations[i];
+    EXPECT_EQ(s.tokens()[it.first_token].symbol, 7u);
+    EXPECT_EQ(it.start_ns, s.tokens()[it.first_token - 1].end_ns);
+    if (i > 0) EXPECT_EQ(it.start_ns, r.iterations[i - 1].end_ns);
+  }
+  // 20 tokens, 3 ms wait: 3.2 ms an iteration.
+  EXPECT_EQ(r.iterations[3].end_ns - r.iterations[3].start_ns, 3 * kMs + 200 * kUs);
+}
+
+TEST(RepeatingSequenceTest, PreferredCutIsTheInputCopy) {
+  // Symbol 12 is the host-to-device copy of the input (then 13, the
+  // target's); the longest gap is elsewhere.
+  Stream s;
+  for (int i = 0; i < 20; ++i) {
+    s.Add(Range(0, 4));
+    s.Add(Range(4, 20), 2 * kMs);
+  }
+  std::vector<bool> preferred(20, false);
+  preferred[12] = preferred[13] = true;
+  PeriodResult r = FindRepeatingSequence(s.tokens(), preferred, PeriodOptions());
+  ASSERT_TRUE(r.found) << r.why_not;
+  EXPECT_TRUE(r.cut_preferred);
+  EXPECT_EQ(r.cut_symbol, 12u);
+}
+
+TEST(RepeatingSequenceTest, GradientAccumulationUnitIsTheOptimizerStep) {
+  // 4 micro-batches (forward 0-9, backward 10-19), then the optimizer
+  // (100-104) once: 20 optimizer steps.
+  Stream s;
+  for (int i = 0; i < 20; ++i) {
+    for (int k = 0; k < 4; ++k) s.Add(Range(0, 20), kMs);
+    s.Add(Range(100, 105));
+  }
+  PeriodResult r = FindRepeatingSequence(s.tokens(), {}, PeriodOptions());
+  ASSERT_TRUE(r.found) << r.why_not;
+  EXPECT_EQ(r.unit_tokens, 85u);
+  EXPECT_GE(r.iterations.size(), 19u);
+  EXPECT_LE(r.iterations.size(), 20u);
+  EXPECT_GE(Steady(r), 18u);
+}
+
+TEST(RepeatingSequenceTest, IdenticalLayersDoNotMakeTheUnit) {
+  // 12 identical layers forward (0,1,2 each), backward (10,11,12 each),
+  // then one optimizer kernel: a forward kernel splits most segments alike,
+  // but those cover only the forward pass.
+  Stream s;
+  for (int i = 0; i < 25; ++i) {
+    for (int l = 0; l < 12; ++l) s.Add({0, 1, 2}, l == 0 ? kMs : 0);
+    for (int l = 0; l < 12; ++l) s.Add({10, 11, 12});
+    s.Add({50});
+  }
+  PeriodResult r = FindRepeatingSequence(s.tokens(), {}, PeriodOptions());
+  ASSERT_TRUE(r.found) << r.why_not;
+  EXPECT_EQ(r.unit_tokens, 73u);
+  EXPECT_EQ(r.iterations.size(), 24u);
+}
+
+TEST(RepeatingSequenceTest, EvaluationPassesAreLeftOutNotMergedIntoTheUnit) {
+  // 60 training iterations (copy 0, forward 1-9, backward 10-19, optimizer
+  // 20-22); after every 10th, an evaluation pass of 5 forward-only batches
+  // and one accuracy reduction (30) per pass: 6 passes, so the accuracy
+  // kernel alone would split the trace into 10-iteration pieces.  Each
+  // evaluation batch starts with the input's copy too, so it is a window of
+  // its own, left out.
+  Stream s;
+  for (int i = 0; i < 60; ++i) {
+    s.Add(Range(0, 23), kMs);
+    if (i % 10 == 9) {
+      for (int b = 0; b < 5; ++b) s.Add(Range(0, 10), kMs);
+      s.Add({30});
+    }
+  }
+  std::vector<bool> preferred(31, false);
+  preferred[0] = true;
+  PeriodResult r = FindRepeatingSequence(s.tokens(), preferred, PeriodOptions());
+  ASSERT_TRUE(r.found) << r.why_not;
+  EXPECT_EQ(r.unit_tokens, 23u);
+  EXPECT_EQ(r.cut_symbol, 0u);
+  size_t eval_batches = 0, last_steady = 0;
+  for (size_t i = 0; i < r.iterations.size(); ++i) {
+    if (r.iterations[i].left_out.empty()) last_steady = i;
+  }
+  for (size_t i = 0; i < r.iterations.size(); ++i) {
+    const Iteration& it = r.iterations[i];
+    if (it.left_out.empty()) {
+      EXPECT_EQ(it.tokens, 23u);
+      continue;
+    }
+    ++eval_batches;
+    EXPECT_LE(it.tokens, 11u);
+    // The last pass's batches come after the last training iteration.
+    EXPECT_NE(it.left_out.find(i > last_steady ? "end of the run" : "evaluation"), std::string::npos) << it.left_out;
+    EXPECT_FALSE(it.warmup);
+  }
+  // 59 training iterations (the 60th is followed by its evaluation pass,
+  // whose first batch starts the last window); the batches of the passes
+  // after iterations 9, 19, ... 49, and the first 4 of the last pass's.
+  EXPECT_EQ(Steady(r), 60u);
+  EXPECT_EQ(eval_batches, 5u * 5u + 4u);
+}
+
+TEST(RepeatingSequenceTest, WarmUpAndLastBatchAreLeftOutWithTheReason) {
+  Stream s;
+  // Warm-up: the first 3 iterations also run autotuning kernels (40-47).
+  for (int i = 0; i < 3; ++i) {
+    s.Add(Range(0, 5), kMs);
+    s.Add(Range(40, 48));
+    s.Add(Range(5, 15));
+  }
+  for (int i = 0; i < 20; ++i) s.Add(Range(0, 15), kMs);
+  // A smaller last batch: other kernel variants in the middle.
+  s.Add(Range(0, 5), kMs);
+  s.Add(Range(60, 70));
+  s.Add({0}, kMs);  // the next iteration starts (the loop ends after it)
+  PeriodResult r = FindRepeatingSequence(s.tokens(), {}, PeriodOptions());
+  ASSERT_TRUE(r.found) << r.why_not;
+  EXPECT_EQ(r.unit_tokens, 15u);
+  ASSERT_EQ(r.iterations.size(), 24u);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_TRUE(r.iterations[i].warmup) << i;
+    EXPECT_NE(r.iterations[i].left_out.find("warm-up"), std::string::npos) << r.iterations[i].left_out;
+  }
+  EXPECT_TRUE(r.iterations[3].left_out.empty());
+  EXPECT_NE(r.iterations.back().left_out.find("end of the run"), std::string::npos) << r.iterations.back().left_out;
+  EXPECT_EQ(Steady(r), 20u);
+}
+
+TEST(RepeatingSequenceTest, AnOccasionalExtraTokenIsTolerated) {
+  // 200-token iterations; every 5th has one extra memset (symbol 500).
+  Stream s;
+  for (int i = 0; i < 30; ++i) {
+    s.Add(Range(0, 100), kMs);
+    if (i % 5 == 2) s.Add({500});
+    s.Add(Range(100, 200));
+  }
+  PeriodResult r = FindRepeatingSequence(s.tokens(), {}, PeriodOptions());
+  ASSERT_TRUE(r.found) << r.why_not;
+  EXPECT_EQ(r.unit_tokens, 200u);
+  EXPECT_EQ(Steady(r), r.iterations.size());
+}
+
+TEST(RepeatingSequenceTest, NoPeriodInRandomWork) {
+  Stream s;
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<uint32_t> symbol(0, 40);
+  std::uniform_int_distribution<uint64_t> gap(0, 2 * kMs);
+  for (int i = 0; i < 3000; ++i) s.Add({symbol(rng)}, gap(rng));
+  PeriodResult r = FindRepeatingSequence(s.tokens(), {}, PeriodOptions());
+  EXPECT_FALSE(r.found);
+  EXPECT_NE(r.why_not.find("no repeating unit"), std::string::npos) << r.why_not;
+  EXPECT_TRUE(r.iterations.empty());
+}
+
+TEST(RepeatingSequenceTest, PerKernelRepetitionIsNotAStep) {
+  // One kernel over and over, 10 us apart: it repeats, but no unit lasts
+  // long enough to be a step.
+  Stream s;
+  for (int i = 0; i < 1000; ++i) s.Add({3, 4});
+  PeriodResult r = FindRepeatingSequence(s.tokens(), {}, PeriodOptions());
+  EXPECT_FALSE(r.found);
+  EXPECT_NE(r.why_not.find("a unit lasts"), std::string::npos) << r.why_not;
+}
+
+TEST(RepeatingSequenceTest, MillionsOfTokens) {
+  // 2,000,000 launches (10,000 iterations of 200): the test is that it
+  // finishes (in well under a second on a desktop) and finds them all.
+  Stream s;
+  for (int i = 0; i < 10'000; ++i) s.Add(Range(0, 200), kMs);
+  PeriodResult r = FindRepeatingSequence(s.tokens(), {}, PeriodOptions());
+  ASSERT_TRUE(r.found) << r.why_not;
+  EXPECT_EQ(r.iterations.size(), 9'999u);
+  EXPECT_EQ(Steady(r), 9'999u);
+}
+
+}  // namespace
+}  // namespace gpuos

@@ -1,0 +1,320 @@
+// Steps from the repeating sequence of the work itself (step_finder.h
+// sources 3, 4 and 6) through StepLocator on constructed event streams: a
+// PyTorch-like loop whose backward kernels come from the autograd thread,
+// named by joining the calls to their kernel records; an attached trace
+// with uprobe-recorded driver calls only (no kernel names); a job with no
+// CUDA, by its threads' blocking points; loss.backward() marks for a loop
+// that updates by hand; the order of the sources; and fixed windows, with
+// the reason, when nothing repeats.
+#include <algorithm>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "analysis/step_analysis.h"
+#include "analysis/step_finder.h"
+#include "gtest/gtest.h"
+
+namespace gpuos {
+namespace {
+
+constexpr uint64_t kUs = 1'000;
+constexpr uint64_t kMs = 1'000'000;
+constexpr uint64_t kT0 = 5'000 * kMs;
+constexpr uint32_t kPid = 7000;
+constexpr uint32_t kAutograd = 7003;
+
+StepPlan Locate(const std::vector<v1::Event>& events, const v1::TraceHeader* header = nullptr,
+                const v1::TraceTrailer* trailer = nullptr) {
+  auto locator = StepLocator::Create(StepOptions());
+  EXPECT_TRUE(locator.ok()) << locator.status();
+  if (header != nullptr) (*locator)->SetHeader(*header);
+  if (trailer != nullptr) (*locator)->SetTrailer(*trailer);
+  for (const v1::Event& e : events) (*locator)->Add(e);
+  return (*locator)->Finish();
+}
+
+// Writes a PyTorch-like loop: per step a 4 ms wait for data, the input's
+// host-to-device copy, 30 forward kernels from the main thread, 30 backward
+// kernels from the autograd thread, 6 optimizer kernels and loss.item()'s
+// copy back; every call joined to its GPU record by correlation id.
+class Loop {
+ public:
+  explicit Loop(bool kernel_records = true) : records_(kernel_records) {}
+
+  void Step(int variant = 0) {
+    now_ += 4 * kMs;  // waiting for the batch
+    step_starts_.push_back(now_);
+    Copy(kPid, v1::MEMCPY_HTOD, 64 * 3 * 224 * 224 * 4);
+    for (int k = 0; k < 30; ++k) Launch(kPid, absl::StrCat("fwd_kernel_", k, variant ? "_small" : ""));
+    for (int k = 0; k < 30; ++k) Launch(kAutograd, absl::StrCat("bwd_kernel_", k));
+    for (int k = 0; k < 6; ++k) Launch(kPid, absl::StrCat("sgd_kernel_", k % 2));
+    Copy(kPid, v1::MEMCPY_DTOH, 4);
+  }
+  void Launch(uint32_t tid, const std::string& kernel) {
+    const uint32_t corr = ++corr_;
+    events_.push_back(Api(tid, "cudaLaunchKernel_v7000", corr));
+    if (records_) {
+      v1::Event k;
+      k.set_ts_ns(now_ + 50 * kUs);
+      k.set_pid(kPid);
+      k.mutable_gpu_kernel()->set_name(kernel);
+      k.mutable_gpu_kernel()->set_correlation_id(corr);
+      k.mutable_gpu_kernel()->set_duration_ns(20 * kUs);
+      events_.push_back(k);
+    }
+    now_ += 20 * kUs;
+  }
+  void Copy(uint32_t tid, v1::MemcpyDirection direction, uint64_t bytes) {
+    const uint32_t corr = ++corr_;
+    events_.push_back(Api(tid, "cudaMemcpyAsync_v3020", corr));
+    v1::Event m;
+    m.set_ts_ns(now_ + 10 * kUs);
+    m.set_pid(kPid);
+    m.mutable_gpu_memcpy()->set_direction(direction);
+    m.mutable_gpu_memcpy()->set_bytes(bytes);
+    m.mutable_gpu_memcpy()->set_correlation_id(corr);
+    events_.push_back(m);
+    now_ += 100 * kUs;
+  }
+  v1::Event Api(uint32_t tid, const std::string& name, uint32_t corr) {
+    v1::Event e;
+    e.set_ts_ns(now_);
+    e.set_pid(kPid);
+    e.set_tid(tid);
+    e.mutable_cuda_api()->set_name(name);
+    e.mutable_cuda_api()->set_duration_ns(5 * kUs);
+    e.mutable_cuda_api()->set_correlation_id(corr);
+    return e;
+  }
+  std::vector<v1::Event>& events() { return events_; }
+  const std::vector<uint64_t>& step_starts() const { return step_starts_; }
+  uint64_t now() const { return now_; }
+
+ private:
+  bool records_;
+  uint64_t now_ = kT0;
+  uint32_t corr_ = 0;
+  std::vector<v1::Event> events_;
+  std::vector<uint64_t> step_starts_;
+};
+
+TEST(StepPeriodTest, KernelSequenceAcrossTheMainAndAutogradThreads) {
+  Loop loop;
+  for (int i = 0; i < 40; ++i) loop.Step();
+  // Records arrive late and out of order in a real trace.
+  std::vector<v1::Event> events = loop.events();
+  std::mt19937 rng(3);
+  std::shuffle(events.begin(), events.end(), rng);
+  StepPlan plan = Locate(events);
+  ASSERT_EQ(plan.source, StepSource::kRepeatingKernelSequence) << plan.note;
+  EXPECT_STREQ(StepSourceName(plan.source), "repeating_kernel_sequence");
+  EXPECT_EQ(plan.pid, kPid);
+  // Each step starts where the loop waits for data, before the input copy.
+  EXPECT_EQ(plan.anchor_name, "memcpy HTOD 38535168 B");
+  ASSERT_EQ(plan.steps.size(), 39u);
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    // The end of loss.item()'s copy call of the step before (the first
+    // step starts with the trace).
+    const uint64_t start = i == 0 ? loop.step_starts()[0] : loop.step_starts()[i] - 4 * kMs - 100 * kUs + 5 * kUs;
+    EXPECT_EQ(plan.steps[i].start_ns, start) << i;
+    EXPECT_TRUE(plan.steps[i].left_out.empty()) << plan.steps[i].left_out;
+  }
+  EXPECT_NE(plan.note.find("68 tokens each"), std::string::npos) << plan.note;
+  EXPECT_NE(plan.note.find("the iteration's host-to-device input copy"), std::string::npos) << plan.note;
+}
+
+TEST(StepPeriodTest, AChangedLastBatchIsLeftOutWithTheReason) {
+  Loop loop;
+  for (int i = 0; i < 20; ++i) loop.Step();
+  loop.Step(/*variant=*/1);  // a smaller last batch: other kernel variants
+  loop.Copy(kPid, v1::MEMCPY_HTOD, 64 * 3 * 224 * 224 * 4);  // an evaluation starts
+  StepPlan plan = Locate(loop.events());
+  ASSERT_EQ(plan.source, StepSource::kRepeatingKernelSequence) << plan.note;
+  ASSERT_EQ(plan.steps.size(), 21u);
+  EXPECT_NE(plan.steps.back().left_out.find("end of the run"), std::string::npos) << plan.steps.back().left_out;
+  EXPECT_TRUE(plan.steps.back().warmup);  // kept out of the summaries
+  EXPECT_NE(plan.note.find("step 20: end of the run"), std::string::npos) << plan.note;
+
+  // Through the analysis: the left-out step is a step, not a measured one.
+  v1::TraceHeader header;
+  auto a = AnalyzeStepEvents(header, loop.events(), StepOptions());
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->source, StepSource::kRepeatingKernelSequence);
+  EXPECT_EQ(a->steps.size(), 21u);
+  EXPECT_EQ(a->measured_steps, 19u);  // less the warm-up step and the last batch
+  EXPECT_FALSE(a->steps.back().left_out.empty());
+}
+
+TEST(StepPeriodTest, UprobeCallsOnlyInAnAttachedTrace) {
+  // Driver calls recorded by uprobes: no correlation ids, no kernel
+  // records; a launch is named by its grid and block.
+  std::vector<v1::Event> events;
+  uint64_t t = kT0 + kMs;
+  auto call = [&](const std::string& name, uint32_t grid, uint64_t bytes) {
+    v1::Event e;
+    e.set_ts_ns(t);
+    e.set_pid(kPid);
+    e.set_tid(kPid);
+    e.mutable_cuda_api()->set_name(name);
+    e.mutable_cuda_api()->set_driver(true);
+    e.mutable_cuda_api()->set_from_uprobe(true);
+    e.mutable_cuda_api()->set_duration_ns(4 * kUs);
+    e.mutable_cuda_api()->set_grid_x(grid);
+    e.mutable_cuda_api()->set_block_x(grid ? 256 : 0);
+    e.mutable_cuda_api()->set_bytes(bytes);
+    events.push_back(e);
+    t += 15 * kUs;
+  };
+  std::vector<uint64_t> copies;
+  for (int i = 0; i < 30; ++i) {
+    t += 6 * kMs;
+    copies.push_back(t);
+    call("cuMemcpyHtoDAsync_v2", 0, 1 << 20);
+    for (int k = 0; k < 50; ++k) call("cuLaunchKernel", 1 + k % 7, 0);
+    call("cuMemcpyDtoHAsync_v2", 0, 4);
+    call("cuStreamSynchronize", 0, 0);
+  }
+  v1::TraceHeader header;
+  header.mutable_attach()->add_target_pids(kPid);
+  header.mutable_attach()->set_start_ns(kT0);
+  v1::TraceTrailer trailer;
+  trailer.set_attach_end_ns(t + kMs);
+  StepPlan plan = Locate(events, &header, &trailer);
+  ASSERT_EQ(plan.source, StepSource::kRepeatingKernelSequence) << plan.note;
+  EXPECT_EQ(plan.anchor_name, "cuMemcpyHtoDAsync 1048576 B");
+  EXPECT_EQ(plan.steps.size(), 29u);
+  EXPECT_NE(plan.note.find("0 named by their GPU records"), std::string::npos) << plan.note;
+}
+
+TEST(StepPeriodTest, NoPeriodGivesFixedWindowsWithTheReason) {
+  Loop loop(/*kernel_records=*/true);
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<int> kernel(0, 60);
+  for (int i = 0; i < 2000; ++i) {
+    loop.Launch(kPid, absl::StrCat("k", kernel(rng)));
+    if (i % 37 == 0) loop.Copy(kPid, v1::MEMCPY_HTOD, 1000 + kernel(rng));
+  }
+  StepPlan plan = Locate(loop.events());
+  ASSERT_EQ(plan.source, StepSource::kFixedWindows) << plan.note;
+  EXPECT_NE(plan.note.find("no repeating unit in the GPU work of process 7000"), std::string::npos) << plan.note;
+  EXPECT_NE(plan.note.find("fixed windows"), std::string::npos) << plan.note;
+}
+
+TEST(StepPeriodTest, OptimizerRangesComeBeforeTheKernelSequence) {
+  Loop loop;
+  for (int i = 0; i < 10; ++i) {
+    loop.Step();
+    v1::Event r;
+    r.set_ts_ns(loop.now() - 200 * kUs);
+    r.set_pid(kPid);
+    r.set_tid(kPid);
+    r.mutable_nvtx_range()->set_name("optimizer.step");
+    r.mutable_nvtx_range()->set_duration_ns(100 * kUs);
+    loop.events().push_back(r);
+  }
+  StepPlan plan = Locate(loop.events());
+  EXPECT_EQ(plan.source, StepSource::kOptimizerSteps) << plan.note;
+}
+
+v1::Event Backward(uint64_t start, uint64_t end, uint32_t tid) {
+  v1::Event r;
+  r.set_ts_ns(start);
+  r.set_pid(kPid);
+  r.set_tid(tid);
+  r.mutable_nvtx_range()->set_name("autograd.backward");
+  r.mutable_nvtx_range()->set_domain("gpuos.python");
+  r.mutable_nvtx_range()->set_duration_ns(end - start);
+  return r;
+}
+
+TEST(StepPeriodTest, BackwardRangesMakeStepsOfAHandWrittenUpdate) {
+  Loop loop;
+  std::vector<uint64_t> ends;
+  for (int i = 0; i < 12; ++i) {
+    loop.Step();
+    ends.push_back(loop.now() - 300 * kUs);
+    loop.events().push_back(Backward(ends.back() - 2 * kMs, ends.back(), kPid));
+  }
+  StepPlan plan = Locate(loop.events());
+  ASSERT_EQ(plan.source, StepSource::kBackwardRanges) << plan.note;
+  EXPECT_STREQ(StepSourceName(plan.source), "backward_ranges");
+  ASSERT_EQ(plan.steps.size(), 11u);
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    EXPECT_EQ(plan.steps[i].start_ns, ends[i]);
+    EXPECT_EQ(plan.steps[i].end_ns, ends[i + 1]);
+  }
+  EXPECT_EQ(plan.tid, kPid);
+}
+
+v1::Event Blocked(uint64_t ts, uint64_t duration, uint32_t tid, v1::OffCpuCause cause, int32_t nr) {
+  v1::Event e;
+  e.set_ts_ns(ts);
+  e.set_pid(kPid);
+  e.set_tid(tid);
+  e.mutable_off_cpu()->set_duration_ns(duration);
+  e.mutable_off_cpu()->set_cause(cause);
+  e.mutable_off_cpu()->set_syscall_nr(nr);
+  e.mutable_off_cpu()->set_voluntary(cause != v1::OFF_CPU_CAUSE_PREEMPTED);
+  e.mutable_off_cpu()->set_prev_state(cause != v1::OFF_CPU_CAUSE_PREEMPTED ? 1 : 0);
+  return e;
+}
+
+TEST(StepPeriodTest, CpuActivityWhenThereIsNoCuda) {
+  // A CPU trainer: per step the main thread waits for its batch (a futex),
+  // its intra-op helper blocks twice (forward, backward), a large tensor is
+  // mapped and unmapped; random preemptions in between are noise.
+  std::vector<v1::Event> events;
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<uint64_t> jitter(0, 300 * kUs);
+  uint64_t t = kT0;
+  std::vector<uint64_t> waits;
+  for (int i = 0; i < 25; ++i) {
+    waits.push_back(t);
+    events.push_back(Blocked(t, 2 * kMs, kPid, v1::OFF_CPU_CAUSE_FUTEX, 202));
+    t += 2 * kMs + jitter(rng);
+    v1::Event m;
+    m.set_ts_ns(t);
+    m.set_pid(kPid);
+    m.set_tid(kPid);
+    m.mutable_mmap()->set_length(8 << 20);
+    m.mutable_mmap()->set_duration_ns(20 * kUs);
+    events.push_back(m);
+    events.push_back(Blocked(t + 1 * kMs, 3 * kMs, kPid + 1, v1::OFF_CPU_CAUSE_FUTEX, 202));
+    events.push_back(Blocked(t + 2 * kMs + jitter(rng), 40 * kUs, kPid, v1::OFF_CPU_CAUSE_PREEMPTED, -1));
+    events.push_back(Blocked(t + 5 * kMs, 3 * kMs, kPid + 1, v1::OFF_CPU_CAUSE_FUTEX, 202));
+    v1::Event u = m;
+    u.set_ts_ns(t + 9 * kMs);
+    u.mutable_munmap()->set_length(8 << 20);
+    events.push_back(u);
+    t += 12 * kMs;
+  }
+  StepPlan plan = Locate(events);
+  ASSERT_EQ(plan.source, StepSource::kRepeatingCpuActivity) << plan.note;
+  EXPECT_STREQ(StepSourceName(plan.source), "repeating_cpu_activity");
+  EXPECT_EQ(plan.pid, kPid);
+  ASSERT_EQ(plan.steps.size(), 24u);
+  // The step starts where the main thread blocks for its batch.
+  for (size_t i = 0; i < plan.steps.size(); ++i) EXPECT_EQ(plan.steps[i].start_ns, waits[i]) << i;
+  EXPECT_NE(plan.note.find("main thread blocked: futex"), std::string::npos) << plan.note;
+}
+
+TEST(StepPeriodTest, NoCudaAndNoPeriodInALaunchedTraceIsNoSteps) {
+  std::vector<v1::Event> events;
+  std::mt19937 rng(9);
+  std::uniform_int_distribution<uint64_t> gap(0, 5 * kMs);
+  uint64_t t = kT0;
+  for (int i = 0; i < 300; ++i) {
+    t += gap(rng);
+    events.push_back(Blocked(t, 100 * kUs, kPid, i % 3 ? v1::OFF_CPU_CAUSE_FUTEX : v1::OFF_CPU_CAUSE_SYSCALL,
+                             static_cast<int32_t>(gap(rng) % 5)));
+  }
+  StepPlan plan = Locate(events);
+  EXPECT_EQ(plan.source, StepSource::kNone);
+  EXPECT_NE(plan.note.find("no repeating unit in the CPU activity"), std::string::npos) << plan.note;
+}
+
+}  // namespace
+}  // namespace gpuos
