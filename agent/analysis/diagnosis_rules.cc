@@ -36,14 +36,16 @@ bool WorkersAtCoreCount(const StepAnalysis& a) {
 // dispatch and "other" stages but synchronizing: launching, other CUDA
 // calls, other code (and any cause added to those stages later).  What a
 // CUDA graph replay (or a bigger batch) shortens.
+// GPU idle while the job's CPU side was issuing or preparing work: launch
+// and other CUDA calls, running code, waiting for the autograd thread's or
+// the job's other threads' CPU work.  A wait nobody in the job ended (a
+// futex with an unknown waker, another blocking syscall) or a GPU sync is
+// not evidence that the CPU is too slow to feed the GPU.
 uint64_t CpuSideIdle(const DiagnosisInputs& in) {
   uint64_t sum = 0;
-  for (size_t i = 0; i < kIdleCauseCount; ++i) {
-    const IdleCause cause = static_cast<IdleCause>(i);
-    const Stage stage = StageOfIdleCause(cause);
-    if (cause != IdleCause::kSynchronizing && (stage == Stage::kDispatch || stage == Stage::kOther)) {
-      sum += in.Idle(cause);
-    }
+  for (IdleCause cause : {IdleCause::kLaunching, IdleCause::kOtherCudaApi, IdleCause::kOtherCpu,
+                          IdleCause::kWaitBackward, IdleCause::kWaitJobThreads}) {
+    sum += in.Idle(cause);
   }
   return sum;
 }
