@@ -42,7 +42,9 @@ bool StartsWith(std::string_view s, std::string_view prefix) { return s.substr(0
 
 ThreadRole RoleFromComm(std::string_view comm) {
   if (StartsWith(comm, "pt_autograd")) return ThreadRole::kAutograd;
-  if (StartsWith(comm, "pt_pin_memory") || StartsWith(comm, "pin_memory")) return ThreadRole::kPinMemory;
+  if (StartsWith(comm, "pt_data_pin") || StartsWith(comm, "pt_pin_memory") || StartsWith(comm, "pin_memory")) {
+    return ThreadRole::kPinMemory;
+  }
   // The driver's and the runtime's threads: cuda-EvtHandlr, cuda000...,
   // cuda-Sched..., cuda-*.
   if (StartsWith(comm, "cuda-") || (StartsWith(comm, "cuda0"))) return ThreadRole::kCuda;
