@@ -6,11 +6,11 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -65,10 +65,10 @@ std::string ReadLink(const std::string& path) {
   return n > 0 ? std::string(buffer, static_cast<size_t>(n)) : std::string();
 }
 
-// Dump files in `dir` whose name starts with `prefix`, modified at or
-// after `since` (CLOCK_REALTIME ns).
-std::vector<std::string> NewDumps(const std::string& dir, const std::string& prefix, uint64_t since) {
-  std::vector<std::string> found;
+// Dump files in `dir` whose name starts with `prefix`, with their
+// modification times: a dump is a file that is new or changed since.
+std::map<std::string, int64_t> Dumps(const std::string& dir, const std::string& prefix) {
+  std::map<std::string, int64_t> found;
   DIR* d = opendir(dir.c_str());
   if (d == nullptr) return found;
   while (const dirent* entry = readdir(d)) {
@@ -79,17 +79,10 @@ std::vector<std::string> NewDumps(const std::string& dir, const std::string& pre
     struct stat st {};
     const std::string path = dir + "/" + name;
     if (stat(path.c_str(), &st) != 0) continue;
-    const uint64_t mtime = static_cast<uint64_t>(st.st_mtim.tv_sec) * 1'000'000'000ull + st.st_mtim.tv_nsec;
-    if (mtime >= since) found.push_back(path);
+    found[path] = static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
   }
   closedir(d);
   return found;
-}
-
-uint64_t RealtimeNs() {
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
 }  // namespace
@@ -126,7 +119,7 @@ int RunCtl(const CtlCommand& command) {
     prefix += ".dump-";
   }
 
-  const uint64_t asked = RealtimeNs();
+  const std::map<std::string, int64_t> before = Dumps(dir, prefix);
   sigval value{};
   value.sival_int = kCtlDumpValue;
   if (sigqueue(tracer, SIGUSR1, value) != 0) {
@@ -135,11 +128,14 @@ int RunCtl(const CtlCommand& command) {
     return 1;
   }
   for (int waited = 0; waited < kWaitMs; waited += 50) {
-    std::vector<std::string> dumps = NewDumps(dir, prefix, asked);
-    if (!dumps.empty()) {
-      for (const std::string& path : dumps) printf("%s\n", path.c_str());
-      return 0;
+    bool found = false;
+    for (const auto& [path, mtime] : Dumps(dir, prefix)) {
+      auto it = before.find(path);
+      if (it != before.end() && it->second == mtime) continue;
+      printf("%s\n", path.c_str());
+      found = true;
     }
+    if (found) return 0;
     if (kill(tracer, 0) != 0 && errno == ESRCH) {
       fprintf(stderr, "gpuos-trace: gpuos-trace (pid %d) ended before writing a dump\n", tracer);
       return 1;

@@ -290,7 +290,7 @@ int RunAttach(const RecordOptions& options) {
       *trailer.add_cuda_attach() = status;
     }
   }
-  if (sink->flight) sink->flight->set_end_reason(std::string("end of recording: ") + stopped_by);
+  if (sink->flight) sink->flight->set_end_reason(std::string("the end of the recording (") + stopped_by + ")");
   const absl::Status closed = recording.Finish(trailer);
   if (!options.quiet) {
     fprintf(stderr,

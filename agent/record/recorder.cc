@@ -196,6 +196,7 @@ int RunRecord(const RecordOptions& options) {
     trailer.set_root_exited(true);
     trailer.set_root_wait_status(*(*command)->wait_status());
   }
+  if (sink->flight) sink->flight->set_end_reason("the end of the recording (the command ended)");
   recording.Finish(trailer).IgnoreError();  // printed; the command's status still counts
   if (!options.quiet) {
     fprintf(stderr,

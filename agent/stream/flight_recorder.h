@@ -123,7 +123,7 @@ class FlightRecorder : public EventSink {
   uint32_t dumps_ = 0;
   DumpResult last_dump_;
   size_t max_event_bytes_ = 256;
-  std::string end_reason_ = "end of recording";
+  std::string end_reason_ = "the end of the recording";
   // Failures of closed segments; events the caller counted as lost; the
   // two with the current segment's, as failure() returns them.
   bool failed_ = false;
