@@ -142,8 +142,6 @@ absl::Status FlightRecorder::Append(const v1::Event& event) {
   latest_ns_ = std::max(latest_ns_, event.ts_ns());
   Segment& segment = segments_.back();
   ++segment.events;
-  segment.min_ns = std::min(segment.min_ns, event.ts_ns());
-  segment.max_ns = std::max(segment.max_ns, event.ts_ns());
   if (absl::Status s = current_->Append(event); !s.ok()) return s;
   // The writer sized the event just now.
   max_event_bytes_ = std::max<size_t>(max_event_bytes_, static_cast<size_t>(event.GetCachedSize()) + 16);
@@ -235,10 +233,10 @@ absl::StatusOr<FlightRecorder::DumpResult> FlightRecorder::Dump(const std::strin
   const Segment& oldest = segments_.front();
   const uint64_t recording_start = header_.start_clock().monotonic_ns();
   uint64_t start_ns = recording_start;
-  if (events_rotated_out_ != 0) {
-    start_ns = oldest.open_ns;
-    if (oldest.events != 0) start_ns = std::min(start_ns, oldest.min_ns);
-  }
+  // Since the oldest segment opened, every event is here.  Some of its
+  // events may begin a little earlier (an off-CPU interval is written at its
+  // end; CPUs and the shim deliver out of order): they stay, as they are.
+  if (events_rotated_out_ != 0) start_ns = std::max(oldest.open_ns, recording_start);
   DumpResult result;
   result.path = path;
   result.start_ns = start_ns;

@@ -96,8 +96,6 @@ class FlightRecorder : public EventSink {
   struct Segment {
     std::string path;
     uint64_t open_ns = 0;  // the latest event time when it was opened
-    uint64_t min_ns = UINT64_MAX;
-    uint64_t max_ns = 0;
     uint64_t table_events = 0;  // the process table at its head
     uint64_t events = 0;        // after the table
     uint64_t bytes = 0;         // on disk, once closed
