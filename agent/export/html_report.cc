@@ -25,6 +25,7 @@
 #include "export/step_columns.h"
 #include "export/text_table.h"
 #include "export/trace_identity.h"
+#include "stream/trace_completeness.h"
 
 namespace gpuos {
 
@@ -303,6 +304,9 @@ class HtmlReport {
     out_ << "</dl>\n";
     if (!os_.incomplete_reason.empty()) {
       out_ << "<div class=\"alert bad\" id=\"incomplete\">INCOMPLETE: " << E(os_.incomplete_reason) << "</div>\n";
+    }
+    if (const std::string window = FlightWindowNote(h); !window.empty()) {
+      out_ << "<div class=\"alert warn\" id=\"flight-window\">WINDOW: " << E(window) << "</div>\n";
     }
     if (os_.dropped_events) {
       out_ << "<div class=\"alert bad\" id=\"dropped\">" << os_.dropped_events

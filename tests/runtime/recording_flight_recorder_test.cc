@@ -165,5 +165,51 @@ TEST(FlightRecorder, LaunchedRunDumpedOnSignalOnCtlAndAtTheEnd) {
   EXPECT_TRUE(root_exit);
 }
 
+// --flight-trigger slow-step=3x on a PyTorch script without annotations: the
+// Python hook's optimizer.step ranges give the steps, and the one step that
+// sleeps a second is caught with a dump of its own.  Needs python3 with torch.
+TEST(FlightRecorder, ASlowStepTriggersADump) {
+  GPUOS_REQUIRE_ROOT();
+  if (rt::Run({"/usr/bin/python3", "-c", "import torch"}).exit_code != 0) GTEST_SKIP() << "no python3 with torch";
+  rt::TempDir dir;
+  const std::string script = dir.File("train.py");
+  ASSERT_TRUE(rt::WriteFile(script, R"(
+import time, torch
+model = torch.nn.Linear(10, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+x, y = torch.randn(20, 10), torch.randn(20, 1)
+for step in range(40):
+    opt.zero_grad()
+    ((model(x) - y) ** 2).mean().backward()
+    time.sleep(1.0 if step == 30 else 0.02)
+    opt.step()
+)"));
+  const std::string trace = dir.File("run.gpuos");
+  rt::RunResult r = rt::Run({rt::TracerPath(), "-o", trace, "--flight-recorder", "1M", "--flight-trigger",
+                             "slow-step=3x", "--", "/usr/bin/python3", script},
+                            {.timeout_s = 120});
+  ASSERT_FALSE(r.timed_out) << r.Describe();
+  EXPECT_EQ(r.exit_code, 0) << r.Describe();
+  // Exactly one dump besides the end's: the step before the 31st
+  // optimizer.step took about 50 times the median.
+  const std::string dump = dir.File("run.dump-1.gpuos");
+  EXPECT_FALSE(rt::ReadFile(dir.File("run.dump-2.gpuos")).has_value()) << r.err;
+  auto trace_of_dump = rt::ReadTrace(dump);
+  ASSERT_TRUE(trace_of_dump.ok()) << trace_of_dump.status() << "\n" << r.err;
+  EXPECT_TRUE(absl::StartsWith(trace_of_dump->header.flight_window().reason(), "slow step:"))
+      << trace_of_dump->header.flight_window().reason();
+  // The slow step is in the dump: its optimizer.step, about a second after
+  // the one before.
+  std::vector<uint64_t> steps;
+  for (const v1::Event& e : trace_of_dump->events) {
+    if (e.has_nvtx_range() && e.nvtx_range().name() == "optimizer.step") steps.push_back(e.ts_ns());
+  }
+  ASSERT_GE(steps.size(), 2u);
+  EXPECT_GT(steps.back() - steps[steps.size() - 2], 900'000'000u);
+  rt::RunResult text = rt::Run({rt::TracerPath(), "report", dump});
+  EXPECT_EQ(text.exit_code, 0) << text.Describe();
+  EXPECT_TRUE(absl::StrContains(text.out, "dumped by: slow step:")) << text.out.substr(0, 600);
+}
+
 }  // namespace
 }  // namespace gpuos
