@@ -116,13 +116,10 @@ absl::Status FlightRecorder::OpenSegment() {
       // Not fatal, as for the directory.
     }
   }
-  // A segment's own header says only whose it is; the dump takes the
-  // recording's.
-  v1::TraceHeader header;
-  header.set_tracer_version(header_.tracer_version());
-  header.set_tracer_pid(header_.tracer_pid());
-  header.set_hostname(header_.hostname());
-  *header.mutable_start_clock() = header_.start_clock();
+  // A segment reads on its own (what a killed recorder leaves); the table of
+  // syscall names, kilobytes that every dump gets anyway, stays out.
+  v1::TraceHeader header = header_;
+  header.clear_syscall_names();
   if (absl::Status s = (*writer)->WriteHeader(header); !s.ok()) return s;
   absl::Status table_status;
   table_.ForEachSnapshotEvent(latest_ns_, [&](const v1::Event& event) {
