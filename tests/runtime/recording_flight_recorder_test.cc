@@ -6,6 +6,7 @@
 // (eBPF).
 #include <dirent.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <map>
 #include <set>
@@ -133,6 +134,11 @@ TEST(FlightRecorder, LaunchedRunDumpedOnSignalOnCtlAndAtTheEnd) {
   EXPECT_EQ(ctl.exit_code, 0) << ctl.Describe();
   const std::string second = dir.File("run.dump-2.gpuos");
   EXPECT_EQ(ctl.out, second + "\n");
+
+  // A process no flight recorder runs: one clear line, no signal sent.
+  rt::RunResult stranger = rt::Run({rt::TracerPath(), "ctl", "--pid", std::to_string(getpid()), "dump"});
+  EXPECT_EQ(stranger.exit_code, 1) << stranger.Describe();
+  EXPECT_TRUE(absl::StrContains(stranger.err, "is not a gpuos-trace --flight-recorder")) << stranger.err;
 
   rt::RunResult r = tracer.Wait(120);
   ASSERT_FALSE(r.timed_out) << r.Describe();
