@@ -19,8 +19,8 @@
 namespace gpuos {
 namespace {
 
-// Room kept in a size-bound segment for the batch being filled beyond what
-// the writer has written, plus one event.
+// The smallest batch a size-bound segment's writer fills before writing
+// (1/16 of a segment otherwise, so a segment ends within 1/16 of its cap).
 constexpr size_t kMinBatchBytes = 1024;
 
 uint64_t MonotonicNs() {
@@ -100,6 +100,8 @@ absl::Status FlightRecorder::WriteHeader(const v1::TraceHeader& header) {
   if (has_header_) return absl::FailedPreconditionError("the flight recorder already has a header");
   header_ = header;
   has_header_ = true;
+  // The first segment opens at the recording's start.
+  latest_ns_ = header.start_clock().monotonic_ns();
   return OpenSegment();
 }
 
