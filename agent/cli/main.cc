@@ -20,7 +20,9 @@
 #include "record/attach_recorder.h"
 #include "record/prepare.h"
 #include "record/recorder.h"
+#include "cli/ctl_command.h"
 #include "stream/trace_completeness.h"
+#include "stream/trace_reader.h"
 
 namespace {
 
@@ -77,6 +79,10 @@ int RunReport(const gpuos::ReportCommand& report) {
 // Export and dump read on to the end of a file they cannot vouch for: the
 // warning comes first, before anything else they print.
 void WarnIfIncomplete(const std::string& path) {
+  if (auto reader = gpuos::TraceReader::Open(path); reader.ok()) {
+    const std::string window = gpuos::FlightWindowNote((*reader)->header());
+    if (!window.empty()) fprintf(stderr, "gpuos-trace: NOTE: %s is a %s\n", path.c_str(), window.c_str());
+  }
   auto reason = gpuos::IncompleteReasonOfFile(path);
   if (reason.ok() && !reason->empty()) {
     fprintf(stderr, "gpuos-trace: WARNING: %s is incomplete: %s\n", path.c_str(), reason->c_str());
@@ -138,6 +144,8 @@ int main(int argc, char** argv) {
     }
     case gpuos::ParsedCommandLine::Kind::kExport:
       return RunExport(parsed->export_);
+    case gpuos::ParsedCommandLine::Kind::kCtl:
+      return gpuos::RunCtl(parsed->ctl);
     case gpuos::ParsedCommandLine::Kind::kRecord:
       if (parsed->record.prepare) return gpuos::RunPrepared(parsed->record);
       if (parsed->record.attaching()) return gpuos::RunAttach(parsed->record);

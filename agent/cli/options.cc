@@ -34,6 +34,13 @@ const char kUsage[] =
     "      --buffer-size SIZE  BPF ring buffer size, a power of two (default 16M)\n"
     "      --max-size SIZE     stop writing events when the trace file reaches SIZE (e.g. 500M, 2G); the\n"
     "                          trace then says it is incomplete and what it lost\n"
+    "      --flight-recorder SIZE|DURATION\n"
+    "                          keep only the latest SIZE of events (256M) or DURATION (10m: minutes) in a\n"
+    "                          ring of segment files (OUT.flight/); write them out as one trace at the end\n"
+    "                          (to OUT) and on SIGUSR1 or `gpuos-trace ctl` (to OUT.dump-N.gpuos)\n"
+    "      --flight-trigger slow-step=Nx\n"
+    "                          also write the window out when a step (an NVTX step range, or from one\n"
+    "                          optimizer.step of the Python hook to the next) takes N times the median\n"
     "      --fault-window DUR  page faults are counted in windows this long (default 1ms)\n"
     "      --syscall-slots N   threads at a time whose syscall totals the kernel keeps the fast way\n"
     "                          (default 1024, 13 KiB of kernel memory each; the rest cost more per call)\n"
@@ -48,7 +55,10 @@ const char kUsage[] =
     "  -q, --quiet             no summary on stderr\n"
     "  -v, --verbose           print libbpf's messages\n"
     "  -h, --help              this text\n"
-    "      --version           print the version\n";
+    "      --version           print the version\n"
+    "\n"
+    "       gpuos-trace ctl --pid PID dump   make a running --flight-recorder write its window now; PID is\n"
+    "                                        gpuos-trace's or that of a process it launched\n";
 
 namespace {
 
@@ -124,6 +134,27 @@ absl::StatusOr<ParsedCommandLine> ParseRecord(const std::vector<std::string>& ar
       if (!bytes.ok()) return bytes.status();
       if (*bytes < 65536) return Usage(absl::StrFormat("--max-size %s: must be at least 64K", *v));
       rec.max_file_bytes = *bytes;
+    } else if (name == "--flight-recorder") {
+      auto v = TakeValue(args, &i, name, iv);
+      if (!v.ok()) return v.status();
+      // "10m" is ten minutes, "10M" ten MiB.
+      const bool minutes = !v->empty() && v->back() == 'm';
+      auto bytes = minutes ? absl::StatusOr<uint64_t>(Usage("")) : ParseByteSize(*v);
+      if (bytes.ok()) {
+        if (*bytes < 65536) return Usage(absl::StrFormat("--flight-recorder %s: must be at least 64K", *v));
+        rec.flight_bytes = *bytes;
+      } else if (auto ns = ParseDuration(*v); ns.ok()) {
+        if (*ns < 1'000'000'000) return Usage(absl::StrFormat("--flight-recorder %s: must be at least 1s", *v));
+        rec.flight_span_ns = *ns;
+      } else {
+        return Usage(absl::StrFormat("--flight-recorder %s: expected a size (256M, 2G) or a duration (30s, 10m)", *v));
+      }
+    } else if (name == "--flight-trigger") {
+      auto v = TakeValue(args, &i, name, iv);
+      if (!v.ok()) return v.status();
+      auto factor = ParseSlowStepTrigger(*v);
+      if (!factor.ok()) return factor.status();
+      rec.flight_slow_step_factor = *factor;
     } else if (name == "--fault-window") {
       auto v = TakeValue(args, &i, name, iv);
       if (!v.ok()) return v.status();
@@ -210,6 +241,13 @@ absl::StatusOr<ParsedCommandLine> ParseRecord(const std::vector<std::string>& ar
                                : "no command to trace (usage: gpuos-trace [options] -- COMMAND [ARGS...])");
     }
   }
+  if (rec.flight_slow_step_factor > 0 && !rec.flight_recorder()) {
+    return Usage("--flight-trigger goes with --flight-recorder");
+  }
+  if (rec.flight_recorder() && rec.max_file_bytes != 0) {
+    return Usage("--max-size and --flight-recorder do not go together: the flight recorder's SIZE bounds it");
+  }
+  if (rec.flight_recorder() && rec.prepare) return Usage("--flight-recorder records; it does not go with --prepare");
   if (rec.output_path.empty()) rec.output_path = "gpuos-trace-" + now_suffix + ".gpuos";
   return parsed;
 }
@@ -306,7 +344,54 @@ absl::StatusOr<ParsedCommandLine> ParseExport(const std::vector<std::string>& ar
   return parsed;
 }
 
+absl::StatusOr<ParsedCommandLine> ParseCtl(const std::vector<std::string>& args, size_t i) {
+  ParsedCommandLine parsed;
+  parsed.kind = ParsedCommandLine::Kind::kCtl;
+  for (; i < args.size(); ++i) {
+    std::string arg = args[i];
+    std::string name = arg, inline_value;
+    bool has_inline = SplitInline(arg, &name, &inline_value);
+    if (name == "--pid") {
+      auto v = TakeValue(args, &i, name, has_inline ? &inline_value : nullptr);
+      if (!v.ok()) return v.status();
+      if (!absl::SimpleAtoi(*v, &parsed.ctl.pid) || parsed.ctl.pid <= 0) {
+        return Usage(absl::StrFormat("--pid %s: expected a process id", *v));
+      }
+    } else if (name == "-h" || name == "--help") {
+      parsed.kind = ParsedCommandLine::Kind::kHelp;
+      return parsed;
+    } else if (IsFlag(arg)) {
+      return Usage(absl::StrFormat("unknown ctl option %s", arg));
+    } else if (parsed.ctl.action.empty()) {
+      parsed.ctl.action = arg;
+    } else {
+      return Usage(absl::StrFormat("ctl takes one action, got a second: %s", arg));
+    }
+  }
+  if (parsed.ctl.pid == 0) return Usage("ctl needs --pid PID (gpuos-trace ctl --pid PID dump)");
+  if (parsed.ctl.action != "dump") {
+    return Usage(parsed.ctl.action.empty() ? std::string("ctl needs an action: dump")
+                                           : absl::StrFormat("unknown ctl action %s (expected dump)", parsed.ctl.action));
+  }
+  return parsed;
+}
+
 }  // namespace
+
+absl::StatusOr<double> ParseSlowStepTrigger(const std::string& text) {
+  constexpr char kPrefix[] = "slow-step=";
+  std::string value = text;
+  if (value.rfind(kPrefix, 0) != 0) {
+    return Usage(absl::StrFormat("--flight-trigger %s: expected slow-step=Nx (e.g. slow-step=3x)", text));
+  }
+  value = value.substr(sizeof(kPrefix) - 1);
+  if (!value.empty() && (value.back() == 'x' || value.back() == 'X')) value.pop_back();
+  double factor = 0;
+  if (!absl::SimpleAtod(value, &factor) || !(factor > 1.0) || factor > 1e6) {
+    return Usage(absl::StrFormat("--flight-trigger %s: the factor must be a number above 1 (e.g. slow-step=3x)", text));
+  }
+  return factor;
+}
 
 absl::StatusOr<ParsedCommandLine> ParseCommandLine(const std::vector<std::string>& args,
                                                    const std::string& now_suffix) {
@@ -325,6 +410,7 @@ absl::StatusOr<ParsedCommandLine> ParseCommandLine(const std::vector<std::string
     }
     return parsed;
   }
+  if (first == "ctl") return ParseCtl(args, 2);
   if (first == "record") return ParseRecord(args, 2, now_suffix);
   return ParseRecord(args, 1, now_suffix);
 }

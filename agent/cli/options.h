@@ -7,6 +7,7 @@
 //                           [--warmup-steps N] [--html OUT.html]
 //   gpuos-trace dump FILE
 //   gpuos-trace export FILE -o OUT.pftrace [--format json]
+//   gpuos-trace ctl --pid PID dump
 //   gpuos-trace --help | --version
 #pragma once
 
@@ -36,11 +37,18 @@ struct ExportCommand {
   StepOptions steps;
 };
 
+// `gpuos-trace ctl --pid PID dump`.
+struct CtlCommand {
+  int pid = 0;
+  std::string action;  // "dump"
+};
+
 struct ParsedCommandLine {
-  enum class Kind { kRecord, kReport, kDump, kExport, kHelp, kVersion } kind = Kind::kHelp;
+  enum class Kind { kRecord, kReport, kDump, kExport, kCtl, kHelp, kVersion } kind = Kind::kHelp;
   RecordOptions record;
   ReportCommand report;
   ExportCommand export_;
+  CtlCommand ctl;
 };
 
 // `now_suffix` names the default output ("gpuos-trace-<now_suffix>.gpuos").
@@ -53,6 +61,8 @@ absl::StatusOr<ParsedCommandLine> ParseCommandLine(const std::vector<std::string
 absl::StatusOr<std::string> ParseCudaRecordKinds(const std::string& text);
 // "64M", "1G", "4096" -> bytes.
 absl::StatusOr<uint64_t> ParseByteSize(const std::string& text);
+// "slow-step=3x" (--flight-trigger) -> 3.
+absl::StatusOr<double> ParseSlowStepTrigger(const std::string& text);
 // "30s", "1ms", "250us", "100ns", "2m" -> nanoseconds.
 absl::StatusOr<uint64_t> ParseDuration(const std::string& text);
 

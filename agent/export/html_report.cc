@@ -26,6 +26,7 @@
 #include "export/text_table.h"
 #include "export/trace_identity.h"
 #include "export/wait_chain_text.h"
+#include "stream/trace_completeness.h"
 
 namespace gpuos {
 
@@ -304,6 +305,9 @@ class HtmlReport {
     out_ << "</dl>\n";
     if (!os_.incomplete_reason.empty()) {
       out_ << "<div class=\"alert bad\" id=\"incomplete\">INCOMPLETE: " << E(os_.incomplete_reason) << "</div>\n";
+    }
+    if (const std::string window = FlightWindowNote(h); !window.empty()) {
+      out_ << "<div class=\"alert warn\" id=\"flight-window\">WINDOW: " << E(window) << "</div>\n";
     }
     if (os_.dropped_events) {
       out_ << "<div class=\"alert bad\" id=\"dropped\">" << os_.dropped_events

@@ -18,6 +18,7 @@
 #include "export/json_writer.h"
 #include "export/text_table.h"
 #include "export/trace_identity.h"
+#include "stream/trace_completeness.h"
 
 namespace gpuos {
 namespace {
@@ -76,6 +77,9 @@ void WriteHeaderBlock(const OsSummary& s, std::ostream& out) {
   const v1::TraceHeader& h = s.header;
   out << "gpuos-trace OS report\n";
   if (!s.incomplete_reason.empty()) out << "  INCOMPLETE: " << Printable(s.incomplete_reason) << "\n";
+  if (const std::string window = FlightWindowNote(h); !window.empty()) {
+    out << "  WINDOW:    " << Printable(window) << "\n";
+  }
   if (IsAttached(h)) {
     // Attached: the job ran before and goes on after; nothing here says
     // how it started or ended, only what the window saw.
@@ -401,6 +405,24 @@ void WriteOsJsonReport(const OsSummary& s, std::ostream& out,
     json.Null();
   } else {
     json.String(s.incomplete_reason);
+  }
+  json.Key("flight_window");
+  if (h.has_flight_window()) {
+    const v1::FlightWindow& w = h.flight_window();
+    json.BeginObject();
+    json.Field("start_ns", w.start_ns());
+    json.Field("end_ns", w.end_ns());
+    json.Field("recording_start_ns", w.recording_start_clock().monotonic_ns());
+    json.Field("events_recorded", w.events_recorded());
+    json.Field("events_rotated_out", w.events_rotated_out());
+    json.Field("size_limit_bytes", w.size_limit_bytes());
+    json.Field("duration_limit_ns", w.duration_limit_ns());
+    json.Field("reason", w.reason());
+    json.Field("dump_index", w.dump_index());
+    json.Field("note", FlightWindowNote(h));
+    json.EndObject();
+  } else {
+    json.Null();
   }
   json.EndObject();
   WriteAttach(json, s);

@@ -28,6 +28,8 @@
 #include "record/recording.h"
 #include "record/recording_summary.h"
 #include "record/shim_listener.h"
+#include "record/flight_control.h"
+#include "record/trace_sink.h"
 #include "stream/trace_writer.h"
 
 namespace gpuos {
@@ -91,25 +93,22 @@ int RunAttach(const RecordOptions& options) {
     return 1;
   }
   auto [file_uid, file_gid] = FileOwner();
-  TraceWriter::Options writer_options;
-  writer_options.max_file_bytes = options.max_file_bytes;
-  auto writer = TraceWriter::Create(options.output_path, writer_options);
-  if (!writer.ok()) {
-    PrintError(writer.status());
+  auto sink = OpenTraceSink(options, file_uid != getuid() ? file_uid : static_cast<uid_t>(-1), file_gid);
+  if (!sink.ok()) {
+    PrintError(sink.status());
     return 1;
   }
-  if (file_uid != getuid() && fchown((*writer)->fd(), file_uid, file_gid) != 0) {
-    fprintf(stderr, "gpuos-trace: warning: cannot give %s to uid %u: %s\n",
-            options.output_path.c_str(), file_uid, strerror(errno));
-  }
+  EventSink* writer = sink->sink.get();
 
-  Recording recording(options, writer->get());
+  Recording recording(options, writer);
+  if (sink->flight) recording.SetFlightRecorder(sink->flight);
   if (absl::Status s = recording.StartBpf(); !s.ok()) {
     PrintError(s);
+    writer->Close().IgnoreError();
     unlink(options.output_path.c_str());
     return 1;
   }
-  auto signal_fd = OpenSignalFd();
+  auto signal_fd = sink->flight ? OpenSignalFd({SIGUSR1}) : OpenSignalFd();
   if (!signal_fd.ok()) {
     PrintError(signal_fd.status());
     return 1;
@@ -152,7 +151,7 @@ int RunAttach(const RecordOptions& options) {
   attach->set_start_ns(start_ns);
   attach->set_gpu_procs(options.gpu_procs);
   attach->set_requested_duration_ns(options.duration_ns);
-  if (absl::Status s = (*writer)->WriteHeader(header); !s.ok()) {
+  if (absl::Status s = writer->WriteHeader(header); !s.ok()) {
     PrintError(s);
     return 1;
   }
@@ -246,6 +245,10 @@ int RunAttach(const RecordOptions& options) {
         }
         continue;
       }
+      if (info.ssi_signo == SIGUSR1) {
+        recording.DumpFlight(FlightDumpReason(info));
+        continue;
+      }
       stop = true;
       stopped_by = info.ssi_signo == SIGINT ? "Ctrl-C" : strsignal(static_cast<int>(info.ssi_signo));
     }
@@ -287,13 +290,14 @@ int RunAttach(const RecordOptions& options) {
       *trailer.add_cuda_attach() = status;
     }
   }
+  if (sink->flight) sink->flight->set_end_reason(std::string("the end of the recording (") + stopped_by + ")");
   const absl::Status closed = recording.Finish(trailer);
   if (!options.quiet) {
     fprintf(stderr,
             "gpuos-trace: detached after %.3f s (%s); recorded %llu events from %zu processes, "
             "%zu threads (%zu processes were already running)\n",
             (end_ns - start_ns) / 1e9, stopped_by,
-            static_cast<unsigned long long>((*writer)->events_written()),
+            static_cast<unsigned long long>(writer->events_written()),
             recording.processes_seen(), recording.threads_seen(), existing_processes);
     PrintRecordingSummary(recording, shim_listener.get(), options.output_path);
   }

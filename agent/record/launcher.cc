@@ -445,10 +445,11 @@ void LaunchedCommand::Forward(int signo) {
   if (pid_ > 0 && !wait_status_.has_value()) kill(pid_, signo);
 }
 
-absl::StatusOr<int> OpenSignalFd() {
+absl::StatusOr<int> OpenSignalFd(std::initializer_list<int> also) {
   sigset_t mask;
   sigemptyset(&mask);
   for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGCHLD}) sigaddset(&mask, sig);
+  for (int sig : also) sigaddset(&mask, sig);
   // Threads started afterwards inherit the mask, so call this before them;
   // a thread that leaves these unblocked would take them from the signalfd.
   if (const int err = pthread_sigmask(SIG_BLOCK, &mask, nullptr); err != 0) {

@@ -18,6 +18,7 @@
 
 #include <memory>
 #include <optional>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -88,7 +89,9 @@ class LaunchedCommand {
 
 // Blocks SIGINT, SIGTERM, SIGHUP and SIGCHLD and returns a signalfd that
 // reports them, so the main loop can poll it next to the ring buffer.
-absl::StatusOr<int> OpenSignalFd();
+// `also`: more signals to take the same way (SIGUSR1 for the flight
+// recorder's dump).
+absl::StatusOr<int> OpenSignalFd(std::initializer_list<int> also = {});
 
 // Whether a signal read from the signalfd should be forwarded to the command:
 // signals sent by another process (kill(1), a scheduler) are; ones the

@@ -29,6 +29,8 @@
 #include "record/recording_summary.h"
 #include "record/shim_environment.h"
 #include "record/shim_listener.h"
+#include "record/flight_control.h"
+#include "record/trace_sink.h"
 #include "stream/trace_writer.h"
 
 namespace gpuos {
@@ -63,26 +65,24 @@ int RunRecord(const RecordOptions& options) {
     return 1;
   }
 
-  TraceWriter::Options writer_options;
-  writer_options.max_file_bytes = options.max_file_bytes;
-  auto writer = TraceWriter::Create(options.output_path, writer_options);
-  if (!writer.ok()) {
-    PrintError(writer.status());
+  auto sink = OpenTraceSink(options, run_as->drop_privileges ? run_as->uid : static_cast<uid_t>(-1),
+                            run_as->drop_privileges ? run_as->gid : static_cast<gid_t>(-1));
+  if (!sink.ok()) {
+    PrintError(sink.status());
     return 1;
   }
-  if (run_as->drop_privileges && fchown((*writer)->fd(), run_as->uid, run_as->gid) != 0) {
-    fprintf(stderr, "gpuos-trace: warning: cannot give %s to uid %u: %s\n",
-            options.output_path.c_str(), run_as->uid, strerror(errno));
-  }
+  EventSink* writer = sink->sink.get();
 
-  Recording recording(options, writer->get());
+  Recording recording(options, writer);
+  if (sink->flight) recording.SetFlightRecorder(sink->flight);
   if (absl::Status s = recording.StartBpf(); !s.ok()) {
     PrintError(s);
+    writer->Close().IgnoreError();
     unlink(options.output_path.c_str());
     return 1;
   }
 
-  auto signal_fd = OpenSignalFd();
+  auto signal_fd = sink->flight ? OpenSignalFd({SIGUSR1}) : OpenSignalFd();
   if (!signal_fd.ok()) {
     PrintError(signal_fd.status());
     return 1;
@@ -139,7 +139,7 @@ int RunRecord(const RecordOptions& options) {
   header.set_run_as_gid(run_as->drop_privileges ? run_as->gid : getgid());
   header.set_fault_window_ns(options.fault_window_ns);
   header.set_ring_buffer_bytes(options.ring_buffer_bytes);
-  if (absl::Status s = (*writer)->WriteHeader(header); !s.ok()) {
+  if (absl::Status s = writer->WriteHeader(header); !s.ok()) {
     PrintError(s);
     return 1;
   }
@@ -167,6 +167,10 @@ int RunRecord(const RecordOptions& options) {
     signalfd_siginfo info{};
     while (read(*signal_fd, &info, sizeof(info)) == sizeof(info)) {
       if (info.ssi_signo == SIGCHLD) continue;  // reaped below
+      if (info.ssi_signo == SIGUSR1) {
+        recording.DumpFlight(FlightDumpReason(info));
+        continue;
+      }
       if (ShouldForwardSignal(info.ssi_code)) (*command)->Forward(static_cast<int>(info.ssi_signo));
     }
     tree_done = (*command)->ReapChildren();
@@ -192,13 +196,14 @@ int RunRecord(const RecordOptions& options) {
     trailer.set_root_exited(true);
     trailer.set_root_wait_status(*(*command)->wait_status());
   }
+  if (sink->flight) sink->flight->set_end_reason("the end of the recording (the command ended)");
   recording.Finish(trailer).IgnoreError();  // printed; the command's status still counts
   if (!options.quiet) {
     fprintf(stderr,
             "gpuos-trace: %s exited with %d after %.3f s; recorded %llu events from %zu "
             "processes, %zu threads\n",
             Basename(options.command[0]).c_str(), exit_code, (end_ns - start_ns) / 1e9,
-            static_cast<unsigned long long>((*writer)->events_written()),
+            static_cast<unsigned long long>(writer->events_written()),
             recording.processes_seen(), recording.threads_seen());
     PrintRecordingSummary(recording, shim_listener.get(), options.output_path);
   }

@@ -20,6 +20,14 @@ struct RecordOptions {
   // --max-size: recording stops writing events at this file size, and the
   // trace says so (0: no cap).
   uint64_t max_file_bytes = 0;
+  // --flight-recorder SIZE|DURATION: keep only the latest events in a ring
+  // of segment files (one of the two bounds set) and write them out as a
+  // trace at the end, on SIGUSR1 or `gpuos-trace ctl dump`, and on a slow
+  // step (stream/flight_recorder.h).
+  uint64_t flight_bytes = 0;
+  uint64_t flight_span_ns = 0;
+  // --flight-trigger slow-step=Nx: N, 0 when off (record/slow_step_trigger.h).
+  double flight_slow_step_factor = 0;
   uint64_t fault_window_ns = 1'000'000;
   // --syscall-slots: traced threads at a time whose syscall totals the
   // kernel keeps in per-thread arrays (bpf/syscalls.h); the others, and all
@@ -54,6 +62,7 @@ struct RecordOptions {
   bool prepare = false;
 
   bool attaching() const { return !attach_pids.empty() || gpu_procs; }
+  bool flight_recorder() const { return flight_bytes != 0 || flight_span_ns != 0; }
 };
 
 // Returns what gpuos-trace exits with: the command's exit code (128 + signal

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <optional>
 
 #include <climits>
 #include <string>
@@ -35,6 +36,32 @@ int OpenEventPoll(std::initializer_list<int> fds) {
   return epoll_fd;
 }
 
+void Recording::SetFlightRecorder(FlightRecorder* flight) {
+  flight_ = flight;
+  if (options_.flight_slow_step_factor > 0) {
+    slow_steps_ = std::make_unique<SlowStepTrigger>(options_.flight_slow_step_factor);
+  }
+}
+
+void Recording::DumpFlight(const std::string& reason) {
+  if (flight_ == nullptr) return;
+  v1::TraceTrailer trailer;
+  *trailer.mutable_end_clock() = ReadClockPair();
+  trailer.set_dropped_events(dropped());
+  const std::string path = flight_->DumpPath(flight_->dumps() + 1);
+  auto dumped = flight_->Dump(path, trailer, reason);
+  if (!dumped.ok()) {
+    fprintf(stderr, "gpuos-trace: flight recorder: cannot write %s (%s): %s\n", path.c_str(), reason.c_str(),
+            std::string(dumped.status().message()).c_str());
+    return;
+  }
+  if (!options_.quiet) {
+    fprintf(stderr, "gpuos-trace: flight recorder: wrote the last %.3f s (%llu events) to %s (%s)\n",
+            (dumped->end_ns - dumped->start_ns) / 1e9, static_cast<unsigned long long>(dumped->events),
+            dumped->path.c_str(), reason.c_str());
+  }
+}
+
 absl::Status Recording::Finish(v1::TraceTrailer trailer) {
   *trailer.mutable_end_clock() = ReadClockPair();
   trailer.set_dropped_events(dropped());
@@ -54,6 +81,12 @@ absl::Status Recording::Finish(v1::TraceTrailer trailer) {
   } else if (!closed.ok()) {
     fprintf(stderr, "gpuos-trace: writing %s failed: %s\n", options_.output_path.c_str(),
             std::string(closed.message()).c_str());
+  }
+  if (flight_ != nullptr && closed.ok() && !options_.quiet) {
+    const FlightRecorder::DumpResult& dump = flight_->last_dump();
+    fprintf(stderr, "gpuos-trace: flight recorder: wrote the last %.3f s (%llu events; %llu earlier ones rotated out) to %s\n",
+            (dump.end_ns - dump.start_ns) / 1e9, static_cast<unsigned long long>(dump.events),
+            static_cast<unsigned long long>(flight_->events_rotated_out()), dump.path.c_str());
   }
   return closed;
 }
@@ -177,6 +210,9 @@ void Recording::OnShimEvent(const v1::Event& event) {
   if (event.has_shim_stats()) shim_status_[event.pid()] = event.shim_stats();
   if (event.has_gpu_kernel()) ++kernels_by_pid_[event.pid()];
   Write(event);
+  if (slow_steps_) {
+    if (std::optional<std::string> slow = slow_steps_->Observe(event)) DumpFlight(*slow);
+  }
 }
 
 void Recording::Track(v1::Event& event) {

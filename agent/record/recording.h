@@ -1,6 +1,7 @@
 // The event sink of a recording, launched or attached: decodes ring-buffer
 // records, keeps the little per-thread state the stream needs (tid -> pid,
-// exited threads), writes every event to the .gpuos file, and every second
+// exited threads), writes every event to its sink (the .gpuos file, or the
+// flight recorder's ring: stream/event_sink.h), and every second
 // writes the totals kept in kernel maps (syscalls, futex wakes, drops).
 // Memory grows with the number of threads and kernel-map entries, never
 // with the number of events: events go straight to the writer.
@@ -22,7 +23,9 @@
 #include "absl/status/status.h"
 #include "gpuos_trace.pb.h"
 #include "record/bpf_session.h"
-#include "stream/trace_writer.h"
+#include "record/slow_step_trigger.h"
+#include "stream/event_sink.h"
+#include "stream/flight_recorder.h"
 
 namespace gpuos {
 
@@ -34,8 +37,15 @@ int OpenEventPoll(std::initializer_list<int> fds);
 
 class Recording {
  public:
-  Recording(const RecordOptions& options, TraceWriter* writer)
+  Recording(const RecordOptions& options, EventSink* writer)
       : options_(options), writer_(writer) {}
+
+  // --flight-recorder: `writer` is this ring; DumpFlight() writes it out,
+  // and so does a slow step when --flight-trigger asks for it.
+  void SetFlightRecorder(FlightRecorder* flight);
+  // Writes the flight recorder's window to its next dump file now, and says
+  // so on stderr.  `reason` goes in the file ("SIGUSR1", "slow step: ...").
+  void DumpFlight(const std::string& reason);
 
   absl::Status StartBpf();
   BpfSession& bpf() { return *bpf_; }
@@ -102,7 +112,9 @@ class Recording {
   void NoteWriteError(const absl::Status& status);
 
   const RecordOptions& options_;
-  TraceWriter* writer_;
+  EventSink* writer_;
+  FlightRecorder* flight_ = nullptr;
+  std::unique_ptr<SlowStepTrigger> slow_steps_;
   std::unique_ptr<BpfSession> bpf_;
   v1::Event event_;  // reused: no allocation per record
   absl::flat_hash_map<uint32_t, uint32_t> thread_pid_;

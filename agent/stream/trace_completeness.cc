@@ -35,6 +35,22 @@ std::string IncompleteReason(const v1::TraceHeader& header, bool has_trailer, co
       absl::StrJoin(kinds, ", ", [](std::string* out, const auto& kv) { absl::StrAppend(out, kv.first, " ", kv.second); }));
 }
 
+std::string FlightWindowNote(const v1::TraceHeader& header) {
+  if (!header.has_flight_window()) return "";
+  const v1::FlightWindow& w = header.flight_window();
+  const uint64_t start = w.recording_start_clock().monotonic_ns();
+  const double from = w.start_ns() >= start ? (w.start_ns() - start) / 1e9 : 0;
+  const double to = w.end_ns() >= start ? (w.end_ns() - start) / 1e9 : 0;
+  const uint64_t bytes = w.size_limit_bytes();
+  std::string bound = bytes == 0            ? absl::StrFormat("a ring of %.0f s", w.duration_limit_ns() / 1e9)
+                      : bytes < (1ull << 20) ? absl::StrFormat("a ring of %d KiB", bytes >> 10)
+                                             : absl::StrFormat("a ring of %.1f MiB", bytes / 1048576.0);
+  return absl::StrFormat(
+      "flight-recorder window (%s): the last %.3f s of the recording, %.3f s to %.3f s after it started; "
+      "%d earlier events rotated out and are not in this file; dumped by: %s",
+      bound, to - from, from, to, w.events_rotated_out(), w.reason().empty() ? "request" : w.reason());
+}
+
 absl::StatusOr<std::string> IncompleteReasonOfFile(const std::string& path) {
   auto reader = TraceReader::Open(path);
   if (!reader.ok()) return reader.status();

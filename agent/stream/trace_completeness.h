@@ -23,4 +23,10 @@ std::string IncompleteReason(const v1::TraceHeader& header, bool has_trailer, co
 // Errors: the file cannot be opened or has no valid header.
 absl::StatusOr<std::string> IncompleteReasonOfFile(const std::string& path);
 
+// Empty unless the trace is a flight recorder's dump (--flight-recorder);
+// then what it covers, in one sentence that report, export and dump print
+// first: only the last window of a longer recording, its span, how many
+// earlier events rotated out, and why it was written.
+std::string FlightWindowNote(const v1::TraceHeader& header);
+
 }  // namespace gpuos

@@ -11,10 +11,11 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "gpuos_trace.pb.h"
+#include "stream/event_sink.h"
 
 namespace gpuos {
 
-class TraceWriter {
+class TraceWriter : public EventSink {
  public:
   struct Options {
     // A batch is written out once it holds this many events or bytes.
@@ -31,25 +32,25 @@ class TraceWriter {
   static absl::StatusOr<std::unique_ptr<TraceWriter>> Create(const std::string& path) {
     return Create(path, Options());
   }
-  ~TraceWriter();  // Flushes and closes; errors are lost, call Close() to see them.
+  ~TraceWriter() override;  // Flushes and closes; errors are lost, call Close() to see them.
 
-  absl::Status WriteHeader(const v1::TraceHeader& header);
+  absl::Status WriteHeader(const v1::TraceHeader& header) override;
   // Buffers one event; writes the batch when it is full.
-  absl::Status Append(const v1::Event& event);
+  absl::Status Append(const v1::Event& event) override;
   // Writes the buffered events now (no-op when none).
-  absl::Status Flush();
-  absl::Status WriteTrailer(const v1::TraceTrailer& trailer);
+  absl::Status Flush() override;
+  absl::Status WriteTrailer(const v1::TraceTrailer& trailer) override;
   // Flushes and closes the file.
-  absl::Status Close();
+  absl::Status Close() override;
 
   // Counts an event that the caller will not hand over after a failed write
   // (a recording stops writing at its first error), so the trailer can say
   // what the file is missing.
-  void CountLost(const v1::Event& event);
+  void CountLost(const v1::Event& event) override;
   // The first failed write and every event lost since; null when none failed.
-  const v1::TraceWriteFailure* failure() const { return failed_ ? &failure_ : nullptr; }
+  const v1::TraceWriteFailure* failure() const override { return failed_ ? &failure_ : nullptr; }
 
-  uint64_t events_written() const { return events_written_; }
+  uint64_t events_written() const override { return events_written_; }
   uint64_t bytes_written() const { return bytes_written_; }
   int fd() const { return fd_; }
 

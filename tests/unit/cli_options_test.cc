@@ -82,6 +82,41 @@ TEST(CliOptions, CudaRecordsChoosesTheKinds) {
   ExpectError({"--cuda-records"}, "needs a value");
 }
 
+TEST(CliOptions, FlightRecorderTakesASizeOrADuration) {
+  auto sized = Parse({"--flight-recorder", "256M", "--flight-trigger", "slow-step=3x", "--", "./trainer"});
+  ASSERT_TRUE(sized.ok()) << sized.status();
+  EXPECT_EQ(sized->record.flight_bytes, 256ull << 20);
+  EXPECT_EQ(sized->record.flight_span_ns, 0u);
+  EXPECT_DOUBLE_EQ(sized->record.flight_slow_step_factor, 3.0);
+  EXPECT_TRUE(sized->record.flight_recorder());
+  // "10m" is minutes; "10M" MiB.
+  auto timed = Parse({"--flight-recorder=10m", "--pid", "42"});
+  ASSERT_TRUE(timed.ok()) << timed.status();
+  EXPECT_EQ(timed->record.flight_span_ns, 600'000'000'000ull);
+  EXPECT_EQ(timed->record.flight_bytes, 0u);
+  auto mib = Parse({"--flight-recorder=10M", "./trainer"});
+  ASSERT_TRUE(mib.ok()) << mib.status();
+  EXPECT_EQ(mib->record.flight_bytes, 10ull << 20);
+  ExpectError({"--flight-recorder", "12K", "./t"}, "at least 64K");
+  ExpectError({"--flight-recorder", "500ms", "./t"}, "at least 1s");
+  ExpectError({"--flight-recorder", "lots", "./t"}, "expected a size");
+  ExpectError({"--flight-trigger", "slow-step=3x", "./t"}, "goes with --flight-recorder");
+  ExpectError({"--flight-recorder", "1G", "--flight-trigger", "slow-step=1x", "./t"}, "above 1");
+  ExpectError({"--flight-recorder", "1G", "--flight-trigger", "fast-step", "./t"}, "slow-step=Nx");
+  ExpectError({"--flight-recorder", "1G", "--max-size", "1G", "./t"}, "do not go together");
+}
+
+TEST(CliOptions, CtlDump) {
+  auto parsed = Parse({"ctl", "--pid", "1234", "dump"});
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->kind, ParsedCommandLine::Kind::kCtl);
+  EXPECT_EQ(parsed->ctl.pid, 1234);
+  EXPECT_EQ(parsed->ctl.action, "dump");
+  ExpectError({"ctl", "dump"}, "needs --pid");
+  ExpectError({"ctl", "--pid", "1", "explode"}, "unknown ctl action");
+  ExpectError({"ctl", "--pid", "1"}, "needs an action");
+}
+
 TEST(CliOptions, MisusesGetOneClearLine) {
   ExpectError({}, "nothing to do");
   ExpectError({"-o", "x.gpuos"}, "no command to trace");
