@@ -13,6 +13,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdarg>
@@ -36,6 +37,20 @@ namespace gpuos_shim {
 namespace {
 
 constexpr uint64_t kStubWaitNs = 30ull * 1'000'000'000;
+
+// A connection that has not attached is dropped after this long without a
+// request, so that a client that connects and stays silent cannot keep
+// every gpuos-trace out ("another gpuos-trace is already connected").
+// gpuos-trace sends "attach" as soon as it connects.  Tests shorten it with
+// GPUOS_SHIM_CONTROL_IDLE_MS.
+uint64_t IdleControlNs() {
+  static const uint64_t ns = [] {
+    const char* ms = getenv("GPUOS_SHIM_CONTROL_IDLE_MS");
+    const long long value = ms != nullptr ? atoll(ms) : 0;
+    return (value > 0 ? static_cast<uint64_t>(value) : 10'000ull) * 1'000'000ull;
+  }();
+  return ns;
+}
 constexpr int kStubPollMs = 20;
 
 enum class Origin { kNone, kPrepared, kInjected };
@@ -266,14 +281,22 @@ void* ControlMain(void* raw) {
   delete static_cast<ListenerFds*>(raw);
   int conn = -1;
   bool attached = false;
+  uint64_t conn_active_ns = 0;  // the connection's start or its last request
   std::vector<int> turned_away;
   bool unmaps_pending = ServiceUnmaps();
   for (;;) {
     pollfd polled[3 + kMaxTurnedAway] = {
         {fds.listen_fd, POLLIN, 0}, {fds.wake_fd, POLLIN, 0}, {conn, POLLIN, 0}};
     for (size_t i = 0; i < turned_away.size(); ++i) polled[3 + i] = {turned_away[i], POLLIN, 0};
-    // Asleep until something happens, except while a stub page is watched.
-    int n = poll(polled, 3 + turned_away.size(), unmaps_pending ? kStubPollMs : -1);
+    // Asleep until something happens, except while a stub page is watched
+    // or a connection that has not attached may go idle.
+    int timeout_ms = unmaps_pending ? kStubPollMs : -1;
+    if (conn >= 0 && !attached) {
+      const uint64_t now = NowNs(), idle_end = conn_active_ns + IdleControlNs();
+      const int idle_ms = now >= idle_end ? 0 : static_cast<int>((idle_end - now) / 1'000'000 + 1);
+      timeout_ms = timeout_ms < 0 ? idle_ms : std::min(timeout_ms, idle_ms);
+    }
+    int n = poll(polled, 3 + turned_away.size(), timeout_ms);
     if (n < 0) {
       if (errno != EINTR) usleep(100 * 1000);
       continue;
@@ -287,6 +310,7 @@ void* ControlMain(void* raw) {
       char buffer[4096];
       ssize_t got = recv(conn, buffer, sizeof(buffer), MSG_DONTWAIT);
       if (got > 0) {
+        conn_active_ns = NowNs();
         Handle(conn, std::string_view(buffer, static_cast<size_t>(got)), &attached);
       } else if (got == 0 || (errno != EAGAIN && errno != EINTR)) {
         // The agent went away (or died): the same as "detach".
@@ -313,7 +337,16 @@ void* ControlMain(void* raw) {
       still_waiting.push_back(fd);
     }
     turned_away.swap(still_waiting);
+    if (conn >= 0 && !attached && NowNs() >= conn_active_ns + IdleControlNs()) {
+      Log("dropped a control connection that stayed idle without attaching");
+      Reply(conn, ErrorReply("idle without attaching: disconnected"));
+      SetConnection(-1);
+      close(conn);
+      conn = -1;
+    }
+    const int before = conn;
     if ((polled[0].revents & POLLIN) != 0) AcceptPeers(fds.listen_fd, &conn, &turned_away);
+    if (conn != before) conn_active_ns = NowNs();
   }
   return nullptr;
 }

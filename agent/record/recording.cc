@@ -41,6 +41,7 @@ absl::Status Recording::Finish(v1::TraceTrailer trailer) {
   // Flushed before the trailer is filled, so that a batch lost now is
   // counted in it.
   if (absl::Status s = writer_->Flush(); !s.ok()) NoteWriteError(s);
+  const bool removed = writer_->Removed();
   trailer.set_events_written(writer_->events_written());
   if (const v1::TraceWriteFailure* failure = writer_->failure()) *trailer.mutable_write_failure() = *failure;
   absl::Status trailer_written = writer_->WriteTrailer(trailer);
@@ -49,8 +50,9 @@ absl::Status Recording::Finish(v1::TraceTrailer trailer) {
   if (const v1::TraceWriteFailure* failure = writer_->failure()) {
     fprintf(stderr, "gpuos-trace: writing %s failed: %s; %llu events lost; %s\n", options_.output_path.c_str(),
             failure->error().c_str(), static_cast<unsigned long long>(failure->lost_events()),
-            trailer_written.ok() ? "the trace says so and is marked incomplete"
-                                 : "the trace has no trailer and reads as incomplete");
+            removed                ? "nothing of the trace remains"
+            : trailer_written.ok() ? "the trace says so and is marked incomplete"
+                                   : "the trace has no trailer and reads as incomplete");
   } else if (!closed.ok()) {
     fprintf(stderr, "gpuos-trace: writing %s failed: %s\n", options_.output_path.c_str(),
             std::string(closed.message()).c_str());
