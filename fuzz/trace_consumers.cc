@@ -9,6 +9,8 @@
 #include <sstream>
 #include <string>
 
+#include <google/protobuf/stubs/logging.h>
+
 #include "analysis/diagnosis.h"
 #include "analysis/step_analysis.h"
 #include "analysis/trace_summary.h"
@@ -43,6 +45,14 @@ void MemoryFile::Set(const std::string& bytes) {
 }
 
 namespace {
+
+// libprotobuf logs every string field that is not UTF-8 as it refuses it;
+// at thousands of inputs a second that is only noise (the refusal itself
+// is what the targets exercise).
+const bool kProtobufQuiet = [] {
+  google::protobuf::SetLogHandler(nullptr);
+  return true;
+}();
 
 // Exports go to a private directory, made once and emptied by each export
 // (it renames its outputs into place).

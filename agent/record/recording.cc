@@ -9,6 +9,7 @@
 #include <climits>
 #include <string>
 
+#include "common/valid_utf8.h"
 #include "record/event_decoder.h"
 #include "record/host_info.h"
 #include "record/recorder.h"
@@ -82,7 +83,7 @@ void Recording::AddRoot(pid_t pid, const std::string& argv0) {
   auto* start = event.mutable_process_start();
   start->set_ppid(getpid());
   start->set_parent_tid(getpid());
-  start->set_comm(Basename(argv0).substr(0, 15));
+  start->set_comm(ValidUtf8(Basename(argv0).substr(0, 15)));
   start->set_is_root(true);
   Track(event);
   Write(event);
@@ -237,7 +238,7 @@ void Recording::AddExistingProcess(pid_t pid, pid_t ppid, const std::string& com
   event.set_tid(pid);
   auto* start = event.mutable_process_start();
   start->set_ppid(ppid);
-  start->set_comm(comm.substr(0, 15));
+  start->set_comm(ValidUtf8(comm.substr(0, 15)));
   start->set_preexisting(true);
   Track(event);
   Write(event);
@@ -249,7 +250,7 @@ void Recording::AddExistingThread(pid_t pid, pid_t tid, const std::string& comm,
   event.set_pid(pid);
   event.set_tid(tid);
   auto* start = event.mutable_thread_start();
-  start->set_comm(comm.substr(0, 15));
+  start->set_comm(ValidUtf8(comm.substr(0, 15)));
   start->set_preexisting(true);
   Track(event);
   Write(event);
