@@ -37,6 +37,7 @@ namespace gpuos_shim {
 namespace {
 
 constexpr uint64_t kStubWaitNs = 30ull * 1'000'000'000;
+constexpr int kStubPollMs = 20;
 
 // A connection that has not attached is dropped after this long without a
 // request, so that a client that connects and stays silent cannot keep
@@ -51,7 +52,8 @@ uint64_t IdleControlNs() {
   }();
   return ns;
 }
-constexpr int kStubPollMs = 20;
+// ... and after this many requests in a row that were not understood.
+constexpr int kMaxInvalidRequests = 16;
 
 enum class Origin { kNone, kPrepared, kInjected };
 
@@ -211,7 +213,8 @@ uint64_t Detach() {
   return sent;
 }
 
-void Handle(int conn, std::string_view message, bool* attached) {
+// Returns false when the request was not understood.
+bool Handle(int conn, std::string_view message, bool* attached) {
   ControlRequest request = ParseControlRequest(message);
   switch (request.kind) {
     case ControlRequest::kAttach:
@@ -229,8 +232,9 @@ void Handle(int conn, std::string_view message, bool* attached) {
     }
     case ControlRequest::kInvalid:
       Reply(conn, ErrorReply(request.error));
-      break;
+      return false;
   }
+  return true;
 }
 
 void SetConnection(int fd) {
@@ -282,6 +286,7 @@ void* ControlMain(void* raw) {
   int conn = -1;
   bool attached = false;
   uint64_t conn_active_ns = 0;  // the connection's start or its last request
+  int invalid_requests = 0;     // in a row, on this connection
   std::vector<int> turned_away;
   bool unmaps_pending = ServiceUnmaps();
   for (;;) {
@@ -311,7 +316,8 @@ void* ControlMain(void* raw) {
       ssize_t got = recv(conn, buffer, sizeof(buffer), MSG_DONTWAIT);
       if (got > 0) {
         conn_active_ns = NowNs();
-        Handle(conn, std::string_view(buffer, static_cast<size_t>(got)), &attached);
+        const bool understood = Handle(conn, std::string_view(buffer, static_cast<size_t>(got)), &attached);
+        invalid_requests = understood ? 0 : invalid_requests + 1;
       } else if (got == 0 || (errno != EAGAIN && errno != EINTR)) {
         // The agent went away (or died): the same as "detach".
         if (attached) Detach();
@@ -337,16 +343,21 @@ void* ControlMain(void* raw) {
       still_waiting.push_back(fd);
     }
     turned_away.swap(still_waiting);
-    if (conn >= 0 && !attached && NowNs() >= conn_active_ns + IdleControlNs()) {
-      Log("dropped a control connection that stayed idle without attaching");
-      Reply(conn, ErrorReply("idle without attaching: disconnected"));
+    const bool idle = NowNs() >= conn_active_ns + IdleControlNs();
+    if (conn >= 0 && !attached && (idle || invalid_requests >= kMaxInvalidRequests)) {
+      Log("dropped a control connection: %s", idle ? "idle without attaching" : "garbage");
+      Reply(conn, ErrorReply(idle ? "idle without attaching: disconnected"
+                                  : "too many requests not understood: disconnected"));
       SetConnection(-1);
       close(conn);
       conn = -1;
     }
     const int before = conn;
     if ((polled[0].revents & POLLIN) != 0) AcceptPeers(fds.listen_fd, &conn, &turned_away);
-    if (conn != before) conn_active_ns = NowNs();
+    if (conn != before) {
+      conn_active_ns = NowNs();
+      invalid_requests = 0;
+    }
   }
   return nullptr;
 }

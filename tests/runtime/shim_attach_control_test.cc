@@ -441,10 +441,10 @@ TEST_F(ShimAttachControlTest, BadRequestsAndASecondAgentChangeNothing) {
 
 // Hostile clients of an allowed uid: one that connects and never sends nor
 // reads, one that sends garbage and never reads the replies.  Neither
-// holds up the job, and the silent one is dropped once idle, so that a
-// gpuos-trace can still attach (without the idle rule it would be told
-// "another gpuos-trace is already connected" for as long as the client
-// stays).
+// holds up the job, and each is dropped (once idle, after 16 requests not
+// understood), so that a gpuos-trace can still attach: without that it
+// would be told "another gpuos-trace is already connected" for as long as
+// the client stays.
 TEST_F(ShimAttachControlTest, SilentAndGarbageClientsLockNobodyOut) {
   Agent agent;
   ASSERT_TRUE(agent.ok());
@@ -470,7 +470,7 @@ TEST_F(ShimAttachControlTest, SilentAndGarbageClientsLockNobodyOut) {
   }
   ASSERT_EQ(program->Do("burst noisy 3"), "made noisy 3");
   // Each message got an error reply (while there was room for it), and
-  // the client is dropped once it has been idle too.
+  // the client was dropped.
   bool closed = false, only_errors = true;
   for (int waited = 0; waited < 10000 && !closed; waited += 10) {
     pollfd q{noisy, POLLIN, 0};
