@@ -21,5 +21,7 @@ for test in tests/unit/*_test.cc; do targets+=("$(basename "$test" .cc)"); done
 cmake --build "$build_dir" -j "$jobs" --target "${targets[@]}"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:strict_string_checks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+# Left out: the tests that bound memory growth, which ASan's quarantine of
+# freed memory (256 MiB) defeats by design.
 ctest --test-dir "$build_dir" -L unit --output-on-failure --timeout 300 -j "$jobs" \
-  ${GPUOS_SANITIZE_TESTS:+-R "$GPUOS_SANITIZE_TESTS"}
+  -E 'BoundedMemory' ${GPUOS_SANITIZE_TESTS:+-R "$GPUOS_SANITIZE_TESTS"}

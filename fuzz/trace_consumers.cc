@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <sstream>
 #include <string>
 
@@ -54,18 +55,24 @@ const bool kProtobufQuiet = [] {
   return true;
 }();
 
-// Exports go to a private directory, made once and emptied by each export
-// (it renames its outputs into place).
-const std::string& ExportDir() {
-  static const std::string dir = [] {
-    char templ[] = "/tmp/gpuos-fuzz-export.XXXXXX";
-    if (mkdtemp(templ) == nullptr) {
+// Exports go to a private directory, made once and removed at exit; each
+// export replaces the outputs of the one before.
+char g_export_dir[] = "/tmp/gpuos-fuzz-export.XXXXXX";
+
+const char* ExportDir() {
+  static const bool made = [] {
+    if (mkdtemp(g_export_dir) == nullptr) {
       perror("mkdtemp");
       abort();
     }
-    return std::string(templ);
+    std::atexit([] {
+      std::error_code ignored;
+      std::filesystem::remove_all(g_export_dir, ignored);
+    });
+    return true;
   }();
-  return dir;
+  (void)made;
+  return g_export_dir;
 }
 
 }  // namespace
@@ -89,7 +96,7 @@ void ConsumeTrace(const std::string& path) {
   }
   (void)gpuos::DumpTraceAsJsonLines(path, out);
   gpuos::ExportOptions options;
-  options.chrome_json_path = ExportDir() + "/out.json";
+  options.chrome_json_path = std::string(ExportDir()) + "/out.json";
   options.temp_dir = ExportDir();
   options.sort_buffer_bytes = 1 << 20;
   if (steps.ok()) {
@@ -97,7 +104,7 @@ void ConsumeTrace(const std::string& path) {
       options.steps.push_back({step.start_ns, step.end_ns, static_cast<int64_t>(step.index), steps->pid});
     }
   }
-  auto exported = gpuos::ExportTrace(path, ExportDir() + "/out.pftrace", options);
+  auto exported = gpuos::ExportTrace(path, std::string(ExportDir()) + "/out.pftrace", options);
   (void)exported;
 }
 
