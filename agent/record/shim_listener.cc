@@ -17,6 +17,7 @@
 #include <string>
 
 #include "absl/strings/str_format.h"
+#include "stream/text_repairing_parse.h"
 
 namespace gpuos {
 namespace {
@@ -53,7 +54,10 @@ pid_t ParentOf(pid_t pid) {
 
 bool DecodeShimMessage(const void* data, size_t size, pid_t peer_pid, v1::EventBatch* batch,
                        const ShimListener::EventSink& sink) {
-  if (size > kMaxMessageBytes || !batch->ParseFromArray(data, static_cast<int>(size))) return false;
+  if (size > kMaxMessageBytes ||
+      !ParseRepairingText(std::string_view(static_cast<const char*>(data), size), batch)) {
+    return false;
+  }
   for (v1::Event& event : *batch->mutable_events()) {
     event.set_pid(static_cast<uint32_t>(peer_pid));
     sink(event);
