@@ -13,6 +13,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdarg>
@@ -37,6 +38,22 @@ namespace {
 
 constexpr uint64_t kStubWaitNs = 30ull * 1'000'000'000;
 constexpr int kStubPollMs = 20;
+
+// A connection that has not attached is dropped after this long without a
+// request, so that a client that connects and stays silent cannot keep
+// every gpuos-trace out ("another gpuos-trace is already connected").
+// gpuos-trace sends "attach" as soon as it connects.  Tests shorten it with
+// GPUOS_SHIM_CONTROL_IDLE_MS.
+uint64_t IdleControlNs() {
+  static const uint64_t ns = [] {
+    const char* ms = getenv("GPUOS_SHIM_CONTROL_IDLE_MS");
+    const long long value = ms != nullptr ? atoll(ms) : 0;
+    return (value > 0 ? static_cast<uint64_t>(value) : 10'000ull) * 1'000'000ull;
+  }();
+  return ns;
+}
+// ... and after this many requests in a row that were not understood.
+constexpr int kMaxInvalidRequests = 16;
 
 enum class Origin { kNone, kPrepared, kInjected };
 
@@ -196,7 +213,8 @@ uint64_t Detach() {
   return sent;
 }
 
-void Handle(int conn, std::string_view message, bool* attached) {
+// Returns false when the request was not understood.
+bool Handle(int conn, std::string_view message, bool* attached) {
   ControlRequest request = ParseControlRequest(message);
   switch (request.kind) {
     case ControlRequest::kAttach:
@@ -214,8 +232,9 @@ void Handle(int conn, std::string_view message, bool* attached) {
     }
     case ControlRequest::kInvalid:
       Reply(conn, ErrorReply(request.error));
-      break;
+      return false;
   }
+  return true;
 }
 
 void SetConnection(int fd) {
@@ -266,14 +285,23 @@ void* ControlMain(void* raw) {
   delete static_cast<ListenerFds*>(raw);
   int conn = -1;
   bool attached = false;
+  uint64_t conn_active_ns = 0;  // the connection's start or its last request
+  int invalid_requests = 0;     // in a row, on this connection
   std::vector<int> turned_away;
   bool unmaps_pending = ServiceUnmaps();
   for (;;) {
     pollfd polled[3 + kMaxTurnedAway] = {
         {fds.listen_fd, POLLIN, 0}, {fds.wake_fd, POLLIN, 0}, {conn, POLLIN, 0}};
     for (size_t i = 0; i < turned_away.size(); ++i) polled[3 + i] = {turned_away[i], POLLIN, 0};
-    // Asleep until something happens, except while a stub page is watched.
-    int n = poll(polled, 3 + turned_away.size(), unmaps_pending ? kStubPollMs : -1);
+    // Asleep until something happens, except while a stub page is watched
+    // or a connection that has not attached may go idle.
+    int timeout_ms = unmaps_pending ? kStubPollMs : -1;
+    if (conn >= 0 && !attached) {
+      const uint64_t now = NowNs(), idle_end = conn_active_ns + IdleControlNs();
+      const int idle_ms = now >= idle_end ? 0 : static_cast<int>((idle_end - now) / 1'000'000 + 1);
+      timeout_ms = timeout_ms < 0 ? idle_ms : std::min(timeout_ms, idle_ms);
+    }
+    int n = poll(polled, 3 + turned_away.size(), timeout_ms);
     if (n < 0) {
       if (errno != EINTR) usleep(100 * 1000);
       continue;
@@ -287,7 +315,9 @@ void* ControlMain(void* raw) {
       char buffer[4096];
       ssize_t got = recv(conn, buffer, sizeof(buffer), MSG_DONTWAIT);
       if (got > 0) {
-        Handle(conn, std::string_view(buffer, static_cast<size_t>(got)), &attached);
+        conn_active_ns = NowNs();
+        const bool understood = Handle(conn, std::string_view(buffer, static_cast<size_t>(got)), &attached);
+        invalid_requests = understood ? 0 : invalid_requests + 1;
       } else if (got == 0 || (errno != EAGAIN && errno != EINTR)) {
         // The agent went away (or died): the same as "detach".
         if (attached) Detach();
@@ -313,7 +343,21 @@ void* ControlMain(void* raw) {
       still_waiting.push_back(fd);
     }
     turned_away.swap(still_waiting);
+    const bool idle = NowNs() >= conn_active_ns + IdleControlNs();
+    if (conn >= 0 && !attached && (idle || invalid_requests >= kMaxInvalidRequests)) {
+      Log("dropped a control connection: %s", idle ? "idle without attaching" : "garbage");
+      Reply(conn, ErrorReply(idle ? "idle without attaching: disconnected"
+                                  : "too many requests not understood: disconnected"));
+      SetConnection(-1);
+      close(conn);
+      conn = -1;
+    }
+    const int before = conn;
     if ((polled[0].revents & POLLIN) != 0) AcceptPeers(fds.listen_fd, &conn, &turned_away);
+    if (conn != before) {
+      conn_active_ns = NowNs();
+      invalid_requests = 0;
+    }
   }
   return nullptr;
 }

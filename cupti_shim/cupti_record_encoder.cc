@@ -153,7 +153,7 @@ std::string EncodeKernel(const CUpti_ActivityKernel10& kernel, Span span, uint32
   namespace f = field;
   ProtoWriter payload;
   payload.Uint(f::kKernelDuration, span.duration);
-  payload.Bytes(f::kKernelName, demangled_name);
+  payload.Text(f::kKernelName, demangled_name);
   payload.Uint(f::kKernelDevice, kernel.deviceId);
   payload.Uint(f::kKernelContext, kernel.contextId);
   payload.Uint(f::kKernelStream, kernel.streamId);
@@ -251,7 +251,7 @@ std::string EncodeApi(const CUpti_ActivityAPI& api, Span span, std::string_view 
   namespace f = field;
   ProtoWriter payload;
   payload.Uint(f::kApiDuration, span.duration);
-  payload.Bytes(f::kApiName, name);
+  payload.Text(f::kApiName, name);
   payload.Bool(f::kApiDriver, api.kind == CUPTI_ACTIVITY_KIND_DRIVER);
   payload.Uint(f::kApiCbid, api.cbid);
   payload.Uint(f::kApiCorrelation, api.correlationId);

@@ -132,7 +132,7 @@ std::string EncodeStats(Channel& ch) {
   stats.Bool(field::kStatsCuptiActive, ch.cupti_active.load());
   {
     std::lock_guard<std::mutex> lock(ch.status_mu);
-    stats.Bytes(field::kStatsCuptiStatus, ch.status_prefix + ch.cupti_status);
+    stats.Text(field::kStatsCuptiStatus, ch.status_prefix + ch.cupti_status);
   }
   stats.Bool(field::kStatsNvtxActive, ch.nvtx_active.load());
   return EncodeEvent(MonotonicNs(), static_cast<uint32_t>(getpid()), CurrentTid(),

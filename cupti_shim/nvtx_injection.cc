@@ -123,8 +123,8 @@ void EmitRange(const OpenRange& range, uint64_t end_ns, uint32_t start_tid, uint
                int kind, uint32_t depth) {
   ProtoWriter payload;
   payload.Uint(field::kNvtxRangeDuration, end_ns - range.start_ns);
-  payload.Bytes(field::kNvtxRangeName, range.attributes.name);
-  payload.Bytes(field::kNvtxRangeDomain, range.domain);
+  payload.Text(field::kNvtxRangeName, range.attributes.name);
+  payload.Text(field::kNvtxRangeDomain, range.domain);
   payload.Uint(field::kNvtxRangeKind, static_cast<uint64_t>(kind));
   payload.Uint(field::kNvtxRangeDepth, depth);
   if (end_tid != start_tid) payload.Uint(field::kNvtxRangeEndTid, end_tid);
@@ -139,8 +139,8 @@ void Mark(nvtxDomainHandle_t domain, MakeAttributes make) {
   if (!Recording()) return;
   Attributes attributes = make();
   ProtoWriter payload;
-  payload.Bytes(field::kNvtxMarkName, attributes.name);
-  payload.Bytes(field::kNvtxMarkDomain, DomainName(domain));
+  payload.Text(field::kNvtxMarkName, attributes.name);
+  payload.Text(field::kNvtxMarkDomain, DomainName(domain));
   SubmitEvent(EncodeEvent(MonotonicNs(), static_cast<uint32_t>(getpid()), CurrentTid(),
                           field::kEventNvtxMark, payload));
 }

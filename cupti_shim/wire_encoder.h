@@ -13,6 +13,8 @@
 #include <string>
 #include <string_view>
 
+#include "../agent/common/valid_utf8.h"
+
 namespace gpuos_shim {
 
 class ProtoWriter {
@@ -35,6 +37,15 @@ class ProtoWriter {
     Tag(field, 2);
     Varint(value.size());
     data_.append(value.data(), value.size());
+  }
+  // A proto3 `string` field: made valid UTF-8 (common/valid_utf8.h says
+  // why), since the agent cannot parse a message holding one that is not.
+  void Text(int field, std::string_view value) {
+    if (gpuos::IsValidUtf8(value)) {
+      Bytes(field, value);
+    } else {
+      Bytes(field, gpuos::ValidUtf8(value));
+    }
   }
   // A nested message, written even when empty (a oneof member must be).
   void Message(int field, const ProtoWriter& message) {

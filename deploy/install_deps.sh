@@ -3,13 +3,15 @@
 # build, test and demo (run as root).  Idempotent: installs only what is
 # missing.  The CUDA toolkit is not in Debian: when /usr/local/cuda holds it,
 # the CUDA shim (NVTX + CUPTI) is built too; without it the tracer still
-# records everything on the OS side.
+# records everything on the OS side.  libclang-rt-dev: libFuzzer and the
+# sanitizers' runtimes for deploy/fuzz.sh.
 set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config git python3 chromium
   clang bpftool libbpf-dev libelf-dev zlib1g-dev libzstd-dev
   libprotobuf-dev protobuf-compiler libabsl-dev libgtest-dev
+  libclang-rt-dev
 )
 # LibTorch (CPU) for workloads/gpuos-trainer and PyTorch for the Python
 # hook tests and scripts; GPUOS_NO_TORCH=1 skips them.

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # One command from a fresh Debian 12 machine to a passing test suite:
 # installs what is missing, builds everything, and runs every test (unit
-# tests and, as root, the runtime tests that load the real eBPF programs).
+# tests and, as root, the runtime tests that load the real eBPF programs),
+# then the fuzz targets for a bounded time each (deploy/fuzz.sh,
+# GPUOS_FUZZ_SECONDS per target, default 30; 0 skips them).
 #   sudo bash deploy/test.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,3 +14,7 @@ build_dir=${GPUOS_BUILD_DIR:-build}
 # Runtime tests load BPF programs and time real processes: run them one at
 # a time so they do not disturb each other's accounting.
 ctest --test-dir "$build_dir" --output-on-failure --timeout 300 -j 1
+fuzz_seconds=${GPUOS_FUZZ_SECONDS:-30}
+if [ "$fuzz_seconds" != 0 ]; then
+  bash deploy/fuzz.sh "$fuzz_seconds"
+fi

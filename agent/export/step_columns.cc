@@ -27,7 +27,7 @@ const std::vector<StepColumn>& StepColumns() {
 
 std::string StepCell(const StepColumn& column, double value, bool statistic) {
   if (column.is_ms) return absl::StrFormat("%.3f", value / 1e6);
-  return absl::StrFormat(statistic ? "%.1f" : "%.0f", value);
+  return statistic ? absl::StrFormat("%.1f", value) : absl::StrFormat("%.0f", value);
 }
 
 }  // namespace gpuos

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "common/valid_utf8.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "record/attach_targets.h"
@@ -139,8 +140,8 @@ int RunAttach(const RecordOptions& options) {
   v1::TraceHeader header;
   FillHostInfo(&header);
   header.set_tracer_version(GPUOS_VERSION);
-  for (const auto& arg : ReadCommandLine(targets->front())) header.add_command_line(arg);
-  for (const auto& arg : options.tracer_argv) header.add_tracer_argv(arg);
+  for (const auto& arg : ReadCommandLine(targets->front())) header.add_command_line(ValidUtf8(arg));
+  for (const auto& arg : options.tracer_argv) header.add_tracer_argv(ValidUtf8(arg));
   header.set_tracer_pid(getpid());
   header.set_run_as_uid(file_uid);
   header.set_run_as_gid(file_gid);

@@ -6,6 +6,7 @@
 
 #include <cstdio>
 
+#include "common/valid_utf8.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -49,7 +50,8 @@ bool CudaAttacher::SwitchOn(pid_t pid, std::unique_ptr<ShimControlClient> client
                                     reply.status().message()));
     return false;
   }
-  status->set_detail(absl::StrCat(status->detail(), status->detail().empty() ? "" : "; ", *reply));
+  // The reply is the target process's text: it may be anything.
+  status->set_detail(absl::StrCat(status->detail(), status->detail().empty() ? "" : "; ", ValidUtf8(*reply)));
   shims_[pid] = std::move(client);
   return true;
 }

@@ -1,6 +1,8 @@
 // Raw BPF records -> gpuos.v1.Event; see event_decoder.h.
 #include "record/event_decoder.h"
 
+#include "common/valid_utf8.h"
+
 #include <cstddef>
 #include <cstring>
 #include <string>
@@ -18,7 +20,7 @@ namespace {
 
 // A kernel comm is at most 16 bytes and NUL-terminated when shorter.
 std::string Comm(const char (&comm)[GPUOS_COMM_LEN]) {
-  return std::string(comm, strnlen(comm, GPUOS_COMM_LEN));
+  return ValidUtf8(std::string_view(comm, strnlen(comm, GPUOS_COMM_LEN)));
 }
 
 template <typename T>
@@ -144,7 +146,7 @@ DecodeResult DecodeOne(const void* data, size_t size, v1::Event* event) {
       const auto* e = As<gpuos_exec_event>(data, size);
       if (!e) return DecodeResult::kTooShort;
       auto* x = event->mutable_exec();
-      x->set_filename(std::string(e->filename, strnlen(e->filename, sizeof(e->filename))));
+      x->set_filename(ValidUtf8(std::string_view(e->filename, strnlen(e->filename, sizeof(e->filename)))));
       x->set_comm(Comm(e->comm));
       x->set_old_tid(e->old_tid);
       return DecodeResult::kOk;

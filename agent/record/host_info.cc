@@ -5,6 +5,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/valid_utf8.h"
 #include "common/syscall_names.h"
 #include "stream/record_framing.h"
 
@@ -41,7 +42,7 @@ void FillHostInfo(v1::TraceHeader* header) {
   header->set_format_version(kFormatVersion);
   struct utsname uts {};
   if (uname(&uts) == 0) {
-    header->set_hostname(uts.nodename);
+    header->set_hostname(ValidUtf8(uts.nodename));
     header->set_kernel_release(uts.release);
     header->set_arch(uts.machine);
   }

@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/valid_utf8.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_format.h"
 #include "record/bpf_session.h"
@@ -131,8 +132,8 @@ int RunRecord(const RecordOptions& options) {
   v1::TraceHeader header;
   FillHostInfo(&header);
   header.set_tracer_version(GPUOS_VERSION);
-  for (const auto& arg : options.command) header.add_command_line(arg);
-  for (const auto& arg : options.tracer_argv) header.add_tracer_argv(arg);
+  for (const auto& arg : options.command) header.add_command_line(ValidUtf8(arg));
+  for (const auto& arg : options.tracer_argv) header.add_tracer_argv(ValidUtf8(arg));
   header.set_tracer_pid(getpid());
   header.set_root_pid(root);
   header.set_run_as_uid(run_as->drop_privileges ? run_as->uid : getuid());

@@ -10,6 +10,7 @@
 #include <climits>
 #include <string>
 
+#include "common/valid_utf8.h"
 #include "record/event_decoder.h"
 #include "record/host_info.h"
 #include "record/recorder.h"
@@ -68,6 +69,7 @@ absl::Status Recording::Finish(v1::TraceTrailer trailer) {
   // Flushed before the trailer is filled, so that a batch lost now is
   // counted in it.
   if (absl::Status s = writer_->Flush(); !s.ok()) NoteWriteError(s);
+  const bool removed = writer_->Removed();
   trailer.set_events_written(writer_->events_written());
   if (const v1::TraceWriteFailure* failure = writer_->failure()) *trailer.mutable_write_failure() = *failure;
   absl::Status trailer_written = writer_->WriteTrailer(trailer);
@@ -76,8 +78,9 @@ absl::Status Recording::Finish(v1::TraceTrailer trailer) {
   if (const v1::TraceWriteFailure* failure = writer_->failure()) {
     fprintf(stderr, "gpuos-trace: writing %s failed: %s; %llu events lost; %s\n", options_.output_path.c_str(),
             failure->error().c_str(), static_cast<unsigned long long>(failure->lost_events()),
-            trailer_written.ok() ? "the trace says so and is marked incomplete"
-                                 : "the trace has no trailer and reads as incomplete");
+            removed                ? "nothing of the trace remains"
+            : trailer_written.ok() ? "the trace says so and is marked incomplete"
+                                   : "the trace has no trailer and reads as incomplete");
   } else if (!closed.ok()) {
     fprintf(stderr, "gpuos-trace: writing %s failed: %s\n", options_.output_path.c_str(),
             std::string(closed.message()).c_str());
@@ -113,7 +116,7 @@ void Recording::AddRoot(pid_t pid, const std::string& argv0) {
   auto* start = event.mutable_process_start();
   start->set_ppid(getpid());
   start->set_parent_tid(getpid());
-  start->set_comm(Basename(argv0).substr(0, 15));
+  start->set_comm(ValidUtf8(Basename(argv0).substr(0, 15)));
   start->set_is_root(true);
   Track(event);
   Write(event);
@@ -271,7 +274,7 @@ void Recording::AddExistingProcess(pid_t pid, pid_t ppid, const std::string& com
   event.set_tid(pid);
   auto* start = event.mutable_process_start();
   start->set_ppid(ppid);
-  start->set_comm(comm.substr(0, 15));
+  start->set_comm(ValidUtf8(comm.substr(0, 15)));
   start->set_preexisting(true);
   Track(event);
   Write(event);
@@ -283,7 +286,7 @@ void Recording::AddExistingThread(pid_t pid, pid_t tid, const std::string& comm,
   event.set_pid(pid);
   event.set_tid(tid);
   auto* start = event.mutable_thread_start();
-  start->set_comm(comm.substr(0, 15));
+  start->set_comm(ValidUtf8(comm.substr(0, 15)));
   start->set_preexisting(true);
   Track(event);
   Write(event);

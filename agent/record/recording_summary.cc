@@ -3,7 +3,9 @@
 
 #include <sys/stat.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 
 #include "absl/strings/str_format.h"
 #include "record/recording.h"
@@ -40,6 +42,10 @@ void PrintRecordingSummary(const Recording& recording, const ShimListener* shim_
     fprintf(stderr, "gpuos-trace: WARNING: refused %llu shim connection(s) from outside the traced tree\n",
             static_cast<unsigned long long>(shim_listener->rejected_peers()));
   }
+  if (shim_listener && shim_listener->malformed_messages()) {
+    fprintf(stderr, "gpuos-trace: WARNING: discarded %llu malformed message(s) on the shim socket\n",
+            static_cast<unsigned long long>(shim_listener->malformed_messages()));
+  }
   if (recording.dropped()) {
     fprintf(stderr,
             "gpuos-trace: WARNING: %llu events were dropped (ring buffer or kernel map full); "
@@ -47,7 +53,10 @@ void PrintRecordingSummary(const Recording& recording, const ShimListener* shim_
             static_cast<unsigned long long>(recording.dropped()));
   }
   struct stat st {};
-  stat(output_path.c_str(), &st);
+  if (stat(output_path.c_str(), &st) != 0) {
+    fprintf(stderr, "gpuos-trace: no trace at %s: %s\n", output_path.c_str(), strerror(errno));
+    return;
+  }
   fprintf(stderr, "gpuos-trace: trace written to %s (%s); see: gpuos-trace report %s\n",
           output_path.c_str(), HumanBytes(static_cast<uint64_t>(st.st_size)).c_str(),
           output_path.c_str());

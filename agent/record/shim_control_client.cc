@@ -10,11 +10,24 @@
 #include <cerrno>
 #include <cstring>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 
 namespace gpuos {
+
+ShimControlReply ParseShimControlReply(std::string_view reply, std::string_view expect) {
+  ShimControlReply parsed;
+  if (reply.substr(0, expect.size()) == expect) {
+    std::string_view rest = reply.substr(expect.size());
+    if (!rest.empty() && rest[0] == ' ') rest.remove_prefix(1);
+    parsed.kind = ShimControlReply::kAnswer;
+    parsed.text = std::string(rest);
+  } else if (reply.substr(0, 5) == "error") {
+    parsed.kind = ShimControlReply::kError;
+    parsed.text = std::string(reply);
+  }
+  return parsed;
+}
 
 std::string ShimControlName(pid_t pid) { return absl::StrFormat("gpuos-shim.%d", pid); }
 
@@ -67,14 +80,11 @@ absl::StatusOr<std::string> ShimControlClient::Exchange(const std::string& reque
       return absl::UnavailableError(
           absl::StrFormat("pid %d: the shim closed its control connection", pid_));
     }
-    std::string text(reply, static_cast<size_t>(got));
-    if (absl::StartsWith(text, expect)) {
-      std::string rest = text.substr(expect.size());
-      if (!rest.empty() && rest[0] == ' ') rest.erase(0, 1);
-      return rest;
-    }
-    if (absl::StartsWith(text, "error")) {
-      return absl::FailedPreconditionError(absl::StrFormat("pid %d: shim: %s", pid_, text));
+    ShimControlReply parsed =
+        ParseShimControlReply(std::string_view(reply, static_cast<size_t>(got)), expect);
+    if (parsed.kind == ShimControlReply::kAnswer) return parsed.text;
+    if (parsed.kind == ShimControlReply::kError) {
+      return absl::FailedPreconditionError(absl::StrFormat("pid %d: shim: %s", pid_, parsed.text));
     }
     // Anything else is not an answer to this request; keep waiting.
   }

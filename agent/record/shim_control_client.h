@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -44,6 +45,16 @@ class ShimControlClient {
   pid_t pid_;
   int fd_;
 };
+
+// One message from the shim, read as the answer to a request that expects
+// `expect` ("attached", "detached"): the answer (the text after `expect`),
+// the shim's "error ...", or something else (not an answer: keep waiting).
+struct ShimControlReply {
+  enum Kind { kAnswer, kError, kOther };
+  Kind kind = kOther;
+  std::string text;  // kAnswer: after `expect` and one space; kError: the whole reply
+};
+ShimControlReply ParseShimControlReply(std::string_view reply, std::string_view expect);
 
 // The abstract socket name the shim of `pid` listens on (without the
 // leading NUL).

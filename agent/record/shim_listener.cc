@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -16,11 +17,25 @@
 #include <string>
 
 #include "absl/strings/str_format.h"
+#include "stream/text_repairing_parse.h"
 
 namespace gpuos {
 namespace {
 
 constexpr size_t kMaxMessageBytes = 1u << 20;
+// Messages read from one connection per Pump: a peer that never stops
+// sending must not keep the agent from its ring buffer and other peers.
+constexpr int kMaxMessagesPerPump = 1024;
+// At the end of a recording, how long one connection is read before it is
+// given up: a peer left running (a daemon of the job's) that never stops
+// sending must not keep gpuos-trace from finishing.
+constexpr int64_t kMaxFinalReadNs = 10'000'000'000;
+
+int64_t MonotonicNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
 
 pid_t ParentOf(pid_t pid) {
   std::ifstream stat(absl::StrFormat("/proc/%d/stat", pid));
@@ -36,6 +51,19 @@ pid_t ParentOf(pid_t pid) {
 }
 
 }  // namespace
+
+bool DecodeShimMessage(const void* data, size_t size, pid_t peer_pid, v1::EventBatch* batch,
+                       const ShimListener::EventSink& sink) {
+  if (size > kMaxMessageBytes ||
+      !ParseRepairingText(std::string_view(static_cast<const char*>(data), size), batch)) {
+    return false;
+  }
+  for (v1::Event& event : *batch->mutable_events()) {
+    event.set_pid(static_cast<uint32_t>(peer_pid));
+    sink(event);
+  }
+  return true;
+}
 
 bool IsDescendantOf(pid_t pid, pid_t ancestor) {
   for (int depth = 0; pid > 1 && depth < 4096; ++depth) {
@@ -122,8 +150,13 @@ bool ShimListener::ReadConnection(int fd, pid_t pid, bool until_closed) {
   // At the end of a recording the tree is gone, so every peer has closed
   // or is about to; never wait on one for more than a moment.
   int idle_waits = 0;
-  for (;;) {
-    ssize_t n = recv(fd, buffer_.data(), buffer_.size(), until_closed ? 0 : MSG_DONTWAIT);
+  const int64_t give_up_ns = until_closed ? MonotonicNs() + kMaxFinalReadNs : 0;
+  for (int messages = 0;; ++messages) {
+    if (!until_closed && messages >= kMaxMessagesPerPump) return true;  // more next time
+    if (until_closed && messages % 256 == 255 && MonotonicNs() > give_up_ns) return false;
+    // MSG_TRUNC: the message's real length, so that an oversized one is
+    // rejected whole instead of parsed cut short.
+    ssize_t n = recv(fd, buffer_.data(), buffer_.size(), MSG_TRUNC | (until_closed ? 0 : MSG_DONTWAIT));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
       if (!until_closed || ++idle_waits > 500) return !until_closed;
@@ -131,13 +164,8 @@ bool ShimListener::ReadConnection(int fd, pid_t pid, bool until_closed) {
       continue;
     }
     if (n <= 0) return false;  // closed by the peer, or broken
-    if (!batch_.ParseFromArray(buffer_.data(), static_cast<int>(n))) {
+    if (!DecodeShimMessage(buffer_.data(), static_cast<size_t>(n), pid, &batch_, sink_)) {
       ++malformed_messages_;
-      continue;
-    }
-    for (v1::Event& event : *batch_.mutable_events()) {
-      event.set_pid(static_cast<uint32_t>(pid));
-      sink_(event);
     }
   }
 }

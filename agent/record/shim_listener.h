@@ -8,6 +8,7 @@
 
 #include <sys/types.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -65,6 +66,13 @@ class ShimListener {
   uint64_t malformed_messages_ = 0;
   uint64_t connections_ = 0;
 };
+
+// Decodes one message from a shim connection (a serialized EventBatch) and
+// hands each event to `sink` with its pid set to `peer_pid`, whatever the
+// message claims.  Returns false, and hands over nothing, when the message
+// does not parse.  `batch` is scratch space reused between calls.
+bool DecodeShimMessage(const void* data, size_t size, pid_t peer_pid, v1::EventBatch* batch,
+                       const ShimListener::EventSink& sink);
 
 // True when `pid` descends from `ancestor` (or is it), read from /proc.
 bool IsDescendantOf(pid_t pid, pid_t ancestor);

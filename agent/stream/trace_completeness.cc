@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "stream/record_framing.h"
 #include "stream/trace_reader.h"
+#include "stream/text_repairing_parse.h"
 
 namespace gpuos {
 
@@ -81,7 +82,7 @@ absl::StatusOr<std::string> IncompleteReasonOfFile(const std::string& path) {
     std::string payload(last_length, '\0');
     v1::Record record;
     if (std::fseek(file, static_cast<long>(last + kFrameHeaderBytes), SEEK_SET) == 0 &&
-        std::fread(payload.data(), 1, payload.size(), file) == payload.size() && record.ParseFromString(payload) &&
+        std::fread(payload.data(), 1, payload.size(), file) == payload.size() && ParseRepairingText(payload, &record) &&
         record.has_trailer()) {
       has_trailer = true;
       trailer = record.trailer();

@@ -14,6 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
 #include "stream/record_framing.h"
+#include "stream/text_repairing_parse.h"
 
 namespace gpuos {
 namespace {
@@ -183,7 +184,7 @@ bool TraceReader::ReadFrame(v1::Record* record) {
   if (crc != stored_crc) {
     return damage(absl::StrFormat("CRC mismatch (stored %08x, computed %08x)", stored_crc, crc));
   }
-  if (!record->ParseFromString(buffer_)) {
+  if (!ParseRepairingText(buffer_, record)) {
     return damage(absl::StrFormat("payload of %d bytes does not parse as a record", length));
   }
   // One unusually large record should not pin its buffer for the rest of the

@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -159,7 +160,8 @@ absl::Status TraceWriter::Flush() {
       options_.max_file_bytes != 0 && bytes_written_ + kFrameHeaderBytes + pending_.ByteSizeLong() > options_.max_file_bytes
           ? absl::ResourceExhaustedError(absl::StrFormat("the file size cap (--max-size) of %d bytes is reached",
                                                          options_.max_file_bytes))
-          : WriteRecord(pending_);
+      : Removed() ? absl::FailedPreconditionError(absl::StrFormat("%s was removed while recording", path_))
+                  : WriteRecord(pending_);
   if (!status.ok()) {
     if (!failed_) {
       failed_ = true;
@@ -180,6 +182,14 @@ absl::Status TraceWriter::Flush() {
                         absl::StrCat(status.message(), " (", events, " events lost)"));
   }
   return absl::OkStatus();
+}
+
+// Writing on into a file nobody can open any more would only fill the disk
+// until the recording ends, and then lose everything: a removed file is a
+// failed write.
+bool TraceWriter::Removed() const {
+  struct stat st {};
+  return fstat(fd_, &st) == 0 && st.st_nlink == 0;
 }
 
 absl::Status TraceWriter::WriteTrailer(const v1::TraceTrailer& trailer) {

@@ -53,6 +53,9 @@ class TraceWriter : public EventSink {
   uint64_t events_written() const override { return events_written_; }
   uint64_t bytes_written() const { return bytes_written_; }
   int fd() const { return fd_; }
+  // The file was unlinked (st_nlink 0) since it was created: the writer
+  // then stops writing (Flush fails), the trace being unreachable.
+  bool Removed() const;
 
  private:
   TraceWriter(int fd, std::string path, Options options);

@@ -230,8 +230,10 @@ class ShimAttachControlTest : public ::testing::Test {
     ASSERT_EQ(access(kProgram.c_str(), X_OK), 0) << kProgram;
   }
   // A prepared program, its "pid=" line read.
-  std::unique_ptr<Program> StartPrepared() {
-    auto program = std::make_unique<Program>(kProgram, PreparedEnvironment());
+  std::unique_ptr<Program> StartPrepared(const std::vector<std::string>& more_env = {}) {
+    std::vector<std::string> env = PreparedEnvironment();
+    env.insert(env.end(), more_env.begin(), more_env.end());
+    auto program = std::make_unique<Program>(kProgram, env);
     EXPECT_EQ(program->ReadLine(), "pid=" + std::to_string(program->pid()));
     return program;
   }
@@ -434,6 +436,61 @@ TEST_F(ShimAttachControlTest, BadRequestsAndASecondAgentChangeNothing) {
   EXPECT_TRUE(StartsWith(Request(control, "attach " + agent.socket(), &agent),
                          "error already attached"));
   ASSERT_NE(DetachedCount(Request(control, "detach", &agent)), ~0ull);
+  close(control);
+}
+
+// Hostile clients of an allowed uid: one that connects and never sends nor
+// reads, one that sends garbage and never reads the replies.  Neither
+// holds up the job, and each is dropped (once idle, after 16 requests not
+// understood), so that a gpuos-trace can still attach: without that it
+// would be told "another gpuos-trace is already connected" for as long as
+// the client stays.
+TEST_F(ShimAttachControlTest, SilentAndGarbageClientsLockNobodyOut) {
+  Agent agent;
+  ASSERT_TRUE(agent.ok());
+  auto program = StartPrepared({"GPUOS_SHIM_CONTROL_IDLE_MS=500"});
+  int silent = ConnectControl(program->pid());
+  ASSERT_GE(silent, 0);
+  // The job runs on meanwhile.
+  ASSERT_EQ(program->Do("burst idle 3"), "made idle 3");
+  char reply[256];
+  pollfd p{silent, POLLIN, 0};
+  ASSERT_EQ(poll(&p, 1, 5000), 1) << "the silent client was never dropped";
+  ssize_t n = recv(silent, reply, sizeof(reply), 0);
+  EXPECT_TRUE(n > 0 && StartsWith(std::string(reply, static_cast<size_t>(n)), "error idle without attaching"));
+  EXPECT_EQ(recv(silent, reply, sizeof(reply), 0), 0) << "not disconnected";
+  close(silent);
+
+  // Garbage, far more than its socket buffer holds replies for, never read.
+  int noisy = ConnectControl(program->pid());
+  ASSERT_GE(noisy, 0);
+  std::string junk(3000, '\xff');
+  for (int i = 0; i < 2000; ++i) {
+    if (send(noisy, junk.data(), junk.size(), MSG_NOSIGNAL | MSG_DONTWAIT) < 0) break;
+  }
+  ASSERT_EQ(program->Do("burst noisy 3"), "made noisy 3");
+  // Each message got an error reply (while there was room for it), and
+  // the client was dropped.
+  bool closed = false, only_errors = true;
+  for (int waited = 0; waited < 10000 && !closed; waited += 10) {
+    pollfd q{noisy, POLLIN, 0};
+    if (poll(&q, 1, 10) <= 0) continue;
+    n = recv(noisy, reply, sizeof(reply), 0);
+    closed = n <= 0;
+    if (n > 0) only_errors &= StartsWith(std::string(reply, static_cast<size_t>(n)), "error ");
+  }
+  EXPECT_TRUE(closed) << "the garbage client was never dropped";
+  EXPECT_TRUE(only_errors);
+  close(noisy);
+
+  int control = ConnectControl(program->pid());
+  ASSERT_GE(control, 0);
+  ASSERT_TRUE(StartsWith(Request(control, "attach " + agent.socket(), &agent), "attached ")) << "locked out";
+  ASSERT_EQ(program->Do("burst seen 4"), "made seen 4");
+  ASSERT_NE(DetachedCount(Request(control, "detach", &agent)), ~0ull);
+  agent.PumpUntilClosed();
+  EXPECT_EQ(agent.Ranges("seen"), 4u);
+  EXPECT_EQ(agent.Ranges("idle") + agent.Ranges("noisy"), 0u);
   close(control);
 }
 

@@ -265,8 +265,8 @@ TEST(CuptiRecordEncoderTest, EventSynchronizationKeepsEventAndStream) {
   sync.contextId = 1;
   sync.streamId = 14;
   sync.cudaEventId = 3;
-  const auto& s =
-      EncodeAndParse(reinterpret_cast<CUpti_Activity*>(&sync), ContextWithPid(5)).gpu_sync();
+  const Event event = EncodeAndParse(reinterpret_cast<CUpti_Activity*>(&sync), ContextWithPid(5));
+  const auto& s = event.gpu_sync();
   EXPECT_EQ(s.kind(), gpuos::v1::GpuSync::STREAM_WAIT_EVENT);
   EXPECT_EQ(s.stream(), 14u);
   EXPECT_EQ(s.cuda_event_id(), 3u);

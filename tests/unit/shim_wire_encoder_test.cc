@@ -37,6 +37,23 @@ TEST(ShimWireEncoderTest, NvtxRangeRoundTripsThroughLibprotobuf) {
   EXPECT_EQ(event.nvtx_range().category(), 0u);
 }
 
+// A Latin-1 NVTX name, or one cut inside a character, would make the whole
+// batch it travels in unparseable (proto3 strings must be UTF-8): Text()
+// repairs it, and leaves valid text alone.
+TEST(ShimWireEncoderTest, TextFieldsAlwaysParse) {
+  ProtoWriter range;
+  range.Text(field::kNvtxRangeName, "caf\xe9 \xe6\x95");
+  range.Text(field::kNvtxRangeDomain, "dom\xc3\xa9");
+  gpuos::v1::Event event;
+  ASSERT_TRUE(event.ParseFromString(EncodeEvent(5, 6, 7, field::kEventNvtxRange, range)));
+  EXPECT_EQ(event.nvtx_range().name(), "caf\xef\xbf\xbd \xef\xbf\xbd\xef\xbf\xbd");
+  EXPECT_EQ(event.nvtx_range().domain(), "dom\xc3\xa9");
+
+  ProtoWriter raw;  // what Bytes() alone made of it: refused by the agent
+  raw.Bytes(field::kNvtxRangeName, "caf\xe9");
+  EXPECT_FALSE(event.ParseFromString(EncodeEvent(5, 6, 7, field::kEventNvtxRange, raw)));
+}
+
 TEST(ShimWireEncoderTest, EmptyPayloadStillSelectsTheOneofMember) {
   ProtoWriter empty;
   gpuos::v1::Event event;
