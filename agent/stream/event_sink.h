@@ -25,6 +25,9 @@ class EventSink {
   virtual const v1::TraceWriteFailure* failure() const = 0;
   // Events accepted so far (a flight recorder: the whole recording's).
   virtual uint64_t events_written() const = 0;
+  // The file was removed while recording (nothing of the trace remains);
+  // a flight recorder's segments are its own to remove.
+  virtual bool Removed() const { return false; }
 };
 
 }  // namespace gpuos

@@ -55,7 +55,7 @@ class TraceWriter : public EventSink {
   int fd() const { return fd_; }
   // The file was unlinked (st_nlink 0) since it was created: the writer
   // then stops writing (Flush fails), the trace being unreachable.
-  bool Removed() const;
+  bool Removed() const override;
 
  private:
   TraceWriter(int fd, std::string path, Options options);

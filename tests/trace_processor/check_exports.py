@@ -176,6 +176,7 @@ class Expected:
         self.exec_aliases = set()
         self.flows = 0
         self.counters = set()  # (pid or 0, name)
+        self.pids_seen = set()  # in event order, as the exporter sees them
         self.report = json.loads(run_tracer(tracer, ["report", trace, "--format", "json"]))
         dump = run_tracer(tracer, ["dump", trace])
         api_keys = set()
@@ -209,6 +210,7 @@ class Expected:
         if pid == 0:
             return
         tid = e.get("tid") or pid
+        self.pids_seen.add(pid)
         for kind, name in (("mmap", "mmap"), ("munmap", "munmap"), ("futex_wait", "futex wait")):
             if kind in e:
                 self.put(pid, tid, "", name, int(e[kind].get("duration_ns", 0)))
@@ -216,6 +218,14 @@ class Expected:
             off = e["off_cpu"]
             cause = OFF_CPU_CAUSES.get(off.get("cause"), "unknown")
             self.put(pid, tid, "", f"off-CPU ({cause})", int(off.get("duration_ns", 0)))
+            # A wakeup by a thread of a process already in the trace: an
+            # instant on each end of the waker -> wakee arrow (the exporter's
+            # EventMapper::EmitWakeup).
+            waker = int(off.get("woken_by_tid", 0))
+            if (off.get("voluntary") and waker and waker != tid and
+                    int(off.get("waker_pid", 0)) in self.pids_seen):
+                self.put(int(off["waker_pid"]), waker, "", "wakes", 0)
+                self.put(pid, tid, "", "woken", 0)
             self.counters.add((pid, "context switches/s"))
         if "page_faults" in e:
             self.counters.add((pid, "page faults/s"))
