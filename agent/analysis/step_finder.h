@@ -147,6 +147,10 @@ class StepLocator {
   bool KernelSequenceSteps(StepPlan& plan, uint32_t pid, const std::string& why, std::string& why_not);
   // Source 6; false (with `why_not`) when nothing repeats.
   bool CpuActivitySteps(StepPlan& plan, const std::string& why, std::string& why_not);
+  // The GPU work of process `pid` (launches named by their kernels, copies,
+  // memsets, synchronizations) in call order; `named`: how many have a GPU
+  // record's name.
+  std::vector<SequenceToken> GpuTokens(uint32_t pid, size_t& named) const;
   // Steps from a repeating sequence's iterations, and the note.
   void PeriodSteps(StepPlan& plan, StepSource source, const PeriodResult& period, const std::string& what,
                    const std::string& why, const std::vector<std::string>& symbol_names);
