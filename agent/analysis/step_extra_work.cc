@@ -13,6 +13,7 @@ constexpr size_t kMinSteps = 5;
 constexpr double kMaxWorkRatio = 1.5;
 constexpr size_t kMinForeignTokens = 16;
 constexpr double kForeignShare = 0.05;
+constexpr double kMaxExtraShare = 0.25;
 
 }  // namespace
 
@@ -53,12 +54,19 @@ size_t MarkExtraWorkSteps(std::vector<StepWindow>& steps, const std::vector<Sequ
   }
   const size_t foreign_limit =
       std::max<size_t>(kMinForeignTokens, static_cast<size_t>(kForeignShare * static_cast<double>(median)));
+  auto extra = [&](size_t k) {
+    return count[k] > kMaxWorkRatio * static_cast<double>(median) || foreign[k] >= foreign_limit;
+  };
+  // An evaluation pass or checkpoint is occasional: when many steps differ,
+  // the work varies from step to step (dynamic shapes) and no step can be
+  // told apart as extra.
+  size_t candidates = 0;
+  for (size_t k = 0; k < n; ++k) candidates += extra(k);
+  if (candidates > n * kMaxExtraShare) return 0;
   size_t marked = 0;
   for (size_t k = 0; k < n; ++k) {
     StepWindow& w = steps[k];
-    if (w.warmup || !w.left_out.empty()) continue;
-    const bool more = count[k] > kMaxWorkRatio * static_cast<double>(median);
-    if (!more && foreign[k] < foreign_limit) continue;
+    if (w.warmup || !w.left_out.empty() || !extra(k)) continue;
     w.warmup = true;
     w.left_out = absl::StrFormat(
         "extra work: %d GPU operations, the median step has %d, %d of them of kinds most steps lack (an "

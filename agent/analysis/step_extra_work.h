@@ -15,7 +15,9 @@
 //     checkpoint's device-to-host copies of every tensor); an occasional
 //     loss.item() (a copy and a synchronization) is not;
 //   - steps already marked (warm-up) keep their mark; with fewer than 5
-//     steps, or no GPU work in the median step, nothing is marked.
+//     steps, no GPU work in the median step, or more than a quarter of the
+//     steps extra by this rule (work that varies from step to step, as with
+//     dynamic shapes: no step is told apart), nothing is marked.
 // Cost: O(tokens + steps) time, O(symbols + steps) memory.
 #pragma once
 

@@ -23,7 +23,9 @@
 //      so that even an unannotated, irregular job gets per-window numbers.
 // Iterations a repeating sequence leaves out (warm-up, an evaluation pass,
 // a different last batch) stay steps, contiguous with the others, but are
-// marked `left_out` and kept out of the summaries like warm-up steps.
+// marked `left_out` and kept out of the summaries like warm-up steps; so
+// are steps from optimizer.step or autograd.backward marks that hold extra
+// GPU work, an evaluation pass or checkpoint (step_extra_work.h).
 // In an attached trace every step is clipped to the attach window.
 #pragma once
 
