@@ -208,7 +208,24 @@ PeriodResult FindRepeatingSequence(const std::vector<SequenceToken>& t, const st
   std::sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) {
     return a.first != b.first ? a.first > b.first : a.second < b.second;
   });
+  // Also the groups with the most symbols, whatever their mass: the
+  // iteration count is the count shared by the most symbols, and an
+  // optimizer step after 4 accumulated micro-batches makes few tokens
+  // beside the micro-batches' many.
+  std::vector<std::pair<uint64_t, uint32_t>> by_symbols;  // (symbols, count)
+  for (const auto& [c, syms] : groups) {
+    if (syms.size() >= 2) by_symbols.emplace_back(syms.size(), c);
+  }
+  std::sort(by_symbols.begin(), by_symbols.end(), [](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first > b.first : a.second < b.second;
+  });
   if (ranked.size() > options.count_groups) ranked.resize(options.count_groups);
+  for (size_t i = 0; i < by_symbols.size() && i < options.count_groups / 2; ++i) {
+    const uint32_t c = by_symbols[i].second;
+    if (std::none_of(ranked.begin(), ranked.end(), [c](const auto& r) { return r.second == c; })) {
+      ranked.emplace_back(static_cast<uint64_t>(c) * by_symbols[i].first, c);
+    }
+  }
 
   // Also the most frequent symbols: one token a step (a thread that only
   // blocks for its batch) makes a group of one.

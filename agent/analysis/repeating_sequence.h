@@ -6,10 +6,14 @@
 //
 // The rule:
 //   - anchors: symbols that occur at least min_iterations times, grouped by
-//     occurrence count; the count groups
-//     with the most tokens (count x symbols) are tested first, a few symbols
-//     each.  A training iteration makes most of its symbols once, so the
-//     iteration count is the count shared by the most symbols;
+//     occurrence count; the count groups with the most tokens (count x
+//     symbols) are tested, and the groups with the most symbols (half as
+//     many), a few symbols each.  A training iteration makes most of its
+//     symbols once, so the iteration count is the count shared by many
+//     symbols, though its group may be light: an optimizer step after
+//     accumulated micro-batches is a few tokens beside their many, and the
+//     micro-batches alone split badly (the first after zero_grad() assigns
+//     gradients, the others add to them);
 //   - each anchor splits the sequence at its occurrences; the segments'
 //     symbol sequences are compared: the most frequent one is the steady
 //     iteration, and a segment within a small tolerance of it (the same

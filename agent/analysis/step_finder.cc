@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "analysis/cuda_api_class.h"
+#include "analysis/step_extra_work.h"
 
 namespace gpuos {
 namespace {
@@ -265,6 +266,22 @@ StepPlan StepLocator::Finish() {
     plan.steps = std::move(kept);
   }
   for (size_t i = 0; i < plan.steps.size() && i < options_.warmup_steps; ++i) plan.steps[i].warmup = true;
+  if (plan.source == StepSource::kOptimizerSteps || plan.source == StepSource::kBackwardRanges) {
+    // An evaluation pass or checkpoint between two marks falls into a step.
+    size_t named = 0;
+    const std::vector<SequenceToken> tokens = GpuTokens(plan.pid, named);
+    if (MarkExtraWorkSteps(plan.steps, tokens) > 0) {
+      std::vector<std::string> left;
+      size_t left_out = 0;
+      for (const StepWindow& w : plan.steps) {
+        if (w.left_out.empty()) continue;
+        if (++left_out <= 8) left.push_back(absl::StrCat("step ", w.index, ": ", w.left_out));
+      }
+      std::string out = absl::StrJoin(left, "; ");
+      if (left_out > left.size()) absl::StrAppend(&out, "; and ", left_out - left.size(), " more");
+      absl::StrAppend(&plan.note, plan.note.empty() ? "" : "; ", "left out of the summaries: ", out);
+    }
+  }
   if (plan.source == StepSource::kNone) return plan;
 
   auto comm = comm_.find(plan.tid);
@@ -463,7 +480,7 @@ bool StepLocator::BackwardSteps(StepPlan& plan, const std::string& why) {
   return true;
 }
 
-bool StepLocator::KernelSequenceSteps(StepPlan& plan, uint32_t pid, const std::string& why, std::string& why_not) {
+std::vector<SequenceToken> StepLocator::GpuTokens(uint32_t pid, size_t& named) const {
   std::vector<GpuCall> calls;
   for (const GpuCall& c : gpu_calls_) {
     if (c.pid == pid) calls.push_back(c);
@@ -473,7 +490,6 @@ bool StepLocator::KernelSequenceSteps(StepPlan& plan, uint32_t pid, const std::s
   });
   std::vector<SequenceToken> tokens;
   tokens.reserve(calls.size());
-  size_t named = 0;
   for (const GpuCall& c : calls) {
     uint32_t symbol = c.api_symbol;
     if (!c.graph && c.correlation_id != 0) {
@@ -485,6 +501,12 @@ bool StepLocator::KernelSequenceSteps(StepPlan& plan, uint32_t pid, const std::s
     }
     tokens.push_back(SequenceToken{symbol, c.start_ns, c.end_ns});
   }
+  return tokens;
+}
+
+bool StepLocator::KernelSequenceSteps(StepPlan& plan, uint32_t pid, const std::string& why, std::string& why_not) {
+  size_t named = 0;
+  std::vector<SequenceToken> tokens = GpuTokens(pid, named);
   std::vector<bool> preferred(symbols_.size(), false);
   for (size_t i = 0; i < symbols_.size(); ++i) {
     const std::string& name = symbols_[i];

@@ -23,7 +23,9 @@
 //      so that even an unannotated, irregular job gets per-window numbers.
 // Iterations a repeating sequence leaves out (warm-up, an evaluation pass,
 // a different last batch) stay steps, contiguous with the others, but are
-// marked `left_out` and kept out of the summaries like warm-up steps.
+// marked `left_out` and kept out of the summaries like warm-up steps; so
+// are steps from optimizer.step or autograd.backward marks that hold extra
+// GPU work, an evaluation pass or checkpoint (step_extra_work.h).
 // In an attached trace every step is clipped to the attach window.
 #pragma once
 
@@ -147,6 +149,10 @@ class StepLocator {
   bool KernelSequenceSteps(StepPlan& plan, uint32_t pid, const std::string& why, std::string& why_not);
   // Source 6; false (with `why_not`) when nothing repeats.
   bool CpuActivitySteps(StepPlan& plan, const std::string& why, std::string& why_not);
+  // The GPU work of process `pid` (launches named by their kernels, copies,
+  // memsets, synchronizations) in call order; `named`: how many have a GPU
+  // record's name.
+  std::vector<SequenceToken> GpuTokens(uint32_t pid, size_t& named) const;
   // Steps from a repeating sequence's iterations, and the note.
   void PeriodSteps(StepPlan& plan, StepSource source, const PeriodResult& period, const std::string& what,
                    const std::string& why, const std::vector<std::string>& symbol_names);

@@ -108,6 +108,37 @@ TEST(RepeatingSequenceTest, GradientAccumulationUnitIsTheOptimizerStep) {
   EXPECT_GE(Steady(r), 18u);
 }
 
+TEST(RepeatingSequenceTest, AccumulatingMicroBatchesDoNotHideTheOptimizerStep) {
+  // As PyTorch traces of gradient accumulation look: 4 micro-batches, each
+  // an input copy (0), kernels made once (1-9) and kernels made 2 to 15
+  // times (20-33: elementwise, GEMMs, reductions), so that 15 count groups
+  // outweigh the optimizer's; the first micro-batch after zero_grad()
+  // assigns gradients, the others add 10 more (kernel 20 again): micro-batch
+  // pieces alternate (half alike).  Then the optimizer, 6 kernels (100-105)
+  // once a step, its count group light.  40 optimizer steps.  Also with
+  // micro-batches all alike: their pieces then split 75% alike, a
+  // micro-batch unit that must not win over the optimizer step.
+  for (const bool first_assigns : {true, false}) {
+    Stream s;
+    for (int i = 0; i < 40; ++i) {
+      for (int k = 0; k < 4; ++k) {
+        s.Add({0}, kMs);
+        s.Add(Range(1, 10));
+        for (uint32_t j = 2; j <= 15; ++j) s.Add(std::vector<uint32_t>(j, 18 + j));
+        if (k > 0 || !first_assigns) s.Add(std::vector<uint32_t>(10, 20));
+      }
+      s.Add(Range(100, 106));
+    }
+    PeriodResult r = FindRepeatingSequence(s.tokens(), {}, PeriodOptions());
+    ASSERT_TRUE(r.found) << r.why_not;
+    const size_t micro = 1 + 9 + 119;
+    EXPECT_EQ(r.unit_tokens, 4 * micro + (first_assigns ? 30 : 40) + 6) << first_assigns;
+    EXPECT_GE(r.iterations.size(), 39u);
+    EXPECT_LE(r.iterations.size(), 40u);
+    EXPECT_GE(Steady(r), 38u);
+  }
+}
+
 TEST(RepeatingSequenceTest, IdenticalLayersDoNotMakeTheUnit) {
   // 12 identical layers forward (0,1,2 each), backward (10,11,12 each),
   // then one optimizer kernel: a forward kernel splits most segments alike,

@@ -89,6 +89,7 @@ class Loop {
     e.mutable_cuda_api()->set_correlation_id(corr);
     return e;
   }
+  void Wait(uint64_t ns) { now_ += ns; }
   std::vector<v1::Event>& events() { return events_; }
   const std::vector<uint64_t>& step_starts() const { return step_starts_; }
   uint64_t now() const { return now_; }
@@ -217,6 +218,39 @@ TEST(StepPeriodTest, OptimizerRangesComeBeforeTheKernelSequence) {
   }
   StepPlan plan = Locate(loop.events());
   EXPECT_EQ(plan.source, StepSource::kOptimizerSteps) << plan.note;
+}
+
+TEST(StepPeriodTest, OptimizerStepsHoldingAnEvaluationPassAreLeftOut) {
+  // 30 steps; after the 15th, an evaluation pass (8 batches: input copy
+  // and 30 forward-only kernels each) falls into the 16th step; the 22nd
+  // waits 40 ms more for its batch (a data stall: the same work).
+  Loop loop;
+  for (int i = 0; i < 30; ++i) {
+    if (i == 22) loop.Wait(40 * kMs);
+    loop.Step();
+    v1::Event r;
+    r.set_ts_ns(loop.now() - 200 * kUs);
+    r.set_pid(kPid);
+    r.set_tid(kPid);
+    r.mutable_nvtx_range()->set_name("optimizer.step");
+    r.mutable_nvtx_range()->set_duration_ns(100 * kUs);
+    loop.events().push_back(r);
+    if (i == 15) {
+      for (int b = 0; b < 8; ++b) {
+        loop.Copy(kPid, v1::MEMCPY_HTOD, 4096);
+        for (int k = 0; k < 30; ++k) loop.Launch(kPid, absl::StrCat("eval_fwd_kernel_", k));
+      }
+    }
+  }
+  StepPlan plan = Locate(loop.events());
+  ASSERT_EQ(plan.source, StepSource::kOptimizerSteps) << plan.note;
+  ASSERT_EQ(plan.steps.size(), 29u);
+  for (const StepWindow& w : plan.steps) {
+    EXPECT_EQ(!w.left_out.empty(), w.index == 16) << "step " << w.index << ": " << w.left_out;
+  }
+  EXPECT_TRUE(plan.steps[15].warmup);
+  EXPECT_NE(plan.steps[15].left_out.find("an evaluation pass or checkpoint"), std::string::npos);
+  EXPECT_NE(plan.note.find("left out of the summaries: step 16: extra work"), std::string::npos) << plan.note;
 }
 
 v1::Event Backward(uint64_t start, uint64_t end, uint32_t tid) {

@@ -1,0 +1,37 @@
+// Steps from marks (optimizer.step ranges, autograd.backward ranges) that
+// hold more than a training step's GPU work: the evaluation pass or
+// checkpoint that ran between two marks falls into a step.  Such a step
+// stays a step but is marked left out and kept out of the summaries, as
+// the repeating-sequence finder does with its irregular iterations; a step
+// that is only slower (a data stall) with the same work stays measured.
+//
+// The rule, with the tokens of the GPU work (kernel launches named by their
+// kernel, copies by direction and size...) counted between each step's
+// bounds:
+//   - the steady step's work is the median token count over the steps;
+//   - a step is extra work when its tokens exceed 1.5x the median, or when
+//     it holds at least max(16, 5% of the median) tokens whose symbols occur
+//     in fewer than half of the steps (forward-only evaluation kernels, a
+//     checkpoint's device-to-host copies of every tensor); an occasional
+//     loss.item() (a copy and a synchronization) is not;
+//   - steps already marked (warm-up) keep their mark; with fewer than 5
+//     steps, no GPU work in the median step, or more than a quarter of the
+//     steps extra by this rule (work that varies from step to step, as with
+//     dynamic shapes: no step is told apart), nothing is marked.
+// Cost: O(tokens + steps) time, O(symbols + steps) memory.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "analysis/repeating_sequence.h"
+#include "analysis/step_finder.h"
+
+namespace gpuos {
+
+// `steps` sorted by start and not overlapping; `tokens` in time order
+// (a token belongs to the step its start falls in).  Returns how many steps
+// were newly marked left out.
+size_t MarkExtraWorkSteps(std::vector<StepWindow>& steps, const std::vector<SequenceToken>& tokens);
+
+}  // namespace gpuos
