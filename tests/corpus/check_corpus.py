@@ -363,10 +363,29 @@ def trainer_has_no_nvtx(trainer):
     return "--no-nvtx" in out.stdout + out.stderr
 
 
+# (script, mode, check) regexes and why: checks that fail for a reason
+# the project knows and has not fixed yet (--known-gaps FILE, one
+# "SCRIPT_RE MODE_RE CHECK_RE  # why" a line).  They are printed as GAP
+# lines; every other check still fails the run.
+KNOWN_GAPS = []
+
+
+def load_known_gaps(path):
+    for line in open(path):
+        body, _, why = line.partition("#")
+        fields = body.split()
+        if not fields:
+            continue
+        if len(fields) != 3:
+            raise SystemExit("check_corpus: %s: want SCRIPT_RE MODE_RE CHECK_RE  # why: %r" % (path, line))
+        KNOWN_GAPS.append(tuple(re.compile(f) for f in fields) + (why.strip() or "unexplained",))
+
+
 class Row:
     def __init__(self, script, mode):
         self.script, self.mode = script, mode
         self.failures = []   # "check: reason"
+        self.gaps = []       # failures listed in --known-gaps: printed, not failing
         self.notes = []
         self.report = None
         self.own_ms = None
@@ -376,6 +395,10 @@ class Row:
         self.job_pid = None  # attached: the pid attached to
 
     def fail(self, check, reason):
+        for script_re, mode_re, check_re, why in KNOWN_GAPS:
+            if script_re.fullmatch(self.script) and mode_re.fullmatch(self.mode) and check_re.fullmatch(check):
+                self.gaps.append("%s: %s (known gap: %s)" % (check, reason, why))
+                return
         self.failures.append("%s: %s" % (check, reason))
 
     @property
@@ -714,8 +737,11 @@ def main():
     p.add_argument("--json", help="also write the rows as JSON to this file")
     p.add_argument("--budget", type=int, default=0,
                    help="seconds: start no run after this much time (its row says so); 0: no limit")
+    p.add_argument("--known-gaps", help="checks expected to fail, with why (see KNOWN_GAPS): reported, not failing")
     p.add_argument("--list", action="store_true", help="print the scripts and their arguments, run nothing")
     args = p.parse_args()
+    if args.known_gaps:
+        load_known_gaps(args.known_gaps)
     args.modes = set(args.modes.split(","))
     unknown = args.modes - {"launched", "nohooks", "nonvtx", "attached", "uprobes"}
     if unknown:
@@ -762,6 +788,8 @@ def main():
     for r in h.rows:
         for f in r.failures:
             print("FAIL %s %s %s" % (r.script, r.mode, f))
+        for gap in r.gaps:
+            print("GAP %s %s %s" % (r.script, r.mode, gap))
         for note in r.notes:
             print("note %s %s: %s" % (r.script, r.mode, note))
     failed = [r for r in h.rows if r.failures]
