@@ -164,6 +164,20 @@ Diagnosis Diagnose(const StepAnalysis& a) {
     f.recommendation =
         "Check the report's CUDA shim status (CUPTI may be inactive or taken by another profiler), or the job "
         "ran on the CPU; GPU idle time cannot be attributed without GPU records.";
+    const JobPractices& p = a.practices;
+    if (p.kernel_launches + p.graph_launches > 0) {
+      // The job did launch GPU work: what is missing is the record of it,
+      // and the report must not read as if the GPU sat unused.
+      absl::StrAppendFormat(&f.evidence,
+                            "; yet the job made %.1f kernel launch and %.1f graph launch calls per step: its GPU "
+                            "work ran but was not recorded",
+                            in.PerStep(p.kernel_launches), in.PerStep(p.graph_launches));
+      f.recommendation =
+          "The GPU side of this trace is missing, not idle: the CUDA calls were seen from the CPU only (an attach "
+          "that could not load the shim falls back to uprobes on libcuda; the report's CUDA status says why) or "
+          "CUPTI was inactive. Record again with the shim: attach when the job's threads wait (or start it with "
+          "gpuos-trace --prepare), or launch it under gpuos-trace.";
+    }
     d.primary = f;
     if (data_wait >= kDataWaitShare) {
       Finding g;

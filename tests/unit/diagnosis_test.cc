@@ -449,6 +449,17 @@ TEST(DiagnosisTest, NoStepsAndNoGpuActivity) {
   ASSERT_EQ(d.secondary.size(), 1u);
   EXPECT_EQ(d.secondary[0].bottleneck, Bottleneck::kDataLoader);
   EXPECT_DOUBLE_EQ(d.secondary[0].score, 0.75);
+  EXPECT_EQ(d.primary.evidence.find("not recorded"), std::string::npos) << d.primary.evidence;
+
+  // The same steps from a job that did launch GPU work whose records are
+  // missing (an attach that fell back to uprobes): the report says the GPU
+  // side is missing, not idle.
+  StepAnalysis launched_unrecorded = sim.Analyze();
+  launched_unrecorded.practices.kernel_launches = 3 * 40;
+  d = Diagnose(launched_unrecorded);
+  EXPECT_EQ(d.primary.bottleneck, Bottleneck::kNoGpuActivity) << Describe(d);
+  EXPECT_NE(d.primary.evidence.find("was not recorded"), std::string::npos) << d.primary.evidence;
+  EXPECT_NE(d.primary.recommendation.find("missing, not idle"), std::string::npos) << d.primary.recommendation;
 }
 
 // ---- Thresholds at their edges ---------------------------------------------
