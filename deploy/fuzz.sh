@@ -37,7 +37,9 @@ for target in "${targets[@]}"; do
   mkdir -p "$fresh"
   echo "fuzz.sh: $target for ${seconds}s from $corpus"
   # The fresh directory first: libFuzzer adds what it finds there.
-  if ! "$build_dir/$target" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+  # A fixed seed (GPUOS_FUZZ_SEED, default 1) so that a run can be repeated:
+  # what CI finds, a developer finds again with the same command.
+  if ! "$build_dir/$target" -seed="${GPUOS_FUZZ_SEED:-1}" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
       -max_len=65536 -print_final_stats=1 -artifact_prefix="$build_dir/artifacts/$target-" \
       "$fresh" "$corpus" >"$build_dir/$target.log" 2>&1; then
     failed+=("$target")

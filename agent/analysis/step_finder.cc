@@ -19,6 +19,15 @@ uint64_t ThreadKey(uint32_t pid, uint32_t tid) { return (static_cast<uint64_t>(p
 // would otherwise make billions of steps.
 constexpr uint64_t kMaxFixedWindows = 100000;
 
+// "HTOD" for MEMCPY_HTOD; a value this build does not know (a newer
+// writer's, or a damaged file's) by its number.
+std::string DirectionToken(int direction) {
+  const std::string& name = v1::MemcpyDirection_Name(static_cast<v1::MemcpyDirection>(direction));
+  constexpr std::string_view kPrefix = "MEMCPY_";
+  if (name.size() > kPrefix.size() && name.compare(0, kPrefix.size(), kPrefix) == 0) return name.substr(kPrefix.size());
+  return absl::StrCat("direction ", direction);
+}
+
 std::string Ms(double ns) { return absl::StrFormat("%.3f ms", ns / 1e6); }
 
 }  // namespace
@@ -126,7 +135,7 @@ void StepLocator::Add(const v1::Event& e) {
       const v1::GpuMemcpy& m = e.gpu_memcpy();
       gpu_names_.try_emplace(
           ThreadKey(e.pid(), m.correlation_id()),
-          Symbol(absl::StrCat("memcpy ", v1::MemcpyDirection_Name(m.direction()).substr(7), " ", m.bytes(), " B")));
+          Symbol(absl::StrCat("memcpy ", DirectionToken(m.direction()), " ", m.bytes(), " B")));
       break;
     }
     case v1::Event::kGpuMemset:
