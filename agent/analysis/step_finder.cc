@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "analysis/cuda_api_class.h"
 #include "analysis/step_extra_work.h"
+#include "stream/event_comm.h"
 
 namespace gpuos {
 namespace {
@@ -161,28 +162,11 @@ void StepLocator::Add(const v1::Event& e) {
       }
       break;
     }
-    case v1::Event::kProcessStart:
-      parent_[e.pid()] = e.process_start().ppid();
-      SeeComm(e.ts_ns(), e.pid(), e.tid(), e.process_start().comm());
-      break;
-    case v1::Event::kThreadStart:
-      SeeComm(e.ts_ns(), e.pid(), e.tid(), e.thread_start().comm());
-      break;
-    case v1::Event::kExec:
-      SeeComm(e.ts_ns(), e.pid(), e.tid(), e.exec().comm());
-      break;
-    case v1::Event::kCommChange:
-      SeeComm(e.ts_ns(), e.pid(), e.tid(), e.comm_change().new_comm());
-      break;
-    case v1::Event::kThreadExit:
-      SeeComm(e.ts_ns(), e.pid(), e.tid(), e.thread_exit().comm());
-      break;
-    case v1::Event::kProcessExit:
-      SeeComm(e.ts_ns(), e.pid(), e.tid(), e.process_exit().comm());
-      break;
     default:
       break;
   }
+  if (e.payload_case() == v1::Event::kProcessStart) parent_[e.pid()] = e.process_start().ppid();
+  if (const std::string* comm = StatedComm(e)) SeeComm(e.ts_ns(), e.pid(), e.tid(), *comm);
 }
 
 StepPlan StepLocator::Finish() {

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "analysis/cuda_api_class.h"
+#include "stream/event_comm.h"
 
 namespace gpuos {
 
@@ -43,26 +44,12 @@ void ThreadActivity::Add(const v1::Event& e) {
       edge.blocked_ns += off.duration_ns() - std::min(off.runqueue_ns(), off.duration_ns());
       break;
     }
-    case v1::Event::kProcessStart:
-      SeeComm(e.ts_ns(), e.pid(), e.tid(), e.process_start().comm());
-      break;
-    case v1::Event::kThreadStart:
-      SeeComm(e.ts_ns(), e.pid(), e.tid(), e.thread_start().comm());
-      break;
-    case v1::Event::kExec:
-      SeeComm(e.ts_ns(), e.pid(), e.tid(), e.exec().comm());
-      break;
-    case v1::Event::kCommChange:
-      SeeComm(e.ts_ns(), e.pid(), e.tid(), e.comm_change().new_comm());
-      break;
-    case v1::Event::kThreadExit:
-      SeeComm(e.ts_ns(), e.pid(), e.tid(), e.thread_exit().comm());
-      break;
-    case v1::Event::kProcessExit:
-      SeeComm(e.ts_ns(), e.pid(), e.tid(), e.process_exit().comm());
-      break;
     default:
-      if (e.tid() != 0) Thread(e.pid(), e.tid());
+      if (const std::string* comm = StatedComm(e)) {
+        SeeComm(e.ts_ns(), e.pid(), e.tid(), *comm);
+      } else if (e.tid() != 0) {
+        Thread(e.pid(), e.tid());
+      }
       break;
   }
 }
