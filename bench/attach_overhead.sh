@@ -7,7 +7,7 @@
 #
 # Why: on the GPU machine's host the untraced mmap+touch+munmap loop alone
 # spreads by about 2 us per op from one process to the next (3.4-5.8 us,
-# docs/benchmarks.md), more than the 700 ns being measured, so
+# docs/archive/benchmarks.md), more than the 700 ns being measured, so
 # run_overhead.sh's traced and untraced processes differ by more than the
 # tracer's cost.  Within one process that spread is absent; U2 - U1 shows
 # what is left of it.  The same BPF programs run as under `gpuos-trace --

@@ -11,7 +11,7 @@ less than their raw rates is the check that this works
 (bench/summarize_gpu_runs.py judges by paced figures only where it holds);
 that the pace readings agree between variants is the check that the tracer
 leaves the reference alone.  For the C++ launch loop it works (on an H200
-host the untraced runs scattered 8.3% raw and 1.7% paced, docs/gpu-results.md,
+host the untraced runs scattered 8.3% raw and 1.7% paced, docs/archive/gpu-results.md,
 session 8).  For the PyTorch loops it has not: in their processes the
 reference itself ran 2x faster or slower from one process to the next (with
 this CRC as with a pure-Python loop) while the loops did not follow, so the

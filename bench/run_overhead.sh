@@ -16,7 +16,7 @@
 # 4. Agent memory: one recording of >= 10 million events; gpuos-trace's own
 #    peak RSS (VmHWM, polled from /proc) and CPU time.
 #
-# Results and their reading: docs/benchmarks.md.  Takes about 8 minutes on
+# Results and their reading: docs/archive/benchmarks.md.  Takes about 8 minutes on
 # 2 CPUs.  Needs root, jq, bpftool, taskset, and the `bench` target built:
 #   cmake --build DIR --target bench
 set -euo pipefail
@@ -206,7 +206,7 @@ if [[ -z $ONLY || $ONLY == overhead ]]; then
 fi
 
 # ------------------------------------------------------------- diagnosis
-# Where the added time goes, for the explanation in docs/benchmarks.md:
+# Where the added time goes, for the explanation in docs/archive/benchmarks.md:
 #  - pinned: gpuos-trace on CPU 0, the workload on CPU 1, so the tracer
 #    woken by ring-buffer records cannot preempt the workload;
 #  - bpf-stats: one traced run per mode with kernel.bpf_stats_enabled=1

@@ -54,7 +54,7 @@ struct {
 /* Everything the programs keep per thread, in the thread's own task
  * storage: a lookup is a pointer chase from the task, where a tid-keyed
  * hash costs a hash, a bucket walk and, for untraced threads, a miss in
- * every program (docs/benchmarks.md, 2026-11-22).  Freed by the kernel
+ * every program (docs/archive/benchmarks.md, 2026-11-22).  Freed by the kernel
  * with the task, so no exit handler has to delete it.  A start time or
  * count of 0 marks a slot as empty. */
 struct gpuos_thread_state {
@@ -122,7 +122,7 @@ const volatile __u64 fault_window_ns = 1000000;
 /* The agent is woken only once this much data waits in the ring buffer; in
  * between it drains on its own timer.  Waking it for every record would make
  * the agent preempt the traced threads once per event they cause, a
- * feedback loop that multiplied the cost of tracing (docs/benchmarks.md). */
+ * feedback loop that multiplied the cost of tracing (docs/archive/benchmarks.md). */
 const volatile __u64 wakeup_bytes = 1 << 20;
 
 static __always_inline int is_tracked(__u32 pid)

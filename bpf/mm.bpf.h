@@ -5,7 +5,7 @@
  * sys_enter/sys_exit programs, which every syscall runs anyway: on mmap's
  * and munmap's own tracepoints these were two more programs per call, and
  * their perf-event hooks ran on every syscall of the machine
- * (docs/benchmarks.md, 2026-11-22). */
+ * (docs/archive/benchmarks.md, 2026-11-22). */
 #ifndef GPUOS_MM_BPF_H
 #define GPUOS_MM_BPF_H
 

@@ -23,7 +23,7 @@ struct gpuos_syscall_stats {
 /* The key's nr for the futex *wake* calls of syscall NR (futex or
  * futex_wake): kept apart from the other calls of the same syscall so that
  * wakes are counted in the one hash update every syscall makes anyway,
- * rather than in a second map (docs/benchmarks.md).  The agent adds them
+ * rather than in a second map (docs/archive/benchmarks.md).  The agent adds them
  * back into NR's totals.  Real syscall numbers are >= 0. */
 #define GPUOS_WAKE_STATS_NR(nr) (-2 - (nr))
 #define GPUOS_IS_WAKE_STATS_NR(key_nr) ((key_nr) <= -2)
@@ -32,7 +32,7 @@ struct gpuos_syscall_stats {
 /* Per-thread totals in a slot of an array, for syscall numbers below
  * GPUOS_SLOT_NRS: the hot path then indexes an array (a lookup the verifier
  * inlines) instead of hashing (tid, nr), about 50 ns less per syscall on
- * the development VM (docs/benchmarks.md).  A traced thread takes a free
+ * the development VM (docs/archive/benchmarks.md).  A traced thread takes a free
  * slot at its first syscall and gives it back when it exits, after copying
  * its totals into syscall_stats; a thread that finds no free slot, and
  * syscall numbers out of range, use syscall_stats directly. */
@@ -65,7 +65,7 @@ struct gpuos_syscall_slot {
 	/* The mmap/munmap or futex call in flight, for the records made call
 	 * by call (mm.bpf.h, futex.bpf.h): kept here rather than in the
 	 * thread's task storage, so that these calls, like every other, cost
-	 * no task-storage lookup (docs/benchmarks.md, session 7). */
+	 * no task-storage lookup (docs/archive/benchmarks.md, session 7). */
 	struct gpuos_mm_call mm;
 	struct gpuos_futex_call futex;
 	/* The thread's finished mmap/munmap calls not sent yet (mm.h). */

@@ -4,7 +4,7 @@
 // copy and set records still come from the activity API and carry the
 // callback's correlation id, which joins them.  Not the default: measured
 // on an H200, each traced call cost 120-400 ns more this way than with
-// activity records (docs/gpu-results.md, "API calls timed by callbacks").
+// activity records (docs/archive/gpu-results.md, "API calls timed by callbacks").
 //
 // Each thread that makes a traced call writes fixed-size records into its
 // own single-producer ring: no lock, no allocation and no system call on

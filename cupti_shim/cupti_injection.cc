@@ -889,7 +889,7 @@ std::string EnableApiRecords(const CuptiApi& api, bool cuda_running) {
   if (!want_runtime && !want_driver) return "no API calls";  // KindsNote() says why
   // GPUOS_CUPTI_API_TIMING=callback: our own entry/exit callbacks instead
   // of CUPTI's RUNTIME/DRIVER records.  Not the default: on an H200 they
-  // cost each traced call 120-400 ns more (docs/gpu-results.md, "API
+  // cost each traced call 120-400 ns more (docs/archive/gpu-results.md, "API
   // calls timed by callbacks").
   const char* timing = getenv("GPUOS_CUPTI_API_TIMING");
   if (timing && std::string(timing) == "callback" &&

@@ -8,7 +8,7 @@
 //              CUPTI builds whose registered callback yields zero kernel
 //              timestamps (reported for some CUDA 12.6-13.0 builds).
 // On an H100 the two cost a launch loop the same within noise, and a
-// callback that read only the TSC was no cheaper (docs/gpu-results.md):
+// callback that read only the TSC was no cheaper (docs/archive/gpu-results.md):
 // CUPTI's own kernel and API records, not the clock, are the cost.
 // The mapped way takes paired readings at the start and then whenever the
 // parser handles records (ClockConverter), so a clock that drifts from
