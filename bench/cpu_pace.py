@@ -11,21 +11,21 @@ less than their raw rates is the check that this works
 (bench/summarize_gpu_runs.py judges by paced figures only where it holds);
 that the pace readings agree between variants is the check that the tracer
 leaves the reference alone.  For the C++ launch loop it works (on an H200
-host the untraced runs scattered 8.3% raw and 1.7% paced, docs/archive/gpu-results.md,
-session 8).  For the PyTorch loops it has not: in their processes the
-reference itself ran 2x faster or slower from one process to the next (with
-this CRC as with a pure-Python loop) while the loops did not follow, so the
-summary judges them by raw rates.
+host the untraced runs scattered 8.3% raw and 1.7% paced,
+docs/archive/gpu-results.md: "Pacing").  For the PyTorch loops it does not:
+in their processes the reference itself ran 2x faster or slower from one
+process to the next (with this CRC as with a pure-Python loop) while the
+loops did not follow, so the summary judges them by raw rates.
 """
 import statistics
 import time
 import zlib
 
 # The reference work: a CRC over a buffer that stays in the CPU's caches,
-# done in C, about 2-3 ms.  (A first version looped in pure Python; on an
-# H200 host its readings moved between 3 and 5 ms from process to process
-# while the loops' own time did not.  This one allocates nothing, and still
-# moved between 3.9 and 7.7 ms on another H200 host: see the docstring.)
+# done in C, about 2-3 ms, allocating nothing.  (A pure-Python loop is no
+# steadier: on an H200 host its readings moved between 3 and 5 ms from
+# process to process while the loops' own time did not.  This one moved
+# between 3.9 and 7.7 ms on another H200 host: see the docstring.)
 _PACE_BUFFER = bytes(range(256)) * 1024  # 256 KiB
 _PACE_ROUNDS = 64
 

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Does CUPTI's per-launch CPU cost depend on where the process's threads
-# run?  In one run single processes of launch_cpu under CUPTI's kernel
-# records seemed to fall into two groups about 1.5 us per launch apart,
-# untraced ones not (docs/archive/gpu-results.md, session 9, call 2); placement
-# turned out not to explain it (call 3).  This runs launch_cpu untraced and
+# run?  Single processes of launch_cpu under CUPTI's kernel records can fall
+# into two groups about 1.5 us per launch apart, untraced ones not; on an
+# H100 placement did not explain it (docs/archive/gpu-results.md: "does the
+# cost depend on where threads run?").  This runs launch_cpu untraced and
 # under the minimal CUPTI client (bench/cupti_floor_injection.cc), unpinned
 # and pinned to CPU sets, alternating, and prints each run's cost with the
 # CPUs its launching thread and CUPTI's worker thread were seen on.

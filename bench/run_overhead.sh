@@ -16,7 +16,7 @@
 # 4. Agent memory: one recording of >= 10 million events; gpuos-trace's own
 #    peak RSS (VmHWM, polled from /proc) and CPU time.
 #
-# Results and their reading: docs/archive/benchmarks.md.  Takes about 8 minutes on
+# Latest figures: docs/results.md (every run: docs/archive/benchmarks.md).  Takes about 8 minutes on
 # 2 CPUs.  Needs root, jq, bpftool, taskset, and the `bench` target built:
 #   cmake --build DIR --target bench
 set -euo pipefail

@@ -54,7 +54,8 @@ struct {
 /* Everything the programs keep per thread, in the thread's own task
  * storage: a lookup is a pointer chase from the task, where a tid-keyed
  * hash costs a hash, a bucket walk and, for untraced threads, a miss in
- * every program (docs/archive/benchmarks.md, 2026-11-22).  Freed by the kernel
+ * every program (docs/archive/benchmarks.md: "per-thread state in task
+ * storage").  Freed by the kernel
  * with the task, so no exit handler has to delete it.  A start time or
  * count of 0 marks a slot as empty. */
 struct gpuos_thread_state {

@@ -3,7 +3,8 @@
  * thread in the kernel, in syscall_stats under GPUOS_WAKE_STATS_NR:
  * wake-heavy loops must stay cheap).  Called from
  * syscalls.bpf.c's sys_enter/sys_exit programs, so a futex call runs two
- * programs, not four (docs/archive/benchmarks.md, 2026-11-22). */
+ * programs, not four (docs/archive/benchmarks.md: "two programs per
+ * syscall"). */
 #ifndef GPUOS_FUTEX_BPF_H
 #define GPUOS_FUTEX_BPF_H
 

@@ -3,9 +3,9 @@
  * allocator churn show up here (a cudaMemcpy from pageable memory, a
  * DataLoader batch freed with munmap).  Called from syscalls.bpf.c's
  * sys_enter/sys_exit programs, which every syscall runs anyway: on mmap's
- * and munmap's own tracepoints these were two more programs per call, and
- * their perf-event hooks ran on every syscall of the machine
- * (docs/archive/benchmarks.md, 2026-11-22). */
+ * and munmap's own tracepoints they would be two more programs per call,
+ * and those tracepoints' perf-event hooks run on every syscall of the
+ * machine (docs/archive/benchmarks.md: "two programs per syscall"). */
 #ifndef GPUOS_MM_BPF_H
 #define GPUOS_MM_BPF_H
 

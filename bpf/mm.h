@@ -31,8 +31,9 @@ struct gpuos_mm_event {
  * the slot until it is full, its first call is older than
  * mm_batch_window_ns, the thread blocks (a voluntary switch), gives the
  * slot back (exit, exec), or the agent stops (it reads what is left in the
- * slots).  A record per call cost the mmap and munmap exits about 85 ns
- * each on the development VM (docs/archive/benchmarks.md, session 7). */
+ * slots).  A record per call costs the mmap and munmap exits about 85 ns
+ * each on the development VM (docs/archive/benchmarks.md: "mmap/munmap
+ * batches"). */
 #define GPUOS_MM_BATCH 8
 
 /* header.ts_ns is the first call's start, header.tid the thread that made

@@ -65,7 +65,8 @@ struct gpuos_syscall_slot {
 	/* The mmap/munmap or futex call in flight, for the records made call
 	 * by call (mm.bpf.h, futex.bpf.h): kept here rather than in the
 	 * thread's task storage, so that these calls, like every other, cost
-	 * no task-storage lookup (docs/archive/benchmarks.md, session 7). */
+	 * no task-storage lookup (docs/archive/benchmarks.md: "call records
+	 * in the slot"). */
 	struct gpuos_mm_call mm;
 	struct gpuos_futex_call futex;
 	/* The thread's finished mmap/munmap calls not sent yet (mm.h). */

@@ -9,7 +9,8 @@
 // zeroes a used buffer when it comes back, which happens on the shim's
 // parser thread.  What it saves is small (one 8 MiB memset per buffer,
 // some 30,000 kernel records): on an H100 it did not show against the
-// spread between processes (docs/archive/gpu-results.md, session 9).
+// spread between processes (docs/archive/gpu-results.md: "the zeroed-buffer
+// pool, A/B").
 #pragma once
 
 #include <atomic>

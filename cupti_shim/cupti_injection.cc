@@ -1,10 +1,11 @@
 // CUPTI activity collection: injection entry point, starting and stopping
-// (launch, attach, detach, stepping aside), buffer pool, parser thread,
-// flushing at context teardown and exit, fork safety (see the header).  Follows Kineto's CuptiActivityApi habits: CUPTI's buffer
-// callbacks only take or queue a buffer under a short lock, records are
-// parsed on our own thread, and no lock of ours is ever held while calling
-// into CUPTI, which may call back into us from inside (an ABBA deadlock
-// otherwise).
+// (launch, attach, detach, stepping aside), handing CUPTI buffers from the
+// pool (cupti_buffer_pool.h), parser thread, flushing at context teardown
+// and exit, fork safety (see the header).  Follows Kineto's
+// CuptiActivityApi habits: CUPTI's buffer callbacks only take or queue a
+// buffer under a short lock, records are parsed on our own thread, and no
+// lock of ours is ever held while calling into CUPTI, which may call back
+// into us from inside (an ABBA deadlock otherwise).
 #include "cupti_injection.h"
 
 #include <pthread.h>

@@ -122,7 +122,7 @@ void SetEntries(struct bpf_map* map, uint32_t entries) { bpf_map__set_max_entrie
 const char* MapName(uint32_t id) {
   switch (id) {
     case GPUOS_MAP_TRACKED: return "traced_tgids";
-    // The slot of the tid-keyed hash that task storage replaced.
+    // thread_state's failed creations are counted under this id (common.bpf.h).
     case GPUOS_MAP_SYSCALL_IN_FLIGHT: return "thread_state";
     case GPUOS_MAP_SYSCALL_STATS: return "syscall_stats";
     case GPUOS_MAP_SCHED_STATE: return "sched_state";

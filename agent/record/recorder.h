@@ -44,7 +44,7 @@ struct RecordOptions {
   bool python_hooks = true;
   // --cuda-records: the CUDA record kinds to enable, a comma list of
   // kernel, memcpy, memset, sync, runtime, driver; empty: all.  Fewer
-  // kinds cost the job less (docs/archive/gpu-results.md).
+  // kinds cost the job less (docs/results.md).
   std::string cuda_records;
   // gpuos-trace's own command line, kept in the trace header.
   std::vector<std::string> tracer_argv;

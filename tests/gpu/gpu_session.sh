@@ -205,7 +205,7 @@ fi
 if want cupti-levers; then
   # CUPTI settings against its kernel records' cost (issue #3, point 7):
   # buffers handed over already zero (CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER,
-  # the shim's default since session 9) and more device buffers allocated
+  # the shim's default) and more device buffers allocated
   # up front, under the minimal CUPTI client and under gpuos-trace with the
   # shim's zeroed buffers off and on.
   echo "== CUPTI levers: launch_cpu"

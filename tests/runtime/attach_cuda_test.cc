@@ -10,7 +10,7 @@
 //  - killing gpuos-trace in the middle of an injection leaves the job
 //    running, not stopped, not traced.
 // The real driver, CUPTI and a PyTorch job are checked on the GPU machine
-// (tests/gpu/, docs/archive/gpu-results.md).  Needs root.
+// (tests/gpu/, docs/results.md).  Needs root.
 #include <dirent.h>
 #include <signal.h>
 #include <unistd.h>

@@ -189,9 +189,9 @@ TEST(RecordingFaults, StoppedTracerNeitherSlowsTheJobNorHidesItsLosses) {
 }
 
 // A process that names itself in UTF-8 gets its name cut at 15 bytes by the
-// kernel, often inside a character.  Such a name used to make the batch it
-// was in, and every record after it, unreadable ("does not parse as a
-// record"): proto3 refuses strings that are not UTF-8.
+// kernel, often inside a character.  Written as it is, such a name makes the
+// batch it is in, and every record after it, unreadable ("does not parse as
+// a record"): proto3 refuses strings that are not UTF-8.
 TEST(RecordingFaults, ANameCutInsideACharacterLeavesAWholeTrace) {
   GPUOS_REQUIRE_ROOT();
   rt::TempDir dir;
