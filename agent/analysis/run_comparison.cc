@@ -178,6 +178,20 @@ std::vector<RunDelta> DeltasAgainstFirst(const std::vector<RunFacts>& runs) {
       d.explaining_share_pct = 100.0 * d.stage_ns[largest] / d.step_mean_ns;
       d.line = absl::StrFormat("%s: %s; %s explains %.0f%% of the change (%+.2f ms/step)", run.name, step_change,
                                StageName(*d.explaining_stage), d.explaining_share_pct, d.stage_ns[largest] / 1e6);
+      // Stages that moved against each other: name the one that offset it.
+      if (d.explaining_share_pct > 150) {
+        size_t against = largest;
+        for (size_t s = 0; s < kStageCount; ++s) {
+          if (d.stage_ns[s] * d.stage_ns[largest] < 0 &&
+              (against == largest || std::fabs(d.stage_ns[s]) > std::fabs(d.stage_ns[against]))) {
+            against = s;
+          }
+        }
+        if (against != largest) {
+          d.line += absl::StrFormat(", mostly offset by %s (%+.2f ms/step)", StageName(static_cast<Stage>(against)),
+                                    d.stage_ns[against] / 1e6);
+        }
+      }
     }
     deltas.push_back(std::move(d));
   }
@@ -214,10 +228,14 @@ Knee FindKnee(const std::vector<RunFacts>& runs, double threshold) {
   const RunFacts& k = *analyzed[at];
   const RunFacts& last = *analyzed.back();
   knee.at = k.name;
-  knee.note = absl::StrFormat("past %s the mean step %s by %.1f%% (%s -> %s), less than the %.0f%% threshold",
-                              k.name, knee.next_improvement >= 0 ? "improves" : "worsens",
-                              std::fabs(knee.next_improvement) * 100, Ms(k.step_mean_ns),
-                              Ms(analyzed[at + 1]->step_mean_ns), threshold * 100);
+  if (knee.next_improvement >= 0) {
+    knee.note = absl::StrFormat("past %s the mean step improves by %.1f%% (%s -> %s), less than the %.0f%% threshold",
+                                k.name, knee.next_improvement * 100, Ms(k.step_mean_ns),
+                                Ms(analyzed[at + 1]->step_mean_ns), threshold * 100);
+  } else {
+    knee.note = absl::StrFormat("past %s the mean step gets longer by %.1f%% (%s -> %s)", k.name,
+                                -knee.next_improvement * 100, Ms(k.step_mean_ns), Ms(analyzed[at + 1]->step_mean_ns));
+  }
   auto switches = [](const RunFacts& r) {
     return r.os.driving.switches + r.os.workers.switches + r.os.others.switches;
   };

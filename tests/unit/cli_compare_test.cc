@@ -221,6 +221,46 @@ TEST_F(CompareTest, KneeIsWhereTheStepStopsImproving) {
   EXPECT_FALSE(Compare(std::nullopt).knee.has_value());
 }
 
+TEST_F(CompareTest, KneeWhereTheStepGetsLonger) {
+  std::vector<CompareInput> inputs;
+  for (const char* name : {"a", "b", "a"}) inputs.push_back({name, Path(name), std::nullopt, "", {}});
+  inputs[2].name = "a-again";
+  const Comparison c = CompareRuns(inputs, StepOptions(), kDefaultKneeThreshold);
+  ASSERT_TRUE(c.knee && c.knee->found);
+  EXPECT_EQ(c.knee->at, "b");
+  EXPECT_NEAR(c.knee->next_improvement, -3.0 / 7, 1e-9);
+  EXPECT_NE(c.knee->note.find("gets longer by 42.9%"), std::string::npos) << c.knee->note;
+}
+
+// Stages that move against each other: the largest explains more than all
+// of the change, and the line names the one that offset it.
+TEST(CompareDeltas, OffsettingStagesAreNamed) {
+  RunFacts base, run;
+  base.name = "base";
+  run.name = "run";
+  for (RunFacts* r : {&base, &run}) {
+    r->measured_steps = 10;
+    r->steps_per_s = 1;
+  }
+  base.stage_ns[static_cast<size_t>(Stage::kDataLoading)] = 4 * kMs;
+  base.stage_ns[static_cast<size_t>(Stage::kOsOverhead)] = 6 * kMs;
+  base.step_mean_ns = 10 * kMs;
+  run.stage_ns[static_cast<size_t>(Stage::kDataLoading)] = 9 * kMs;
+  run.stage_ns[static_cast<size_t>(Stage::kOsOverhead)] = 2 * kMs;
+  run.step_mean_ns = 11 * kMs;
+  const std::vector<RunDelta> deltas = DeltasAgainstFirst({base, run});
+  ASSERT_EQ(deltas.size(), 1u);
+  EXPECT_EQ(*deltas[0].explaining_stage, Stage::kDataLoading);
+  EXPECT_NEAR(deltas[0].explaining_share_pct, 500.0, 1e-6);
+  EXPECT_NE(deltas[0].line.find("data loading explains 500% of the change (+5.00 ms/step), mostly offset by OS "
+                                "overhead (-4.00 ms/step)"),
+            std::string::npos)
+      << deltas[0].line;
+  // Below 0.1% of the step nothing moved: no stage is named.
+  run.step_mean_ns = base.step_mean_ns + 5 * kUs;
+  EXPECT_FALSE(DeltasAgainstFirst({base, run})[0].explaining_stage.has_value());
+}
+
 TEST_F(CompareTest, FailedAndUnreadableRunsKeepTheirColumns) {
   std::vector<CompareInput> inputs = {{"a", Path("a"), std::nullopt, "", {}},
                                       {"broken", dir_ + "/missing.gpuos", std::nullopt, "", {}},
