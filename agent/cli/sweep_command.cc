@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "cli/compare_command.h"
 
@@ -142,14 +143,24 @@ int RunSweep(const SweepCommand& command) {
     }
     inputs.push_back(in);
   }
-  // A knee runs along one setting; with several, the runs are a grid.
+  // A knee runs along one setting that grows: with several, the runs are a
+  // grid; with names (variant=baseline,pinned) they have no order.
   std::optional<double> knee;
-  if (command.settings.size() == 1) knee = command.knee_threshold;
+  std::string no_knee;
+  if (command.settings.size() > 1) {
+    no_knee = "several --set: the runs form a grid, not a line";
+  } else {
+    for (const std::string& value : command.settings[0].values) {
+      double number = 0;
+      if (!absl::SimpleAtod(value, &number)) {
+        no_knee = "the values of --set " + command.settings[0].name + " are not all numbers";
+      }
+    }
+  }
+  if (no_knee.empty()) knee = command.knee_threshold;
   const Comparison comparison = CompareRuns(inputs, command.steps, knee);
   const int printed = PrintComparison(comparison, command.json, command.html_path);
-  if (command.settings.size() > 1 && !command.json) {
-    fprintf(stderr, "gpuos-trace: sweep: no knee with several --set (the runs form a grid, not a line)\n");
-  }
+  if (!no_knee.empty()) fprintf(stderr, "gpuos-trace: sweep: no knee: %s\n", no_knee.c_str());
   if (g_stop_signal) return 130;
   return any_failed || printed != 0 ? 1 : 0;
 }

@@ -83,6 +83,7 @@ if [[ $MODE == gpu ]]; then
   WORKERS_RESNET=0,2,4,8
   COMPILE=(--steps 30 --warmup 10)
   COMPILE_W=10
+  COMPILE_ONLY=eager,compiled
 else
   DEV=cpu
   RESNET=(--steps 4 --warmup 1 --image-size 32 --batch-size 4)
@@ -96,6 +97,7 @@ else
   WORKERS_RESNET=0,2
   COMPILE=(--steps 6 --warmup 2 --hidden 32 --layers 2)
   COMPILE_W=2
+  COMPILE_ONLY=eager  # torch.compile needs PyTorch 2 (Debian's is 1.13)
 fi
 
 want resnet-sequence && scenario resnet-sequence "ResNet-18 data pipeline: the optimization sequence" "$RESNET_W" \
@@ -134,7 +136,7 @@ want workers-resnet && scenario workers-resnet "num_workers sweep, ResNet-18 dat
 
 # Last: compiling takes longest.  One run per (model, half).
 want compile && scenario compile "eager vs torch.compile, small and large MLP" "$COMPILE_W" \
-  --set model=small,large --set only=eager,compiled -- \
+  --set model=small,large --set only=$COMPILE_ONLY -- \
   "$PY" "$PYDIR/compile_eager.py" --device $DEV --model '{model}' --only '{only}' "${COMPILE[@]}"
 
 echo
