@@ -57,12 +57,13 @@ class SweepTrainer : public ::testing::Test {
 
 // Loading 4 samples at 4000, 2000 and 1900 us each: steps of about 16, 8
 // and 7.6 ms, so the step halves, then improves by about 5%: below a 25%
-// threshold, far from it either way, so a loaded machine does not move the knee.
+// threshold, far from it either way, and 30 measured steps a run, so that
+// a loaded machine does not move the knee.
 TEST_F(SweepTrainer, KneeOnPreprocessingCost) {
   const std::string dir = tmp_.File("knee");
   rt::RunResult r = rt::Run({rt::TracerPath(), "sweep", "-o", dir, "--knee-threshold", "25%", "--warmup-steps", "2",
                              "--set", "pre=4000,2000,1900", "--", kTrainer, "--device", "cpu", "--model", "tiny",
-                             "--steps", "12", "--warmup", "2", "--batch-size", "4", "--workers", "0",
+                             "--steps", "32", "--warmup", "2", "--batch-size", "4", "--workers", "0",
                              "--preprocess-us", "{pre}"},
                             LongRun());
   ASSERT_EQ(r.exit_code, 0) << r.Describe();
@@ -77,7 +78,7 @@ TEST_F(SweepTrainer, KneeOnPreprocessingCost) {
   ASSERT_EQ(c.runs.size(), 3u);
   for (const RunFacts& run : c.runs) {
     ASSERT_TRUE(run.failed.empty()) << run.failed;
-    EXPECT_EQ(run.measured_steps, 10u) << run.name;
+    EXPECT_EQ(run.measured_steps, 30u) << run.name;
     ASSERT_TRUE(run.samples_per_s.has_value()) << run.name;  // --batch-size 4 on its command line
     EXPECT_NEAR(*run.samples_per_s, 4 * run.steps_per_s, 1e-6);
   }
@@ -85,8 +86,8 @@ TEST_F(SweepTrainer, KneeOnPreprocessingCost) {
   EXPECT_GE(c.runs[0].step_mean_ns, 16e6);
   EXPECT_GE(c.runs[1].step_mean_ns, 8e6);
   const double ratio = c.runs[0].step_mean_ns / c.runs[1].step_mean_ns;
-  EXPECT_GT(ratio, 1.6);
-  EXPECT_LT(ratio, 2.4);
+  EXPECT_GT(ratio, 1.4) << r.out;
+  EXPECT_LT(ratio, 2.8) << r.out;
   // The loop's time is loading in the training thread: running (data
   // loading) or, on a busy machine, waiting for a CPU meanwhile (OS
   // overhead); one of the two explains the change.
@@ -100,16 +101,17 @@ TEST_F(SweepTrainer, KneeOnPreprocessingCost) {
   EXPECT_TRUE(*c.deltas[0].explaining_stage == Stage::kDataLoading ||
               *c.deltas[0].explaining_stage == Stage::kOsOverhead)
       << c.deltas[0].line;
-  ASSERT_TRUE(c.knee && c.knee->found) << (c.knee ? c.knee->note : "");
+  ASSERT_TRUE(c.knee && c.knee->found) << r.out;
   EXPECT_EQ(c.knee->at, "pre=2000");
 }
 
 // Two worker processes halve the loading (2 x 4 x 2000 us of CPU per two
-// steps on two cores); an impossible --workers fails that run only.
+// steps on two cores); an impossible --workers fails that run only, and
+// the runs after it still run.
 TEST_F(SweepTrainer, WorkersAndAFailingRun) {
   const std::string dir = tmp_.File("workers");
   rt::RunResult r = rt::Run({rt::TracerPath(), "sweep", "-o", dir, "--warmup-steps", "2", "--set",
-                             "workers=0,2,9999", "--", kTrainer, "--device", "cpu", "--model", "tiny", "--steps",
+                             "workers=0,9999,2", "--", kTrainer, "--device", "cpu", "--model", "tiny", "--steps",
                              "12", "--warmup", "2", "--batch-size", "4", "--workers", "{workers}",
                              "--preprocess-us", "2000"},
                             LongRun());
@@ -117,10 +119,11 @@ TEST_F(SweepTrainer, WorkersAndAFailingRun) {
   for (const char* expected : {"workers=0", "workers=2", "workers=9999", "failed: exit", "switches/step workers"}) {
     EXPECT_NE(r.out.find(expected), std::string::npos) << expected << "\n" << r.out;
   }
-  EXPECT_NE(r.err.find("sweep run 3/3 workers=9999: failed: exit"), std::string::npos) << r.err;
-  const std::vector<std::string> paths = Traces(dir);
-  ASSERT_GE(paths.size(), 2u);
-  const Comparison c = Reread({paths[0], paths[1]}, {"workers=0", "workers=2"}, 0.05);
+  // The failing run is the middle one: the sweep goes on after it.
+  EXPECT_NE(r.err.find("sweep run 2/3 workers=9999: failed: exit"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("sweep run 3/3 workers=2: done"), std::string::npos) << r.err;
+  const Comparison c = Reread({dir + "/01-workers=0.gpuos", dir + "/03-workers=2.gpuos"}, {"workers=0", "workers=2"},
+                              0.05);
   ASSERT_TRUE(c.runs[0].failed.empty() && c.runs[1].failed.empty());
   EXPECT_EQ(c.runs[0].os.workers.switches, 0.0);
   EXPECT_GT(c.runs[1].os.workers.switches, 0.0);
