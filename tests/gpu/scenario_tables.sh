@@ -81,8 +81,8 @@ if [[ $MODE == gpu ]]; then
   XFER_BATCHES=64,2048
   WORKERS_MLP=0,2,4,8,16
   WORKERS_RESNET=0,2,4,8
-  COMPILE=(--steps 30 --warmup 10)
-  COMPILE_W=10
+  COMPILE=(--steps 20 --warmup 5)
+  COMPILE_W=5
   COMPILE_ONLY=eager,compiled
 else
   DEV=cpu
