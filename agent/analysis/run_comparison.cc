@@ -42,8 +42,6 @@ std::map<uint32_t, bool> DescendantsOf(const OsSummary& os, uint32_t root) {
   return result;
 }
 
-bool Analyzed(const RunFacts& run) { return run.failed.empty() && run.measured_steps > 0 && run.step_mean_ns > 0; }
-
 std::string Ms(double ns) { return absl::StrFormat("%.2f ms", ns / 1e6); }
 
 }  // namespace
@@ -151,7 +149,7 @@ std::vector<RunDelta> DeltasAgainstFirst(const std::vector<RunFacts>& runs) {
   std::vector<RunDelta> deltas;
   const RunFacts* base = nullptr;
   for (const RunFacts& run : runs) {
-    if (!Analyzed(run)) continue;
+    if (!run.analyzed()) continue;
     if (!base) {
       base = &run;
       continue;
@@ -203,7 +201,7 @@ Knee FindKnee(const std::vector<RunFacts>& runs, double threshold) {
   knee.threshold = threshold;
   std::vector<const RunFacts*> analyzed;
   for (const RunFacts& run : runs) {
-    if (Analyzed(run)) analyzed.push_back(&run);
+    if (run.analyzed()) analyzed.push_back(&run);
   }
   if (analyzed.size() < 2) {
     knee.note = "a knee needs at least two runs with measured steps";

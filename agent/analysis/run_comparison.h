@@ -82,6 +82,9 @@ struct RunFacts {
   std::string bottleneck;  // BottleneckKey of the primary finding
   std::string headline;
   std::optional<double> gain_pct;
+
+  // Has numbers to compare: not failed, with measured steps.
+  bool analyzed() const { return failed.empty() && measured_steps > 0 && step_mean_ns > 0; }
 };
 
 inline constexpr size_t kTopSyscalls = 5;

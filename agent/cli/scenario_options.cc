@@ -158,7 +158,9 @@ absl::StatusOr<std::vector<SweepRun>> ExpandSweep(const std::vector<SweepSetting
   for (bool done = false; !done;) {
     SweepRun run;
     std::vector<std::string> parts;
-    for (size_t s = 0; s < settings.size(); ++s) parts.push_back(settings[s].name + "=" + settings[s].values[choice[s]]);
+    for (size_t s = 0; s < settings.size(); ++s) {
+      parts.push_back(settings[s].name + "=" + settings[s].values[choice[s]]);
+    }
     run.name = absl::StrJoin(parts, ",");
     for (const std::string& arg : record_args) {
       auto sub = Substitute(arg, settings, choice, &used);

@@ -32,7 +32,9 @@ double Now() {
 
 std::string ExitText(int status) {
   if (WIFEXITED(status)) return absl::StrFormat("exit %d", WEXITSTATUS(status));
-  if (WIFSIGNALED(status)) return absl::StrFormat("killed by signal %d (%s)", WTERMSIG(status), strsignal(WTERMSIG(status)));
+  if (WIFSIGNALED(status)) {
+    return absl::StrFormat("killed by signal %d (%s)", WTERMSIG(status), strsignal(WTERMSIG(status)));
+  }
   return "ended abnormally";
 }
 

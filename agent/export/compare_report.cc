@@ -15,8 +15,6 @@
 namespace gpuos {
 namespace {
 
-bool Analyzed(const RunFacts& run) { return run.failed.empty() && run.measured_steps > 0 && run.step_mean_ns > 0; }
-
 // A GPU-idle cause gets a row when some run spends this share of its step in it.
 constexpr double kIdleRowMinPct = 0.5;
 
@@ -24,7 +22,7 @@ class TextCompare {
  public:
   TextCompare(const Comparison& c, std::ostream& out) : c_(c), out_(out) {
     for (const RunFacts& r : c.runs) {
-      if (Analyzed(r)) {
+      if (r.analyzed()) {
         base_ = &r;
         break;
       }
@@ -69,7 +67,7 @@ class TextCompare {
   void Row(std::vector<CompareRow>& t, const std::string& title, const Value& value, int decimals, Delta delta) {
     std::vector<std::string> cells = {title};
     for (const RunFacts& r : c_.runs) {
-      if (!Analyzed(r)) {
+      if (!r.analyzed()) {
         cells.push_back("-");
         continue;
       }
@@ -88,7 +86,8 @@ class TextCompare {
     t.push_back({false, std::move(cells)});
   }
 
-  void TextRow(std::vector<CompareRow>& t, const std::string& title, const std::function<std::string(const RunFacts&)>& text) {
+  void TextRow(std::vector<CompareRow>& t, const std::string& title,
+               const std::function<std::string(const RunFacts&)>& text) {
     std::vector<std::string> cells = {title};
     for (const RunFacts& r : c_.runs) cells.push_back(text(r));
     t.push_back({false, std::move(cells)});
@@ -115,11 +114,11 @@ class TextCompare {
   std::vector<CompareRow> Rows() {
     std::vector<CompareRow> t;
     bool any_failed = false;
-    for (const RunFacts& r : c_.runs) any_failed |= !Analyzed(r);
+    for (const RunFacts& r : c_.runs) any_failed |= !r.analyzed();
     if (any_failed) {
       TextRow(t, "status", [](const RunFacts& r) {
         if (!r.failed.empty()) return r.failed;
-        return Analyzed(r) ? std::string("ok") : std::string("no steps found");
+        return r.analyzed() ? std::string("ok") : std::string("no steps found");
       });
     }
     TextRow(t, "steps (measured/found)",
@@ -129,7 +128,7 @@ class TextCompare {
     for (const RunFacts& r : c_.runs) any_samples |= r.samples_per_s.has_value();
     if (any_samples) {
       TextRow(t, "samples/s", [](const RunFacts& r) {
-        if (!Analyzed(r) || !r.samples_per_s) return std::string("-");
+        if (!r.analyzed() || !r.samples_per_s) return std::string("-");
         return absl::StrFormat("%.1f (batch %d)", *r.samples_per_s, *r.batch_size);
       });
     }
@@ -145,7 +144,7 @@ class TextCompare {
     Row(t, "GPU idle %", [](const RunFacts& r) { return r.gpu_idle_total_pct; }, 1, Delta::kPoints);
     for (size_t c = 0; c < kIdleCauseCount; ++c) {
       bool shown = false;
-      for (const RunFacts& r : c_.runs) shown |= Analyzed(r) && r.gpu_idle_pct[c] >= kIdleRowMinPct;
+      for (const RunFacts& r : c_.runs) shown |= r.analyzed() && r.gpu_idle_pct[c] >= kIdleRowMinPct;
       if (!shown) continue;
       Row(t, absl::StrCat("  idle: ", IdleCauseName(static_cast<IdleCause>(c)), " %"),
           [c](const RunFacts& r) { return r.gpu_idle_pct[c]; }, 1, Delta::kPoints);
