@@ -72,6 +72,13 @@ RunFacts ReduceRun(const std::string& name, const std::string& path, const Trace
   run.name = name;
   run.path = path;
   run.argv.assign(summary.os.header.command_line().begin(), summary.os.header.command_line().end());
+  if (!summary.os.read_error.empty()) {
+    run.warning = "damaged: " + summary.os.read_error;
+  } else if (!summary.os.incomplete_reason.empty()) {
+    run.warning = "incomplete: " + summary.os.incomplete_reason;
+  } else if (summary.os.dropped_events > 0) {
+    run.warning = absl::StrFormat("%d events dropped", summary.os.dropped_events);
+  }
   run.has_steps = steps.has_steps();
   run.steps = steps.steps.size();
   run.measured_steps = steps.measured_steps;

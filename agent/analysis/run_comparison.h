@@ -59,6 +59,9 @@ struct RunFacts {
   std::string path;
   std::vector<std::string> argv;  // the traced command (launch mode)
   std::string failed;  // "failed: exit 3"; empty for a run that was analyzed
+  // What the trace lost (damaged, incomplete, dropped events): its numbers
+  // cover less than the run.  Empty for a whole trace.
+  std::string warning;
   bool has_steps = false;
   size_t steps = 0;           // found
   size_t measured_steps = 0;  // kept for the summaries

@@ -45,6 +45,7 @@ void WriteCompareHtml(const Comparison& c, std::ostream& out) {
     out << "<li><b>" << HtmlEscape(r.name) << "</b>: " << HtmlEscape(r.path);
     if (!r.argv.empty()) out << " <code>" << HtmlEscape(RunCommandText(r)) << "</code>";
     if (!r.failed.empty()) out << " <span class=\"failed\">" << HtmlEscape(r.failed) << "</span>";
+    if (!r.warning.empty()) out << " <span class=\"failed\">WARNING: " << HtmlEscape(r.warning) << "</span>";
     out << "</li>";
   }
   out << "</ul></section>";

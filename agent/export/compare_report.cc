@@ -35,6 +35,7 @@ class TextCompare {
     for (const RunFacts& r : c_.runs) {
       out_ << "  " << Printable(r.name) << ": " << Printable(r.path);
       if (!r.argv.empty()) out_ << "\n      " << RunCommandText(r);
+      if (!r.warning.empty()) out_ << "\n      WARNING: " << Printable(r.warning);
       out_ << "\n";
     }
     out_ << "\n";
@@ -205,6 +206,9 @@ void RunJson(JsonWriter& json, const RunFacts& r) {
   json.Field("name", r.name);
   json.Field("path", r.path);
   json.Field("command", RunCommandText(r));
+  json.Key("warning");
+  if (r.warning.empty()) json.Null();
+  else json.String(r.warning);
   json.Key("failed");
   if (r.failed.empty()) json.Null();
   else json.String(r.failed);

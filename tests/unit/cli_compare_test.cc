@@ -311,6 +311,29 @@ TEST_F(CompareTest, TextJsonAndHtmlSayTheSame) {
   EXPECT_EQ(h.find("http"), std::string::npos);
 }
 
+// A trace cut short is compared up to where it ends, and says so.
+TEST_F(CompareTest, DamagedTraceSaysSo) {
+  std::string bytes;
+  {
+    std::ifstream in(Path("b"), std::ios::binary);
+    std::stringstream buffer;
+    buffer << in.rdbuf();
+    bytes = buffer.str();
+  }
+  {
+    std::ofstream out(Path("cut"), std::ios::binary | std::ios::trunc);
+    out << bytes.substr(0, bytes.size() * 2 / 3);
+  }
+  std::vector<CompareInput> inputs = {{"a", Path("a"), std::nullopt, "", {}},
+                                      {"cut", Path("cut"), std::nullopt, "", {}}};
+  const Comparison c = CompareRuns(inputs, StepOptions(), std::nullopt);
+  EXPECT_TRUE(c.runs[0].warning.empty()) << c.runs[0].warning;
+  EXPECT_FALSE(c.runs[1].warning.empty());
+  std::ostringstream text;
+  WriteCompareText(c, text);
+  EXPECT_NE(text.str().find("WARNING: "), std::string::npos) << text.str();
+}
+
 TEST_F(CompareTest, NamesFromTheTraceAreEscaped) {
   std::vector<CompareInput> inputs = {{"<b>x</b>", Path("a"), std::nullopt, "", {}}};
   const Comparison c = CompareRuns(inputs, StepOptions(), std::nullopt);
