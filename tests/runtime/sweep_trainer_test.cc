@@ -55,54 +55,71 @@ class SweepTrainer : public ::testing::Test {
   rt::TempDir tmp_;
 };
 
-// Loading 4 samples at 4000, 2000 and 1900 us each: steps of about 16, 8
-// and 7.6 ms, so the step halves, then improves by about 5%: below a 25%
-// threshold, far from it either way, and 30 measured steps a run, so that
-// a loaded machine does not move the knee.
+// Loading 4 samples at 6000, 1500 and 1400 us of CPU each: steps of about
+// 24, 6 and 5.6 ms, so the step shrinks by 75%, then by about 7%: the knee
+// at 1500 for a 30% threshold.  What the test controls exactly is the CPU
+// the loading burns: the data-loading stage (the training thread running
+// inside "get batch") is 4 x preprocess-us a step however busy the
+// machine.  The wall time, and so the knee, it controls only while the
+// machine is quiet: a run that waited for a CPU a third of its steps can
+// take twice its time.  So the sweep is made up to three times, until no
+// run waited for a CPU more than 15% of its step; the knee is checked on
+// that sweep (and the test says when the machine never was quiet).
 TEST_F(SweepTrainer, KneeOnPreprocessingCost) {
-  const std::string dir = tmp_.File("knee");
-  rt::RunResult r = rt::Run({rt::TracerPath(), "sweep", "-o", dir, "--knee-threshold", "25%", "--warmup-steps", "2",
-                             "--set", "pre=4000,2000,1900", "--", kTrainer, "--device", "cpu", "--model", "tiny",
-                             "--steps", "32", "--warmup", "2", "--batch-size", "4", "--workers", "0",
-                             "--preprocess-us", "{pre}"},
-                            LongRun());
-  ASSERT_EQ(r.exit_code, 0) << r.Describe();
-  for (const char* expected : {"pre=4000", "pre=2000", "pre=1900", "steps/s", "data loading %",
-                               "samples/s", "Knee (threshold 25%): pre=2000", "pre=2000: mean step"}) {
-    EXPECT_NE(r.out.find(expected), std::string::npos) << expected << "\n" << r.out;
+  const std::vector<double> preprocess_us = {6000, 1500, 1400};
+  bool quiet = false;
+  for (int attempt = 0; attempt < 3 && !quiet; ++attempt) {
+    const std::string dir = tmp_.File("knee" + std::to_string(attempt));
+    rt::RunResult r = rt::Run({rt::TracerPath(), "sweep", "-o", dir, "--knee-threshold", "30%", "--warmup-steps",
+                               "2", "--set", "pre=6000,1500,1400", "--", kTrainer, "--device", "cpu", "--model",
+                               "tiny", "--steps", "32", "--warmup", "2", "--batch-size", "4", "--workers", "0",
+                               "--preprocess-us", "{pre}"},
+                              LongRun());
+    ASSERT_EQ(r.exit_code, 0) << r.Describe();
+    for (const char* expected : {"pre=6000", "pre=1500", "pre=1400", "steps/s", "data loading %", "samples/s",
+                                 "Knee (threshold 30%): ", "pre=1500: mean step"}) {
+      EXPECT_NE(r.out.find(expected), std::string::npos) << expected << "\n" << r.out;
+    }
+    const std::vector<std::string> paths = Traces(dir);
+    ASSERT_EQ(paths.size(), 3u);
+    EXPECT_NE(paths[0].find("01-pre=6000.gpuos"), std::string::npos) << paths[0];
+    const Comparison c = Reread(paths, {"pre=6000", "pre=1500", "pre=1400"}, 0.30);
+    ASSERT_EQ(c.runs.size(), 3u);
+    quiet = true;
+    for (size_t i = 0; i < c.runs.size(); ++i) {
+      const RunFacts& run = c.runs[i];
+      ASSERT_TRUE(run.failed.empty()) << run.failed;
+      EXPECT_EQ(run.measured_steps, 30u) << run.name;
+      ASSERT_TRUE(run.samples_per_s.has_value()) << run.name;  // --batch-size 4 on its command line
+      EXPECT_NEAR(*run.samples_per_s, 4 * run.steps_per_s, 1e-6);
+      const double burnt_ns = 4 * preprocess_us[i] * 1000;
+      EXPECT_GE(run.step_mean_ns, burnt_ns) << run.name;
+      const double loading_ns = run.stage_ns[static_cast<size_t>(Stage::kDataLoading)];
+      EXPECT_GT(loading_ns, 0.9 * burnt_ns) << run.name << "\n" << r.out;
+      EXPECT_LT(loading_ns, 1.5 * burnt_ns) << run.name << "\n" << r.out;
+      if (run.gpu_idle_pct[static_cast<size_t>(IdleCause::kPreemptedRunqueue)] > 15.0) quiet = false;
+    }
+    // The loop's time is loading in the training thread: running (data
+    // loading) or waiting for a CPU meanwhile (OS overhead).
+    ASSERT_EQ(c.deltas.size(), 2u);
+    ASSERT_TRUE(c.deltas[0].explaining_stage.has_value());
+    EXPECT_TRUE(*c.deltas[0].explaining_stage == Stage::kDataLoading ||
+                *c.deltas[0].explaining_stage == Stage::kOsOverhead)
+        << c.deltas[0].line;
+    // The sweep names the knee its traces have, busy machine or not.
+    ASSERT_TRUE(c.knee.has_value());
+    EXPECT_NE(r.out.find("Knee (threshold 30%): " + (c.knee->found ? c.knee->at : std::string("none"))),
+              std::string::npos)
+        << r.out;
+    if (!quiet) continue;
+    EXPECT_EQ(*c.deltas[0].explaining_stage, Stage::kDataLoading) << c.deltas[0].line;
+    ASSERT_TRUE(c.knee->found) << r.out;
+    EXPECT_EQ(c.knee->at, "pre=1500") << r.out;
   }
-  const std::vector<std::string> paths = Traces(dir);
-  ASSERT_EQ(paths.size(), 3u);
-  EXPECT_NE(paths[0].find("01-pre=4000.gpuos"), std::string::npos) << paths[0];
-  const Comparison c = Reread(paths, {"pre=4000", "pre=2000", "pre=1900"}, 0.25);
-  ASSERT_EQ(c.runs.size(), 3u);
-  for (const RunFacts& run : c.runs) {
-    ASSERT_TRUE(run.failed.empty()) << run.failed;
-    EXPECT_EQ(run.measured_steps, 30u) << run.name;
-    ASSERT_TRUE(run.samples_per_s.has_value()) << run.name;  // --batch-size 4 on its command line
-    EXPECT_NEAR(*run.samples_per_s, 4 * run.steps_per_s, 1e-6);
+  if (!quiet) {
+    GTEST_SKIP() << "the machine was too busy for step times in three sweeps (runs waited for a CPU over 15% of a "
+                    "step): the knee's value was not checked, the rest was";
   }
-  // The CPU burnt per step is a floor under the step's wall time.
-  EXPECT_GE(c.runs[0].step_mean_ns, 16e6);
-  EXPECT_GE(c.runs[1].step_mean_ns, 8e6);
-  const double ratio = c.runs[0].step_mean_ns / c.runs[1].step_mean_ns;
-  EXPECT_GT(ratio, 1.4) << r.out;
-  EXPECT_LT(ratio, 2.8) << r.out;
-  // The loop's time is loading in the training thread: running (data
-  // loading) or, on a busy machine, waiting for a CPU meanwhile (OS
-  // overhead); one of the two explains the change.
-  auto loading = [](const RunFacts& run) {
-    return run.stage_pct[static_cast<size_t>(Stage::kDataLoading)] +
-           run.stage_pct[static_cast<size_t>(Stage::kOsOverhead)];
-  };
-  EXPECT_GT(loading(c.runs[0]), 90.0);
-  ASSERT_EQ(c.deltas.size(), 2u);
-  ASSERT_TRUE(c.deltas[0].explaining_stage.has_value());
-  EXPECT_TRUE(*c.deltas[0].explaining_stage == Stage::kDataLoading ||
-              *c.deltas[0].explaining_stage == Stage::kOsOverhead)
-      << c.deltas[0].line;
-  ASSERT_TRUE(c.knee && c.knee->found) << r.out;
-  EXPECT_EQ(c.knee->at, "pre=2000");
 }
 
 // Two worker processes halve the loading (2 x 4 x 2000 us of CPU per two
