@@ -20,7 +20,9 @@
 #include "record/attach_recorder.h"
 #include "record/prepare.h"
 #include "record/recorder.h"
+#include "cli/compare_command.h"
 #include "cli/ctl_command.h"
+#include "cli/sweep_command.h"
 #include "stream/trace_completeness.h"
 #include "stream/trace_reader.h"
 
@@ -146,6 +148,10 @@ int main(int argc, char** argv) {
       return RunExport(parsed->export_);
     case gpuos::ParsedCommandLine::Kind::kCtl:
       return gpuos::RunCtl(parsed->ctl);
+    case gpuos::ParsedCommandLine::Kind::kCompare:
+      return gpuos::RunCompare(parsed->compare);
+    case gpuos::ParsedCommandLine::Kind::kSweep:
+      return gpuos::RunSweep(parsed->sweep);
     case gpuos::ParsedCommandLine::Kind::kRecord:
       if (parsed->record.prepare) return gpuos::RunPrepared(parsed->record);
       if (parsed->record.attaching()) return gpuos::RunAttach(parsed->record);

@@ -27,6 +27,17 @@ const char kUsage[] =
     "       gpuos-trace dump FILE                             every event as one JSON object per line\n"
     "       gpuos-trace export FILE [-o OUT.pftrace] [--format json]\n"
     "                                                         Perfetto trace (ui.perfetto.dev); json: Chrome JSON too\n"
+    "       gpuos-trace compare A.gpuos B.gpuos [...]       runs side by side: throughput, step, stages, GPU idle,\n"
+    "                                                         OS costs per step, diagnosis; deltas against the first\n"
+    "                  [--names a,b,...] [--format text|json] [--html OUT.html]\n"
+    "                  [--batch-size N[,N...]]  for samples/s (default: --batch-size N of each run's command)\n"
+    "                  [--knee-threshold PCT]   also name the knee, runs in the order given (e.g. 5%)\n"
+    "       gpuos-trace sweep --set NAME=V1,V2[,...] [--set ...] [-o DIR] [record options] -- COMMAND ..{NAME}..\n"
+    "                                                         record COMMAND once per value ({NAME} replaced; several\n"
+    "                                                         --set: every combination) into DIR (default\n"
+    "                                                         sweep-<date>-<time>), then compare the runs; one --set\n"
+    "                                                         of numbers: name the knee (--knee-threshold, default\n"
+    "                                                         5%); takes compare's --format, --html, --batch-size\n"
     "\n"
     "record options:\n"
     "  -o, --output FILE       trace file to write (default: gpuos-trace-<date>-<time>.gpuos)\n"
@@ -411,6 +422,21 @@ absl::StatusOr<ParsedCommandLine> ParseCommandLine(const std::vector<std::string
     return parsed;
   }
   if (first == "ctl") return ParseCtl(args, 2);
+  if (first == "compare" || first == "sweep") {
+    ParsedCommandLine parsed;
+    if (first == "compare") {
+      auto compare = ParseCompare(args, 2);
+      if (!compare.ok()) return compare.status();
+      parsed.kind = ParsedCommandLine::Kind::kCompare;
+      parsed.compare = *std::move(compare);
+    } else {
+      auto sweep = ParseSweep(args, 2, now_suffix);
+      if (!sweep.ok()) return sweep.status();
+      parsed.kind = ParsedCommandLine::Kind::kSweep;
+      parsed.sweep = *std::move(sweep);
+    }
+    return parsed;
+  }
   if (first == "record") return ParseRecord(args, 2, now_suffix);
   return ParseRecord(args, 1, now_suffix);
 }

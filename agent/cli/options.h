@@ -8,6 +8,7 @@
 //   gpuos-trace dump FILE
 //   gpuos-trace export FILE -o OUT.pftrace [--format json]
 //   gpuos-trace ctl --pid PID dump
+//   gpuos-trace compare A.gpuos B.gpuos ... / gpuos-trace sweep --set ... -- cmd  (scenario_options.h)
 //   gpuos-trace --help | --version
 #pragma once
 
@@ -17,6 +18,7 @@
 
 #include "absl/status/statusor.h"
 #include "analysis/step_options.h"
+#include "cli/scenario_options.h"
 #include "record/recorder.h"
 
 namespace gpuos {
@@ -44,11 +46,13 @@ struct CtlCommand {
 };
 
 struct ParsedCommandLine {
-  enum class Kind { kRecord, kReport, kDump, kExport, kCtl, kHelp, kVersion } kind = Kind::kHelp;
+  enum class Kind { kRecord, kReport, kDump, kExport, kCtl, kCompare, kSweep, kHelp, kVersion } kind = Kind::kHelp;
   RecordOptions record;
   ReportCommand report;
   ExportCommand export_;
   CtlCommand ctl;
+  CompareCommand compare;
+  SweepCommand sweep;
 };
 
 // `now_suffix` names the default output ("gpuos-trace-<now_suffix>.gpuos").

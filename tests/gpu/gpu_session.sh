@@ -6,9 +6,11 @@
 # comma list of: probe, known, known-cupti-clock, known-api-callbacks,
 # cuda-records, torch, coexist, overhead, per-kernel-cost, cupti-levers,
 # cupti-overhead-records, os-overhead, os-attach-overhead, attach,
-# trace-processor, suite, corpus (default: all but known-cupti-clock,
+# trace-processor, suite, corpus, scenarios (default: all but known-cupti-clock,
 # known-api-callbacks, per-kernel-cost, cupti-levers, cupti-overhead-records,
-# os-overhead, os-attach-overhead, trace-processor, suite and corpus).
+# os-overhead, os-attach-overhead, trace-processor, suite, corpus and scenarios).
+# scenarios: the seeds' scenario tables with sweep/compare
+# (tests/gpu/scenario_tables.sh; ~6 minutes; tables in scenarios/).
 # corpus: tests/corpus/check_corpus.py --profile gpu (the un-annotated
 # scripts of workloads/corpus/ and gpuos-trainer, launched, un-annotated
 # and attached; one row per run).  GPUOS_CORPUS_ONLY=REGEX picks scripts,
@@ -385,6 +387,17 @@ PY
   [ -s "$OUT/corpus.json" ] || row "corpus" FAIL "no results: $(tail -2 "$OUT/corpus.log" | tr '\n' ' ')"
 fi
 
+if want scenarios; then
+  echo "== scenario tables (sweep / compare)"
+  OUT="$OUT" timeout 540 bash "$HERE/scenario_tables.sh" "$BIN_DIR" 2>&1 | tee "$OUT/scenarios.log"
+  tables=$(grep -c '^## ' "$OUT/scenarios/scenario-tables.md" 2>/dev/null)
+  if grep -q "^-- .*: exit 0 in" "$OUT/scenarios.log" && ! grep -q "^-- .*: exit [1-9]" "$OUT/scenarios.log"; then
+    row "scenario tables" DONE "${tables:-0} tables in scenarios/scenario-tables.md"
+  else
+    row "scenario tables" FAIL "$(grep -c '^-- .*: exit [1-9]' "$OUT/scenarios.log") sweeps failed, see scenarios.log"
+  fi
+fi
+
 print_table() {
   echo "gpuos-trace GPU session: $(head -1 "$OUT/gpu.txt" 2>/dev/null), $(date -u +%FT%TZ), ${SECONDS}s"
   printf '%-34s %-8s %s\n' "check" "result" "detail"
@@ -393,7 +406,7 @@ print_table() {
 if [ "$OUT" != "$RESULTS_DIR" ]; then
   print_table >"$RESULTS_DIR/gpu-session-table.txt"
   (cd "$OUT" && find . -type f \( -name '*.log' -o -name '*.jsonl' -o -name '*.json' -o -name '*.txt' \
-     -o -name '*.err' -o -name '*.stderr' -o -name '*.out' \) -size -64M -print0 |
+     -o -name '*.err' -o -name '*.stderr' -o -name '*.out' -o -name '*.md' \) -size -64M -print0 |
      tar czf "$RESULTS_DIR/gpu-session-logs.tgz" --null -T -)
 fi
 echo
