@@ -8,6 +8,12 @@
 namespace gpuos {
 
 void CaptureWindowCollector::Add(const v1::Event& event) {
+  uint64_t end = event.ts_ns();
+  if (event.has_nvtx_range()) end += event.nvtx_range().duration_ns();
+  if (event.has_cuda_api()) end += event.cuda_api().duration_ns();
+  if (event.has_gpu_kernel()) end += event.gpu_kernel().duration_ns();
+  if (event.has_off_cpu()) end += event.off_cpu().duration_ns();
+  last_ns_ = std::max(last_ns_, end);
   if (!event.has_capture_window()) return;
   const v1::CaptureWindow& edge = event.capture_window();
   auto it = std::find_if(open_.begin(), open_.end(),
@@ -29,7 +35,9 @@ void CaptureWindowCollector::Add(const v1::Event& event) {
   }
 }
 
-CaptureInfo CaptureWindowCollector::Finish(const v1::TraceHeader& header, uint64_t end_ns) {
+CaptureInfo CaptureWindowCollector::Finish(const v1::TraceHeader& header, const v1::TraceTrailer* trailer) {
+  const uint64_t end_ns =
+      trailer != nullptr && trailer->attach_end_ns() != 0 ? trailer->attach_end_ns() : last_ns_;
   CaptureInfo info;
   info.spec = header.capture_spec();
   info.windows = done_;
@@ -53,7 +61,7 @@ void MarkCudaDetail(uint32_t pid, std::vector<StepRecord>& steps, CaptureInfo& c
     if (w.pid != pid) continue;
     int64_t first = -1, last = -1;
     for (StepRecord& s : steps) {
-      const uint64_t slack = std::max<uint64_t>(s.duration_ns() / 100, 20'000);
+      const uint64_t slack = s.duration_ns() / 100;
       const uint64_t inside_start = std::max(s.start_ns, w.start_ns);
       const uint64_t inside_end = std::min(s.end_ns, w.end_ns);
       const uint64_t inside = inside_end > inside_start ? inside_end - inside_start : 0;

@@ -38,18 +38,20 @@ struct CaptureInfo {
 class CaptureWindowCollector {
  public:
   void Add(const v1::Event& event);
-  // `end_ns`: the trace's last event, where a window still open ends.
-  CaptureInfo Finish(const v1::TraceHeader& header, uint64_t end_ns);
+  // A window still open at the end ends with the trace: the attach
+  // window's end when `trailer` says it, else the last event's end.
+  CaptureInfo Finish(const v1::TraceHeader& header, const v1::TraceTrailer* trailer = nullptr);
 
  private:
+  uint64_t last_ns_ = 0;
   std::vector<CaptureWindowSpan> open_;
   std::vector<CaptureWindowSpan> done_;
 };
 
 // Sets each step's cuda_detail (steps of process `pid`): every step when
 // capture is not in use; else the steps lying inside a window of `pid`
-// (up to 1% of a step's time, or 20 us, may fall outside: the shim's edge
-// and the step's mark are taken a few instructions apart).  Fills the
+// (up to 1% of a step's time may fall outside: where steps come from
+// other marks than the shim counted, their edges differ a little).  Fills the
 // windows' first_step/last_step from the steps found inside.
 void MarkCudaDetail(uint32_t pid, std::vector<StepRecord>& steps, CaptureInfo& capture);
 

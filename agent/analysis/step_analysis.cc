@@ -1,7 +1,7 @@
 // The two passes and the summaries over measured steps; see step_analysis.h.
 #include "analysis/step_analysis.h"
 
-#include <algorithm>
+#include <optional>
 
 #include "analysis/driving_thread.h"
 #include "analysis/step_collector.h"
@@ -72,15 +72,17 @@ absl::StatusOr<StepAnalysis> Analyze(const v1::TraceHeader& header, const Replay
   (*locator)->SetHeader(header);
   ThreadActivity activity;
   CaptureWindowCollector windows;
-  uint64_t last_ns = 0;
+  std::optional<v1::TraceTrailer> trailer;
   absl::Status read = replay(
       [&](const v1::Event& e) {
         (*locator)->Add(e);
         activity.Add(e);
         windows.Add(e);
-        last_ns = std::max(last_ns, e.ts_ns());
       },
-      [&](const v1::TraceTrailer& t) { (*locator)->SetTrailer(t); });
+      [&](const v1::TraceTrailer& t) {
+        (*locator)->SetTrailer(t);
+        trailer = t;
+      });
   StepPlan plan = (*locator)->Finish();
   const std::string driving = ApplyDrivingThread(activity, plan);
   ThreadRoles roles = ThreadRoles::Assign(activity, plan);
@@ -99,7 +101,7 @@ absl::StatusOr<StepAnalysis> Analyze(const v1::TraceHeader& header, const Replay
     if (read.ok()) read = second;
     records = (*collector)->Finish();
   }
-  CaptureInfo capture = windows.Finish(header, last_ns);
+  CaptureInfo capture = windows.Finish(header, trailer ? &*trailer : nullptr);
   MarkCudaDetail(plan.pid, records, capture);
   StepAnalysis analysis = SummarizeSteps(plan, std::move(records), options);
   analysis.capture = std::move(capture);

@@ -75,6 +75,10 @@ struct StepAnalysis {
   std::string read_error;
 
   bool has_steps() const { return !steps.empty(); }
+  // Whether step `s` is one of the measured steps the summaries are over.
+  bool InSummaries(const StepRecord& s) const {
+    return (summary_includes_warmup || !s.warmup) && (steps_without_detail == 0 || s.cuda_detail);
+  }
 };
 
 // Two passes over the .gpuos file at `path`.  Errors: the file cannot be

@@ -90,7 +90,7 @@ absl::StatusOr<ExportSummary> ExportTrace(const std::string& in_path, const std:
     absl::Status status = mapper.AddStep(step);
     if (!status.ok()) return status;
   }
-  for (const CaptureWindowSpan& window : capture_windows.Finish(header, last_event_ns).windows) {
+  for (const CaptureWindowSpan& window : capture_windows.Finish(header).windows) {
     absl::Status status = mapper.AddCaptureWindow(window.pid, window.start_ns, window.end_ns, window.reason);
     if (!status.ok()) return status;
   }

@@ -13,6 +13,8 @@
 #include "export/json_writer.h"
 #include "export/step_report.h"
 #include "analysis/diagnosis.h"
+#include "google/protobuf/struct.pb.h"
+#include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 
 namespace gpuos {
@@ -133,13 +135,26 @@ TEST(CaptureDetail, ReportsSayWhichStepsHaveDetail) {
   json.BeginObject();
   WriteStepJsonMembers(a, d, json);
   json.EndObject();
-  const std::string j = json_text.str();
-  EXPECT_NE(j.find("\"capture\":{\"spec\":\"steps=10..14\",\"windows\":[{\"pid\":42,\"first_step\":10,"
-                   "\"last_step\":14,\"start_ns\":20000,\"end_ns\":25000"),
-            std::string::npos)
-      << j;
-  EXPECT_NE(j.find("\"cuda_detail\":false"), std::string::npos);
-  EXPECT_NE(j.find("\"cuda_detail_steps\":5"), std::string::npos) << j;
+  google::protobuf::Struct j;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(json_text.str(), &j).ok()) << json_text.str();
+  const google::protobuf::Struct& capture = j.fields().at("capture").struct_value();
+  EXPECT_EQ(capture.fields().at("spec").string_value(), "steps=10..14");
+  const auto& windows = capture.fields().at("windows").list_value();
+  ASSERT_EQ(windows.values_size(), 1);
+  const google::protobuf::Struct& w = windows.values(0).struct_value();
+  EXPECT_EQ(w.fields().at("first_step").number_value(), 10);
+  EXPECT_EQ(w.fields().at("last_step").number_value(), 14);
+  EXPECT_EQ(w.fields().at("start_ns").number_value(), 20000);
+  EXPECT_EQ(w.fields().at("end_ns").number_value(), 25000);
+  const auto& steps = j.fields().at("steps").list_value();
+  ASSERT_EQ(steps.values_size(), 30);
+  for (int i = 0; i < 30; ++i) {
+    EXPECT_EQ(steps.values(i).struct_value().fields().at("cuda_detail").bool_value(), i >= 10 && i <= 14) << i;
+  }
+  const google::protobuf::Struct& summary = j.fields().at("step_analysis").struct_value();
+  EXPECT_EQ(summary.fields().at("cuda_detail_steps").number_value(), 5);
+  EXPECT_EQ(summary.fields().at("steps_without_cuda_detail").number_value(), 24);
+  EXPECT_EQ(summary.fields().at("measured_steps").number_value(), 5);
   std::ostringstream text;
   WriteStepTextReport(a, d, text, 5);
   EXPECT_NE(text.str().find("CUDA detail in 5 of 29 steps; the summaries below are over those 5"), std::string::npos)
