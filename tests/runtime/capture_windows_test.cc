@@ -49,6 +49,12 @@ std::map<int64_t, std::pair<uint64_t, uint64_t>> StepRanges(const rt::TraceConte
   return out;
 }
 
+rt::RunOptions LongRun() {
+  rt::RunOptions options;
+  options.timeout_s = 240;
+  return options;
+}
+
 TEST(CaptureWindows, TheTrainersStepsTenToFourteenAreOneWindowInTheTraceAndTheReport) {
   GPUOS_REQUIRE_ROOT();
   const std::string trainer = GPUOS_TRAINER_BIN;
@@ -58,7 +64,7 @@ TEST(CaptureWindows, TheTrainersStepsTenToFourteenAreOneWindowInTheTraceAndTheRe
   rt::RunResult r = rt::Run({rt::TracerPath(), "-q", "--capture", "steps=10..14", "-o", path, "--", trainer,
                              "--device", "cpu", "--steps", "24", "--warmup", "2", "--batch-size", "16",
                              "--workers", "0"},
-                            {.timeout_s = 240});
+                            LongRun());
   ASSERT_EQ(r.exit_code, 0) << r.Describe();
   auto trace = rt::ReadTrace(path);
   ASSERT_TRUE(trace.ok()) << trace.status();
