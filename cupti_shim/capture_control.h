@@ -10,8 +10,10 @@
 // (the report's default rule: "step 12", "iteration 3", "Batch 7",
 // "ProfilerStep#5"), else the Python hook's marks, a step ending where
 // optimizer.step() returns (or loss.backward(), in loops with no
-// optimizer).  A job with neither gets windows only from nvtx= and time
-// specs.  Each edge goes to the agent as a CaptureWindow event, and turns
+// optimizer); there step 0 begins where the first one returns.  Only the
+// first thread with NVTX step ranges counts.  A job with neither kind of
+// mark gets windows only from nvtx=, time specs and never from step specs
+// (no count from the CUDA API rhythm yet).  Each edge goes to the agent as a CaptureWindow event, and turns
 // CUPTI's device kinds on or off (cupti_injection.h).
 //
 // Without a spec nothing changes: every hook is one relaxed atomic load.
