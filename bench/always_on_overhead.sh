@@ -10,7 +10,10 @@
 # BIN_DIR holds gpuos-trace and libgpuos_shim.so (default build-gpu); ROUNDS
 # at least 5 (default 5).  ALWAYS_ON_WORKLOADS="mlp resnet18" picks
 # workloads; ALWAYS_ON_SPEC overrides the capture spec (e.g. every=50,steps=1)
-# to measure another duty cycle (the profiler's follows it).
+# to measure another duty cycle (the profiler's follows it);
+# GPUOS_CAPTURE_API_RECORDS=always in the environment keeps CUDA API records
+# outside windows too (the shim's default drops them there), to see what
+# they cost.
 set -u
 BIN_DIR=${1:-build-gpu}
 ROUNDS=${2:-5}

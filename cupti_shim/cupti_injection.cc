@@ -949,6 +949,18 @@ void RememberDeviceKinds(CUpti_ActivityKind kernel_kind, bool copies, bool memse
   }
   if (memsets) s.device_kinds.push_back(CUPTI_ACTIVITY_KIND_MEMSET);
   if (syncs) s.device_kinds.push_back(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION);
+  // API records cost the launching thread as much as kernel records
+  // (docs/gpu-results.md): outside windows they go too, unless
+  // GPUOS_CAPTURE_API_RECORDS=always.  Switched back on mid-run, a kind
+  // records every call (CUPTI's per-call switches are set before cuInit
+  // only) and the parser keeps the traced ones.  API calls timed by our
+  // callbacks stay on.
+  const char* api_setting = getenv("GPUOS_CAPTURE_API_RECORDS");
+  const bool gate_api = api_setting == nullptr || strcmp(api_setting, "always") != 0;
+  if (gate_api && !s.api_by_callbacks.load()) {
+    if (KindWanted("runtime")) s.device_kinds.push_back(CUPTI_ACTIVITY_KIND_RUNTIME);
+    if (KindWanted("driver")) s.device_kinds.push_back(CUPTI_ACTIVITY_KIND_DRIVER);
+  }
   s.device_on = true;
 }
 

@@ -62,9 +62,9 @@ bool StartCuptiForAttach(std::string* status);
 // subscribed.  Called on the control thread only; bounded in time.
 void StopCuptiForDetach();
 
-// Capture windows (capture_control.h): switches the device kinds this
-// collection enabled (kernels, copies, memsets, syncs) on or off; API
-// records stay as they are.  Switching off also asks CUPTI to hand over
+// Capture windows (capture_control.h): switches the kinds this collection
+// enabled (kernels, copies, memsets, syncs, and the runtime/driver API
+// records unless GPUOS_CAPTURE_API_RECORDS=always) on or off.  Switching off also asks CUPTI to hand over
 // what it holds, without waiting.  A no-op while collection is not running.
 void SetDeviceActivityEnabled(bool enabled);
 
