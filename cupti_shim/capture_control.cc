@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -112,18 +113,24 @@ void InstallSpec(const CaptureSpec* spec, bool from_request) {
 #endif
 }
 
+// Sleeps to each edge of a time window (in steps of at most 100 ms, to
+// notice a new spec), and makes it.
 void TimerLoop(uint64_t generation) {
   for (;;) {
+    uint64_t wait_ns = 0;
     {
       Capture& c = C();
       std::lock_guard<std::mutex> lock(c.mu);
       if (c.generation != generation || c.windows == nullptr) return;
       const uint64_t now = MonotonicNs();
-      Apply(c.windows->Tick(now - c.armed_ns), now);
+      const uint64_t elapsed = now - c.armed_ns;
+      Apply(c.windows->Tick(elapsed), now);
       const CaptureSpec& spec = c.windows->spec();
-      if (now - c.armed_ns >= spec.after_ns + spec.for_ns) return;
+      const uint64_t end = spec.after_ns + spec.for_ns;
+      if (elapsed >= end) return;
+      wait_ns = (elapsed < spec.after_ns ? spec.after_ns : end) - elapsed;
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    std::this_thread::sleep_for(std::chrono::nanoseconds(std::min<uint64_t>(wait_ns, 100'000'000)));
   }
 }
 

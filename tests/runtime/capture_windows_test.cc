@@ -101,6 +101,42 @@ TEST(CaptureWindows, TheTrainersStepsTenToFourteenAreOneWindowInTheTraceAndTheRe
       << report.out;
 }
 
+TEST(CaptureWindows, ATimeWindowCountsFromTheStartAndNvtxWindowsFollowTheirRange) {
+  GPUOS_REQUIRE_ROOT();
+  rt::TempDir dir;
+  const std::string timed = dir.File("timed.gpuos");
+  rt::RunResult r = rt::Run({rt::TracerPath(), "-q", "--capture", "after=300ms,for=400ms", "-o", timed, "--",
+                             rt::WorkloadPath("nvtx_step_loop"), "--log", dir.File("l1"), "--seconds", "1.2"});
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  auto trace = rt::ReadTrace(timed);
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  Edges edges = CaptureEdges(*trace, trace->header.root_pid());
+  ASSERT_EQ(edges.open.size(), 1u);
+  ASSERT_EQ(edges.close.size(), 1u);
+  const uint64_t span = edges.close[0].ts_ns() - edges.open[0].ts_ns();
+  EXPECT_GE(span, 398'000'000u);
+  EXPECT_LT(span, 430'000'000u);
+  // From the job's start (the recording's start is a few ms before it).
+  const uint64_t after_start = edges.open[0].ts_ns() - trace->header.start_clock().monotonic_ns();
+  EXPECT_GE(after_start, 300'000'000u);
+  EXPECT_LT(after_start, 380'000'000u);
+  auto steps = StepRanges(*trace, trace->header.root_pid());
+
+  const std::string named = dir.File("named.gpuos");
+  r = rt::Run({rt::TracerPath(), "-q", "--capture", "nvtx=step 7", "-o", named, "--",
+               rt::WorkloadPath("nvtx_step_loop"), "--log", dir.File("l2"), "--seconds", "0.5"});
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  trace = rt::ReadTrace(named);
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  edges = CaptureEdges(*trace, trace->header.root_pid());
+  steps = StepRanges(*trace, trace->header.root_pid());
+  ASSERT_EQ(edges.open.size(), 1u);
+  ASSERT_EQ(edges.close.size(), 1u);
+  ASSERT_TRUE(steps.count(7));
+  EXPECT_EQ(edges.open[0].ts_ns(), steps[7].first);
+  EXPECT_EQ(edges.close[0].ts_ns(), steps[7].second);
+}
+
 TEST(CaptureWindows, ABadSpecIsOneLineAndStartsNothing) {
   GPUOS_REQUIRE_ROOT();
   rt::TempDir dir;
