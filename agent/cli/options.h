@@ -8,6 +8,7 @@
 //   gpuos-trace dump FILE
 //   gpuos-trace export FILE -o OUT.pftrace [--format json]
 //   gpuos-trace ctl --pid PID dump
+//   gpuos-trace ctl --pid PID capture N
 //   gpuos-trace compare A.gpuos B.gpuos ... / gpuos-trace sweep --set ... -- cmd  (scenario_options.h)
 //   gpuos-trace --help | --version
 #pragma once
@@ -39,10 +40,11 @@ struct ExportCommand {
   StepOptions steps;
 };
 
-// `gpuos-trace ctl --pid PID dump`.
+// `gpuos-trace ctl --pid PID dump` and `... capture N`.
 struct CtlCommand {
   int pid = 0;
-  std::string action;  // "dump"
+  std::string action;          // "dump" or "capture"
+  uint32_t capture_steps = 0;  // capture: N
 };
 
 struct ParsedCommandLine {

@@ -1,4 +1,5 @@
 // ExportTrace: see perfetto_export.h.
+#include "analysis/capture_detail.h"
 #include "export/perfetto_export.h"
 
 #include <errno.h>
@@ -75,16 +76,22 @@ absl::StatusOr<ExportSummary> ExportTrace(const std::string& in_path, const std:
   absl::Status map_status;
   uint64_t last_event_ns = 0;
   uint64_t attach_end_ns = 0;
+  CaptureWindowCollector capture_windows;
   summary.input_status = ForEachEvent(
       **reader,
       [&](const v1::Event& event) {
         last_event_ns = std::max(last_event_ns, event.ts_ns());
+        capture_windows.Add(event);
         if (map_status.ok()) map_status = mapper.Add(event);
       },
       [&](const v1::TraceTrailer& trailer) { attach_end_ns = trailer.attach_end_ns(); });
   if (!map_status.ok()) return map_status;
   for (const StepSpan& step : options.steps) {
     absl::Status status = mapper.AddStep(step);
+    if (!status.ok()) return status;
+  }
+  for (const CaptureWindowSpan& window : capture_windows.Finish(header).windows) {
+    absl::Status status = mapper.AddCaptureWindow(window.pid, window.start_ns, window.end_ns, window.reason);
     if (!status.ok()) return status;
   }
   if (header.has_attach()) {

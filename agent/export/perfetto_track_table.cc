@@ -201,6 +201,9 @@ void TrackTable::NameChild(Track& track) const {
     case TrackKind::kAttachWindow:
       track.name = "attach window";
       break;
+    case TrackKind::kCaptureWindows:
+      track.name = "capture windows";
+      break;
     case TrackKind::kCounter:
       switch (track.counter) {
         case CounterKind::kGpuBusyPercent:

@@ -32,6 +32,7 @@ enum class TrackKind : uint8_t {
   kNvtxAsync,     // a process's NVTX start/end ranges (may cross threads)
   kSteps,         // training steps, per process or for the whole trace
   kAttachWindow,  // an attached recording's window, for the whole trace
+  kCaptureWindows,  // a process's capture windows (--capture): CUDA detail inside
   kCounter,
 };
 
