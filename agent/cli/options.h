@@ -8,6 +8,7 @@
 //   gpuos-trace dump FILE
 //   gpuos-trace export FILE -o OUT.pftrace [--format json]
 //   gpuos-trace ctl --pid PID dump
+//   gpuos-trace merge A.gpuos B.gpuos... -o JOB.gpuos
 //   gpuos-trace --help | --version
 #pragma once
 
@@ -43,12 +44,19 @@ struct CtlCommand {
   std::string action;  // "dump"
 };
 
+// `gpuos-trace merge A.gpuos B.gpuos... -o JOB.gpuos` (stream/trace_merge.h).
+struct MergeCommand {
+  std::vector<std::string> inputs;
+  std::string output;
+};
+
 struct ParsedCommandLine {
-  enum class Kind { kRecord, kReport, kDump, kExport, kCtl, kHelp, kVersion } kind = Kind::kHelp;
+  enum class Kind { kRecord, kReport, kDump, kExport, kCtl, kMerge, kHelp, kVersion } kind = Kind::kHelp;
   RecordOptions record;
   ReportCommand report;
   ExportCommand export_;
   CtlCommand ctl;
+  MergeCommand merge;
 };
 
 // `now_suffix` names the default output ("gpuos-trace-<now_suffix>.gpuos").

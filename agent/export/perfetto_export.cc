@@ -70,6 +70,11 @@ absl::StatusOr<ExportSummary> ExportTrace(const std::string& in_path, const std:
   FlowTable flows;
   RecordSorter sorter(TempDir(options), options.sort_buffer_bytes);
   EventMapper mapper(header, &tracks, &strings, &flows, &sorter);
+  if (header.has_merged()) {
+    std::vector<std::string> hosts;
+    for (const v1::MergedHost& host : header.merged().hosts()) hosts.push_back(host.hostname());
+    tracks.SetHosts(std::move(hosts), header.merged().pid_stride());
+  }
 
   // Pass 1.
   absl::Status map_status;
