@@ -15,6 +15,13 @@ std::string BasisText(const v1::MergedHost& host) {
   return "from wall clocks; plus however far the hosts' wall clocks disagree (NTP: ~0.1-10 ms)";
 }
 
+// 40 ns, 3.2 us, 1.250 ms: a bound of nanoseconds must not read as 0.000 ms.
+std::string Duration(uint64_t ns) {
+  if (ns < 1000) return absl::StrFormat("%d ns", ns);
+  if (ns < 1000000) return absl::StrFormat("%.1f us", ns / 1e3);
+  return absl::StrFormat("%.3f ms", ns / 1e6);
+}
+
 }  // namespace
 
 void WriteHostsText(const v1::TraceHeader& header, std::ostream& out) {
@@ -23,8 +30,10 @@ void WriteHostsText(const v1::TraceHeader& header, std::ostream& out) {
       << "'s clock; host i's pids and tids are i*" << header.merged().pid_stride() << " + its own):\n";
   int index = 0;
   for (const v1::MergedHost& host : header.merged().hosts()) {
-    out << absl::StrFormat("  %d %-20s skew %+.3f ms +/- %.3f ms  %s  (%s)\n", index++, host.hostname(),
-                           host.skew_ns() / 1e6, host.skew_bound_ns() / 1e6, BasisText(host), host.source());
+    const uint64_t magnitude = host.skew_ns() < 0 ? -static_cast<uint64_t>(host.skew_ns()) : host.skew_ns();
+    out << absl::StrFormat("  %d %-20s skew %s%s +/- %s  %s  (%s)\n", index++, host.hostname(),
+                           host.skew_ns() < 0 ? "-" : "+", Duration(magnitude), Duration(host.skew_bound_ns()),
+                           BasisText(host), host.source());
   }
   out << "\n";
 }
