@@ -37,7 +37,8 @@ srun "${srun_args[@]}" "$@" &
 job_step=$!
 # One tracer per node of the allocation; --overlap shares the CPUs with
 # the job step instead of waiting for them.
-srun --overlap --ntasks-per-node=1 -N "${SLURM_JOB_NUM_NODES:-${SLURM_NNODES:-1}}" \
+nodes=${SLURM_JOB_NUM_NODES:-${SLURM_NNODES:-1}}
+srun --overlap --ntasks-per-node=1 -N "$nodes" -n "$nodes" \
   "$here/gpuos_trace_node.sh" "$dir" &
 tracers=$!
 status=0
