@@ -7,6 +7,14 @@
 namespace gpuos {
 namespace {
 
+// Traces written before pairs stated their uncertainty: five back-to-back
+// clock_gettime readings take well under a microsecond on any host.
+constexpr uint64_t kUnstatedPairUncertaintyNs = 1000;
+
+uint64_t Uncertainty(const v1::ClockPair& pair) {
+  return pair.uncertainty_ns() ? pair.uncertainty_ns() : kUnstatedPairUncertaintyNs;
+}
+
 int64_t Offset(const v1::ClockPair& pair) {
   return static_cast<int64_t>(pair.realtime_ns()) - static_cast<int64_t>(pair.monotonic_ns());
 }
@@ -63,7 +71,7 @@ WallClockOffset WallClockOffsetOf(const v1::ClockPair& start, const v1::ClockPai
   const int64_t at_start = Offset(start);
   if (end == nullptr || end->monotonic_ns() == 0 || end->realtime_ns() == 0) {
     out.offset_ns = at_start;
-    out.uncertainty_ns = start.uncertainty_ns();
+    out.uncertainty_ns = Uncertainty(start);
     return out;
   }
   const int64_t at_end = Offset(*end);
@@ -71,7 +79,7 @@ WallClockOffset WallClockOffsetOf(const v1::ClockPair& start, const v1::ClockPai
   // recording (the wall clock is slewed smoothly in between).
   out.offset_ns = at_start + (at_end - at_start) / 2;
   out.uncertainty_ns = (AbsDiff(at_start, at_end) + 1) / 2 +
-                       std::max(start.uncertainty_ns(), end->uncertainty_ns());
+                       std::max(Uncertainty(start), Uncertainty(*end));
   return out;
 }
 

@@ -4,6 +4,7 @@
 // with the real writer (merge_trace_fixture.h) with a known clock shift.
 #include "stream/trace_merge.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -56,13 +57,22 @@ TEST(ClockAlignment, WallClockSkewIsTheDifferenceOfOffsets) {
 
 TEST(ClockAlignment, WallClockDriftDuringTheRecordingWidensTheBound) {
   v1::ClockPair start, end;
+  start.set_uncertainty_ns(20);
+  end.set_uncertainty_ns(30);
   start.set_monotonic_ns(1'000'000'000);
   start.set_realtime_ns(9'000'000'000);
   end.set_monotonic_ns(61'000'000'000);
   end.set_realtime_ns(69'000'200'000);  // NTP moved the wall clock 200 us
   WallClockOffset offset = WallClockOffsetOf(start, &end);
   EXPECT_EQ(offset.offset_ns, 8'000'100'000);
-  EXPECT_EQ(offset.uncertainty_ns, 100'000u);
+  EXPECT_EQ(offset.uncertainty_ns, 100'030u);
+}
+
+TEST(ClockAlignment, APairWithoutAStatedUncertaintyIsNotTakenAsExact) {
+  v1::ClockPair old_trace;  // written before pairs stated their uncertainty
+  old_trace.set_monotonic_ns(1'000'000);
+  old_trace.set_realtime_ns(5'000'000'000);
+  EXPECT_GT(WallClockOffsetOf(old_trace, nullptr).uncertainty_ns, 0u);
 }
 
 std::vector<uint64_t> PeriodicEnds(uint64_t first, uint64_t period, int n, uint32_t seed, int jitter_ns) {
@@ -199,6 +209,24 @@ TEST(TraceMerge, SamePidsOnTwoHostsStayTwoProcesses) {
   ASSERT_TRUE(summary.ok()) << summary.status();
   EXPECT_EQ(summary->os.processes.size(), 2u);
   EXPECT_TRUE(summary->os.incomplete_reason.empty()) << summary->os.incomplete_reason;
+}
+
+TEST(TraceMerge, ADamagedInputIsMergedUpToTheDamageAndTheResultSaysIncomplete) {
+  TempDir dir;
+  ASSERT_EQ(WriteHostTrace(dir.File("a.gpuos"), {"host-a", 0, 0, false, 1}), "");
+  ASSERT_EQ(WriteHostTrace(dir.File("b.gpuos"), {"host-b", 1'000'000, 0, false, 2}), "");
+  struct stat st;
+  ASSERT_EQ(stat(dir.File("b.gpuos").c_str(), &st), 0);
+  ASSERT_EQ(truncate(dir.File("b.gpuos").c_str(), st.st_size - 10), 0);  // into its trailer
+  auto result = MergeTraces({dir.File("a.gpuos"), dir.File("b.gpuos")}, dir.File("job.gpuos"));
+  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_EQ(result->warnings.size(), 1u);
+  EXPECT_NE(result->warnings[0].find("b.gpuos is damaged"), std::string::npos) << result->warnings[0];
+  MergedContents merged = ReadMerged(dir.File("job.gpuos"));
+  EXPECT_FALSE(merged.has_trailer) << "a merge of a damaged input must not read as complete";
+  auto summary = SummarizeTrace(dir.File("job.gpuos"));
+  ASSERT_TRUE(summary.ok());
+  EXPECT_FALSE(summary->os.incomplete_reason.empty());
 }
 
 TEST(TraceMerge, BadInputsAreOneLineErrors) {
