@@ -39,6 +39,8 @@ const char kUsage[] =
     "                                                         sweep-<date>-<time>), then compare the runs; one --set\n"
     "                                                         of numbers: name the knee (--knee-threshold, default\n"
     "                                                         5%); takes compare's --format, --html, --batch-size\n"
+    "       gpuos-trace merge A.gpuos B.gpuos... -o JOB.gpuos  join traces of one job from several hosts on one\n"
+    "                                                         clock (the first's); report/export read the result\n"
     "\n"
     "record options:\n"
     "  -o, --output FILE       trace file to write (default: gpuos-trace-<date>-<time>.gpuos)\n"
@@ -422,6 +424,34 @@ absl::StatusOr<ParsedCommandLine> ParseCtl(const std::vector<std::string>& args,
   return parsed;
 }
 
+absl::StatusOr<ParsedCommandLine> ParseMerge(const std::vector<std::string>& args, size_t i) {
+  ParsedCommandLine parsed;
+  parsed.kind = ParsedCommandLine::Kind::kMerge;
+  for (; i < args.size(); ++i) {
+    std::string arg = args[i];
+    std::string name = arg, inline_value;
+    bool has_inline = SplitInline(arg, &name, &inline_value);
+    if (name == "-o" || name == "--output") {
+      auto v = TakeValue(args, &i, name, has_inline ? &inline_value : nullptr);
+      if (!v.ok()) return v.status();
+      if (v->empty()) return Usage("merge: -o needs a file name");
+      parsed.merge.output = *v;
+    } else if (name == "-h" || name == "--help") {
+      parsed.kind = ParsedCommandLine::Kind::kHelp;
+      return parsed;
+    } else if (IsFlag(arg)) {
+      return Usage(absl::StrFormat("unknown merge option %s", arg));
+    } else {
+      parsed.merge.inputs.push_back(arg);
+    }
+  }
+  if (parsed.merge.output.empty()) return Usage("merge needs -o JOB.gpuos (gpuos-trace merge A.gpuos B.gpuos -o JOB.gpuos)");
+  if (parsed.merge.inputs.size() < 2) {
+    return Usage(absl::StrFormat("merge needs at least two traces to join (got %d)", parsed.merge.inputs.size()));
+  }
+  return parsed;
+}
+
 }  // namespace
 
 absl::StatusOr<double> ParseSlowStepTrigger(const std::string& text) {
@@ -472,6 +502,7 @@ absl::StatusOr<ParsedCommandLine> ParseCommandLine(const std::vector<std::string
     }
     return parsed;
   }
+  if (first == "merge") return ParseMerge(args, 2);
   if (first == "record") return ParseRecord(args, 2, now_suffix);
   return ParseRecord(args, 1, now_suffix);
 }

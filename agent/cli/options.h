@@ -10,6 +10,7 @@
 //   gpuos-trace ctl --pid PID dump
 //   gpuos-trace ctl --pid PID capture N
 //   gpuos-trace compare A.gpuos B.gpuos ... / gpuos-trace sweep --set ... -- cmd  (scenario_options.h)
+//   gpuos-trace merge A.gpuos B.gpuos... -o JOB.gpuos
 //   gpuos-trace --help | --version
 #pragma once
 
@@ -47,14 +48,21 @@ struct CtlCommand {
   uint32_t capture_steps = 0;  // capture: N
 };
 
+// `gpuos-trace merge A.gpuos B.gpuos... -o JOB.gpuos` (stream/trace_merge.h).
+struct MergeCommand {
+  std::vector<std::string> inputs;
+  std::string output;
+};
+
 struct ParsedCommandLine {
-  enum class Kind { kRecord, kReport, kDump, kExport, kCtl, kCompare, kSweep, kHelp, kVersion } kind = Kind::kHelp;
+  enum class Kind { kRecord, kReport, kDump, kExport, kCtl, kCompare, kSweep, kMerge, kHelp, kVersion } kind = Kind::kHelp;
   RecordOptions record;
   ReportCommand report;
   ExportCommand export_;
   CtlCommand ctl;
   CompareCommand compare;
   SweepCommand sweep;
+  MergeCommand merge;
 };
 
 // `now_suffix` names the default output ("gpuos-trace-<now_suffix>.gpuos").

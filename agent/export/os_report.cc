@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "export/host_report.h"
 #include "export/json_writer.h"
 #include "export/text_table.h"
 #include "export/trace_identity.h"
@@ -126,6 +127,7 @@ void WriteHeaderBlock(const OsSummary& s, std::ostream& out) {
            "(see the end)\n";
   }
   out << "\n";
+  WriteHostsText(h, out);
 }
 
 void WriteProcessTable(const OsSummary& s, std::ostream& out) {
@@ -426,6 +428,7 @@ void WriteOsJsonReport(const OsSummary& s, std::ostream& out,
   }
   json.EndObject();
   WriteAttach(json, s);
+  WriteHostsJson(h, json);
 
   json.Field("events", s.events);
   json.Field("first_event_ns", s.first_event_ns);

@@ -12,6 +12,7 @@
 #include <memory>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "export/chrome_json_writer.h"
 #include "export/perfetto_event_mapper.h"
@@ -71,6 +72,16 @@ absl::StatusOr<ExportSummary> ExportTrace(const std::string& in_path, const std:
   FlowTable flows;
   RecordSorter sorter(TempDir(options), options.sort_buffer_bytes);
   EventMapper mapper(header, &tracks, &strings, &flows, &sorter);
+  if (header.has_merged()) {
+    std::vector<std::string> hosts;
+    // Two traces of one host (or hosts without names) stay told apart.
+    absl::flat_hash_map<std::string, int> seen;
+    for (const v1::MergedHost& host : header.merged().hosts()) {
+      const int n = ++seen[host.hostname()];
+      hosts.push_back(n == 1 ? host.hostname() : absl::StrCat(host.hostname(), " #", n));
+    }
+    tracks.SetHosts(std::move(hosts), header.merged().pid_stride());
+  }
 
   // Pass 1.
   absl::Status map_status;
