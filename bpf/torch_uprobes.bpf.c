@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
-/* Backward passes of a traced PyTorch process, from a uprobe and a uretprobe
- * on torch::autograd::Engine::execute (torch_uprobes.h).  The agent attaches
- * them to the library file, so every process that maps it hits them; the
+/* Starts of backward passes of a traced PyTorch process, from a uprobe on
+ * torch::autograd::Engine::execute (torch_uprobes.h).  The agent attaches
+ * it to the library file, so every process that maps it hits it; the
  * traced-set test below keeps all others out at the cost of the test. */
 #include "common.bpf.h"
 #include "torch_uprobes.h"
@@ -16,9 +16,11 @@ struct {
 SEC("uprobe")
 int BPF_KPROBE(torch_backward_entry)
 {
+	__u64 now = bpf_ktime_get_ns();
 	__u32 tid;
+	__u32 pid = current_tracked_pid(&tid);
 
-	if (!current_tracked_pid(&tid))
+	if (!pid)
 		return 0;
 	struct gpuos_torch_in_flight *st = bpf_task_storage_get(
 		&torch_in_flight, bpf_get_current_task_btf(), 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
@@ -27,46 +29,36 @@ int BPF_KPROBE(torch_backward_entry)
 		count_map_full(GPUOS_MAP_TORCH_IN_FLIGHT);
 		return 0;
 	}
-	__u64 sp = PT_REGS_SP(ctx);
+	/* At a function's first instruction the stack pointer points at the
+	 * return address. */
+	__u64 slot = PT_REGS_SP(ctx);
+	__u64 ret = 0;
 
-	/* The stack grows down: a call nested in the one in progress enters
-	 * below its frame; one at or above it means that frame is gone. */
-	if (st->depth > 0 && sp >= st->sp)
-		st->depth = 0;
-	if (st->depth++ > 0) {
-		st->nested++;
-		return 0;
+	bpf_probe_read_user(&ret, sizeof(ret), (void *)slot);
+	if (st->ret_slot && slot < st->ret_slot) {
+		/* Deeper than the last outermost entry: nested in it if its frame
+		 * is alive, i.e. its return address is still in its slot (a
+		 * returned call's slot is overwritten by the frames that reuse
+		 * the stack there, and an entry at or above it is not nested). */
+		__u64 outer = 0;
+
+		if (!bpf_probe_read_user(&outer, sizeof(outer), (void *)st->ret_slot) &&
+		    outer == st->ret_addr) {
+			st->nested++;
+			return 0;
+		}
 	}
-	st->sp = sp;
-	st->nested = 0;
-	st->start_ns = bpf_ktime_get_ns();
-	return 0;
-}
-
-SEC("uretprobe")
-int BPF_KRETPROBE(torch_backward_return)
-{
-	__u64 now = bpf_ktime_get_ns();
-	struct gpuos_torch_in_flight *st =
-		bpf_task_storage_get(&torch_in_flight, bpf_get_current_task_btf(), 0, 0);
-
-	/* No storage: the call began before tracking did, or the process is
-	 * not traced. */
-	if (!st || st->depth == 0)
-		return 0;
-	if (--st->depth > 0 || !st->start_ns)
-		return 0;
-	__u64 id = bpf_get_current_pid_tgid();
+	st->ret_slot = slot;
+	st->ret_addr = ret;
 	struct gpuos_torch_backward_event *e =
-		reserve_event(sizeof(*e), GPUOS_EV_TORCH_BACKWARD, st->start_ns, id >> 32, (__u32)id);
+		reserve_event(sizeof(*e), GPUOS_EV_TORCH_BACKWARD, now, pid, tid);
 
 	if (e) {
-		e->duration_ns = now - st->start_ns;
 		e->nested = st->nested;
 		e->pad = 0;
 		submit_event(e);
 	}
-	st->start_ns = 0;
+	st->nested = 0;
 	return 0;
 }
 

@@ -150,14 +150,18 @@ void StepLocator::Add(const v1::Event& e) {
     case v1::Event::kMunmap:
       cpu_.Add(e);
       break;
+    case v1::Event::kNvtxMark:
+      // gpuos-trace's own mark of a backward pass's start (the uprobe on
+      // the autograd engine), never a user's.
+      if (e.nvtx_mark().domain() == kBackwardUprobeDomain && e.nvtx_mark().name() == kDefaultBackwardRangeName) {
+        backward_uprobe_starts_[ThreadKey(e.pid(), e.tid())].push_back(Range{e.ts_ns(), e.ts_ns(), -1});
+      }
+      break;
     case v1::Event::kNvtxRange: {
       const v1::NvtxRange& r = e.nvtx_range();
       if (r.duration_ns() == 0) break;  // never ended, or a zero-length marker
       Range range{e.ts_ns(), e.ts_ns() + r.duration_ns(), -1};
-      if (r.domain() == kBackwardUprobeDomain) {
-        // Recorded by gpuos-trace itself, never a user's range.
-        if (r.name() == kDefaultBackwardRangeName) backward_uprobe_ranges_[ThreadKey(e.pid(), e.tid())].push_back(range);
-      } else if (step_.Matches(r.name())) {
+      if (step_.Matches(r.name())) {
         range.number = TrailingNumber(r.name());
         step_ranges_[ThreadKey(e.pid(), e.tid())].push_back(range);
       } else if (r.name() == options_.optimizer_range_name) {
@@ -457,7 +461,7 @@ void StepLocator::FixedWindows(StepPlan& plan, const std::string& why) {
 bool StepLocator::BackwardSteps(StepPlan& plan, const std::string& why, bool from_uprobe) {
   const std::vector<Range>* ranges = nullptr;
   uint64_t key = 0;
-  for (const auto& [k, r] : from_uprobe ? backward_uprobe_ranges_ : backward_ranges_) {
+  for (const auto& [k, r] : from_uprobe ? backward_uprobe_starts_ : backward_ranges_) {
     if (ranges == nullptr || r.size() > ranges->size() || (r.size() == ranges->size() && k < key)) {
       ranges = &r;
       key = k;
@@ -487,7 +491,7 @@ bool StepLocator::BackwardSteps(StepPlan& plan, const std::string& why, bool fro
     // grouped: guessing k from timing would be confidently wrong when it
     // misses.
     plan.note = absl::StrFormat(
-        "%s; steps run from the end of one backward pass to the end of the next (gpuos-trace's uprobes on "
+        "%s; steps run from the start of one backward pass to the start of the next (gpuos-trace's uprobe on "
         "torch::autograd::Engine::execute, every loss.backward() of Python or C++: %d on thread %s); one "
         "backward pass is one step, so with gradient accumulation a step here is one micro-batch",
         why, ranges->size(), ThreadText(plan.tid));

@@ -11,11 +11,11 @@
 //      process (the thread with the most kernel launches): its launches (named by their kernels), copies,
 //      memsets and synchronizations across its threads, in call order
 //      (repeating_sequence.h);
-//   5. the intervals between consecutive ends of backward passes seen by
-//      gpuos-trace's own uprobes on the autograd engine (NVTX domain
-//      kBackwardUprobeDomain, record/torch_backward_probes.h), on the thread
-//      with the most: any PyTorch job, C++ or Python, launched or attached,
-//      without the Python hook;
+//   5. the intervals between consecutive starts of backward passes marked
+//      by gpuos-trace's own uprobe on the autograd engine (NVTX marks in
+//      the domain kBackwardUprobeDomain, record/torch_backward_probes.h),
+//      on the thread with the most: any PyTorch job, C++ or Python,
+//      launched or attached, without the Python hook;
 //   6. the rhythm of the launching thread's CUDA API calls (the thread with
 //      the most kernel launches): one call name that recurs once a step at
 //      near-constant intervals (api_rhythm.h);
@@ -61,7 +61,7 @@ enum class StepSource {
   kBackwardRanges,  // between consecutive autograd.backward range ends
   kRepeatingKernelSequence,  // the repeating unit of the GPU work's sequence
   kRepeatingCpuActivity,     // the repeating unit of the CPU threads' activity
-  kBackwardUprobe,           // between consecutive backward-pass ends from the autograd uprobes
+  kBackwardUprobe,           // between consecutive backward-pass starts from the autograd uprobe
 };
 
 // For programs: "nvtx_step_ranges", "optimizer_step_ranges",
@@ -178,7 +178,8 @@ class StepLocator {
   absl::flat_hash_map<uint32_t, uint32_t> named_worker_tids_;  // tid -> pid
   absl::flat_hash_map<uint64_t, ThreadApi> api_;  // by (pid << 32 | tid)
   absl::flat_hash_map<uint64_t, std::vector<Range>> backward_ranges_;
-  absl::flat_hash_map<uint64_t, std::vector<Range>> backward_uprobe_ranges_;
+  // The uprobe's marks of backward-pass starts (start == end).
+  absl::flat_hash_map<uint64_t, std::vector<Range>> backward_uprobe_starts_;
   // The GPU work's calls (launches, copies, memsets, syncs) for source 4,
   // and the GPU records' names by (pid << 32 | correlation id).
   struct GpuCall {

@@ -45,12 +45,9 @@ absl::StatusOr<std::vector<uint64_t>> AutogradEngineExecuteOffsets(const std::st
 
 bool DecodeTorchBackwardRecord(const void* data, size_t size, v1::Event* event) {
   if (size < sizeof(gpuos_torch_backward_event)) return false;
-  const auto* e = static_cast<const gpuos_torch_backward_event*>(data);
-  auto* r = event->mutable_nvtx_range();
-  r->set_duration_ns(e->duration_ns);
-  r->set_name(kDefaultBackwardRangeName);
-  r->set_domain(kBackwardUprobeDomain);
-  r->set_kind(v1::NvtxRange::PUSH_POP);
+  auto* m = event->mutable_nvtx_mark();
+  m->set_name(kDefaultBackwardRangeName);
+  m->set_domain(kBackwardUprobeDomain);
   return true;
 }
 
@@ -114,22 +111,18 @@ absl::StatusOr<bool> TorchBackwardProbes::ProbeProcess(pid_t pid) {
   std::vector<bpf_link*> links;
   if (status.ok()) {
     for (uint64_t offset : *offsets) {
-      for (bool retprobe : {false, true}) {
-        LIBBPF_OPTS(bpf_uprobe_opts, opts, .retprobe = retprobe);
-        bpf_program* prog = retprobe ? impl_->skel->progs.torch_backward_return
-                                     : impl_->skel->progs.torch_backward_entry;
-        // pid -1: every process that maps the file, those that map it later
-        // included (a launched job's DataLoader workers, its next exec).
-        bpf_link* link = bpf_program__attach_uprobe_opts(prog, -1, path.c_str(), offset, &opts);
-        if (!link) {
-          status = absl::InternalError(absl::StrFormat("cannot put a %s on %s at offset %#x: %s",
-                                                       retprobe ? "uretprobe" : "uprobe", path,
-                                                       offset, strerror(errno)));
-          break;
-        }
-        links.push_back(link);
+      // Entry only: bpf/torch_uprobes.h says why there is no uretprobe.
+      LIBBPF_OPTS(bpf_uprobe_opts, opts, .retprobe = false);
+      // pid -1: every process that maps the file, those that map it later
+      // included (a launched job's DataLoader workers, its next exec).
+      bpf_link* link = bpf_program__attach_uprobe_opts(impl_->skel->progs.torch_backward_entry, -1,
+                                                       path.c_str(), offset, &opts);
+      if (!link) {
+        status = absl::InternalError(absl::StrFormat("cannot put a uprobe on %s at offset %#x: %s",
+                                                     path, offset, strerror(errno)));
+        break;
       }
-      if (!status.ok()) break;
+      links.push_back(link);
     }
   }
   if (!status.ok()) {

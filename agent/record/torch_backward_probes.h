@@ -1,19 +1,20 @@
 // Backward passes of PyTorch jobs that carry no annotations, from eBPF
-// uprobes on the autograd engine (bpf/torch_uprobes.*): a uprobe and a
-// uretprobe on torch::autograd::Engine::execute in libtorch_cpu.so, which
+// uprobes on the autograd engine (bpf/torch_uprobes.*): a uprobe on the
+// entry of torch::autograd::Engine::execute in libtorch_cpu.so, which
 // every backward pass of a Python or C++ job runs through on the thread
-// that asked for it.  This module finds the library in the traced
+// that asked for it (entry only: a uretprobe would make a C++ exception
+// thrown through it end the job).  This module finds the library in the traced
 // processes (at attach, and in a launched job when a traced process maps
 // an executable file: `import torch` dlopens it, a LibTorch program's
 // loader maps it), resolves the symbol, attaches the probes to the file
 // (once per file: every process mapping it hits them, and the BPF side
 // keeps those outside the traced tree out), and turns each record into an
-// "autograd.backward" NvtxRange in the domain kBackwardUprobeDomain, the
-// way the Python start-up hook's backward marks are recorded, so the step
-// finder reads both alike (analysis/step_finder.h).
-// Cost: one uprobe and one uretprobe hit per backward pass of any process
-// that maps a probed libtorch_cpu (untraced ones return after the
-// traced-set test); none per operator or per kernel.
+// "autograd.backward" NvtxMark in the domain kBackwardUprobeDomain at the
+// start of the backward pass (the Python start-up hook records NVTX
+// ranges of that name; the step finder reads both, analysis/step_finder.h).
+// Cost: one uprobe hit per backward pass of any process that maps a probed
+// libtorch_cpu (untraced ones return after the traced-set test); none per
+// operator or per kernel.
 #pragma once
 
 #include <sys/types.h>
@@ -41,8 +42,8 @@ inline constexpr char kLibtorchCpuPrefix[] = "libtorch_cpu.so";
 // NotFound when it defines none.
 absl::StatusOr<std::vector<uint64_t>> AutogradEngineExecuteOffsets(const std::string& path);
 
-// A GPUOS_EV_TORCH_BACKWARD record as its stream event; false when the
-// record is too short.
+// A GPUOS_EV_TORCH_BACKWARD record as its stream event (an NvtxMark);
+// false when the record is too short.
 bool DecodeTorchBackwardRecord(const void* data, size_t size, v1::Event* event);
 
 class TorchBackwardProbes {

@@ -1,15 +1,18 @@
-// Backward passes from gpuos-trace's uprobes on the autograd engine
+// Backward passes from gpuos-trace's uprobe on the autograd engine
 // (record/torch_backward_probes.h), end to end with real eBPF: every
-// backward pass of an un-annotated PyTorch job is one "autograd.backward"
-// range in the domain "gpuos.uprobe" on the thread that ran it, and the
-// report's steps come from them ("backward_uprobe").
+// outermost backward pass of an un-annotated PyTorch job is one
+// "autograd.backward" NVTX mark in the domain "gpuos.uprobe" on the thread
+// that ran it, and the report's steps come from them ("backward_uprobe").
 //   - gpuos-trainer (LibTorch, C++) with --no-nvtx, launched: as many
-//     ranges as its --steps (the loader maps libtorch before main());
+//     marks as its --steps (the loader maps libtorch before main());
 //   - the same, attached to a running trainer: the steps are on its loop's
 //     thread, one per iteration of its own timing (within 5%);
 //   - a Python loop (Debian's python3-torch) with --no-python-hooks,
-//     launched, and attached before its loop starts: as many ranges as
-//     its iterations.
+//     launched, and attached before its loop starts: as many marks as
+//     its iterations;
+//   - a job whose backward passes throw (caught by the script) and nest
+//     (reentrant activation checkpointing) runs on unharmed, and only its
+//     outermost backward passes are marked.
 // Needs root (eBPF); the trainer and python3-torch parts skip without them.
 #include <unistd.h>
 
@@ -34,21 +37,20 @@ const std::string kTrainer = GPUOS_TRAINER_BIN;
 const char* kPython = "/usr/bin/python3";
 
 struct Backward {
-  size_t ranges = 0;
+  size_t marks = 0;
   std::set<uint32_t> tids;
   uint32_t pid = 0;
 };
 
-Backward BackwardRanges(const std::string& trace) {
+Backward BackwardMarks(const std::string& trace) {
   Backward b;
   auto contents = rt::ReadTrace(trace);
   EXPECT_TRUE(contents.ok()) << contents.status();
   if (!contents.ok()) return b;
   for (const v1::Event& e : contents->events) {
-    if (!e.has_nvtx_range() || e.nvtx_range().domain() != "gpuos.uprobe") continue;
-    EXPECT_EQ(e.nvtx_range().name(), "autograd.backward");
-    EXPECT_GT(e.nvtx_range().duration_ns(), 0u);
-    ++b.ranges;
+    if (!e.has_nvtx_mark() || e.nvtx_mark().domain() != "gpuos.uprobe") continue;
+    EXPECT_EQ(e.nvtx_mark().name(), "autograd.backward");
+    ++b.marks;
     b.tids.insert(e.tid());
     b.pid = e.pid();
   }
@@ -106,12 +108,12 @@ TEST_F(BackwardUprobeTest, LibTorchTrainerLaunched) {
   for (const std::string& a : TrainerArgs(60)) argv.push_back(a);
   rt::RunResult r = rt::Run(argv);
   ASSERT_EQ(r.exit_code, 0) << r.Describe();
-  const Backward b = BackwardRanges(dir_.File("trainer.gpuos"));
-  EXPECT_EQ(b.ranges, 60u);  // one loss.backward() a step
+  const Backward b = BackwardMarks(dir_.File("trainer.gpuos"));
+  EXPECT_EQ(b.marks, 60u);  // one loss.backward() a step
   EXPECT_EQ(b.tids.size(), 1u);
   const Steps found = Report(dir_.File("trainer.gpuos"));
   ASSERT_EQ(found.source, "backward_uprobe") << found.note;
-  EXPECT_EQ(found.steps, 59) << found.note;  // between consecutive ends
+  EXPECT_EQ(found.steps, 59) << found.note;  // between consecutive starts
   const double own_ms = 1000 / Value(r.out, "steps_per_s");
   EXPECT_NEAR(found.mean_ms, own_ms, 0.05 * own_ms) << found.note;
 }
@@ -125,8 +127,8 @@ TEST_F(BackwardUprobeTest, LibTorchTrainerAttached) {
   ASSERT_EQ(attach.exit_code, 0) << attach.Describe();
   rt::RunResult job = trainer.Wait(60);
   ASSERT_EQ(job.exit_code, 0) << job.Describe();
-  const Backward b = BackwardRanges(dir_.File("attached.gpuos"));
-  ASSERT_GE(b.ranges, 20u);
+  const Backward b = BackwardMarks(dir_.File("attached.gpuos"));
+  ASSERT_GE(b.marks, 20u);
   ASSERT_EQ(b.tids.size(), 1u);
   const Steps found = Report(dir_.File("attached.gpuos"));
   ASSERT_EQ(found.source, "backward_uprobe") << found.note;
@@ -185,8 +187,8 @@ TEST_F(PythonBackwardTest, LaunchedWithoutPythonHooks) {
                             options);
   ASSERT_EQ(r.exit_code, 0) << r.Describe();
   ASSERT_EQ(Value(r.out, "iterations"), 80) << r.Describe();
-  const Backward b = BackwardRanges(dir_.File("loop.gpuos"));
-  EXPECT_EQ(b.ranges, 80u);
+  const Backward b = BackwardMarks(dir_.File("loop.gpuos"));
+  EXPECT_EQ(b.marks, 80u);
   EXPECT_EQ(b.tids.size(), 1u);
   const Steps found = Report(dir_.File("loop.gpuos"));
   ASSERT_EQ(found.source, "backward_uprobe") << found.note;
@@ -221,12 +223,54 @@ TEST_F(PythonBackwardTest, Attached) {
   // The tracer ends with the job.
   rt::RunResult traced = tracer.Wait(60);
   ASSERT_EQ(traced.exit_code, 0) << traced.Describe();
-  const Backward b = BackwardRanges(dir_.File("attached.gpuos"));
-  EXPECT_EQ(b.ranges, 80u);
+  const Backward b = BackwardMarks(dir_.File("attached.gpuos"));
+  EXPECT_EQ(b.marks, 80u);
   EXPECT_EQ(b.tids.size(), 1u);
   const Steps found = Report(dir_.File("attached.gpuos"));
   ASSERT_EQ(found.source, "backward_uprobe") << found.note;
   EXPECT_EQ(found.steps, 79) << found.note;
+}
+
+TEST_F(PythonBackwardTest, ThrowingAndNestedBackwardPasses) {
+  // Every fifth iteration a backward pass throws out of the engine (a C++
+  // exception through Engine::execute: a uretprobe there would make it
+  // std::terminate() the job); every iteration's backward pass runs two
+  // more inside it (reentrant checkpointing of two segments).
+  std::ofstream(dir_.File("edge.py")) << R"(
+import torch
+from torch.utils.checkpoint import checkpoint
+torch.set_num_threads(1)
+class Boom(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x): return x * 2
+    @staticmethod
+    def backward(ctx, g): raise RuntimeError("boom")
+w = torch.randn(8, 8, requires_grad=True)
+x = torch.randn(4, 8)
+a, b = torch.nn.Linear(8, 8), torch.nn.Linear(8, 8)
+outermost = caught = 0
+for i in range(40):
+    if i % 5 == 0:
+        try:
+            Boom.apply(x @ w).sum().backward()
+        except RuntimeError:
+            caught += 1
+        outermost += 1
+    y = checkpoint(b, checkpoint(a, x @ w, use_reentrant=True), use_reentrant=True)
+    y.sum().backward()
+    outermost += 1
+print("outermost=%d caught=%d" % (outermost, caught))
+)";
+  rt::RunOptions options;
+  options.timeout_s = 120;
+  rt::RunResult r = rt::Run({rt::TracerPath(), "-q", "--no-python-hooks", "-o", dir_.File("edge.gpuos"), "--",
+                             kPython, dir_.File("edge.py")},
+                            options);
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  ASSERT_EQ(Value(r.out, "caught"), 8) << r.Describe();
+  ASSERT_EQ(Value(r.out, "outermost"), 48) << r.Describe();
+  const Backward b = BackwardMarks(dir_.File("edge.gpuos"));
+  EXPECT_EQ(b.marks, 48u);
 }
 
 }  // namespace
