@@ -113,6 +113,28 @@ absl::StatusOr<StepAnalysis> AnalyzeSteps(const std::string& path, const StepOpt
   return Analyze(header, replay, options);
 }
 
+absl::StatusOr<StepAnalysis> AnalyzeStepsOfProcesses(const std::string& path, const StepOptions& options,
+                                                     const absl::flat_hash_set<uint32_t>& pids) {
+  auto first = TraceReader::Open(path);
+  if (!first.ok()) return first.status();
+  const v1::TraceHeader header = (*first)->header();
+  bool first_used = false;
+  Replay replay = [&](const std::function<void(const v1::Event&)>& on_event,
+                      const std::function<void(const v1::TraceTrailer&)>& on_trailer) -> absl::Status {
+    auto kept = [&](const v1::Event& e) {
+      if (e.pid() == 0 || pids.contains(e.pid())) on_event(e);
+    };
+    if (!first_used) {
+      first_used = true;
+      return ForEachEvent(**first, kept, on_trailer);
+    }
+    auto again = TraceReader::Open(path);
+    if (!again.ok()) return again.status();
+    return ForEachEvent(**again, kept, on_trailer);
+  };
+  return Analyze(header, replay, options);
+}
+
 absl::StatusOr<StepAnalysis> AnalyzeStepEvents(const v1::TraceHeader& header, const std::vector<v1::Event>& events,
                                                const StepOptions& options, const v1::TraceTrailer* trailer) {
   Replay replay = [&](const std::function<void(const v1::Event&)>& on_event,

@@ -20,6 +20,7 @@
 #include "analysis/step_stages.h"
 #include "analysis/thread_roles.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "gpuos_trace.pb.h"
 
 namespace gpuos {
@@ -68,6 +69,12 @@ struct StepAnalysis {
 // Two passes over the .gpuos file at `path`.  Errors: the file cannot be
 // opened or has no valid header; a regex in `options` does not compile.
 absl::StatusOr<StepAnalysis> AnalyzeSteps(const std::string& path, const StepOptions& options);
+
+// The same over the events of the processes in `pids` only (and those of
+// no process), as if the trace held nothing else: one rank of a
+// distributed job with its data workers (rank_analysis.h).
+absl::StatusOr<StepAnalysis> AnalyzeStepsOfProcesses(const std::string& path, const StepOptions& options,
+                                                     const absl::flat_hash_set<uint32_t>& pids);
 
 // The same over events in memory (tests, small traces); `trailer`, when
 // given, ends an attach window.

@@ -6,6 +6,7 @@
 # comma list of: probe, known, known-cupti-clock, known-api-callbacks,
 # cuda-records, torch, coexist, overhead, per-kernel-cost, cupti-levers,
 # cupti-overhead-records, os-overhead, os-attach-overhead, attach,
+# ranks (two_rank_gloo.sh: 2 gloo DDP ranks on the GPU, per rank),
 # trace-processor, suite, corpus (default: all but known-cupti-clock,
 # known-api-callbacks, per-kernel-cost, cupti-levers, cupti-overhead-records,
 # os-overhead, os-attach-overhead, trace-processor, suite and corpus).
@@ -383,6 +384,16 @@ for r in json.load(open(sys.argv[1])):
 PY
 )
   [ -s "$OUT/corpus.json" ] || row "corpus" FAIL "no results: $(tail -2 "$OUT/corpus.log" | tr '\n' ' ')"
+fi
+
+if want ranks; then
+  echo "== two DDP ranks (gloo) sharing the GPU"
+  result=$(bash "$HERE/two_rank_gloo.sh" "$BIN_DIR" 2>&1 | tee "$OUT/ranks.log" | tail -1)
+  echo "$result"
+  case "$result" in
+    "two-rank gloo: PASS"*) row "ranks: 2 gloo ranks, one GPU" PASS "${result#two-rank gloo: PASS }" ;;
+    *) row "ranks: 2 gloo ranks, one GPU" FAIL "${result#two-rank gloo: }" ;;
+  esac
 fi
 
 print_table() {

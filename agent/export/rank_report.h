@@ -1,0 +1,20 @@
+// The per-rank part of `gpuos-trace report`: one row per rank of a
+// distributed job (rank_analysis.h) and the straggler, as text and JSON.
+#pragma once
+
+#include <ostream>
+
+#include "analysis/rank_analysis.h"
+#include "export/json_writer.h"
+
+namespace gpuos {
+
+// Nothing when the trace has no ranks.
+void WriteRankTextReport(const RankAnalysis& ranks, std::ostream& out);
+
+// The keys "ranks" (an array, empty without ranks) and "straggler" (null
+// when none).  Per-step quantities are means over the rank's measured
+// steps.
+void WriteRankJsonMembers(const RankAnalysis& ranks, JsonWriter& json);
+
+}  // namespace gpuos
