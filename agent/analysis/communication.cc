@@ -86,34 +86,52 @@ absl::flat_hash_set<int32_t> NetworkWaitSyscalls(const v1::TraceHeader& header) 
   return out;
 }
 
-CommunicationAnalysis AnalyzeCommunication(const CommunicationInput& in,
-                                           const std::vector<std::pair<uint64_t, uint64_t>>& steps) {
-  CommunicationAnalysis out;
-  auto is_network_wait = [&](const ThreadWait& w) {
-    if (!w.blocked) return false;
-    if (w.waker_pid != 0 && in.peer_pids.contains(w.waker_pid)) return true;
-    return w.from_interrupt && in.network_syscalls.contains(w.syscall_nr);
-  };
-  absl::flat_hash_map<uint32_t, uint32_t> network_waits;
+namespace {
+
+bool IsNetworkWait(const CommunicationInput& in, const ThreadWait& w) {
+  if (!w.blocked) return false;
+  if (w.waker_pid != 0 && in.peer_pids.contains(w.waker_pid)) return true;
+  return w.from_interrupt && in.network_syscalls.contains(w.syscall_nr);
+}
+
+}  // namespace
+
+CommunicationThreads ClassifyCommunicationThreads(const CommunicationInput& in) {
+  CommunicationThreads out;
+  absl::flat_hash_map<uint32_t, std::pair<uint32_t, uint32_t>> waits;  // tid -> (network, all blocked)
   for (const ThreadWait& w : in.waits) {
-    if (is_network_wait(w)) ++network_waits[w.tid];
+    if (!w.blocked) continue;
+    auto& [network, all] = waits[w.tid];
+    ++all;
+    if (IsNetworkWait(in, w)) ++network;
   }
-  absl::flat_hash_set<uint32_t> network;
-  for (const auto& [tid, n] : network_waits) {
-    if (n >= kMinNetworkWaits) network.insert(tid);
+  for (const auto& [tid, counts] : waits) {
+    if (counts.first >= kMinNetworkWaits && counts.first >= kMinNetworkFraction * counts.second) {
+      out.network.insert(tid);
+    }
   }
   // Threads fed by the network threads.
   absl::flat_hash_map<uint32_t, std::pair<uint32_t, uint32_t>> fed;  // tid -> (by network, all blocked)
   for (const ThreadWait& w : in.waits) {
-    if (!w.blocked || w.tid == in.driving_tid || network.contains(w.tid)) continue;
+    if (!w.blocked || out.network.contains(w.tid)) continue;
     auto& [by_net, all] = fed[w.tid];
     ++all;
-    if (w.waker_tid != w.tid && network.contains(w.waker_tid)) ++by_net;
+    if (w.waker_tid != w.tid && out.network.contains(w.waker_tid)) ++by_net;
   }
-  absl::flat_hash_set<uint32_t> comm = network;
+  out.comm = out.network;
   for (const auto& [tid, counts] : fed) {
-    if (counts.first >= kMinNetworkWaits && counts.first >= kMinCommWaitFraction * counts.second) comm.insert(tid);
+    if (counts.first >= kMinNetworkWaits && counts.first >= kMinCommWaitFraction * counts.second) out.comm.insert(tid);
   }
+  return out;
+}
+
+CommunicationAnalysis AnalyzeCommunication(const CommunicationInput& in,
+                                           const std::vector<std::pair<uint64_t, uint64_t>>& steps) {
+  CommunicationAnalysis out;
+  auto is_network_wait = [&](const ThreadWait& w) { return IsNetworkWait(in, w); };
+  CommunicationThreads threads = ClassifyCommunicationThreads(in);
+  absl::flat_hash_set<uint32_t>& network = threads.network;
+  absl::flat_hash_set<uint32_t>& comm = threads.comm;
   comm.erase(in.driving_tid);
   network.erase(in.driving_tid);
   out.network_threads.assign(network.begin(), network.end());

@@ -5,11 +5,15 @@
 // CPU side (gloo, and the store of torch.distributed), from the OS events
 // alone, with no help from the job:
 //   network threads  threads of the rank that blocked at least
-//                    kMinNetworkWaits times in a poll/epoll/select/recv
-//                    call ended by an interrupt (data arriving from the
-//                    network: over TCP, loopback included, the wakeup comes
-//                    from the softirq) or by a thread of another rank
-//                    (gloo's device loop);
+//                    kMinNetworkWaits times, and for at least
+//                    kMinNetworkFraction of their blocked waits, in a
+//                    poll/epoll/select/recv call ended by an interrupt
+//                    (data arriving from the network: over TCP, loopback
+//                    included, the wakeup comes from the softirq) or in
+//                    any wait ended by a thread of another rank (gloo's
+//                    device loop; not the training thread, whose store
+//                    reads at start-up and barriers are a few of its
+//                    waits);
 //   comm threads     the network threads, and every other thread of the
 //                    rank (not the driving one) that at least
 //                    kMinNetworkWaits times and for kMinCommWaitFraction of
@@ -43,6 +47,7 @@
 namespace gpuos {
 
 inline constexpr uint32_t kMinNetworkWaits = 2;
+inline constexpr double kMinNetworkFraction = 0.5;
 inline constexpr double kMinCommWaitFraction = 0.2;
 
 bool IsNcclKernel(std::string_view name);
@@ -89,7 +94,17 @@ struct CommunicationAnalysis {
   std::vector<StepCommunication> steps;   // one per requested step
 };
 
-// `steps`: [start, end) of each step.
+// The network and comm threads, from the waits alone (driving_tid is not
+// read): what the step analysis is told to leave out of its choice of the
+// driving thread.
+struct CommunicationThreads {
+  absl::flat_hash_set<uint32_t> network;
+  absl::flat_hash_set<uint32_t> comm;  // the network threads included
+};
+CommunicationThreads ClassifyCommunicationThreads(const CommunicationInput& input);
+
+// `steps`: [start, end) of each step.  The driving thread is never a comm
+// thread here.
 CommunicationAnalysis AnalyzeCommunication(const CommunicationInput& input,
                                            const std::vector<std::pair<uint64_t, uint64_t>>& steps);
 

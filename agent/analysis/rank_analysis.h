@@ -49,7 +49,14 @@ struct RankAnalysis {
   std::vector<RankSummary> ranks;  // by rank, then pid
   std::optional<Straggler> straggler;
   std::string read_error;  // the first per-rank analysis error, if any
+  // Set when the ranks' step counts disagree (by more than
+  // kRankStepCountSpread) while their steps were inferred from the work
+  // (no marks): in a synchronous job every rank takes the same steps, so
+  // the inference split or merged some.
+  std::string note;
 };
+
+inline constexpr double kRankStepCountSpread = 0.2;
 
 absl::StatusOr<RankAnalysis> AnalyzeRanks(const std::string& path, const StepOptions& options);
 

@@ -51,6 +51,7 @@ void WriteRankTextReport(const RankAnalysis& a, std::ostream& out) {
     out << "  straggler: none (no rank waited for one other rank in collectives by more than "
         << absl::StrFormat("max(%.1f ms, %.0f%% of a step))\n", kStragglerMinNs / 1e6, kStragglerMinShare * 100);
   }
+  if (!a.note.empty()) out << "  note: " << a.note << "\n";
   for (const RankSummary& r : a.ranks) {
     if (r.steps.measured_steps == 0) {
       out << absl::StrFormat("  rank %d (pid %u): no steps: %s\n", r.rank(), r.pid, r.steps.note);
@@ -119,6 +120,7 @@ void WriteRankJsonMembers(const RankAnalysis& a, JsonWriter& json) {
     json.EndObject();
   }
   json.EndArray();
+  json.Field("ranks_note", a.note);
   json.Key("straggler");
   if (!a.straggler) {
     json.Null();

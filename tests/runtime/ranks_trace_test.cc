@@ -54,7 +54,11 @@ std::vector<std::string> Job(int nproc, int steps, int slow_rank, const std::str
 
 // What every traced DDP job must show: each rank once, with its steps and
 // its communication, and the slowed rank as the straggler.
-void ExpectRanks(const google::protobuf::Struct& report, int nproc, int slow_rank, double min_steps) {
+// `causes`: what the straggler's cause may be named.  Attached, the Python
+// hooks are not in the job, so its data fetches are not marked and its
+// extra preprocessing reads as CPU work of the loop.
+void ExpectRanks(const google::protobuf::Struct& report, int nproc, int slow_rank, double min_steps,
+                 const std::set<std::string>& causes) {
   const auto& ranks = report.fields().at("ranks").list_value().values();
   ASSERT_EQ(ranks.size(), static_cast<size_t>(nproc)) << "every rank, once";
   std::set<int> numbers;
@@ -85,14 +89,14 @@ void ExpectRanks(const google::protobuf::Struct& report, int nproc, int slow_ran
   ASSERT_EQ(straggler.kind_case(), google::protobuf::Value::kStructValue) << "a straggler named";
   const Fields& s = straggler.struct_value().fields();
   EXPECT_EQ(s.at("rank").number_value(), slow_rank);
-  EXPECT_EQ(s.at("cause").string_value(), "data_loader") << s.at("cause_detail").string_value();
+  EXPECT_EQ(causes.count(s.at("cause").string_value()), 1u) << s.at("cause_detail").string_value();
   // On a loaded 2-CPU machine the ranks also wait for each other at random
   // (preemption), which narrows the measured difference.
   EXPECT_GE(s.at("cost_ns_per_step").number_value(), 0.25 * kExtraMs * 1e6);
   EXPECT_LE(s.at("cost_ns_per_step").number_value(), 2.0 * kExtraMs * 1e6);
   // The diagnosis names it too.
   const Fields& d = report.fields().at("diagnosis").struct_value().fields();
-  bool named = d.at("primary").struct_value().fields().at("bottleneck").string_value() == "straggler";
+  bool named = d.at("bottleneck").string_value() == "straggler";
   for (const auto& f : d.at("secondary").list_value().values()) {
     named |= f.struct_value().fields().at("bottleneck").string_value() == "straggler";
   }
@@ -116,7 +120,7 @@ TEST_F(RanksTraceTest, LaunchedThreeRanksOneSlowed) {
   for (const std::string& a : Job(3, 30, 1)) argv.push_back(a);
   rt::RunResult run = rt::Run(argv, Within(240));
   ASSERT_EQ(run.exit_code, 0) << run.Describe();
-  ExpectRanks(JsonReport(dir_.File("ddp.gpuos")), 3, 1, 20);
+  ExpectRanks(JsonReport(dir_.File("ddp.gpuos")), 3, 1, 20, {"data_loader"});
 }
 
 TEST_F(RanksTraceTest, AttachedToTheLauncher) {
@@ -129,7 +133,7 @@ TEST_F(RanksTraceTest, AttachedToTheLauncher) {
   ASSERT_EQ(attach.exit_code, 0) << attach.Describe();
   job.Signal(SIGTERM);
   job.Wait(60);
-  ExpectRanks(JsonReport(dir_.File("attached.gpuos")), 2, 0, 10);
+  ExpectRanks(JsonReport(dir_.File("attached.gpuos")), 2, 0, 10, {"data_loader", "cpu_work"});
 }
 
 }  // namespace

@@ -57,6 +57,23 @@ TEST(Communication, GlooThreadsAndExposedWait) {
   }
 }
 
+TEST(Communication, AFewStoreReadsDoNotMakeTheTrainingThreadANetworkThread) {
+  CommunicationInput in = GlooRank();
+  // Start-up reads from the store, woken by the network, among its waits.
+  in.waits.push_back(Wait(kMain, 1, 2, kEpoll, 0, /*intr=*/true));
+  in.waits.push_back(Wait(kMain, 3, 4, kEpoll, 0, /*intr=*/true));
+  for (uint64_t at : {5, 7, 9}) in.waits.push_back(Wait(kMain, at, at + 1, kFutex, kOther));
+  in.driving_tid = 0;  // classified before the driving thread is known
+  CommunicationThreads t = ClassifyCommunicationThreads(in);
+  EXPECT_FALSE(t.network.contains(kMain));
+  EXPECT_FALSE(t.comm.contains(kMain));
+  EXPECT_TRUE(t.comm.contains(kWorker));
+  // Half of a thread's waits on the network makes it one.
+  in.waits.push_back(Wait(kOther, 1, 2, kEpoll, 0, /*intr=*/true));
+  in.waits.push_back(Wait(kOther, 3, 4, kEpoll, 0, /*intr=*/true));
+  EXPECT_TRUE(ClassifyCommunicationThreads(in).network.contains(kOther));
+}
+
 TEST(Communication, TimerWokenPollsOfOneWaitAreNotANetworkThread) {
   CommunicationInput in = GlooRank();
   for (ThreadWait& w : in.waits) w.from_interrupt = false;  // no network wakeups
