@@ -30,7 +30,7 @@
 namespace gpuos {
 
 inline constexpr uint64_t kStragglerMinNs = 1'000'000;
-inline constexpr double kStragglerMinShare = 0.05;
+inline constexpr double kStragglerMinShare = 0.10;
 inline constexpr double kStragglerCauseShare = 0.25;
 
 // What the rule reads of one rank, per measured step (means).
