@@ -17,7 +17,7 @@ TRACE="$BIN_DIR/gpuos-trace"
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 timeout 150 "$TRACE" -q -o "$OUT/two_rank_gloo.gpuos" -- python3 "$ROOT/workloads/ddp/launch_ranks.py" --nproc 2 -- \
-  "$ROOT/workloads/ddp/train_ddp.py" --device cuda --steps 60 --hidden 2048 --slow-rank 1 \
+  "$ROOT/workloads/ddp/train_ddp.py" --device cuda --steps 60 --hidden 1024 --slow-rank 1 \
   --extra-preprocess-ms 30 >"$OUT/two_rank_gloo.log" 2>&1
 rc=$?
 "$TRACE" report "$OUT/two_rank_gloo.gpuos" >"$OUT/two_rank_gloo_report.txt" 2>&1
