@@ -74,7 +74,7 @@ int RunReport(const gpuos::ReportCommand& report) {
     gpuos::WriteOsTextReport(summary->os, std::cout);
     gpuos::WriteCudaTextReport(summary->cuda, std::cout);
     gpuos::WriteStepTextReport(*steps, diagnosis, std::cout);
-    gpuos::WriteRankTextReport(*ranks, std::cout);
+    gpuos::WriteRankTextReport(*ranks, std::cout, steps->pid);
   }
   std::cout.flush();
   if (!summary->os.read_error.empty()) {

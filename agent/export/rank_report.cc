@@ -24,10 +24,10 @@ void OptionalInt(JsonWriter& json, std::string_view key, bool has, int64_t value
 
 }  // namespace
 
-void WriteRankTextReport(const RankAnalysis& a, std::ostream& out) {
+void WriteRankTextReport(const RankAnalysis& a, std::ostream& out, uint32_t report_pid) {
   if (a.ranks.empty()) return;
   out << "\nRanks (" << a.ranks.size() << "; ms per measured step, means; comm: time in collectives, exposed: "
-      << "not overlapped by compute)\n";
+      << "not overlapped by compute; * = the process of the step report above)\n";
   TextTable table({{"rank"}, {"local"}, {"world"}, {"host", TextTable::Align::kLeft}, {"pid"}, {"gpu"},
                    {"steps"}, {"step ms"}, {"p50"}, {"p95"}, {"data"}, {"comm"}, {"exposed"}, {"GPU idle"},
                    {"bottleneck", TextTable::Align::kLeft}});
@@ -35,7 +35,8 @@ void WriteRankTextReport(const RankAnalysis& a, std::ostream& out) {
     const auto num = [](bool has, int32_t v) { return has ? std::to_string(v) : std::string("-"); };
     const DistributionStats& d = r.steps.duration_ns;
     table.AddRow({num(r.info.has_rank(), r.info.rank()), num(r.info.has_local_rank(), r.info.local_rank()),
-                  num(r.info.has_world_size(), r.info.world_size()), r.info.host(), std::to_string(r.pid),
+                  num(r.info.has_world_size(), r.info.world_size()), r.info.host(),
+                  std::to_string(r.pid) + (r.pid == report_pid ? "*" : ""),
                   r.gpu ? std::to_string(*r.gpu) : "-", std::to_string(r.steps.measured_steps), Ms(d.mean),
                   Ms(d.p50), Ms(d.p95), Ms(r.PerStep(DataWait(r))), Ms(r.PerStep(r.comm_ns)),
                   Ms(r.PerStep(r.exposed_comm_ns)),
@@ -95,6 +96,7 @@ void WriteRankJsonMembers(const RankAnalysis& a, JsonWriter& json) {
     json.EndObject();
     json.Field("comm_ns", r.PerStep(r.comm_ns));
     json.Field("exposed_comm_ns", r.PerStep(r.exposed_comm_ns));
+    json.Field("overlapped_comm_ns", r.PerStep(r.comm_ns - r.exposed_comm_ns));
     json.Field("data_wait_ns", r.PerStep(DataWait(r)));
     json.Key("gpu_idle_ns");
     if (r.has_gpu_work) {
@@ -111,6 +113,21 @@ void WriteRankJsonMembers(const RankAnalysis& a, JsonWriter& json) {
     }
     json.Field("communication", r.PerStep(r.exposed_comm_ns));
     json.EndObject();
+    // Every step's communication (warm-up and left-out steps included).
+    json.Key("step_comm");
+    json.BeginArray();
+    for (size_t i = 0; i < r.steps.steps.size() && i < r.comm.steps.size(); ++i) {
+      const StepRecord& s = r.steps.steps[i];
+      json.BeginObject();
+      json.Field("index", s.index);
+      json.Field("start_ns", s.start_ns);
+      json.Field("duration_ns", s.duration_ns());
+      json.Field("warmup", s.warmup);
+      json.Field("comm_ns", r.comm.steps[i].comm_ns);
+      json.Field("exposed_comm_ns", r.comm.steps[i].exposed_ns);
+      json.EndObject();
+    }
+    json.EndArray();
     json.Key("comm_threads");
     json.BeginArray();
     for (uint32_t t : r.comm.comm_threads) json.Uint(t);
