@@ -49,8 +49,15 @@ void WriteRankTextReport(const RankAnalysis& a, std::ostream& out, uint32_t repo
     out << absl::StrFormat("  straggler: rank %d (pid %u): the others waited %.3f ms per step for it; cause: %s (%s)\n",
                            s.rank, s.pid, s.cost_ns_per_step / 1e6, s.cause, s.cause_detail);
   } else {
-    out << "  straggler: none (no rank waited for one other rank in collectives by more than "
-        << absl::StrFormat("max(%.1f ms, %.0f%% of a step))\n", kStragglerMinNs / 1e6, kStragglerMinShare * 100);
+    size_t with_steps = 0;
+    for (const RankSummary& r : a.ranks) with_steps += r.steps.measured_steps >= 2;
+    if (with_steps < 2) {
+      out << "  straggler: not judged (it takes two ranks with steps in the trace; trace every rank, e.g. --pid on "
+             "the launcher)\n";
+    } else {
+      out << "  straggler: none (the ranks did not wait for one rank in collectives by more than "
+          << absl::StrFormat("max(%.1f ms, %.0f%% of a step))\n", kStragglerMinNs / 1e6, kStragglerMinShare * 100);
+    }
   }
   if (!a.note.empty()) out << "  note: " << a.note << "\n";
   for (const RankSummary& r : a.ranks) {
