@@ -86,6 +86,14 @@ absl::StatusOr<RankAnalysis> Analyze(const v1::TraceHeader& header, const EachEv
     r.pid = pid;
     by_pid.emplace(pid, std::move(r));
   }
+  if (by_pid.size() > kMaxRanksAnalyzed) {
+    std::vector<std::pair<int32_t, uint32_t>> order;
+    for (const auto& [pid, r] : by_pid) order.emplace_back(RankNumber(r.info), pid);
+    std::sort(order.begin(), order.end());
+    for (size_t i = kMaxRanksAnalyzed; i < order.size(); ++i) by_pid.erase(order[i].second);
+    out.note = absl::StrFormat("%zu more ranks in the trace were left out of the analysis (at most %zu)",
+                               order.size() - kMaxRanksAnalyzed, kMaxRanksAnalyzed);
+  }
   auto owner = [&](uint32_t pid) -> RankSummary* {
     if (auto it = by_pid.find(pid); it != by_pid.end()) return &it->second;
     RankSummary* found = nullptr;
@@ -205,7 +213,8 @@ absl::StatusOr<RankAnalysis> Analyze(const v1::TraceHeader& header, const EachEv
     inferred |= StepSourceIsInferred(r.steps.source);
   }
   if (inferred && most > 0 && fewest < (1 - kRankStepCountSpread) * most) {
-    out.note = absl::StrFormat(
+    if (!out.note.empty()) out.note += "; ";
+    out.note += absl::StrFormat(
         "the ranks' step counts differ (%zu to %zu) where their steps were inferred from the work: in a "
         "synchronous job they take the same steps, so some were split or merged; per-step figures of those ranks "
         "are not reliable (mark the steps, e.g. launch under gpuos-trace for the Python hooks, or NVTX ranges)",

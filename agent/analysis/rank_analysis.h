@@ -57,6 +57,9 @@ struct RankAnalysis {
 };
 
 inline constexpr double kRankStepCountSpread = 0.2;
+// Each rank costs two passes over the file: beyond this many, the lowest
+// ranks are analyzed and the note says how many were left out.
+inline constexpr size_t kMaxRanksAnalyzed = 256;
 
 absl::StatusOr<RankAnalysis> AnalyzeRanks(const std::string& path, const StepOptions& options);
 
