@@ -192,9 +192,15 @@ absl::StatusOr<RankAnalysis> Analyze(const v1::TraceHeader& header, const EachEv
     load.steps = r.steps.measured_steps;
     load.step_ns = r.steps.duration_ns.mean;
     load.exposed_comm_ns = r.PerStep(r.exposed_comm_ns);
-    for (size_t k = 0; k < kStageCount; ++k) load.stage_ns[k] = r.PerStep(r.steps.measured_total.stages[k]);
-    const OffCpuParts& o = r.steps.measured_total.off_cpu;
     auto per = [&](uint64_t v) { return static_cast<uint64_t>(r.PerStep(v)); };
+    const CpuParts& c = r.steps.measured_total.cpu;
+    load.cpu.data_wait_ns = per(c.data_wait_ns);
+    load.cpu.sync_ns = per(c.sync_ns);
+    load.cpu.copy_api_ns = per(c.copy_api_ns);
+    load.cpu.launch_api_ns = per(c.launch_api_ns);
+    load.cpu.other_cuda_api_ns = per(c.other_cuda_api_ns);
+    load.cpu.other_ns = per(c.other_ns);
+    const OffCpuParts& o = r.steps.measured_total.off_cpu;
     load.off_cpu.preempted_ns = per(o.preempted_ns);
     load.off_cpu.runqueue_ns = per(o.runqueue_ns);
     load.off_cpu.page_fault_ns = per(o.page_fault_ns);

@@ -8,23 +8,43 @@
 namespace gpuos {
 namespace {
 
+enum Part { kData, kSync, kCopy, kLaunch, kOtherCuda, kOther, kParts };
+
+std::array<double, kParts> Parts(const RankLoad& r) {
+  std::array<double, kParts> p = {static_cast<double>(r.cpu.data_wait_ns), static_cast<double>(r.cpu.sync_ns),
+                                  static_cast<double>(r.cpu.copy_api_ns),   static_cast<double>(r.cpu.launch_api_ns),
+                                  static_cast<double>(r.cpu.other_cuda_api_ns), static_cast<double>(r.cpu.other_ns)};
+  // Its waits for the collectives: out of "other" (gloo), then sync (NCCL).
+  double comm = r.exposed_comm_ns;
+  const double from_other = std::min(comm, p[kOther]);
+  p[kOther] -= from_other;
+  comm -= from_other;
+  p[kSync] = std::max(0.0, p[kSync] - comm);
+  return p;
+}
+
+std::array<double, 4> OsParts(const OffCpuParts& p) {
+  return {static_cast<double>(p.preempted_ns + p.runqueue_ns), static_cast<double>(p.page_fault_ns),
+          static_cast<double>(p.mmap_munmap_ns), static_cast<double>(p.syscall_ns)};
+}
+
 struct Cause {
   const char* key;
-  const char* words;  // "its data loading"
+  const char* words;
 };
 
-Cause CauseOfStage(Stage stage) {
-  switch (stage) {
-    case Stage::kDataLoading: return {"data_loader", "data loading (waiting for batches or preparing them)"};
-    case Stage::kTransfer: return {"transfer", "CPU<->GPU transfers"};
-    case Stage::kDispatch: return {"kernel_dispatch", "kernel dispatch (launch calls, backward)"};
-    case Stage::kGpuCompute: return {"gpu_compute", "GPU compute"};
-    case Stage::kOsOverhead: return {"os_overhead", "OS overhead"};
-    case Stage::kOther:
-    case Stage::kCount: break;
-  }
-  return {"cpu_work", "CPU work of the training loop outside data fetches and CUDA calls"};
-}
+constexpr Cause kPartCauses[kParts] = {
+    {"data_loader", "time in data fetches (waiting for batches or preparing them)"},
+    {"gpu_wait", "time waiting for its GPU (synchronize calls)"},
+    {"transfer", "time in CUDA copy calls"},
+    {"kernel_dispatch", "time in kernel launch calls"},
+    {"cuda_api", "time in other CUDA calls"},
+    {"cpu_work", "time in the training loop's own code (outside data fetches and CUDA calls)"},
+};
+constexpr Cause kOsCauses[4] = {{"preemption", "preemption and run-queue waits of its training thread"},
+                                {"page_faults", "page faults of its training thread"},
+                                {"mmap_munmap", "mmap/munmap calls of its training thread"},
+                                {"blocking_syscalls", "blocking syscalls of its training thread"}};
 
 }  // namespace
 
@@ -53,65 +73,45 @@ std::optional<Straggler> FindStraggler(const std::vector<RankLoad>& all) {
   s.cost_ns_per_step = static_cast<uint64_t>(cost);
   s.bottleneck = low.bottleneck;
   s.others_step_ns = others_step;
-  // Each rank's stages with its waits for the collectives taken out.
-  auto stages_of = [](const RankLoad& r) {
-    std::array<double, kStageCount> st = r.stage_ns;
-    double& other = st[static_cast<size_t>(Stage::kOther)];
-    other = std::max(0.0, other - r.exposed_comm_ns);
-    return st;
-  };
-  const std::array<double, kStageCount> mine = stages_of(low);
-  std::array<double, kStageCount> theirs{};
+  const auto mine = Parts(low);
+  std::array<double, kParts> theirs{};
+  const auto my_os = OsParts(low.off_cpu);
+  std::array<double, 4> their_os{};
   for (size_t i = 1; i < ranks.size(); ++i) {
-    const auto st = stages_of(*ranks[i]);
-    for (size_t k = 0; k < kStageCount; ++k) theirs[k] += st[k] / (ranks.size() - 1);
+    const auto p = Parts(*ranks[i]);
+    for (size_t k = 0; k < kParts; ++k) theirs[k] += p[k] / (ranks.size() - 1);
+    const auto o = OsParts(ranks[i]->off_cpu);
+    for (size_t k = 0; k < 4; ++k) their_os[k] += o[k] / (ranks.size() - 1);
   }
-  size_t best = kStageCount;
+  size_t best = kParts;
   double best_excess = 0;
-  for (size_t k = 0; k < kStageCount; ++k) {
-    const double excess = mine[k] - theirs[k];
-    if (excess > best_excess) best_excess = excess, best = k;
+  for (size_t k = 0; k < kParts; ++k) {
+    if (mine[k] - theirs[k] > best_excess) best_excess = mine[k] - theirs[k], best = k;
   }
-  if (best == kStageCount || best_excess < kStragglerCauseShare * cost) {
+  if (best == kParts || best_excess < kStragglerCauseShare * cost) {
     s.cause = "unknown";
     s.cause_detail = absl::StrFormat(
-        "no stage of rank %d's step exceeds the other ranks' by %.0f%% of the %.3f ms they waited for it",
-        s.rank, kStragglerCauseShare * 100, cost / 1e6);
+        "no part of rank %d's step exceeds the other ranks' by %.0f%% of the %.3f ms they waited for it", s.rank,
+        kStragglerCauseShare * 100, cost / 1e6);
     return s;
   }
   s.excess_ns_per_step = static_cast<uint64_t>(best_excess);
-  Cause cause = CauseOfStage(static_cast<Stage>(best));
-  std::string words = cause.words;
-  if (static_cast<Stage>(best) == Stage::kOsOverhead) {
-    // Which part of the OS overhead: the driving thread's off-CPU parts
-    // against the others' mean.
-    auto parts = [](const OffCpuParts& p) {
-      return std::array<double, 4>{static_cast<double>(p.preempted_ns + p.runqueue_ns),
-                                   static_cast<double>(p.page_fault_ns), static_cast<double>(p.mmap_munmap_ns),
-                                   static_cast<double>(p.syscall_ns)};
-    };
-    const auto m = parts(low.off_cpu);
-    std::array<double, 4> t{};
-    for (size_t i = 1; i < ranks.size(); ++i) {
-      const auto p = parts(ranks[i]->off_cpu);
-      for (size_t k = 0; k < 4; ++k) t[k] += p[k] / (ranks.size() - 1);
-    }
-    static const Cause kOs[4] = {{"preemption", "preemption and run-queue waits of its training thread"},
-                                 {"page_faults", "page faults of its training thread"},
-                                 {"mmap_munmap", "mmap/munmap calls of its training thread"},
-                                 {"blocking_syscalls", "blocking syscalls of its training thread"}};
-    size_t os_best = 4;
-    double os_excess = 0;
-    for (size_t k = 0; k < 4; ++k) {
-      if (m[k] - t[k] > os_excess) os_excess = m[k] - t[k], os_best = k;
-    }
-    if (os_best < 4) cause = kOs[os_best], words = kOs[os_best].words;
+  size_t os_best = 4;
+  double os_excess = 0;
+  for (size_t k = 0; k < 4; ++k) {
+    if (my_os[k] - their_os[k] > os_excess) os_excess = my_os[k] - their_os[k], os_best = k;
   }
+  Cause cause = kPartCauses[best];
+  if (best == kOther && os_best < 4 && os_excess >= 0.5 * best_excess) cause = kOsCauses[os_best];
   s.cause = cause.key;
   s.cause_detail = absl::StrFormat(
-      "rank %d's %s took %.3f ms per step more than the other ranks' mean; they waited %.3f ms per step "
-      "for it in collectives",
-      s.rank, words, best_excess / 1e6, cost / 1e6);
+      "rank %d's %s took %.3f ms per step more than the other ranks' mean; they waited %.3f ms per step for it in "
+      "collectives",
+      s.rank, cause.words, best_excess / 1e6, cost / 1e6);
+  if (os_best < 4 && os_excess > 0 && cause.key != kOsCauses[os_best].key) {
+    absl::StrAppendFormat(&s.cause_detail, "; its %s exceeded the others' by %.3f ms per step", kOsCauses[os_best].words,
+                          os_excess / 1e6);
+  }
   return s;
 }
 

@@ -10,13 +10,19 @@
 //     excess, the time the others waited for it, is cost_ns_per_step,
 //   - and the next-lowest rank waits at least as much more as well (with
 //     two stragglers neither is named: "no single straggler").
-// Its cause is what it did with that time: the stage of its own step
-// (step_stages.h) that exceeds the other ranks' mean by most, each rank's
-// exposed communication taken out of its "other" stage first (where its
-// waits for the collectives land), with the OS-overhead stage split by its
-// off-CPU parts (preemption, page faults, mmap/munmap, blocking syscalls).
-// When no stage exceeds the others' by kStragglerCauseShare of the cost,
-// the cause is "unknown".
+// Its cause is what it did with that time: the part of its training
+// thread's step (CpuParts, step_breakdown.h: in data fetches, in CUDA
+// launch / copy / sync / other calls, or else running the loop's own code
+// or off the CPU there) that exceeds the other ranks' mean by most, each
+// rank's exposed communication taken out of its "other" part first (where
+// a CPU collective's wait lands), then out of its sync part (where an NCCL
+// wait does).  A part measures where the thread was, on the CPU or not,
+// so a data fetch that was preempted is still the data loader's; the
+// detail says how much of the excess was preemption.  When the excess is
+// in "other" and mostly the thread's own OS costs (preemption, page
+// faults, mmap/munmap, blocking syscalls) exceed the others', the cause is
+// that OS cost.  When no part exceeds the others' by
+// kStragglerCauseShare of the cost, the cause is "unknown".
 #pragma once
 
 #include <cstdint>
@@ -25,7 +31,6 @@
 #include <vector>
 
 #include "analysis/step_breakdown.h"
-#include "analysis/step_stages.h"
 
 namespace gpuos {
 
@@ -40,7 +45,7 @@ struct RankLoad {
   size_t steps = 0;
   double step_ns = 0;
   double exposed_comm_ns = 0;
-  std::array<double, kStageCount> stage_ns{};
+  CpuParts cpu;         // of the driving thread, per step (means, rounded)
   OffCpuParts off_cpu;  // of the driving thread, per step (means, rounded)
   std::string bottleneck;  // its own diagnosis's primary finding (key)
 };
@@ -48,13 +53,13 @@ struct RankLoad {
 struct Straggler {
   int32_t rank = -1;
   uint32_t pid = 0;
-  // data_loader, cpu_work, kernel_dispatch, gpu_compute, transfer,
-  // preemption, page_faults, mmap_munmap, blocking_syscalls, os_overhead,
+  // data_loader, cpu_work, kernel_dispatch, gpu_wait, transfer,
+  // cuda_api, preemption, page_faults, mmap_munmap, blocking_syscalls,
   // unknown.
   std::string cause;
   std::string cause_detail;  // one sentence with the numbers
   uint64_t cost_ns_per_step = 0;
-  uint64_t excess_ns_per_step = 0;  // of the cause's stage, over the others' mean
+  uint64_t excess_ns_per_step = 0;  // of the cause's part, over the others' mean
   std::string bottleneck;  // its own diagnosis's primary finding (key)
   double others_step_ns = 0;
 };

@@ -15,8 +15,8 @@ RankLoad Rank(int32_t rank, double exposed_ms, double data_ms, double other_ms) 
   r.steps = 20;
   r.step_ns = 100 * kMs;
   r.exposed_comm_ns = exposed_ms * kMs;
-  r.stage_ns[static_cast<size_t>(Stage::kDataLoading)] = data_ms * kMs;
-  r.stage_ns[static_cast<size_t>(Stage::kOther)] = other_ms * kMs;
+  r.cpu.data_wait_ns = static_cast<uint64_t>(data_ms * kMs);
+  r.cpu.other_ns = static_cast<uint64_t>(other_ms * kMs);
   return r;
 }
 
@@ -48,14 +48,40 @@ TEST(Straggler, OneRankOrNoStepsIsNone) {
 }
 
 TEST(Straggler, PreemptedRankNamesPreemption) {
-  RankLoad slow = Rank(1, 1, 5, 30);
-  slow.stage_ns[static_cast<size_t>(Stage::kOsOverhead)] = 30 * kMs;
+  // Its extra time is in the loop's own code, and it is off the CPU,
+  // preempted, for most of it.
+  RankLoad slow = Rank(1, 1, 5, 60);
   slow.off_cpu.preempted_ns = static_cast<uint64_t>(25 * kMs);
   slow.off_cpu.runqueue_ns = static_cast<uint64_t>(4 * kMs);
   auto s = FindStraggler({Rank(0, 30, 5, 60), slow});
   ASSERT_TRUE(s.has_value());
   EXPECT_EQ(s->rank, 1);
-  EXPECT_EQ(s->cause, "preemption");
+  EXPECT_EQ(s->cause, "preemption") << s->cause_detail;
+}
+
+TEST(Straggler, APreemptedDataFetchIsStillTheDataLoader) {
+  // The extra time is inside its data fetches; it was preempted there.
+  RankLoad slow = Rank(1, 1, 35, 30);
+  slow.off_cpu.preempted_ns = static_cast<uint64_t>(20 * kMs);
+  auto s = FindStraggler({Rank(0, 30, 5, 60), slow});
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->cause, "data_loader") << s->cause_detail;
+  EXPECT_NE(s->cause_detail.find("preemption"), std::string::npos) << s->cause_detail;
+}
+
+TEST(Straggler, NcclWaitsComeOutOfSync) {
+  // GPU ranks: the others wait for the straggler in synchronize calls on
+  // NCCL kernels; the straggler's own extra time is in kernel launches.
+  auto gpu_rank = [](int32_t rank, double exposed_ms, double sync_ms, double launch_ms) {
+    RankLoad r = Rank(rank, exposed_ms, 5, 10);
+    r.cpu.sync_ns = static_cast<uint64_t>(sync_ms * kMs);
+    r.cpu.launch_api_ns = static_cast<uint64_t>(launch_ms * kMs);
+    return r;
+  };
+  auto s = FindStraggler({gpu_rank(0, 40, 45, 10), gpu_rank(1, 2, 7, 48), gpu_rank(2, 41, 46, 10)});
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->rank, 1);
+  EXPECT_EQ(s->cause, "kernel_dispatch") << s->cause_detail;
 }
 
 }  // namespace
