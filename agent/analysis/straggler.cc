@@ -49,38 +49,49 @@ constexpr Cause kOsCauses[4] = {{"preemption", "preemption and run-queue waits o
 }  // namespace
 
 std::optional<Straggler> FindStraggler(const std::vector<RankLoad>& all) {
-  std::vector<const RankLoad*> ranks;
+  // Every per-step figure as a share of the rank's own mean step, then in
+  // ns of the straggler's step: in a synchronous job every rank's true step
+  // is the same, and a rank whose inferred steps were split in two keeps
+  // its shares (its per-step figures would halve).
+  std::vector<RankLoad> ranks;
   for (const RankLoad& r : all) {
-    if (r.steps >= 2) ranks.push_back(&r);
+    if (r.steps >= 2 && r.step_ns > 0) ranks.push_back(r);
   }
   if (ranks.size() < 2) return std::nullopt;
-  std::sort(ranks.begin(), ranks.end(),
-            [](const RankLoad* a, const RankLoad* b) { return a->exposed_comm_ns < b->exposed_comm_ns; });
-  const RankLoad& low = *ranks[0];
-  double others_comm = 0, others_step = 0, mean_step = 0;
-  for (const RankLoad* r : ranks) mean_step += r->step_ns / ranks.size();
-  for (size_t i = 1; i < ranks.size(); ++i) {
-    others_comm += ranks[i]->exposed_comm_ns / (ranks.size() - 1);
-    others_step += ranks[i]->step_ns / (ranks.size() - 1);
+  std::sort(ranks.begin(), ranks.end(), [](const RankLoad& a, const RankLoad& b) {
+    return a.exposed_comm_ns / a.step_ns < b.exposed_comm_ns / b.step_ns;
+  });
+  const double ref = ranks[0].step_ns;
+  for (RankLoad& r : ranks) {
+    const double scale = ref / r.step_ns;
+    auto rescale = [&](uint64_t& v) { v = static_cast<uint64_t>(v * scale); };
+    r.exposed_comm_ns *= scale;
+    rescale(r.cpu.data_wait_ns), rescale(r.cpu.sync_ns), rescale(r.cpu.copy_api_ns), rescale(r.cpu.launch_api_ns);
+    rescale(r.cpu.other_cuda_api_ns), rescale(r.cpu.other_ns);
+    rescale(r.off_cpu.preempted_ns), rescale(r.off_cpu.runqueue_ns), rescale(r.off_cpu.page_fault_ns);
+    rescale(r.off_cpu.mmap_munmap_ns), rescale(r.off_cpu.syscall_ns);
   }
-  const double threshold = std::max<double>(kStragglerMinNs, kStragglerMinShare * mean_step);
+  const RankLoad& low = ranks[0];
+  double others_comm = 0;
+  for (size_t i = 1; i < ranks.size(); ++i) others_comm += ranks[i].exposed_comm_ns / (ranks.size() - 1);
+  const double threshold = std::max<double>(kStragglerMinNs, kStragglerMinShare * ref);
   const double cost = others_comm - low.exposed_comm_ns;
-  if (cost < threshold || ranks[1]->exposed_comm_ns - low.exposed_comm_ns < threshold) return std::nullopt;
+  if (cost < threshold || ranks[1].exposed_comm_ns - low.exposed_comm_ns < threshold) return std::nullopt;
 
   Straggler s;
   s.rank = low.rank;
   s.pid = low.pid;
   s.cost_ns_per_step = static_cast<uint64_t>(cost);
   s.bottleneck = low.bottleneck;
-  s.others_step_ns = others_step;
+  s.others_step_ns = ref;
   const auto mine = Parts(low);
   std::array<double, kParts> theirs{};
   const auto my_os = OsParts(low.off_cpu);
   std::array<double, 4> their_os{};
   for (size_t i = 1; i < ranks.size(); ++i) {
-    const auto p = Parts(*ranks[i]);
+    const auto p = Parts(ranks[i]);
     for (size_t k = 0; k < kParts; ++k) theirs[k] += p[k] / (ranks.size() - 1);
-    const auto o = OsParts(ranks[i]->off_cpu);
+    const auto o = OsParts(ranks[i].off_cpu);
     for (size_t k = 0; k < 4; ++k) their_os[k] += o[k] / (ranks.size() - 1);
   }
   size_t best = kParts;
@@ -102,7 +113,11 @@ std::optional<Straggler> FindStraggler(const std::vector<RankLoad>& all) {
     if (my_os[k] - their_os[k] > os_excess) os_excess = my_os[k] - their_os[k], os_best = k;
   }
   Cause cause = kPartCauses[best];
-  if (best == kOther && os_best < 4 && os_excess >= 0.5 * best_excess) cause = kOsCauses[os_best];
+  // The loop's own code, unless the thread ran it hardly longer than the
+  // others and the rest of the excess is its OS cost.
+  if (best == kOther && os_best < 4 && best_excess - os_excess < kStragglerCauseShare * cost) {
+    cause = kOsCauses[os_best];
+  }
   s.cause = cause.key;
   s.cause_detail = absl::StrFormat(
       "rank %d's %s took %.3f ms per step more than the other ranks' mean; they waited %.3f ms per step for it in "

@@ -3,7 +3,9 @@
 // takes as long per step as the slowest; what tells the slowest apart is
 // that it waits least in collectives, since the others wait there for it.
 // So the straggler is the rank with the least exposed communication per
-// step (communication.h), named only when
+// step (communication.h; compared as shares of each rank's own mean step
+// and told in ns of the straggler's step, since a rank's inferred steps
+// may be split or merged while its shares hold), named only when
 //   - at least two ranks have measured steps,
 //   - the others' mean exposed communication exceeds its own by at least
 //     max(kStragglerMinNs, kStragglerMinShare of the mean step): that
@@ -19,9 +21,10 @@
 // wait does).  A part measures where the thread was, on the CPU or not,
 // so a data fetch that was preempted is still the data loader's; the
 // detail says how much of the excess was preemption.  When the excess is
-// in "other" and mostly the thread's own OS costs (preemption, page
-// faults, mmap/munmap, blocking syscalls) exceed the others', the cause is
-// that OS cost.  When no part exceeds the others' by
+// in "other" and, that OS excess (preemption, page faults, mmap/munmap,
+// blocking syscalls) taken out, less than kStragglerCauseShare of the cost
+// is left (the thread hardly ran its code longer than the others), the
+// cause is that OS cost.  When no part exceeds the others' by
 // kStragglerCauseShare of the cost, the cause is "unknown".
 #pragma once
 
@@ -61,6 +64,8 @@ struct Straggler {
   uint64_t cost_ns_per_step = 0;
   uint64_t excess_ns_per_step = 0;  // of the cause's part, over the others' mean
   std::string bottleneck;  // its own diagnosis's primary finding (key)
+  // The step the figures are in: the straggler's mean step (in a
+  // synchronous job every rank's).
   double others_step_ns = 0;
 };
 

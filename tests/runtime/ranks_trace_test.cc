@@ -57,8 +57,12 @@ std::vector<std::string> Job(int nproc, int steps, int slow_rank, const std::str
 // `causes`: what the straggler's cause may be named.  Attached, the Python
 // hooks are not in the job, so its data fetches are not marked and its
 // extra preprocessing reads as CPU work of the loop.
+// `min_wait`: the share of the extra time the other ranks must be seen
+// waiting per step.  Attached, steps are inferred from the CPU activity,
+// which may split a rank's step in two (the report's ranks_note says so),
+// halving its per-step figures.
 void ExpectRanks(const google::protobuf::Struct& report, int nproc, int slow_rank, double min_steps,
-                 const std::set<std::string>& causes) {
+                 const std::set<std::string>& causes, double min_wait) {
   const auto& ranks = report.fields().at("ranks").list_value().values();
   ASSERT_EQ(ranks.size(), static_cast<size_t>(nproc)) << "every rank, once";
   std::set<int> numbers;
@@ -80,7 +84,7 @@ void ExpectRanks(const google::protobuf::Struct& report, int nproc, int slow_ran
     EXPECT_TRUE(r.at("stage_ns").struct_value().fields().contains("communication"));
     if (rank != slow_rank) {
       // It waited for the slowed rank's extra preprocessing every step.
-      EXPECT_GE(r.at("exposed_comm_ns").number_value(), 0.5 * kExtraMs * 1e6);
+      EXPECT_GE(r.at("exposed_comm_ns").number_value(), min_wait * kExtraMs * 1e6);
     }
   }
   EXPECT_EQ(numbers.size(), static_cast<size_t>(nproc));
@@ -120,7 +124,7 @@ TEST_F(RanksTraceTest, LaunchedThreeRanksOneSlowed) {
   for (const std::string& a : Job(3, 30, 1)) argv.push_back(a);
   rt::RunResult run = rt::Run(argv, Within(240));
   ASSERT_EQ(run.exit_code, 0) << run.Describe();
-  ExpectRanks(JsonReport(dir_.File("ddp.gpuos")), 3, 1, 20, {"data_loader"});
+  ExpectRanks(JsonReport(dir_.File("ddp.gpuos")), 3, 1, 20, {"data_loader"}, 0.5);
 }
 
 TEST_F(RanksTraceTest, AttachedToTheLauncher) {
@@ -133,7 +137,7 @@ TEST_F(RanksTraceTest, AttachedToTheLauncher) {
   ASSERT_EQ(attach.exit_code, 0) << attach.Describe();
   job.Signal(SIGTERM);
   job.Wait(60);
-  ExpectRanks(JsonReport(dir_.File("attached.gpuos")), 2, 0, 10, {"data_loader", "cpu_work"});
+  ExpectRanks(JsonReport(dir_.File("attached.gpuos")), 2, 0, 10, {"data_loader", "cpu_work"}, 0.25);
 }
 
 }  // namespace
