@@ -21,6 +21,7 @@ const char* BottleneckKey(Bottleneck b) {
     case Bottleneck::kCpuContention: return "cpu_contention";
     case Bottleneck::kIntermittentStalls: return "intermittent_stalls";
     case Bottleneck::kDominantStage: return "dominant_stage";
+    case Bottleneck::kStraggler: return "straggler";
   }
   return "unknown";
 }
@@ -38,6 +39,7 @@ const char* BottleneckTitle(Bottleneck b) {
     case Bottleneck::kCpuContention: return "CPU contention (too many workers)";
     case Bottleneck::kIntermittentStalls: return "intermittent stalls";
     case Bottleneck::kDominantStage: return "one stage dominates the step";
+    case Bottleneck::kStraggler: return "a straggler rank holds the others back";
   }
   return "unknown";
 }
@@ -136,7 +138,7 @@ void RankByGain(std::vector<Finding>& findings) {
 
 }  // namespace
 
-Diagnosis Diagnose(const StepAnalysis& a) {
+Diagnosis Diagnose(const StepAnalysis& a, const Straggler* straggler) {
   Diagnosis d;
   if (!a.has_steps()) {
     d.primary.bottleneck = Bottleneck::kNoSteps;
@@ -148,7 +150,7 @@ Diagnosis Diagnose(const StepAnalysis& a) {
     return d;
   }
   d.stalls = FindIntermittentStalls(a);
-  const DiagnosisInputs in{a, d.stalls};
+  const DiagnosisInputs in{a, d.stalls, straggler};
   const StepRecord& t = a.measured_total;
 
   if (t.gpu.kernel_ns + t.gpu.memcpy_ns + t.gpu.memset_ns == 0) {
@@ -193,6 +195,7 @@ Diagnosis Diagnose(const StepAnalysis& a) {
       d.secondary.push_back(g);
     }
     if (auto stalls = IntermittentStallsRule(in)) d.secondary.push_back(*stalls);
+    if (auto s = StragglerRule(in)) d.secondary.push_back(*s);
     RankByGain(d.secondary);
     d.headline = Headline(d);
     return d;

@@ -55,6 +55,10 @@
 //                       >= kContentionShare of W while >= kManyWorkers
 //                       data-worker processes run.  score: that share.  gain:
 //                       the part of it that left the GPU idle.
+//   straggler           in a distributed job, the other ranks wait in
+//                       collectives for one rank (straggler.h).  score and
+//                       gain: their wait per step over their mean step.
+//                       Also beside a trace with no GPU activity.
 // Tail rule:
 //   intermittent_stalls stalled steps (intermittent_stalls.h) cost >=
 //                       kStallCostShare of the run.  score and gain: stalled
@@ -83,6 +87,7 @@
 
 #include "analysis/intermittent_stalls.h"
 #include "analysis/step_analysis.h"
+#include "analysis/straggler.h"
 
 namespace gpuos {
 
@@ -117,6 +122,7 @@ enum class Bottleneck {
   kCpuContention,
   kIntermittentStalls,
   kDominantStage,   // no rule fired, but one stage takes > kDominantStageShare
+  kStraggler,       // the other ranks wait for one rank (straggler.h)
 };
 
 const char* BottleneckKey(Bottleneck bottleneck);    // "data_loader_starvation"
@@ -144,6 +150,7 @@ struct Diagnosis {
 struct DiagnosisInputs {
   const StepAnalysis& analysis;
   const IntermittentStalls& stalls;
+  const Straggler* straggler = nullptr;  // a distributed job's (rank_analysis.h)
 
   const StepRecord& total() const { return analysis.measured_total; }
   uint64_t wall_ns() const { return analysis.measured_wall_ns; }
@@ -172,11 +179,13 @@ std::optional<Finding> SerializedCopiesRule(const DiagnosisInputs& in);
 std::optional<Finding> LaunchBoundRule(const DiagnosisInputs& in);
 std::optional<Finding> CpuContentionRule(const DiagnosisInputs& in);
 std::optional<Finding> IntermittentStallsRule(const DiagnosisInputs& in);
+std::optional<Finding> StragglerRule(const DiagnosisInputs& in);
 
 // "data" for the data-loading stage: what intermittent stalls of that stage
 // are called ("intermittent data stalls"); "" when the stage has no word.
 const char* StallKindWord(Stage stage);
 
-Diagnosis Diagnose(const StepAnalysis& analysis);
+// `straggler`: the distributed job's, when the trace has ranks.
+Diagnosis Diagnose(const StepAnalysis& analysis, const Straggler* straggler = nullptr);
 
 }  // namespace gpuos

@@ -466,6 +466,44 @@ std::optional<Finding> IntermittentStallsRule(const DiagnosisInputs& in) {
   return f;
 }
 
+std::optional<Finding> StragglerRule(const DiagnosisInputs& in) {
+  const Straggler* s = in.straggler;
+  if (s == nullptr || s->others_step_ns <= 0) return std::nullopt;
+  Finding f;
+  f.bottleneck = Bottleneck::kStraggler;
+  f.score = std::min(1.0, s->cost_ns_per_step / s->others_step_ns);
+  f.gain = f.score;
+  f.gain_model = "the other ranks' wait for it removed from their steps";
+  f.evidence = absl::StrFormat(
+      "the other ranks waited %.3f ms per step (%s of their %.3f ms step) in collectives for rank %d (pid %u); "
+      "its cause: %s (%s)",
+      s->cost_ns_per_step / 1e6, Pct(f.score), s->others_step_ns / 1e6, s->rank, s->pid, s->cause, s->cause_detail);
+  if (!s->bottleneck.empty()) f.evidence += absl::StrFormat("; its own diagnosis: %s", s->bottleneck);
+  f.evidence += ".";
+  AppendGain(f);
+  if (s->cause == "data_loader") {
+    f.recommendation = absl::StrFormat(
+        "Make rank %d's input pipeline as fast as the others': more DataLoader workers on it, or move its extra "
+        "preprocessing out of the step (precompute it, or balance the work across ranks).", s->rank);
+  } else if (s->cause == "preemption") {
+    f.recommendation = absl::StrFormat(
+        "Rank %d's training thread loses its CPU: pin each rank to its own cores (taskset, numactl) and keep "
+        "other work off them; fewer data workers per rank if they oversubscribe the host.", s->rank);
+  } else if (s->cause == "page_faults" || s->cause == "mmap_munmap") {
+    f.recommendation = absl::StrFormat(
+        "Rank %d spends its time in memory management: reuse buffers (pinned, preallocated) instead of "
+        "allocating per step, and check the host's memory pressure.", s->rank);
+  } else if (s->cause == "unknown") {
+    f.recommendation = absl::StrFormat(
+        "Compare rank %d's step with the others' in the per-rank table and its own diagnosis; uneven input "
+        "sizes or a slower device are the usual causes.", s->rank);
+  } else {
+    f.recommendation = absl::StrFormat(
+        "Balance the work between ranks: rank %d does more per step than the others (its %s).", s->rank, s->cause);
+  }
+  return f;
+}
+
 const std::vector<DiagnosisRule>& DiagnosisRules() {
   static const std::vector<DiagnosisRule> rules = {
       {Bottleneck::kGpuBound, &GpuBoundRule, /*steady_state=*/true},
@@ -474,6 +512,7 @@ const std::vector<DiagnosisRule>& DiagnosisRules() {
       {Bottleneck::kSerializedCopies, &SerializedCopiesRule, true},
       {Bottleneck::kLaunchBound, &LaunchBoundRule, true},
       {Bottleneck::kCpuContention, &CpuContentionRule, true},
+      {Bottleneck::kStraggler, &StragglerRule, true},
       {Bottleneck::kIntermittentStalls, &IntermittentStallsRule, /*steady_state=*/false},
   };
   return rules;

@@ -16,13 +16,14 @@ bool StepsNameTheirThread(StepSource source) {
          source == StepSource::kBackwardRanges || source == StepSource::kBackwardUprobe;
 }
 
-DrivingChoice ChooseDrivingThread(const ThreadActivity& activity, const StepPlan& plan) {
+DrivingChoice ChooseDrivingThread(const ThreadActivity& activity, const StepPlan& plan,
+                                  const absl::flat_hash_set<uint32_t>& helpers) {
   DrivingChoice choice;
   if (plan.pid == 0) return choice;
   std::vector<uint32_t> candidates;
   for (const auto& [tid, facts] : activity.threads()) {
     if (facts.pid != plan.pid || plan.IsWorker(facts.pid, tid)) continue;
-    if (RoleFromComm(facts.comm) != ThreadRole::kOther) continue;
+    if (RoleFromComm(facts.comm) != ThreadRole::kOther || helpers.contains(tid)) continue;
     candidates.push_back(tid);
   }
   const bool any_cuda = std::any_of(candidates.begin(), candidates.end(),
@@ -87,12 +88,13 @@ DrivingChoice ChooseDrivingThread(const ThreadActivity& activity, const StepPlan
   return choice;
 }
 
-std::string ApplyDrivingThread(const ThreadActivity& activity, StepPlan& plan) {
+std::string ApplyDrivingThread(const ThreadActivity& activity, StepPlan& plan,
+                               const absl::flat_hash_set<uint32_t>& helpers) {
   if (plan.steps.empty()) return std::string();
   if (StepsNameTheirThread(plan.source)) {
     return absl::StrCat("thread ", plan.tid, " \"", plan.thread_comm, "\": the thread of the step marks");
   }
-  DrivingChoice choice = ChooseDrivingThread(activity, plan);
+  DrivingChoice choice = ChooseDrivingThread(activity, plan, helpers);
   if (!choice.chosen) {
     return absl::StrCat("thread ", plan.tid, " \"", plan.thread_comm,
                         "\": kept from the step finder (no thread of its process qualifies by who waits for whom)");

@@ -5,7 +5,10 @@
 // thread launches every backward kernel).  So the choice goes by who waits
 // for whom, among the threads of the process the steps were found in:
 //   1. helpers known by name (thread_roles.h: autograd, pin-memory, CUDA's
-//      and pool threads) and data workers are never the driver;
+//      and pool threads), data workers and the caller's `helpers` (a
+//      rank's communication threads, communication.h: gloo's workers wake
+//      the training thread at the end of every collective, which would
+//      otherwise read as feeding it) are never the driver;
 //   2. when some of the remaining threads made CUDA calls, only those stay:
 //      the driver issues the GPU's work;
 //   3. a remaining thread that made no CUDA call and whose waits were mostly
@@ -24,6 +27,7 @@
 #include <cstdint>
 #include <string>
 
+#include "absl/container/flat_hash_set.h"
 #include "analysis/step_finder.h"
 #include "analysis/thread_activity.h"
 
@@ -43,11 +47,13 @@ struct DrivingChoice {
 // thread the driver.
 bool StepsNameTheirThread(StepSource source);
 
-DrivingChoice ChooseDrivingThread(const ThreadActivity& activity, const StepPlan& plan);
+DrivingChoice ChooseDrivingThread(const ThreadActivity& activity, const StepPlan& plan,
+                                  const absl::flat_hash_set<uint32_t>& helpers = {});
 
 // Applies the choice to `plan` when its steps do not name their thread:
 // pid, tid and thread_comm; the data workers stay (same process).  Returns
 // the text the report shows about the driving thread.
-std::string ApplyDrivingThread(const ThreadActivity& activity, StepPlan& plan);
+std::string ApplyDrivingThread(const ThreadActivity& activity, StepPlan& plan,
+                               const absl::flat_hash_set<uint32_t>& helpers = {});
 
 }  // namespace gpuos

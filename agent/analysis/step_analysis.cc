@@ -65,7 +65,7 @@ using Replay = std::function<absl::Status(const std::function<void(const v1::Eve
                                           const std::function<void(const v1::TraceTrailer&)>&)>;
 
 absl::StatusOr<StepAnalysis> Analyze(const v1::TraceHeader& header, const Replay& replay,
-                                     const StepOptions& options) {
+                                     const StepOptions& options, const absl::flat_hash_set<uint32_t>& helpers = {}) {
   auto locator = StepLocator::Create(options);
   if (!locator.ok()) return locator.status();
   // An attached trace's steps stay within its attach window.
@@ -84,7 +84,7 @@ absl::StatusOr<StepAnalysis> Analyze(const v1::TraceHeader& header, const Replay
         trailer = t;
       });
   StepPlan plan = (*locator)->Finish();
-  const std::string driving = ApplyDrivingThread(activity, plan);
+  const std::string driving = ApplyDrivingThread(activity, plan, helpers);
   ThreadRoles roles = ThreadRoles::Assign(activity, plan);
   std::vector<StepRecord> records;
   JobPracticeTally practices(plan, header);
@@ -135,15 +135,39 @@ absl::StatusOr<StepAnalysis> AnalyzeSteps(const std::string& path, const StepOpt
   return Analyze(header, replay, options);
 }
 
+absl::StatusOr<StepAnalysis> AnalyzeStepsOfProcesses(const std::string& path, const StepOptions& options,
+                                                     const absl::flat_hash_set<uint32_t>& pids,
+                                                     const absl::flat_hash_set<uint32_t>& helpers) {
+  auto first = TraceReader::Open(path);
+  if (!first.ok()) return first.status();
+  const v1::TraceHeader header = (*first)->header();
+  bool first_used = false;
+  Replay replay = [&](const std::function<void(const v1::Event&)>& on_event,
+                      const std::function<void(const v1::TraceTrailer&)>& on_trailer) -> absl::Status {
+    auto kept = [&](const v1::Event& e) {
+      if (e.pid() == 0 || pids.contains(e.pid())) on_event(e);
+    };
+    if (!first_used) {
+      first_used = true;
+      return ForEachEvent(**first, kept, on_trailer);
+    }
+    auto again = TraceReader::Open(path);
+    if (!again.ok()) return again.status();
+    return ForEachEvent(**again, kept, on_trailer);
+  };
+  return Analyze(header, replay, options, helpers);
+}
+
 absl::StatusOr<StepAnalysis> AnalyzeStepEvents(const v1::TraceHeader& header, const std::vector<v1::Event>& events,
-                                               const StepOptions& options, const v1::TraceTrailer* trailer) {
+                                               const StepOptions& options, const v1::TraceTrailer* trailer,
+                                               const absl::flat_hash_set<uint32_t>& helpers) {
   Replay replay = [&](const std::function<void(const v1::Event&)>& on_event,
                       const std::function<void(const v1::TraceTrailer&)>& on_trailer) -> absl::Status {
     for (const v1::Event& e : events) on_event(e);
     if (trailer != nullptr && on_trailer) on_trailer(*trailer);
     return absl::OkStatus();
   };
-  return Analyze(header, replay, options);
+  return Analyze(header, replay, options, helpers);
 }
 
 }  // namespace gpuos

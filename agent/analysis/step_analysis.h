@@ -21,6 +21,7 @@
 #include "analysis/step_stages.h"
 #include "analysis/thread_roles.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "gpuos_trace.pb.h"
 
 namespace gpuos {
@@ -85,10 +86,19 @@ struct StepAnalysis {
 // opened or has no valid header; a regex in `options` does not compile.
 absl::StatusOr<StepAnalysis> AnalyzeSteps(const std::string& path, const StepOptions& options);
 
+// The same over the events of the processes in `pids` only (and those of
+// no process), as if the trace held nothing else: one rank of a
+// distributed job with its data workers (rank_analysis.h).  `helpers`:
+// threads never chosen as the driving thread (its communication threads).
+absl::StatusOr<StepAnalysis> AnalyzeStepsOfProcesses(const std::string& path, const StepOptions& options,
+                                                     const absl::flat_hash_set<uint32_t>& pids,
+                                                     const absl::flat_hash_set<uint32_t>& helpers = {});
+
 // The same over events in memory (tests, small traces); `trailer`, when
 // given, ends an attach window.
 absl::StatusOr<StepAnalysis> AnalyzeStepEvents(const v1::TraceHeader& header, const std::vector<v1::Event>& events,
-                                               const StepOptions& options, const v1::TraceTrailer* trailer = nullptr);
+                                               const StepOptions& options, const v1::TraceTrailer* trailer = nullptr,
+                                               const absl::flat_hash_set<uint32_t>& helpers = {});
 
 // For callers that run the two passes themselves (e.g. pass 1 fused with
 // another summary's pass): the summaries from the plan and the collector's

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "analysis/diagnosis.h"
+#include "analysis/rank_analysis.h"
 #include "analysis/step_analysis.h"
 #include "analysis/trace_summary.h"
 #include "cli/options.h"
@@ -16,6 +17,7 @@
 #include "export/html_report.h"
 #include "export/os_report.h"
 #include "export/perfetto_export.h"
+#include "export/rank_report.h"
 #include "export/step_report.h"
 #include "record/attach_recorder.h"
 #include "record/prepare.h"
@@ -49,7 +51,12 @@ int RunReport(const gpuos::ReportCommand& report) {
     fprintf(stderr, "gpuos-trace: %s\n", std::string(steps.status().message()).c_str());
     return 2;
   }
-  gpuos::Diagnosis diagnosis = gpuos::Diagnose(*steps);
+  auto ranks = gpuos::AnalyzeRanks(report.path, report.steps);
+  if (!ranks.ok()) {
+    fprintf(stderr, "gpuos-trace: %s\n", std::string(ranks.status().message()).c_str());
+    return 2;
+  }
+  gpuos::Diagnosis diagnosis = gpuos::Diagnose(*steps, ranks->straggler ? &*ranks->straggler : nullptr);
   if (!report.html_path.empty()) {
     absl::Status written = gpuos::WriteHtmlReportFile(report.html_path, *summary, *steps, diagnosis);
     if (!written.ok()) {
@@ -62,6 +69,7 @@ int RunReport(const gpuos::ReportCommand& report) {
     gpuos::WriteOsJsonReport(summary->os, std::cout, [&](gpuos::JsonWriter& json) {
       gpuos::WriteCudaJsonMembers(summary->cuda, json);
       gpuos::WriteStepJsonMembers(*steps, diagnosis, json);
+      gpuos::WriteRankJsonMembers(*ranks, json);
     });
   } else {
     // What users ask first (where did the step go, why is the GPU idle)
@@ -69,6 +77,7 @@ int RunReport(const gpuos::ReportCommand& report) {
     gpuos::WriteOsTextReport(summary->os, std::cout);
     gpuos::WriteCudaTextReport(summary->cuda, std::cout);
     gpuos::WriteStepTextReport(*steps, diagnosis, std::cout);
+    gpuos::WriteRankTextReport(*ranks, std::cout, steps->pid);
   }
   std::cout.flush();
   if (!summary->os.read_error.empty()) {

@@ -382,6 +382,7 @@ absl::Status EventMapper::Add(const v1::Event& event) {
     case v1::Event::kTracerStats:
     case v1::Event::kShimStats:
     case v1::Event::kCaptureWindow:  // drawn from both edges: AddCaptureWindow
+    case v1::Event::kRankInfo:
     case v1::Event::PAYLOAD_NOT_SET:
       return absl::OkStatus();
   }

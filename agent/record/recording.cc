@@ -2,6 +2,7 @@
 #include "record/recording.h"
 
 #include <sys/epoll.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -13,6 +14,7 @@
 #include "common/valid_utf8.h"
 #include "record/event_decoder.h"
 #include "record/host_info.h"
+#include "record/rank_environment.h"
 #include "record/recorder.h"
 
 namespace gpuos {
@@ -142,6 +144,8 @@ void Recording::OnRecord(const void* data, size_t size) {
     Track(event);
     Write(event);
     if (torch_) torch_->OnEvent(event);
+    // The environment of the new image names its rank, if any.
+    if (event.has_exec()) NoteRank(event.pid(), event.ts_ns());
   });
   if (result != DecodeResult::kOk) ++undecodable_;
   // Right after the record that mapped it: a LibTorch program's first
@@ -294,6 +298,22 @@ void Recording::AddExistingProcess(pid_t pid, pid_t ppid, const std::string& com
     torch_->Watch(pid);
     torch_->CheckPending();
   }
+  NoteRank(static_cast<uint32_t>(pid), ts_ns);
+}
+
+void Recording::NoteRank(uint32_t pid, uint64_t ts_ns) {
+  if (host_.empty()) {
+    struct utsname uts {};
+    host_ = uname(&uts) == 0 ? ValidUtf8(uts.nodename) : "?";
+  }
+  std::optional<v1::RankInfo> rank = ReadRankInfo(static_cast<pid_t>(pid), host_);
+  if (!rank) return;
+  v1::Event event;
+  event.set_ts_ns(ts_ns);
+  event.set_pid(pid);
+  event.set_tid(pid);
+  *event.mutable_rank_info() = std::move(*rank);
+  Write(event);
 }
 
 void Recording::AddExistingThread(pid_t pid, pid_t tid, const std::string& comm, uint64_t ts_ns) {

@@ -115,6 +115,8 @@ class Recording {
 
  private:
   void Track(v1::Event& event);
+  // Writes a RankInfo event for `pid` when its environment names a rank.
+  void NoteRank(uint32_t pid, uint64_t ts_ns);
   void NoteWriteError(const absl::Status& status);
 
   const RecordOptions& options_;
@@ -140,6 +142,7 @@ class Recording {
   size_t processes_seen_ = 0;
   size_t threads_seen_ = 0;
   absl::Status write_error_;
+  std::string host_;  // for RankInfo, read once
 };
 
 }  // namespace gpuos

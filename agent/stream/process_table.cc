@@ -38,9 +38,13 @@ void ProcessTable::Track(const v1::Event& event) {
       t.exited = false;
       if (auto it = processes_.find(event.pid()); it != processes_.end()) {
         it->second.start.set_comm(event.exec().comm());
+        it->second.rank.reset();  // the new image's environment says anew
       }
       break;
     }
+    case v1::Event::kRankInfo:
+      if (auto it = processes_.find(event.pid()); it != processes_.end()) it->second.rank = event.rank_info();
+      break;
     case v1::Event::kCommChange: {
       if (auto it = threads_.find(event.tid()); it != threads_.end()) it->second.comm = event.comm_change().new_comm();
       if (event.tid() == event.pid()) {
@@ -110,6 +114,14 @@ void ProcessTable::ForEachSnapshotEvent(uint64_t ts_ns, const std::function<void
     *event.mutable_process_start() = p.start;
     event.mutable_process_start()->set_preexisting(true);
     emit(event);
+    if (p.rank) {
+      event.Clear();
+      event.set_ts_ns(ts_ns);
+      event.set_pid(pid);
+      event.set_tid(pid);
+      *event.mutable_rank_info() = *p.rank;
+      emit(event);
+    }
   }
   for (const auto& [tid, t] : threads_) {
     if (tid == t.pid) continue;  // the process's start names it

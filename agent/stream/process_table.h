@@ -10,6 +10,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "gpuos_trace.pb.h"
@@ -28,7 +29,7 @@ class ProcessTable {
   void Track(const v1::Event& event);
 
   // The table as events at `ts_ns`: a `preexisting` ProcessStart for every
-  // process, then a ThreadStart for every other thread, then, for those
+  // process (and its RankInfo, when it has one), then a ThreadStart for every other thread, then, for those
   // that have exited, a ThreadExit / ProcessExit at `ts_ns`.
   void ForEachSnapshotEvent(uint64_t ts_ns, const std::function<void(const v1::Event&)>& emit);
 
@@ -38,6 +39,7 @@ class ProcessTable {
  private:
   struct Process {
     v1::ProcessStart start;
+    std::optional<v1::RankInfo> rank;
     bool exited = false;
     int32_t wait_status = 0;
   };

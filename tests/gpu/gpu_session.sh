@@ -6,10 +6,11 @@
 # comma list of: probe, known, known-cupti-clock, known-api-callbacks,
 # cuda-records, torch, coexist, overhead, per-kernel-cost, cupti-levers,
 # cupti-overhead-records, os-overhead, os-attach-overhead, attach,
-# trace-processor, suite, corpus, scenarios, capture, always-on (default: all
-# but known-cupti-clock, known-api-callbacks, per-kernel-cost, cupti-levers,
-# cupti-overhead-records, os-overhead, os-attach-overhead, trace-processor,
-# suite, corpus, scenarios, capture and always-on).
+# ranks, trace-processor, suite, corpus, scenarios, capture, always-on
+# (default: all but known-cupti-clock, known-api-callbacks, per-kernel-cost,
+# cupti-levers, cupti-overhead-records, os-overhead, os-attach-overhead,
+# trace-processor, suite, corpus, scenarios, capture and always-on).
+# ranks: two_rank_gloo.sh (2 gloo DDP ranks on the GPU, per rank).
 # scenarios: the seeds' scenario tables with sweep/compare
 # (tests/gpu/scenario_tables.sh; ~6 minutes; tables in scenarios/).
 # capture: tests/gpu/capture_check.py (kernels only inside --capture
@@ -427,6 +428,16 @@ if want scenarios; then
   else
     row "scenario tables" FAIL "$(grep -c '^-- .*: exit [1-9]' "$OUT/scenarios.log") sweeps failed, see scenarios.log"
   fi
+fi
+
+if want ranks; then
+  echo "== two DDP ranks (gloo) sharing the GPU"
+  result=$(bash "$HERE/two_rank_gloo.sh" "$BIN_DIR" 2>&1 | tee "$OUT/ranks.log" | tail -1)
+  echo "$result"
+  case "$result" in
+    "two-rank gloo: PASS"*) row "ranks: 2 gloo ranks, one GPU" PASS "${result#two-rank gloo: PASS }" ;;
+    *) row "ranks: 2 gloo ranks, one GPU" FAIL "${result#two-rank gloo: }" ;;
+  esac
 fi
 
 print_table() {

@@ -419,7 +419,7 @@ TEST(DiagnosisRuleTableTest, ListsEveryRuleOnce) {
   const std::vector<Bottleneck> expected = {Bottleneck::kGpuBound,        Bottleneck::kDataLoader,
                                             Bottleneck::kPageableCopies,  Bottleneck::kSerializedCopies,
                                             Bottleneck::kLaunchBound,     Bottleneck::kCpuContention,
-                                            Bottleneck::kIntermittentStalls};
+                                            Bottleneck::kStraggler,       Bottleneck::kIntermittentStalls};
   std::vector<Bottleneck> listed;
   for (const DiagnosisRule& r : DiagnosisRules()) {
     listed.push_back(r.bottleneck);
@@ -460,6 +460,37 @@ TEST(DiagnosisTest, NoStepsAndNoGpuActivity) {
   EXPECT_EQ(d.primary.bottleneck, Bottleneck::kNoGpuActivity) << Describe(d);
   EXPECT_NE(d.primary.evidence.find("was not recorded"), std::string::npos) << d.primary.evidence;
   EXPECT_NE(d.primary.recommendation.find("missing, not idle"), std::string::npos) << d.primary.recommendation;
+}
+
+TEST(DiagnosisTest, StragglerOfADistributedJob) {
+  Sim sim;
+  for (int i = 0; i < 3; ++i) {
+    sim.BeginStep();
+    sim.GetBatch(2 * kMs, 1 * kMs);
+    sim.Cpu(1 * kMs);
+    sim.EndStep();
+  }
+  const StepAnalysis a = sim.Analyze();
+  // No straggler: no such finding.
+  for (const Finding& f : Diagnose(a).secondary) EXPECT_NE(f.bottleneck, Bottleneck::kStraggler);
+  Straggler s;
+  s.rank = 3;
+  s.pid = 4242;
+  s.cause = "data_loader";
+  s.cause_detail = "rank 3's data loading took 30 ms more";
+  s.cost_ns_per_step = 25 * kMs;
+  s.others_step_ns = 100 * kMs;
+  s.bottleneck = "data_loader_starvation";
+  Diagnosis d = Diagnose(a, &s);
+  const Finding* found = nullptr;
+  for (const Finding& f : d.secondary) {
+    if (f.bottleneck == Bottleneck::kStraggler) found = &f;
+  }
+  ASSERT_NE(found, nullptr) << Describe(d);
+  EXPECT_DOUBLE_EQ(found->score, 0.25);
+  EXPECT_NE(found->evidence.find("rank 3 (pid 4242)"), std::string::npos) << found->evidence;
+  EXPECT_NE(found->evidence.find("data_loader"), std::string::npos) << found->evidence;
+  EXPECT_NE(found->recommendation.find("rank 3"), std::string::npos) << found->recommendation;
 }
 
 // ---- Thresholds at their edges ---------------------------------------------

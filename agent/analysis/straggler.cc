@@ -1,0 +1,133 @@
+// The straggler rule; see straggler.h.
+#include "analysis/straggler.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_format.h"
+
+namespace gpuos {
+namespace {
+
+enum Part { kData, kSync, kCopy, kLaunch, kOtherCuda, kOther, kParts };
+
+std::array<double, kParts> Parts(const RankLoad& r) {
+  std::array<double, kParts> p = {static_cast<double>(r.cpu.data_wait_ns), static_cast<double>(r.cpu.sync_ns),
+                                  static_cast<double>(r.cpu.copy_api_ns),   static_cast<double>(r.cpu.launch_api_ns),
+                                  static_cast<double>(r.cpu.other_cuda_api_ns), static_cast<double>(r.cpu.other_ns)};
+  // Its waits for the collectives: out of "other" (gloo), then sync (NCCL).
+  double comm = r.exposed_comm_ns;
+  const double from_other = std::min(comm, p[kOther]);
+  p[kOther] -= from_other;
+  comm -= from_other;
+  p[kSync] = std::max(0.0, p[kSync] - comm);
+  return p;
+}
+
+std::array<double, 4> OsParts(const OffCpuParts& p) {
+  return {static_cast<double>(p.preempted_ns + p.runqueue_ns), static_cast<double>(p.page_fault_ns),
+          static_cast<double>(p.mmap_munmap_ns), static_cast<double>(p.syscall_ns)};
+}
+
+struct Cause {
+  const char* key;
+  const char* words;
+};
+
+constexpr Cause kPartCauses[kParts] = {
+    {"data_loader", "time in data fetches (waiting for batches or preparing them)"},
+    {"gpu_wait", "time waiting for its GPU (synchronize calls)"},
+    {"transfer", "time in CUDA copy calls"},
+    {"kernel_dispatch", "time in kernel launch calls"},
+    {"cuda_api", "time in other CUDA calls"},
+    {"cpu_work", "time in the training loop's own code (outside data fetches and CUDA calls)"},
+};
+constexpr Cause kOsCauses[4] = {{"preemption", "preemption and run-queue waits of its training thread"},
+                                {"page_faults", "page faults of its training thread"},
+                                {"mmap_munmap", "mmap/munmap calls of its training thread"},
+                                {"blocking_syscalls", "blocking syscalls of its training thread"}};
+
+}  // namespace
+
+std::optional<Straggler> FindStraggler(const std::vector<RankLoad>& all) {
+  // Every per-step figure as a share of the rank's own mean step, then in
+  // ns of the straggler's step: in a synchronous job every rank's true step
+  // is the same, and a rank whose inferred steps were split in two keeps
+  // its shares (its per-step figures would halve).
+  std::vector<RankLoad> ranks;
+  for (const RankLoad& r : all) {
+    if (r.steps >= 2 && r.step_ns > 0) ranks.push_back(r);
+  }
+  if (ranks.size() < 2) return std::nullopt;
+  std::sort(ranks.begin(), ranks.end(), [](const RankLoad& a, const RankLoad& b) {
+    return a.exposed_comm_ns / a.step_ns < b.exposed_comm_ns / b.step_ns;
+  });
+  const double ref = ranks[0].step_ns;
+  for (RankLoad& r : ranks) {
+    const double scale = ref / r.step_ns;
+    auto rescale = [&](uint64_t& v) { v = static_cast<uint64_t>(v * scale); };
+    r.exposed_comm_ns *= scale;
+    rescale(r.cpu.data_wait_ns), rescale(r.cpu.sync_ns), rescale(r.cpu.copy_api_ns), rescale(r.cpu.launch_api_ns);
+    rescale(r.cpu.other_cuda_api_ns), rescale(r.cpu.other_ns);
+    rescale(r.off_cpu.preempted_ns), rescale(r.off_cpu.runqueue_ns), rescale(r.off_cpu.page_fault_ns);
+    rescale(r.off_cpu.mmap_munmap_ns), rescale(r.off_cpu.syscall_ns);
+  }
+  const RankLoad& low = ranks[0];
+  double others_comm = 0;
+  for (size_t i = 1; i < ranks.size(); ++i) others_comm += ranks[i].exposed_comm_ns / (ranks.size() - 1);
+  const double threshold = std::max<double>(kStragglerMinNs, kStragglerMinShare * ref);
+  const double cost = others_comm - low.exposed_comm_ns;
+  if (cost < threshold || ranks[1].exposed_comm_ns - low.exposed_comm_ns < threshold) return std::nullopt;
+
+  Straggler s;
+  s.rank = low.rank;
+  s.pid = low.pid;
+  s.cost_ns_per_step = static_cast<uint64_t>(cost);
+  s.bottleneck = low.bottleneck;
+  s.others_step_ns = ref;
+  const auto mine = Parts(low);
+  std::array<double, kParts> theirs{};
+  const auto my_os = OsParts(low.off_cpu);
+  std::array<double, 4> their_os{};
+  for (size_t i = 1; i < ranks.size(); ++i) {
+    const auto p = Parts(ranks[i]);
+    for (size_t k = 0; k < kParts; ++k) theirs[k] += p[k] / (ranks.size() - 1);
+    const auto o = OsParts(ranks[i].off_cpu);
+    for (size_t k = 0; k < 4; ++k) their_os[k] += o[k] / (ranks.size() - 1);
+  }
+  size_t best = kParts;
+  double best_excess = 0;
+  for (size_t k = 0; k < kParts; ++k) {
+    if (mine[k] - theirs[k] > best_excess) best_excess = mine[k] - theirs[k], best = k;
+  }
+  if (best == kParts || best_excess < kStragglerCauseShare * cost) {
+    s.cause = "unknown";
+    s.cause_detail = absl::StrFormat(
+        "no part of rank %d's step exceeds the other ranks' by %.0f%% of the %.3f ms they waited for it", s.rank,
+        kStragglerCauseShare * 100, cost / 1e6);
+    return s;
+  }
+  s.excess_ns_per_step = static_cast<uint64_t>(best_excess);
+  size_t os_best = 4;
+  double os_excess = 0;
+  for (size_t k = 0; k < 4; ++k) {
+    if (my_os[k] - their_os[k] > os_excess) os_excess = my_os[k] - their_os[k], os_best = k;
+  }
+  Cause cause = kPartCauses[best];
+  // The loop's own code, unless the thread ran it hardly longer than the
+  // others and the rest of the excess is its OS cost.
+  if (best == kOther && os_best < 4 && best_excess - os_excess < kStragglerCauseShare * cost) {
+    cause = kOsCauses[os_best];
+  }
+  s.cause = cause.key;
+  s.cause_detail = absl::StrFormat(
+      "rank %d's %s took %.3f ms per step more than the other ranks' mean; they waited %.3f ms per step for it in "
+      "collectives",
+      s.rank, cause.words, best_excess / 1e6, cost / 1e6);
+  if (os_best < 4 && os_excess > 0 && cause.key != kOsCauses[os_best].key) {
+    absl::StrAppendFormat(&s.cause_detail, "; its %s exceeded the others' by %.3f ms per step", kOsCauses[os_best].words,
+                          os_excess / 1e6);
+  }
+  return s;
+}
+
+}  // namespace gpuos

@@ -1,0 +1,74 @@
+// The straggler of a distributed job: the rank the others waited for.
+// In a synchronous job (DDP, FSDP, any collective per step) every rank
+// takes as long per step as the slowest; what tells the slowest apart is
+// that it waits least in collectives, since the others wait there for it.
+// So the straggler is the rank with the least exposed communication per
+// step (communication.h; compared as shares of each rank's own mean step
+// and told in ns of the straggler's step, since a rank's inferred steps
+// may be split or merged while its shares hold), named only when
+//   - at least two ranks have measured steps,
+//   - the others' mean exposed communication exceeds its own by at least
+//     max(kStragglerMinNs, kStragglerMinShare of the mean step): that
+//     excess, the time the others waited for it, is cost_ns_per_step,
+//   - and the next-lowest rank waits at least as much more as well (with
+//     two stragglers neither is named: "no single straggler").
+// Its cause is what it did with that time: the part of its training
+// thread's step (CpuParts, step_breakdown.h: in data fetches, in CUDA
+// launch / copy / sync / other calls, or else running the loop's own code
+// or off the CPU there) that exceeds the other ranks' mean by most, each
+// rank's exposed communication taken out of its "other" part first (where
+// a CPU collective's wait lands), then out of its sync part (where an NCCL
+// wait does).  A part measures where the thread was, on the CPU or not,
+// so a data fetch that was preempted is still the data loader's; the
+// detail says how much of the excess was preemption.  When the excess is
+// in "other" and, that OS excess (preemption, page faults, mmap/munmap,
+// blocking syscalls) taken out, less than kStragglerCauseShare of the cost
+// is left (the thread hardly ran its code longer than the others), the
+// cause is that OS cost.  When no part exceeds the others' by
+// kStragglerCauseShare of the cost, the cause is "unknown".
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "analysis/step_breakdown.h"
+
+namespace gpuos {
+
+inline constexpr uint64_t kStragglerMinNs = 1'000'000;
+inline constexpr double kStragglerMinShare = 0.10;
+inline constexpr double kStragglerCauseShare = 0.25;
+
+// What the rule reads of one rank, per measured step (means).
+struct RankLoad {
+  int32_t rank = -1;
+  uint32_t pid = 0;
+  size_t steps = 0;
+  double step_ns = 0;
+  double exposed_comm_ns = 0;
+  CpuParts cpu;         // of the driving thread, per step (means, rounded)
+  OffCpuParts off_cpu;  // of the driving thread, per step (means, rounded)
+  std::string bottleneck;  // its own diagnosis's primary finding (key)
+};
+
+struct Straggler {
+  int32_t rank = -1;
+  uint32_t pid = 0;
+  // data_loader, cpu_work, kernel_dispatch, gpu_wait, transfer,
+  // cuda_api, preemption, page_faults, mmap_munmap, blocking_syscalls,
+  // unknown.
+  std::string cause;
+  std::string cause_detail;  // one sentence with the numbers
+  uint64_t cost_ns_per_step = 0;
+  uint64_t excess_ns_per_step = 0;  // of the cause's part, over the others' mean
+  std::string bottleneck;  // its own diagnosis's primary finding (key)
+  // The step the figures are in: the straggler's mean step (in a
+  // synchronous job every rank's).
+  double others_step_ns = 0;
+};
+
+std::optional<Straggler> FindStraggler(const std::vector<RankLoad>& ranks);
+
+}  // namespace gpuos

@@ -1,0 +1,144 @@
+// Ranks of a distributed job, end to end on the CPU: a DDP job of gloo
+// ranks (Debian's python3-torch; workloads/ddp/), started by a launcher
+// that sets torchrun's variables, traced by the real gpuos-trace --
+// launched, and attached with --pid on the launcher -- and reported.
+// Every rank must be found with its number and world size, have its own
+// steps, and show its waits in DDP's allreduce as communication; the rank
+// slowed on purpose (extra preprocessing in its data loading) must be
+// named the straggler, with data loading as its cause and a cost per step
+// near the extra time.  Needs root (eBPF) and python3-torch; skips without.
+#include <unistd.h>
+
+#include <cstdlib>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "google/protobuf/struct.pb.h"
+#include "google/protobuf/util/json_util.h"
+#include "gtest/gtest.h"
+#include "runtime_support.h"
+
+namespace gpuos {
+namespace {
+
+rt::RunOptions Within(double seconds) {
+  rt::RunOptions options;
+  options.timeout_s = seconds;
+  return options;
+}
+
+const char* kPython = "/usr/bin/python3";
+const std::string kDdp = std::string(GPUOS_SOURCE_DIR) + "/workloads/ddp";
+constexpr double kExtraMs = 40;
+
+using Fields = google::protobuf::Map<std::string, google::protobuf::Value>;
+
+google::protobuf::Struct JsonReport(const std::string& trace) {
+  google::protobuf::Struct j;
+  rt::RunResult r = rt::Run({rt::TracerPath(), "report", "--format", "json", trace}, Within(120));
+  EXPECT_EQ(r.exit_code, 0) << r.Describe();
+  auto status = google::protobuf::util::JsonStringToMessage(r.out, &j);
+  EXPECT_TRUE(status.ok()) << status.ToString();
+  return j;
+}
+
+std::vector<std::string> Job(int nproc, int steps, int slow_rank, const std::string& ready_file = "") {
+  std::vector<std::string> argv = {kPython, kDdp + "/launch_ranks.py", "--nproc", absl::StrCat(nproc), "--",
+                                   kDdp + "/train_ddp.py", "--steps", absl::StrCat(steps), "--slow-rank",
+                                   absl::StrCat(slow_rank), "--extra-preprocess-ms", absl::StrCat(kExtraMs)};
+  if (!ready_file.empty()) argv.insert(argv.end(), {"--ready-file", ready_file});
+  return argv;
+}
+
+// What every traced DDP job must show: each rank once, with its steps and
+// its communication, and the slowed rank as the straggler.
+// `causes`: what the straggler's cause may be named.  Attached, the Python
+// hooks are not in the job, so its data fetches are not marked and its
+// extra preprocessing reads as CPU work of the loop.
+// `min_wait`: the share of the extra time the other ranks must be seen
+// waiting per step.  Attached, steps are inferred from the CPU activity,
+// which may split a rank's step in two (the report's ranks_note says so),
+// halving its per-step figures.
+void ExpectRanks(const google::protobuf::Struct& report, int nproc, int slow_rank, double min_steps,
+                 const std::set<std::string>& causes, double min_wait) {
+  const auto& ranks = report.fields().at("ranks").list_value().values();
+  ASSERT_EQ(ranks.size(), static_cast<size_t>(nproc)) << "every rank, once";
+  std::set<int> numbers;
+  std::set<double> pids;
+  for (const auto& v : ranks) {
+    const Fields& r = v.struct_value().fields();
+    const int rank = static_cast<int>(r.at("rank").number_value());
+    SCOPED_TRACE(absl::StrCat("rank ", rank));
+    numbers.insert(rank);
+    pids.insert(r.at("pid").number_value());
+    EXPECT_EQ(r.at("world_size").number_value(), nproc);
+    EXPECT_EQ(r.at("local_rank").number_value(), rank);
+    EXPECT_FALSE(r.at("host").string_value().empty());
+    EXPECT_GE(r.at("steps").number_value(), min_steps) << "its own steps";
+    EXPECT_GT(r.at("step_ns").struct_value().fields().at("mean").number_value(), 0);
+    EXPECT_EQ(r.at("gpu").kind_case(), google::protobuf::Value::kNullValue) << "a CPU job";
+    EXPECT_GT(r.at("comm_ns").number_value(), 0) << "allreduce waits recorded as communication";
+    EXPECT_GE(r.at("comm_ns").number_value(), r.at("exposed_comm_ns").number_value());
+    EXPECT_TRUE(r.at("stage_ns").struct_value().fields().contains("communication"));
+    if (rank != slow_rank) {
+      // It waited for the slowed rank's extra preprocessing every step.
+      EXPECT_GE(r.at("exposed_comm_ns").number_value(), min_wait * kExtraMs * 1e6);
+    }
+  }
+  EXPECT_EQ(numbers.size(), static_cast<size_t>(nproc));
+  EXPECT_EQ(pids.size(), static_cast<size_t>(nproc));
+  const auto& straggler = report.fields().at("straggler");
+  ASSERT_EQ(straggler.kind_case(), google::protobuf::Value::kStructValue) << "a straggler named";
+  const Fields& s = straggler.struct_value().fields();
+  EXPECT_EQ(s.at("rank").number_value(), slow_rank);
+  EXPECT_EQ(causes.count(s.at("cause").string_value()), 1u) << s.at("cause_detail").string_value();
+  // On a loaded 2-CPU machine the ranks also wait for each other at random
+  // (preemption), which narrows the measured difference.
+  EXPECT_GE(s.at("cost_ns_per_step").number_value(), 0.25 * kExtraMs * 1e6);
+  EXPECT_LE(s.at("cost_ns_per_step").number_value(), 2.0 * kExtraMs * 1e6);
+  // The diagnosis names it too.
+  const Fields& d = report.fields().at("diagnosis").struct_value().fields();
+  bool named = d.at("bottleneck").string_value() == "straggler";
+  for (const auto& f : d.at("secondary").list_value().values()) {
+    named |= f.struct_value().fields().at("bottleneck").string_value() == "straggler";
+  }
+  EXPECT_TRUE(named) << "the diagnosis has the straggler finding";
+}
+
+class RanksTraceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    GPUOS_REQUIRE_ROOT();
+    if (system((std::string(kPython) + " -c 'import torch.distributed' 2>/dev/null").c_str()) != 0) {
+      GTEST_SKIP() << kPython << " has no torch (apt-get install python3-torch)";
+    }
+    dir_.MakeWorldWritable();
+  }
+  rt::TempDir dir_;
+};
+
+TEST_F(RanksTraceTest, LaunchedThreeRanksOneSlowed) {
+  std::vector<std::string> argv = {rt::TracerPath(), "-q", "-o", dir_.File("ddp.gpuos"), "--"};
+  for (const std::string& a : Job(3, 30, 1)) argv.push_back(a);
+  rt::RunResult run = rt::Run(argv, Within(240));
+  ASSERT_EQ(run.exit_code, 0) << run.Describe();
+  ExpectRanks(JsonReport(dir_.File("ddp.gpuos")), 3, 1, 20, {"data_loader"}, 0.5);
+}
+
+TEST_F(RanksTraceTest, AttachedToTheLauncher) {
+  const std::string ready = dir_.File("ready");
+  rt::Child job = rt::Child::Start(Job(2, 400, 0, ready));
+  ASSERT_TRUE(rt::WaitUntil([&] { return access(ready.c_str(), F_OK) == 0; }, 180)) << "the job never started";
+  rt::RunResult attach = rt::Run({rt::TracerPath(), "-q", "--pid", absl::StrCat(job.pid()), "--duration", "6s",
+                                  "-o", dir_.File("attached.gpuos")},
+                                 Within(120));
+  ASSERT_EQ(attach.exit_code, 0) << attach.Describe();
+  job.Signal(SIGTERM);
+  job.Wait(60);
+  ExpectRanks(JsonReport(dir_.File("attached.gpuos")), 2, 0, 10, {"data_loader", "cpu_work"}, 0.25);
+}
+
+}  // namespace
+}  // namespace gpuos

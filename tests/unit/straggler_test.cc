@@ -1,0 +1,88 @@
+// The straggler rule: the rank the others wait for, and why.
+#include "analysis/straggler.h"
+
+#include <gtest/gtest.h>
+
+namespace gpuos {
+namespace {
+
+constexpr double kMs = 1e6;
+
+RankLoad Rank(int32_t rank, double exposed_ms, double data_ms, double other_ms) {
+  RankLoad r;
+  r.rank = rank;
+  r.pid = 1000 + rank;
+  r.steps = 20;
+  r.step_ns = 100 * kMs;
+  r.exposed_comm_ns = exposed_ms * kMs;
+  r.cpu.data_wait_ns = static_cast<uint64_t>(data_ms * kMs);
+  r.cpu.other_ns = static_cast<uint64_t>(other_ms * kMs);
+  return r;
+}
+
+TEST(Straggler, SlowDataLoaderRankIsNamed) {
+  // Rank 2 loads data 30 ms longer; the others wait ~30 ms in the allreduce
+  // (in their "other" stage).
+  std::vector<RankLoad> ranks = {Rank(0, 32, 5, 60), Rank(1, 31, 5, 61), Rank(2, 1, 35, 30), Rank(3, 33, 5, 59)};
+  auto s = FindStraggler(ranks);
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->rank, 2);
+  EXPECT_EQ(s->pid, 1002u);
+  EXPECT_EQ(s->cause, "data_loader");
+  EXPECT_NEAR(s->cost_ns_per_step, 31 * kMs, 0.01 * kMs);
+}
+
+TEST(Straggler, EvenRanksHaveNone) {
+  EXPECT_FALSE(FindStraggler({Rank(0, 10, 5, 60), Rank(1, 10.4, 5, 61)}).has_value());
+}
+
+TEST(Straggler, TwoSlowRanksAreNotOneStraggler) {
+  EXPECT_FALSE(FindStraggler({Rank(0, 30, 5, 60), Rank(1, 1, 35, 30), Rank(2, 1.2, 35, 30)}).has_value());
+}
+
+TEST(Straggler, OneRankOrNoStepsIsNone) {
+  EXPECT_FALSE(FindStraggler({Rank(0, 30, 5, 60)}).has_value());
+  RankLoad idle = Rank(1, 0, 0, 0);
+  idle.steps = 0;
+  EXPECT_FALSE(FindStraggler({Rank(0, 30, 5, 60), idle}).has_value());
+}
+
+TEST(Straggler, PreemptedRankNamesPreemption) {
+  // Its extra time is in the loop's own code, and it is off the CPU,
+  // preempted, for most of it.
+  RankLoad slow = Rank(1, 1, 5, 60);
+  slow.off_cpu.preempted_ns = static_cast<uint64_t>(25 * kMs);
+  slow.off_cpu.runqueue_ns = static_cast<uint64_t>(4 * kMs);
+  auto s = FindStraggler({Rank(0, 30, 5, 60), slow});
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->rank, 1);
+  EXPECT_EQ(s->cause, "preemption") << s->cause_detail;
+}
+
+TEST(Straggler, APreemptedDataFetchIsStillTheDataLoader) {
+  // The extra time is inside its data fetches; it was preempted there.
+  RankLoad slow = Rank(1, 1, 35, 30);
+  slow.off_cpu.preempted_ns = static_cast<uint64_t>(20 * kMs);
+  auto s = FindStraggler({Rank(0, 30, 5, 60), slow});
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->cause, "data_loader") << s->cause_detail;
+  EXPECT_NE(s->cause_detail.find("preemption"), std::string::npos) << s->cause_detail;
+}
+
+TEST(Straggler, NcclWaitsComeOutOfSync) {
+  // GPU ranks: the others wait for the straggler in synchronize calls on
+  // NCCL kernels; the straggler's own extra time is in kernel launches.
+  auto gpu_rank = [](int32_t rank, double exposed_ms, double sync_ms, double launch_ms) {
+    RankLoad r = Rank(rank, exposed_ms, 5, 10);
+    r.cpu.sync_ns = static_cast<uint64_t>(sync_ms * kMs);
+    r.cpu.launch_api_ns = static_cast<uint64_t>(launch_ms * kMs);
+    return r;
+  };
+  auto s = FindStraggler({gpu_rank(0, 40, 45, 10), gpu_rank(1, 2, 7, 48), gpu_rank(2, 41, 46, 10)});
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->rank, 1);
+  EXPECT_EQ(s->cause, "kernel_dispatch") << s->cause_detail;
+}
+
+}  // namespace
+}  // namespace gpuos
