@@ -1,0 +1,946 @@
+// The report as one self-contained HTML page; see report/html_report.h.  Charts are
+// SVG written here, not drawn by script, so the page reads the same with
+// scripts off, in a mail client or in a file viewer; the only script makes
+// table columns sortable.
+#include "export/report/html_report.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "analysis/cuda_summary.h"
+#include "export/report/step_columns.h"
+#include "export/report/text_table.h"
+#include "export/report/trace_identity.h"
+#include "export/report/wait_chain_text.h"
+#include "stream/trace_completeness.h"
+
+namespace gpuos {
+
+std::string HtmlEscape(std::string_view text) {
+  const std::string printable = Printable(text);
+  std::string out;
+  out.reserve(printable.size());
+  for (char c : printable) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&#39;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+namespace {
+
+std::string E(std::string_view text) { return HtmlEscape(text); }
+
+// Milliseconds with as many decimals as a reader needs to compare them.
+std::string Ms(double ns) {
+  const double ms = ns / 1e6;
+  if (std::fabs(ms) >= 100) return absl::StrFormat("%.1f", ms);
+  if (std::fabs(ms) >= 1) return absl::StrFormat("%.2f", ms);
+  return absl::StrFormat("%.3f", ms);
+}
+std::string Us(double ns) { return absl::StrFormat("%.1f", ns / 1e3); }
+std::string MiB(double bytes) { return absl::StrFormat("%.1f", bytes / 1048576.0); }
+std::string Pct(double share) { return absl::StrFormat("%.1f", share * 100); }
+double Share(double part, double whole) { return whole > 0 ? part / whole : 0.0; }
+
+// The page's look.  Colour classes (k-*) set both `fill` (SVG) and
+// `background` (legend swatches, HTML bars), so one name serves both.
+constexpr char kStyle[] = R"CSS(
+:root{--fg:#1d2330;--muted:#5d6778;--line:#dde2ea;--bg:#f4f6f9;--card:#fff;--bad:#c0392b;--accent:#2b5fab}
+*{box-sizing:border-box}
+body{margin:0;font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif;color:var(--fg);background:var(--bg)}
+main{max-width:1400px;margin:0 auto;padding:12px 24px 48px}
+h1{font-size:22px;margin:0 0 6px}h2{font-size:18px;margin:0 0 10px}h3{font-size:15px;margin:18px 0 6px}
+section{background:var(--card);border:1px solid var(--line);border-radius:8px;padding:14px 20px;margin:14px 0}
+nav{margin:8px 0 0}nav a{margin-right:16px;color:var(--accent);text-decoration:none}
+code,.mono{font-family:ui-monospace,"DejaVu Sans Mono",Menlo,monospace;font-size:12.5px}
+.cmd{display:block;background:#eef1f5;padding:6px 10px;border-radius:6px;overflow-wrap:anywhere}
+dl.meta{display:grid;grid-template-columns:max-content minmax(0,1fr) max-content minmax(0,1fr);gap:2px 14px;margin:10px 0 0}
+dt{color:var(--muted)}dd{margin:0;overflow-wrap:anywhere}
+.alert{border-radius:6px;padding:10px 14px;margin:10px 0}
+.alert.bad{background:#fdecea;border:2px solid var(--bad);color:#7b1d13;font-weight:600}
+.alert.warn{background:#fff6e0;border:1px solid #e0b34a;color:#5e4100}
+.alert table{margin:6px 0 0}
+.note{color:var(--muted)}
+.missing{color:var(--muted);font-style:italic}
+section.diagnosis{border-left:8px solid var(--accent)}
+section.diagnosis.found{border-left-color:#d35400}
+.diag-title{font-size:26px;font-weight:700;margin:0 0 4px}
+.diag-headline{font-size:17px;font-weight:600;margin:6px 0}
+.diag-score{display:inline-block;background:#fbe5d6;color:#8a3a00;border-radius:10px;padding:1px 10px;font-size:13px;margin-left:8px;vertical-align:middle}
+.diag-label{font-weight:600;color:var(--muted);margin-right:6px}
+.diag p{margin:6px 0}
+ul.also{margin:10px 0 0;padding-left:20px}ul.also li{margin:6px 0}
+.stats{display:flex;flex-wrap:wrap;gap:10px;margin:8px 0}
+.stat{background:#f0f3f7;border-radius:6px;padding:6px 12px;min-width:92px}
+.stat b{display:block;font-size:17px}.stat span{color:var(--muted);font-size:12px}
+.scroll{overflow:auto;max-height:660px;width:fit-content;max-width:100%;border:1px solid var(--line);border-radius:6px;margin:6px 0}
+table{border-collapse:collapse;font-variant-numeric:tabular-nums}
+th,td{padding:3px 10px;border-bottom:1px solid var(--line);text-align:right;white-space:nowrap}
+th{background:#f0f3f7;position:sticky;top:0;font-weight:600}
+table.sortable th{cursor:pointer}
+th.l,td.l{text-align:left}
+td.name{max-width:720px;overflow:hidden;text-overflow:ellipsis}
+tr.warnrow td{background:#fff3f2}
+tfoot td{font-weight:600;background:#fafbfc}
+.hbar{display:inline-block;height:10px;border-radius:2px;vertical-align:middle;min-width:1px}
+td.barcell{width:260px;text-align:left}
+.legend{margin:4px 0 2px;color:var(--muted);font-size:13px}
+.legend span{display:inline-flex;align-items:center;margin-right:16px}
+.sw{display:inline-block;width:12px;height:12px;border-radius:2px;margin-right:5px}
+svg.chart{width:100%;height:auto;display:block}
+svg.chart text{font-size:11px;fill:#5d6778}
+svg.chart .grid{stroke:#e6e9ef;stroke-width:1}
+svg.chart .axis{stroke:#9aa3b2;stroke-width:1}
+svg.chart .mean{stroke:#1d2330;stroke-width:1;stroke-dasharray:5 4}
+svg.chart .clip{fill:#1d2330}
+svg.chart text.meanlabel{fill:#1d2330;paint-order:stroke;stroke:#fff;stroke-width:3px}
+.step-bar.warmup{opacity:.38}
+.step-bar:hover{opacity:.75}
+.stagebar{display:flex;height:26px;border-radius:5px;overflow:hidden;margin:8px 0 4px;border:1px solid var(--line)}
+.stagebar div{height:100%}
+details summary{cursor:pointer;color:var(--accent);margin:8px 0}
+footer{color:var(--muted);font-size:12px;margin-top:24px}
+.k-data{fill:#f28e2b;background:#f28e2b}.k-sync{fill:#e15759;background:#e15759}
+.k-copy{fill:#b07aa1;background:#b07aa1}.k-launch{fill:#4e79a7;background:#4e79a7}
+.k-cuda{fill:#76b7b2;background:#76b7b2}.k-other{fill:#bab0ac;background:#bab0ac}
+.k-kern{fill:#59a14f;background:#59a14f}.k-gcopy{fill:#9c6ade;background:#9c6ade}
+.k-memset{fill:#edc948;background:#edc948}.k-idle{fill:#f2b8b5;background:#f2b8b5}
+.k-os{fill:#e15759;background:#e15759}.k-bar{fill:#4e79a7;background:#4e79a7}.k-badbar{fill:#e15759;background:#e15759}
+)CSS";
+
+// Click a column title to sort its table (numbers by value, the rest as
+// text); the footer rows (mean/p50/p95) stay put.  It leaves a mark on the
+// root element, so a test can tell that the page's script ran.
+constexpr char kScript[] = R"JS(
+(function(){
+  var tables=document.querySelectorAll('table.sortable');
+  Array.prototype.forEach.call(tables,function(t){
+    if(!t.tHead||!t.tBodies.length)return;
+    Array.prototype.forEach.call(t.tHead.rows[0].cells,function(th,i){
+      th.title='click to sort';
+      th.addEventListener('click',function(){
+        var body=t.tBodies[0],rows=Array.prototype.slice.call(body.rows);
+        var desc=th.getAttribute('data-dir')!=='desc';
+        th.setAttribute('data-dir',desc?'desc':'asc');
+        function key(r){var c=r.cells[i];return c?(c.getAttribute('data-v')||c.textContent):'';}
+        rows.sort(function(x,y){
+          var a=key(x),b=key(y),fa=parseFloat(a),fb=parseFloat(b);
+          var r=(isNaN(fa)||isNaN(fb))?a.localeCompare(b):fa-fb;
+          return desc?-r:r;});
+        rows.forEach(function(r){body.appendChild(r);});
+      });
+    });
+  });
+  document.documentElement.setAttribute('data-sortable-tables',String(tables.length));
+})();
+)JS";
+
+// ---- HTML building blocks ----
+
+// A table cell; numbers right-aligned, text left-aligned and escaped.
+std::string Td(const std::string& escaped, bool left = false) {
+  return absl::StrCat(left ? "<td class=\"l\">" : "<td>", escaped, "</td>");
+}
+std::string NameTd(std::string_view name) {
+  const std::string e = E(name);
+  return absl::StrCat("<td class=\"l name\" title=\"", e, "\">", e, "</td>");
+}
+// A table head: titles are ours, not the trace's; a leading '<' marks a
+// left-aligned column.
+std::string Thead(const std::vector<std::string>& titles) {
+  std::string h = "<thead><tr>";
+  for (const std::string& t : titles) {
+    if (!t.empty() && t[0] == '<') {
+      absl::StrAppend(&h, "<th class=\"l\">", t.substr(1), "</th>");
+    } else {
+      absl::StrAppend(&h, "<th>", t, "</th>");
+    }
+  }
+  return h + "</tr></thead>";
+}
+std::string HBar(double share, const char* css) {
+  return absl::StrFormat("<span class=\"hbar %s\" style=\"width:%.1f%%\"></span>", css,
+                         std::clamp(share, 0.0, 1.0) * 100);
+}
+std::string Stat(const std::string& value, const std::string& label) {
+  return absl::StrCat("<div class=\"stat\"><b>", value, "</b><span>", label, "</span></div>");
+}
+
+// One coloured part of a step's stacked bar.
+struct BarPart {
+  const char* label;
+  const char* css;
+  std::function<uint64_t(const StepRecord&)> ns;
+};
+
+std::vector<BarPart> CpuParts() {
+  return {
+      {"data wait", "k-data", [](const StepRecord& s) { return s.cpu.data_wait_ns; }},
+      {"sync", "k-sync", [](const StepRecord& s) { return s.cpu.sync_ns; }},
+      {"copy (cudaMemcpy)", "k-copy", [](const StepRecord& s) { return s.cpu.copy_api_ns; }},
+      {"launch", "k-launch", [](const StepRecord& s) { return s.cpu.launch_api_ns; }},
+      {"other CUDA API", "k-cuda", [](const StepRecord& s) { return s.cpu.other_cuda_api_ns; }},
+      {"other (Python, framework, OS)", "k-other", [](const StepRecord& s) { return s.cpu.other_ns; }},
+  };
+}
+
+std::vector<BarPart> GpuParts() {
+  return {
+      {"kernel running", "k-kern", [](const StepRecord& s) { return s.gpu.kernel_busy_ns; }},
+      {"copy only", "k-gcopy", [](const StepRecord& s) { return s.gpu.copy_only_ns; }},
+      {"memset only", "k-memset", [](const StepRecord& s) { return s.gpu.memset_only_ns; }},
+      {"idle", "k-idle", [](const StepRecord& s) { return s.gpu.idle_ns; }},
+  };
+}
+
+const char* kStageCss[kStageCount] = {"k-data", "k-copy", "k-launch", "k-kern", "k-os", "k-other"};
+
+// 1, 2 or 5 times a power of ten, so that `max` spans about `target` ticks.
+double NiceStep(double max, int target) {
+  if (max <= 0) return 1;
+  const double raw = max / target;
+  const double magnitude = std::pow(10.0, std::floor(std::log10(raw)));
+  for (double m : {1.0, 2.0, 5.0}) {
+    if (m * magnitude >= raw) return m * magnitude;
+  }
+  return 10 * magnitude;
+}
+
+std::string TickLabel(double ms, double step_ms) {
+  const int decimals = std::clamp(static_cast<int>(std::ceil(-std::log10(step_ms) - 1e-9)), 0, 6);
+  return absl::StrFormat("%.*f", decimals, ms);
+}
+
+class HtmlReport {
+ public:
+  HtmlReport(const TraceSummary& summary, const StepAnalysis& steps, const Diagnosis& diagnosis,
+             const HtmlReportOptions& options, std::ostream& out)
+      : os_(summary.os), cuda_(summary.cuda), a_(steps), d_(diagnosis), opt_(options), out_(out) {}
+
+  void Write() {
+    out_ << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+         << "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+         << "<title>gpuos-trace: " << E(CommandLine(os_.header)) << "</title>\n<style>" << kStyle
+         << "</style>\n</head>\n<body>\n<main>\n";
+    Header();
+    DiagnosisBox();
+    Steps();
+    if (a_.has_steps()) {
+      StageSection();
+      IdleSection();
+      OsCostSection();
+    }
+    CudaSection();
+    OsSection();
+    out_ << "<footer>Written by gpuos-trace from " << E(os_.header.hostname())
+         << "'s trace. Numbers are the text report's; <code>gpuos-trace report FILE --format json</code> lists "
+            "every row and every step.</footer>\n</main>\n<script>"
+         << kScript << "</script>\n</body>\n</html>\n";
+  }
+
+ private:
+  bool Measured(const StepRecord& s) const { return !s.warmup || a_.summary_includes_warmup; }
+
+  void Header() {
+    const v1::TraceHeader& h = os_.header;
+    out_ << "<header>\n<h1>gpuos-trace report</h1>\n<code class=\"cmd\">" << E(CommandLine(h)) << "</code>\n";
+    if (IsAttached(h)) {
+      // An attached run: the window, and how each process's CUDA side was
+      // recorded; nothing about how the job started or ended.
+      out_ << "<div class=\"alert warn\" id=\"attach\"><b>Attached</b> to " << E(AttachText(os_)) << ".";
+      const std::vector<std::string> lines = CudaAttachLines(os_);
+      if (!lines.empty()) {
+        out_ << "<ul>";
+        for (const std::string& line : lines) out_ << "<li>CUDA " << E(line) << "</li>";
+        out_ << "</ul>";
+      }
+      out_ << "</div>\n";
+    }
+    out_ << "<dl class=\"meta\">";
+    auto item = [&](const char* term, const std::string& escaped) {
+      out_ << "<dt>" << term << "</dt><dd>" << escaped << "</dd>";
+    };
+    std::string host = E(h.hostname());
+    if (!h.kernel_release().empty()) absl::StrAppend(&host, " (kernel ", E(h.kernel_release()));
+    if (!h.arch().empty()) absl::StrAppend(&host, ", ", E(h.arch()));
+    if (!h.kernel_release().empty()) host += ")";
+    item("host", host);
+    item("started", WallClock(h.start_clock().realtime_ns()));
+    const double seconds = (TraceEndNs(os_) - TraceStartNs(os_)) / 1e9;
+    item("duration", absl::StrFormat("%.3f s%s", seconds,
+                                     os_.has_trailer ? "" : " (no trailer: the recording did not end cleanly; "
+                                                            "measured from events)"));
+    if (IsAttached(h)) item("attach window", absl::StrFormat("%.3f s", (AttachEndNs(os_) - AttachStartNs(os_)) / 1e9));
+    item("events", absl::StrCat(os_.events));
+    item("dropped", os_.dropped_events ? absl::StrCat("<b style=\"color:#c0392b\">", os_.dropped_events, "</b>")
+                                       : std::string("0"));
+    item("processes", absl::StrCat(os_.processes.size()));
+    if (!h.tracer_version().empty()) {
+      item("tracer", absl::StrCat("gpuos-trace ", E(h.tracer_version()),
+                                  h.tracer_pid() ? absl::StrCat(", pid ", h.tracer_pid()) : std::string()));
+    }
+    item("steps", a_.has_steps() ? absl::StrCat(a_.steps.size(), " (", a_.measured_steps, " measured)")
+                                 : std::string("none found"));
+    out_ << "</dl>\n";
+    if (!os_.incomplete_reason.empty()) {
+      out_ << "<div class=\"alert bad\" id=\"incomplete\">INCOMPLETE: " << E(os_.incomplete_reason) << "</div>\n";
+    }
+    if (const std::string window = FlightWindowNote(h); !window.empty()) {
+      out_ << "<div class=\"alert warn\" id=\"flight-window\">WINDOW: " << E(window) << "</div>\n";
+    }
+    if (os_.dropped_events) {
+      out_ << "<div class=\"alert bad\" id=\"dropped\">" << os_.dropped_events
+           << " EVENTS WERE LOST (in the kernel: ring buffer or map full; write_failed: the trace file could not be"
+              " written): every total below undercounts.";
+      if (!os_.drops_by_reason.empty()) {
+        out_ << "<table><tbody>";
+        for (const auto& [reason, n] : os_.drops_by_reason) {
+          out_ << "<tr>" << Td(E(reason), true) << Td(absl::StrCat(n)) << "</tr>";
+        }
+        out_ << "</tbody></table>";
+      }
+      if (os_.has_trailer && os_.trailer.dropped_events() > 0) {
+        out_ << "(the trailer counts " << os_.trailer.dropped_events() << ")";
+      }
+      out_ << "</div>\n";
+    }
+    for (const ShimProcessStatus& p : cuda_.shims) {
+      if (p.dropped) {
+        out_ << "<div class=\"alert bad\">pid " << p.pid << ": the CUDA shim dropped " << p.dropped
+             << " events; the CUDA totals undercount.</div>\n";
+      }
+    }
+    if (!os_.read_error.empty()) {
+      out_ << "<div class=\"alert bad\">DAMAGED TRACE: this page covers only what was read before the damage: "
+           << E(os_.read_error) << "</div>\n";
+    }
+    out_ << "<nav><a href=\"#diagnosis\">diagnosis</a><a href=\"#steps\">steps</a>";
+    if (a_.has_steps()) {
+      out_ << "<a href=\"#stages\">stages</a><a href=\"#gpu-idle\">GPU idle</a><a href=\"#os-costs\">OS costs</a>";
+    }
+    out_ << "<a href=\"#cuda\">CUDA &amp; NVTX</a><a href=\"#os\">processes &amp; syscalls</a></nav>\n</header>\n";
+  }
+
+  void FindingText(const Finding& f) {
+    if (!f.evidence.empty()) {
+      out_ << "<p class=\"evidence\"><span class=\"diag-label\">Evidence</span>" << E(f.evidence) << "</p>";
+    }
+    if (!f.recommendation.empty()) {
+      out_ << "<p class=\"recommendation\"><span class=\"diag-label\">Recommendation</span>" << E(f.recommendation)
+           << "</p>";
+    }
+  }
+
+  static std::string GainBadge(const Finding& f) {
+    return f.gain ? absl::StrFormat("gain %s%% of the mean step", Pct(*f.gain)) : std::string("gain not estimated");
+  }
+
+  void DiagnosisBox() {
+    const bool found = d_.primary.bottleneck != Bottleneck::kNoSteps &&
+                       d_.primary.bottleneck != Bottleneck::kNoGpuActivity &&
+                       d_.primary.bottleneck != Bottleneck::kNoneDominant;
+    out_ << "<section id=\"diagnosis\" class=\"diagnosis" << (found ? " found" : "") << "\">\n<h2>Diagnosis</h2>\n"
+         << "<div class=\"diag\"><div class=\"diag-title\" data-bottleneck=\"" << BottleneckKey(d_.primary.bottleneck)
+         << "\">" << E(BottleneckTitle(d_.primary.bottleneck));
+    if (found) {
+      out_ << "<span class=\"diag-score\">explains " << Pct(d_.primary.score) << "% of step time</span>"
+           << "<span class=\"diag-score\">" << E(GainBadge(d_.primary)) << "</span>";
+    }
+    out_ << "</div>\n";
+    if (!d_.headline.empty() && d_.headline != BottleneckTitle(d_.primary.bottleneck)) {
+      out_ << "<p class=\"diag-headline\">" << E(d_.headline) << "</p>";
+    }
+    FindingText(d_.primary);
+    if (!d_.secondary.empty()) {
+      out_ << "<h3>Also found (by expected gain)</h3><ul class=\"also\">";
+      for (const Finding& f : d_.secondary) {
+        out_ << "<li><b>" << E(BottleneckTitle(f.bottleneck)) << "</b> <span class=\"note\">(" << Pct(f.score)
+             << "% of step time, " << E(GainBadge(f)) << ")</span>";
+        FindingText(f);
+        out_ << "</li>";
+      }
+      out_ << "</ul>";
+    }
+    StallSteps();
+    out_ << "</div>\n</section>\n";
+  }
+
+  // The stalled steps behind an intermittent_stalls finding, by index.
+  void StallSteps() {
+    const IntermittentStalls& s = d_.stalls;
+    if (!s.found() || s.share_of_run < kStallCostShare) return;
+    out_ << "<p class=\"note\">Stalled steps (longer than " << absl::StrFormat("%.3f", s.threshold_ns / 1e6)
+         << " ms; median " << absl::StrFormat("%.3f", s.median_ns / 1e6) << " ms): ";
+    constexpr size_t kShown = 40;
+    for (size_t k = 0; k < s.stalled.size() && k < kShown; ++k) {
+      out_ << (k ? ", " : "") << a_.steps[s.stalled[k]].index;
+    }
+    if (s.stalled.size() > kShown) out_ << ", ... (" << s.stalled.size() - kShown << " more)";
+    out_ << "</p>";
+  }
+
+  void Legend(const std::vector<BarPart>& parts, bool with_warmup) {
+    out_ << "<div class=\"legend\">";
+    for (const BarPart& p : parts) out_ << "<span><i class=\"sw " << p.css << "\"></i>" << p.label << "</span>";
+    if (with_warmup) out_ << "<span><i class=\"sw k-other\" style=\"opacity:.38\"></i>faded: warmup step</span>";
+    out_ << "</div>\n";
+  }
+
+  // One stacked bar per step (the first `shown`), heights in ms of wall
+  // time; the parts add up to the step's duration.  The scale follows the
+  // measured steps, so one slow warmup step cannot flatten the rest: steps
+  // taller than the chart are cut off and marked.
+  // Returns how many bars were cut off.
+  size_t StepChart(const char* kind, const std::vector<BarPart>& parts, size_t shown) {
+    size_t clipped = 0;
+    constexpr double kW = 1200, kH = 250, kL = 58, kR = 10, kT = 12, kB = 30;
+    const double plot_w = kW - kL - kR, plot_h = kH - kT - kB;
+    double measured_max = 0, all_max = 0;
+    for (size_t i = 0; i < shown; ++i) {
+      const double d = static_cast<double>(a_.steps[i].duration_ns());
+      all_max = std::max(all_max, d);
+      if (Measured(a_.steps[i])) measured_max = std::max(measured_max, d);
+    }
+    double scale = measured_max > 0 ? measured_max : all_max;
+    // A few spikes among many steps would squash every other bar to a
+    // sliver: cut them off instead (marked, and their numbers on hover).
+    if (a_.measured_steps >= 20 && a_.duration_ns.p95 > 0 && scale > 4 * a_.duration_ns.p95) {
+      scale = 2 * a_.duration_ns.p95;
+    }
+    if (all_max <= 1.25 * scale) scale = all_max;
+    const double step_ms = NiceStep(scale / 1e6, 5);
+    double top_ms = std::ceil(scale / 1e6 / step_ms - 1e-9) * step_ms;
+    if (top_ms <= 0) top_ms = step_ms;
+    const double top_ns = top_ms * 1e6;
+    auto y_of = [&](double ns) { return kT + plot_h * (1 - std::min(ns, top_ns) / top_ns); };
+
+    std::string svg = absl::StrFormat(
+        "<svg class=\"chart %s\" viewBox=\"0 0 %.0f %.0f\" role=\"img\" aria-label=\"%s\">", kind, kW, kH,
+        std::string(kind) == "cpu" ? "launching thread's time per step" : "GPU time per step");
+    for (double v = 0; v <= top_ms + step_ms * 1e-6; v += step_ms) {
+      const double y = y_of(v * 1e6);
+      absl::StrAppendFormat(&svg, "<line class=\"grid\" x1=\"%.0f\" x2=\"%.0f\" y1=\"%.1f\" y2=\"%.1f\"/>", kL,
+                            kW - kR, y, y);
+      absl::StrAppendFormat(&svg, "<text x=\"%.0f\" y=\"%.1f\" text-anchor=\"end\">%s</text>", kL - 6, y + 4,
+                            TickLabel(v, step_ms));
+    }
+    absl::StrAppendFormat(&svg,
+                          "<text x=\"14\" y=\"%.0f\" transform=\"rotate(-90 14 %.0f)\" text-anchor=\"middle\">ms "
+                          "per step</text>",
+                          kT + plot_h / 2, kT + plot_h / 2);
+    const double pitch = plot_w / std::max<size_t>(shown, 1);
+    // Narrow bars overlap a little, so anti-aliased edges do not wash them out.
+    const double bar_w = shown <= 400 ? std::min(pitch * 0.78, 46.0) : pitch + 0.35;
+    const size_t label_every = std::max<size_t>(1, static_cast<size_t>(NiceStep(shown, 12)));
+    // Round step numbers on the axis when the steps are numbered 0, 1, 2...
+    // or 1, 2, 3...; else every label_every-th bar.
+    bool contiguous = true;
+    for (size_t i = 1; i < shown && contiguous; ++i) contiguous = a_.steps[i].index == a_.steps[i - 1].index + 1;
+    for (size_t i = 0; i < shown; ++i) {
+      const StepRecord& s = a_.steps[i];
+      const double x = kL + i * pitch + (pitch - bar_w) / 2;
+      const double dur = static_cast<double>(s.duration_ns());
+      std::string title = absl::StrFormat(
+          "step %d%s: %s ms", s.index,
+          !s.left_out.empty() ? absl::StrCat(" (left out: ", s.left_out, ")") : s.warmup ? " (warmup)" : "", Ms(dur));
+      for (const BarPart& p : parts) {
+        const uint64_t ns = p.ns(s);
+        if (ns) absl::StrAppend(&title, "\n", p.label, ": ", Ms(ns), " ms (", Pct(Share(ns, dur)), "%)");
+      }
+      if (std::string(kind) == "cpu" && s.off_cpu.total()) {
+        absl::StrAppend(&title, "\noff the CPU (overlaps the parts): ", Ms(s.off_cpu.total()), " ms");
+      }
+      if (std::string(kind) == "gpu") absl::StrAppend(&title, "\nkernels started: ", s.gpu.kernels_started);
+      const bool cut = dur > top_ns;
+      if (cut) {
+        title += "\n(taller than the chart: cut off at the top)";
+        ++clipped;
+      }
+      absl::StrAppendFormat(&svg, "<g class=\"step-bar %s%s\" data-step=\"%d\"><title>%s</title>", kind,
+                            s.warmup ? " warmup" : "", s.index, title);
+      double base = 0;
+      for (const BarPart& p : parts) {
+        const double ns = static_cast<double>(p.ns(s));
+        if (ns <= 0) continue;
+        const double y0 = y_of(base), y1 = y_of(base + ns);
+        base += ns;
+        if (y0 - y1 <= 0) continue;
+        absl::StrAppendFormat(&svg, "<rect class=\"%s\" x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.2f\"/>",
+                              p.css, x, y1, bar_w, y0 - y1);
+      }
+      if (cut) {
+        absl::StrAppendFormat(&svg, "<path class=\"clip\" d=\"M%.2f %.1fl%.2f -7l%.2f 7z\"/>", x, kT,
+                              std::max(bar_w / 2, 3.0), std::max(bar_w / 2, 3.0));
+      }
+      svg += "</g>";
+      if (contiguous ? s.index % label_every == 0 : i % label_every == 0) {
+        absl::StrAppendFormat(&svg, "<text x=\"%.1f\" y=\"%.0f\" text-anchor=\"middle\">%d</text>", x + bar_w / 2,
+                              kH - kB + 14, s.index);
+      }
+    }
+    if (a_.measured_steps) {
+      const double y = y_of(a_.duration_ns.mean);
+      absl::StrAppendFormat(&svg, "<line class=\"mean\" x1=\"%.0f\" x2=\"%.0f\" y1=\"%.1f\" y2=\"%.1f\"/>", kL,
+                            kW - kR, y, y);
+      absl::StrAppendFormat(&svg, "<text class=\"meanlabel\" x=\"%.0f\" y=\"%.1f\" text-anchor=\"end\">mean %s ms</text>", kW - kR - 2,
+                            y - 4, Ms(a_.duration_ns.mean));
+    }
+    absl::StrAppendFormat(&svg, "<line class=\"axis\" x1=\"%.0f\" x2=\"%.0f\" y1=\"%.1f\" y2=\"%.1f\"/>", kL, kW - kR,
+                          kT + plot_h, kT + plot_h);
+    absl::StrAppendFormat(&svg, "<text x=\"%.0f\" y=\"%.0f\" text-anchor=\"middle\">step</text>", kL + plot_w / 2,
+                          kH - 2);
+    svg += "</svg>\n";
+    out_ << svg;
+    return clipped;
+  }
+
+  void Steps() {
+    out_ << "<section id=\"steps\">\n<h2>Training steps</h2>\n";
+    if (!a_.has_steps()) {
+      out_ << "<p class=\"missing\">No training steps found";
+      // The diagnosis above quotes the analysis' note already.
+      if (a_.note != d_.primary.evidence) out_ << ": " << E(a_.note);
+      out_ << ".</p>"
+           << "<p class=\"note\">Steps come from NVTX ranges named like <code>step N</code> (change with "
+              "<code>--step-regex</code>) or, in PyTorch scripts, from <code>optimizer.step()</code>. Without them "
+              "there are no per-step bars, stages, GPU idle attribution or diagnosis; the tables below still "
+              "show the whole run.</p>";
+      if (!a_.read_error.empty()) out_ << "<p class=\"note\">(read up to the damage: " << E(a_.read_error) << ")</p>";
+      out_ << "</section>\n";
+      return;
+    }
+    const size_t warmup = a_.steps.size() - (a_.summary_includes_warmup ? 0 : a_.measured_steps);
+    out_ << "<p>" << a_.steps.size() << " steps of thread " << a_.tid << " <b>" << E(a_.thread_comm) << "</b> (pid "
+         << a_.pid << "), from "
+         << StepSourceText(a_.source) << "; ";
+    if (a_.summary_includes_warmup) {
+      out_ << "every step is warmup, so the summaries include them.";
+    } else {
+      out_ << warmup << " warmup step" << (warmup == 1 ? "" : "s") << " left out of the summaries.";
+    }
+    if (a_.other_threads_with_steps) {
+      out_ << " " << a_.other_threads_with_steps << " other thread(s) also had step ranges; only this one is analyzed.";
+    }
+    out_ << "</p>\n";
+    if (!a_.driving_thread_note.empty()) {
+      out_ << "<p class=\"note\">Driving thread: " << E(a_.driving_thread_note) << "</p>\n";
+    }
+    if (StepSourceIsInferred(a_.source)) {
+      out_ << "<p class=\"note\" id=\"step-source\">" << E(a_.note) << "</p>\n";
+    }
+    out_ << "<div class=\"stats\">" << Stat(absl::StrCat(a_.measured_steps), "measured steps")
+         << Stat(Ms(a_.duration_ns.mean) + " ms", "mean step") << Stat(Ms(a_.duration_ns.p50) + " ms", "p50")
+         << Stat(Ms(a_.duration_ns.p95) + " ms", "p95") << Stat(Ms(a_.duration_ns.min) + " ms", "min")
+         << Stat(Ms(a_.duration_ns.max) + " ms", "max")
+         << Stat(Pct(Share(a_.measured_total.gpu.idle_ns, a_.measured_wall_ns)) + "%", "GPU idle") << "</div>\n";
+
+    const size_t shown = std::min(a_.steps.size(), opt_.max_step_bars);
+    out_ << "<h3>Launching thread, per step (CPU side)</h3>\n";
+    Legend(CpuParts(), warmup > 0);
+    const size_t clipped = StepChart("cpu", CpuParts(), shown);
+    out_ << "<h3>GPU, per step (the launching process's kernels, copies and memsets on every stream)</h3>\n";
+    Legend(GpuParts(), warmup > 0);
+    StepChart("gpu", GpuParts(), shown);
+    out_ << "<p class=\"note\">Each bar is one step; its parts add up to the step's wall time. Hover over a bar for "
+            "its numbers. The dashed line is the mean measured step.";
+    if (clipped) {
+      out_ << " " << clipped << " step" << (clipped == 1 ? " is" : "s are")
+           << " taller than the scale: cut off at the top and marked with a triangle.";
+    }
+    out_ << "</p>\n";
+    if (shown < a_.steps.size()) {
+      out_ << "<p class=\"alert warn\" id=\"steps-capped\">Showing the first " << shown << " of " << a_.steps.size()
+           << " steps; the summaries cover all of them, and the JSON report lists every step.</p>\n";
+    }
+    StepTable();
+    out_ << "</section>\n";
+  }
+
+  void StepTable() {
+    const std::vector<StepColumn>& columns = StepColumns();
+    // The page's own ms format (as many decimals as comparing needs).
+    auto cell = [](const StepColumn& c, double v, bool statistic) {
+      return c.is_ms ? Ms(v) : StepCell(c, v, statistic);
+    };
+    const size_t rows = std::min(a_.steps.size(), opt_.max_step_rows);
+    out_ << "<details><summary>Step table (" << rows << " of " << a_.steps.size()
+         << " steps; ms; * = warmup)</summary>\n<div class=\"scroll\"><table class=\"sortable\">";
+    std::vector<std::string> titles = {"step"};
+    for (const StepColumn& c : columns) titles.push_back(c.title);
+    out_ << Thead(titles) << "<tbody>";
+    for (size_t i = 0; i < rows; ++i) {
+      const StepRecord& s = a_.steps[i];
+      out_ << "<tr>" << Td(absl::StrCat(s.index, s.warmup ? "*" : ""));
+      for (const StepColumn& c : columns) out_ << Td(cell(c, c.value(s), /*statistic=*/false));
+      out_ << "</tr>";
+    }
+    out_ << "</tbody><tfoot>";
+    std::vector<DistributionStats> stats;
+    for (const StepColumn& c : columns) {
+      std::vector<double> values;
+      for (const StepRecord& s : a_.steps) {
+        if (Measured(s)) values.push_back(c.value(s));
+      }
+      stats.push_back(Distribution(std::move(values)));
+    }
+    for (auto [name, field] : {std::pair<const char*, double DistributionStats::*>{"mean", &DistributionStats::mean},
+                               {"p50", &DistributionStats::p50},
+                               {"p95", &DistributionStats::p95}}) {
+      out_ << "<tr>" << Td(name);
+      for (size_t c = 0; c < columns.size(); ++c) out_ << Td(cell(columns[c], stats[c].*field, /*statistic=*/true));
+      out_ << "</tr>";
+    }
+    out_ << "</tfoot></table></div>\n<p class=\"note\">data/sync/copy/launch/cuda other/other partition the step "
+            "(CPU side); off-CPU overlaps them; GPU kern/copy/idle: the GPU running a kernel / only copies / "
+            "nothing; mean/p50/p95 over the measured steps.</p></details>\n";
+  }
+
+  void StageSection() {
+    const StepRecord& t = a_.measured_total;
+    out_ << "<section id=\"stages\">\n<h2>Where step time went</h2>\n<p class=\"note\">Each instant of the "
+         << a_.measured_steps
+         << " measured steps counted once; every stage but GPU compute is time the GPU spent without a "
+            "kernel.</p>\n<div class=\"stagebar\">";
+    for (size_t i = 0; i < kStageCount; ++i) {
+      const double share = Share(t.stages[i], a_.measured_wall_ns);
+      if (share <= 0) continue;
+      out_ << absl::StrFormat("<div class=\"%s\" style=\"width:%.3f%%\" title=\"%s: %s%%\"></div>", kStageCss[i],
+                              share * 100, StageName(static_cast<Stage>(i)), Pct(share));
+    }
+    out_ << "</div>\n<table class=\"sortable\">"
+         << Thead({"<stage", "mean %", "p50 %", "p95 %", "total ms", "ms/step", "% of total"}) << "<tbody>";
+    for (size_t i = 0; i < kStageCount; ++i) {
+      const DistributionStats& d = a_.stage_share[i];
+      out_ << "<tr><td class=\"l\"><i class=\"sw " << kStageCss[i] << "\"></i>" << StageName(static_cast<Stage>(i))
+           << "</td>" << Td(Pct(d.mean)) << Td(Pct(d.p50)) << Td(Pct(d.p95)) << Td(Ms(t.stages[i]))
+           << Td(Ms(static_cast<double>(t.stages[i]) / std::max<size_t>(a_.measured_steps, 1)))
+           << Td(Pct(Share(t.stages[i], a_.measured_wall_ns))) << "</tr>";
+    }
+    out_ << "</tbody></table>\n</section>\n";
+  }
+
+  void IdleSection() {
+    const StepRecord& t = a_.measured_total;
+    out_ << "<section id=\"gpu-idle\">\n<h2>Why the GPU was idle</h2>\n<p>GPU idle for <b>" << Ms(t.gpu.idle_ns)
+         << " ms</b> of " << Ms(a_.measured_wall_ns) << " ms of measured steps (<b>"
+         << Pct(Share(t.gpu.idle_ns, a_.measured_wall_ns)) << "%</b>), in " << t.gpu.idle_stretches
+         << " stretches, the longest " << Ms(t.gpu.longest_idle_ns)
+         << " ms. Each idle instant is charged to what the driving thread was doing then; a wait that another "
+            "thread of the job ended is charged to the work waited for, and its wakeup chain is shown.</p>\n";
+    if (t.gpu.idle_ns == 0) {
+      out_ << "<p class=\"note\">The GPU was never idle inside the measured steps.</p></section>\n";
+      return;
+    }
+    std::vector<size_t> order;
+    for (size_t i = 0; i < kIdleCauseCount; ++i) {
+      if (t.gpu_idle[i]) order.push_back(i);
+    }
+    std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) { return t.gpu_idle[x] > t.gpu_idle[y]; });
+    out_ << "<table class=\"sortable idle\">"
+         << Thead({"<cause", "ms", "ms/step", "% of idle", "% of step time", "<"}) << "<tbody>";
+    for (size_t i : order) {
+      const double of_idle = Share(t.gpu_idle[i], t.gpu.idle_ns);
+      out_ << "<tr>" << Td(E(IdleCauseName(static_cast<IdleCause>(i))), true) << Td(Ms(t.gpu_idle[i]))
+           << Td(Ms(static_cast<double>(t.gpu_idle[i]) / std::max<size_t>(a_.measured_steps, 1)))
+           << Td(Pct(of_idle)) << Td(Pct(Share(t.gpu_idle[i], a_.measured_wall_ns)))
+           << "<td class=\"barcell\">" << HBar(of_idle, "k-badbar") << "</td></tr>";
+    }
+    out_ << "</tbody></table>\n";
+    bool any_chain = false;
+    for (size_t i : order) {
+      const std::string chain = WaitChainText(a_, static_cast<IdleCause>(i));
+      if (chain.empty()) continue;
+      if (!any_chain) out_ << "<h3>Wakeup chains</h3>\n<ul class=\"chains\">";
+      any_chain = true;
+      out_ << "<li><b>" << E(IdleCauseName(static_cast<IdleCause>(i))) << "</b>: " << E(chain) << "</li>";
+    }
+    if (any_chain) out_ << "</ul>\n";
+    out_ << "</section>\n";
+  }
+
+  void OsCostSection() {
+    const StepRecord& t = a_.measured_total;
+    const double n = static_cast<double>(std::max<size_t>(a_.measured_steps, 1));
+    auto per = [&](double v) { return absl::StrFormat("%.1f", v / n); };
+    out_ << "<section id=\"os-costs\">\n<h2>OS costs per measured step</h2>\n<table>"
+         << Thead({"<role", "voluntary switches", "involuntary switches", "run-queue ms"}) << "<tbody>";
+    auto row = [&](const std::string& role, const SwitchTotals& s) {
+      out_ << "<tr>" << Td(role, true) << Td(per(s.voluntary)) << Td(per(s.involuntary))
+           << Td(Ms(s.runqueue_ns / n)) << "</tr>";
+    };
+    row("launching thread", t.os.launching);
+    row(absl::StrFormat("data workers (%u processes)", a_.worker_processes), t.os.workers);
+    row("other threads", t.os.others);
+    out_ << "</tbody></table>\n<h3>Launching thread</h3>\n<table>"
+         << Thead({"page faults", "major", "mmap calls", "mmap MiB", "mmap ms", "munmap calls", "munmap MiB",
+                   "munmap ms"})
+         << "<tbody><tr>" << Td(per(t.os.page_faults)) << Td(per(t.os.major_faults)) << Td(per(t.os.mmap.calls))
+         << Td(MiB(t.os.mmap.bytes / n)) << Td(Ms(t.os.mmap.ns / n)) << Td(per(t.os.munmap.calls))
+         << Td(MiB(t.os.munmap.bytes / n)) << Td(Ms(t.os.munmap.ns / n)) << "</tr></tbody></table>\n";
+    const OffCpuParts& o = t.off_cpu;
+    out_ << "<h3>Launching thread off the CPU, ms per step</h3>\n<table>"
+         << Thead({"futex", "page faults", "mmap/munmap", "other syscalls", "unknown", "preempted", "run queue",
+                   "total"})
+         << "<tbody><tr>" << Td(Ms(o.futex_ns / n)) << Td(Ms(o.page_fault_ns / n)) << Td(Ms(o.mmap_munmap_ns / n))
+         << Td(Ms(o.syscall_ns / n)) << Td(Ms(o.unknown_ns / n)) << Td(Ms(o.preempted_ns / n))
+         << Td(Ms(o.runqueue_ns / n)) << Td(Ms(o.total() / n)) << "</tr></tbody></table>\n</section>\n";
+  }
+
+  void RowsOmitted(size_t total) {
+    if (total > opt_.max_table_rows) {
+      out_ << "<p class=\"note\">" << total - opt_.max_table_rows
+           << " more rows not shown; the JSON report lists all.</p>\n";
+    }
+  }
+
+  // Kernels, API calls, syncs, NVTX ranges: ranked by total time.
+  void NamedTable(const char* id, const std::vector<NamedTotals>& rows, bool with_domain, uint64_t whole_ns) {
+    std::vector<std::string> titles = {"#", "<name"};
+    if (with_domain) titles.push_back("<domain");
+    for (const char* t : {"count", "total ms", "mean us", "max us"}) titles.push_back(t);
+    if (whole_ns) {
+      titles.push_back("% of total");
+      titles.push_back("<");
+    }
+    out_ << "<div class=\"scroll\"><table class=\"sortable\" id=\"" << id << "\">" << Thead(titles) << "<tbody>";
+    for (size_t i = 0; i < rows.size() && i < opt_.max_table_rows; ++i) {
+      const NamedTotals& r = rows[i];
+      out_ << "<tr>" << Td(absl::StrCat(i + 1)) << NameTd(r.name);
+      if (with_domain) out_ << Td(E(r.domain), true);
+      out_ << Td(absl::StrCat(r.count)) << Td(Ms(r.total_ns))
+           << Td(Us(r.count ? static_cast<double>(r.total_ns) / r.count : 0)) << Td(Us(r.max_ns));
+      if (whole_ns) {
+        const double share = Share(r.total_ns, whole_ns);
+        out_ << Td(Pct(share)) << "<td class=\"barcell\">" << HBar(share, "k-bar") << "</td>";
+      }
+      out_ << "</tr>";
+    }
+    out_ << "</tbody></table></div>\n";
+    RowsOmitted(rows.size());
+  }
+
+  void CudaSection() {
+    out_ << "<section id=\"cuda\">\n<h2>CUDA and NVTX</h2>\n";
+    if (cuda_.empty()) {
+      out_ << "<p class=\"missing\">No CUDA or NVTX events in this trace.</p><p class=\"note\">The CUDA shim "
+              "records them inside the traced processes: it was left out (<code>--no-cuda</code>), could not be "
+              "loaded, or the program never used CUDA or NVTX. Without them there are no kernels, copies or "
+              "GPU parts of steps.</p></section>\n";
+      return;
+    }
+    if (cuda_.cpu_side_only()) {
+      out_ << "<div class=\"alert warn\" id=\"cpu-side-only\">" << E(kCpuSideOnlyText) << ".</div>\n";
+    }
+    for (const ShimProcessStatus& p : cuda_.shims) {
+      if (!p.cupti_status.empty() && !p.cupti_active) {
+        out_ << "<div class=\"alert warn\">pid " << p.pid << ": " << E(p.cupti_status) << "</div>\n";
+      }
+    }
+    if (cuda_.kernel_count) {
+      out_ << "<h3>Top kernels by GPU time</h3>\n<div class=\"stats\">"
+           << Stat(absl::StrCat(cuda_.kernel_count), "kernel launches")
+           << Stat(Ms(cuda_.kernel_total_ns) + " ms", "on the GPU")
+           << Stat(absl::StrCat(cuda_.kernels.size()), "distinct kernels");
+      if (cuda_.launch_delay.count()) {
+        const LatencyHistogram& h = cuda_.launch_delay;
+        out_ << Stat(Us(h.Quantile(0.5)) + " us", "launch-to-start p50")
+             << Stat(Us(h.Quantile(0.99)) + " us", "launch-to-start p99");
+      }
+      out_ << "</div>\n";
+      NamedTable("kernels", cuda_.kernels, false, cuda_.kernel_total_ns);
+    } else {
+      out_ << "<p class=\"missing\">No GPU kernels recorded.</p>\n";
+    }
+    if (!cuda_.memcpy.empty()) {
+      out_ << "<h3>Memory copies by direction and memory kinds</h3>\n<table class=\"sortable\" id=\"memcpy\">"
+           << Thead({"<direction", "<src", "<dst", "count", "MiB", "total ms", "GB/s"}) << "<tbody>";
+      for (const MemcpyTotals& m : cuda_.memcpy) {
+        const bool pageable = m.src_kind == v1::MEMORY_PAGEABLE || m.dst_kind == v1::MEMORY_PAGEABLE;
+        out_ << (pageable ? "<tr class=\"warnrow\" title=\"pageable host memory: the copy is synchronous\">"
+                          : "<tr>")
+             << Td(MemcpyDirectionName(m.direction), true) << Td(MemoryKindName(m.src_kind), true)
+             << Td(MemoryKindName(m.dst_kind), true) << Td(absl::StrCat(m.count)) << Td(MiB(m.bytes))
+             << Td(Ms(m.total_ns)) << Td(absl::StrFormat("%.2f", m.gb_per_s())) << "</tr>";
+      }
+      out_ << "</tbody></table>\n<p class=\"note\">Rows shaded red touch pageable host memory.</p>\n";
+    }
+    if (cuda_.memset_count) {
+      out_ << "<p>Memsets: " << cuda_.memset_count << ", " << MiB(cuda_.memset_bytes) << " MiB, "
+           << Ms(cuda_.memset_total_ns) << " ms.</p>\n";
+    }
+    if (!cuda_.api.empty()) {
+      out_ << "<h3>CUDA API calls by CPU time</h3>\n";
+      NamedTable("cuda-api", cuda_.api, false, 0);
+    }
+    if (!cuda_.sync.empty()) {
+      out_ << "<h3>GPU synchronization waits</h3>\n";
+      NamedTable("sync", cuda_.sync, false, 0);
+    }
+    out_ << "<h3>NVTX ranges</h3>\n";
+    if (cuda_.nvtx.empty()) {
+      out_ << "<p class=\"missing\">No NVTX ranges recorded.</p>\n";
+    } else {
+      NamedTable("nvtx", cuda_.nvtx, true, 0);
+    }
+    out_ << "</section>\n";
+  }
+
+  static std::vector<std::string> ActivityTitles() {
+    return {"vol sw", "invol sw", "off-CPU ms", "preempted ms", "futex ms", "syscall ms", "page fault ms",
+            "runq ms",  "faults",   "maj flt",    "mmap",         "mmap MiB", "munmap",     "munmap MiB",
+            "futex waits", "syscalls", "syscall ms (in calls)"};
+  }
+  std::string ActivityCells(const ThreadSummary& t) {
+    const uint64_t* c = t.off_cpu_by_cause_ns;
+    return absl::StrCat(
+        Td(absl::StrCat(t.voluntary_switches)), Td(absl::StrCat(t.involuntary_switches)), Td(Ms(t.off_cpu_ns)),
+        Td(Ms(c[v1::OFF_CPU_CAUSE_PREEMPTED])), Td(Ms(c[v1::OFF_CPU_CAUSE_FUTEX])),
+        Td(Ms(c[v1::OFF_CPU_CAUSE_SYSCALL])), Td(Ms(c[v1::OFF_CPU_CAUSE_PAGE_FAULT])), Td(Ms(t.runqueue_ns)),
+        Td(absl::StrCat(t.page_faults)), Td(absl::StrCat(t.major_page_faults)), Td(absl::StrCat(t.mmap.calls)),
+        Td(MiB(t.mmap.bytes)), Td(absl::StrCat(t.munmap.calls)), Td(MiB(t.munmap.bytes)),
+        Td(absl::StrCat(t.futex_wait.calls)), Td(absl::StrCat(t.syscalls.calls)), Td(Ms(t.syscalls.total_ns)));
+  }
+
+  void OsSection() {
+    out_ << "<section id=\"os\">\n<h2>Processes, threads and syscalls</h2>\n";
+    if (os_.processes.empty()) {
+      out_ << "<p class=\"missing\">No processes in the readable part of the trace.</p>\n";
+    } else {
+      std::vector<std::string> titles = {"pid", "ppid", "<comm", "threads", "<exit"};
+      for (std::string& t : ActivityTitles()) titles.push_back(std::move(t));
+      const bool attached = IsAttached(os_.header);
+      out_ << "<h3>Processes (" << os_.processes.size()
+           << (attached ? "; * = an attach target)</h3>" : "; * = the traced command)</h3>")
+           << "\n<div class=\"scroll\"><table class=\"sortable\" id=\"processes\">"
+           << Thead(titles) << "<tbody>";
+      size_t threads = 0;
+      for (const ProcessSummary& p : os_.processes) {
+        threads += p.threads.size();
+        const bool starred = p.is_root || (attached && IsAttachTarget(os_.header, p.pid));
+        out_ << "<tr>" << Td(absl::StrCat(p.pid, starred ? "*" : "")) << Td(absl::StrCat(p.ppid)) << NameTd(p.comm)
+             << Td(absl::StrCat(p.threads.size())) << Td(E(ExitText(p)), true) << ActivityCells(SumThreads(p.threads))
+             << "</tr>";
+      }
+      out_ << "</tbody></table></div>\n";
+
+      titles = {"pid", "tid", "<comm", "<ended"};
+      for (std::string& t : ActivityTitles()) titles.push_back(std::move(t));
+      out_ << "<details" << (threads <= 40 ? " open" : "") << "><summary>Threads (" << threads
+           << ")</summary>\n<div class=\"scroll\"><table class=\"sortable\" id=\"threads\">" << Thead(titles)
+           << "<tbody>";
+      const uint64_t start = TraceStartNs(os_);
+      for (const ProcessSummary& p : os_.processes) {
+        // The busiest threads, in their order of appearance; the rest summed.
+        std::vector<size_t> shown(p.threads.size());
+        for (size_t i = 0; i < shown.size(); ++i) shown[i] = i;
+        if (shown.size() > opt_.max_thread_rows) {
+          auto busy = [&](size_t i) { return p.threads[i].off_cpu_ns + p.threads[i].syscalls.total_ns; };
+          std::stable_sort(shown.begin(), shown.end(), [&](size_t x, size_t y) { return busy(x) > busy(y); });
+          shown.resize(opt_.max_thread_rows);
+          std::sort(shown.begin(), shown.end());
+        }
+        std::vector<bool> is_shown(p.threads.size(), false);
+        for (size_t i : shown) {
+          is_shown[i] = true;
+          const ThreadSummary& t = p.threads[i];
+          std::string ended = "-";
+          if (t.exit_ns) {
+            ended = t.exit_ns >= start ? absl::StrFormat("+%.3fs", (t.exit_ns - start) / 1e9) : "before start";
+          }
+          out_ << "<tr>" << Td(absl::StrCat(p.pid)) << Td(absl::StrCat(t.tid)) << NameTd(t.comm) << Td(ended, true)
+               << ActivityCells(t) << "</tr>";
+        }
+        if (shown.size() < p.threads.size()) {
+          std::vector<ThreadSummary> rest;
+          for (size_t i = 0; i < p.threads.size(); ++i) {
+            if (!is_shown[i]) rest.push_back(p.threads[i]);
+          }
+          out_ << "<tr>" << Td(absl::StrCat(p.pid)) << Td("") << Td(absl::StrCat("(", rest.size(), " more)"), true)
+               << Td("", true) << ActivityCells(SumThreads(rest)) << "</tr>";
+        }
+      }
+      out_ << "</tbody></table></div></details>\n";
+    }
+    SyscallTable();
+    out_ << "</section>\n";
+  }
+
+  void SyscallTable() {
+    uint64_t all_ns = 0, all_calls = 0;
+    for (const SyscallRow& r : os_.syscalls) {
+      all_ns += r.total_ns;
+      all_calls += r.calls;
+    }
+    out_ << "<h3>The most expensive OS calls (" << os_.syscalls.size() << " syscalls, " << all_calls << " calls, "
+         << Ms(all_ns) << " ms in all)</h3>\n";
+    if (os_.syscalls.empty()) {
+      out_ << "<p class=\"missing\">No syscall statistics in this trace.</p>\n";
+      return;
+    }
+    out_ << "<div class=\"scroll\"><table class=\"sortable\" id=\"syscalls\">"
+         << Thead({"#", "<syscall", "calls", "total ms", "mean us", "max us", "% time", "<"}) << "<tbody>";
+    for (size_t i = 0; i < os_.syscalls.size() && i < opt_.max_table_rows; ++i) {
+      const SyscallRow& r = os_.syscalls[i];
+      const double share = Share(r.total_ns, all_ns);
+      out_ << "<tr>" << Td(absl::StrCat(i + 1)) << NameTd(r.name) << Td(absl::StrCat(r.calls)) << Td(Ms(r.total_ns))
+           << Td(r.calls ? Us(static_cast<double>(r.total_ns) / r.calls) : "-") << Td(Us(r.max_ns))
+           << Td(Pct(share)) << "<td class=\"barcell\">" << HBar(share, "k-bar") << "</td></tr>";
+    }
+    out_ << "</tbody></table></div>\n";
+    RowsOmitted(os_.syscalls.size());
+  }
+
+  const OsSummary& os_;
+  const CudaSummary& cuda_;
+  const StepAnalysis& a_;
+  const Diagnosis& d_;
+  const HtmlReportOptions& opt_;
+  std::ostream& out_;
+};
+
+}  // namespace
+
+void WriteHtmlReport(const TraceSummary& summary, const StepAnalysis& steps, const Diagnosis& diagnosis,
+                     std::ostream& out, const HtmlReportOptions& options) {
+  HtmlReport(summary, steps, diagnosis, options, out).Write();
+}
+
+absl::Status WriteHtmlReportFile(const std::string& path, const TraceSummary& summary, const StepAnalysis& steps,
+                                 const Diagnosis& diagnosis, const HtmlReportOptions& options) {
+  errno = 0;
+  std::ofstream file(path, std::ios::out | std::ios::trunc | std::ios::binary);
+  if (!file) {
+    const int err = errno ? errno : EIO;
+    return absl::Status(absl::ErrnoToStatusCode(err), absl::StrFormat("cannot create %s: %s", path, strerror(err)));
+  }
+  WriteHtmlReport(summary, steps, diagnosis, file, options);
+  file.close();
+  if (!file) {
+    const int err = errno ? errno : EIO;
+    return absl::Status(absl::ErrnoToStatusCode(err), absl::StrFormat("writing %s failed: %s", path, strerror(err)));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace gpuos
