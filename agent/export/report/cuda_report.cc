@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/strings/str_format.h"
+#include "export/report/format.h"
 #include "export/report/text_table.h"
 #include "export/report/trace_identity.h"
 
@@ -12,9 +13,6 @@ namespace gpuos {
 namespace {
 
 constexpr size_t kTopRows = 25;
-
-std::string Ms(uint64_t ns) { return absl::StrFormat("%.3f", ns / 1e6); }
-std::string Us(double ns) { return absl::StrFormat("%.1f", ns / 1e3); }
 
 void Omitted(std::ostream& out, size_t total, const char* what) {
   if (total > kTopRows) {
@@ -33,9 +31,9 @@ void NamedTable(std::ostream& out, const char* title, const std::vector<NamedTot
     std::vector<std::string> cells = {std::to_string(i + 1), Printable(r.name)};
     if (with_domain) cells.push_back(Printable(r.domain));
     cells.push_back(std::to_string(r.count));
-    cells.push_back(Ms(r.total_ns));
-    cells.push_back(Us(r.count ? static_cast<double>(r.total_ns) / r.count : 0));
-    cells.push_back(Us(static_cast<double>(r.max_ns)));
+    cells.push_back(FormatMs3(r.total_ns));
+    cells.push_back(FormatUs1(r.count ? static_cast<double>(r.total_ns) / r.count : 0));
+    cells.push_back(FormatUs1(static_cast<double>(r.max_ns)));
     table.AddRow(std::move(cells));
   }
   out << "\n" << title << "\n";
@@ -69,31 +67,31 @@ void WriteCudaTextReport(const CudaSummary& s, std::ostream& out) {
     if (p.dropped) out << "\nWARNING: pid " << p.pid << ": the CUDA shim dropped " << p.dropped << " events\n";
   }
   if (s.kernel_count) {
-    out << "\nGPU kernels: " << s.kernel_count << " launches, " << Ms(s.kernel_total_ns)
-        << " ms on the GPU, " << s.kernels.size() << " distinct kernels\n";
+    out << "\nGPU kernels: " << s.kernel_count << " launches, " << FormatMs3(s.kernel_total_ns) << " ms on the GPU, "
+        << s.kernels.size() << " distinct kernels\n";
     NamedTable(out, "Top kernels by GPU time", s.kernels, false);
   }
   if (!s.memcpy.empty()) {
     TextTable table({{"direction", TextTable::Align::kLeft}, {"src", TextTable::Align::kLeft},
                      {"dst", TextTable::Align::kLeft}, {"count"}, {"MiB"}, {"total ms"}, {"GB/s"}});
     for (const MemcpyTotals& m : s.memcpy) {
-      table.AddRow({MemcpyDirectionName(m.direction), MemoryKindName(m.src_kind),
-                    MemoryKindName(m.dst_kind), std::to_string(m.count),
-                    absl::StrFormat("%.1f", m.bytes / 1048576.0), Ms(m.total_ns),
+      table.AddRow({MemcpyDirectionName(m.direction), MemoryKindName(m.src_kind), MemoryKindName(m.dst_kind),
+                    std::to_string(m.count), FormatMiB1(m.bytes), FormatMs3(m.total_ns),
                     absl::StrFormat("%.2f", m.gb_per_s())});
     }
     out << "\nMemory copies by direction and memory kinds\n";
     table.Render(out, "  ");
   }
   if (s.memset_count) {
-    out << "\nMemsets: " << s.memset_count << ", " << absl::StrFormat("%.1f", s.memset_bytes / 1048576.0)
-        << " MiB, " << Ms(s.memset_total_ns) << " ms\n";
+    out << "\nMemsets: " << s.memset_count << ", " << FormatMiB1(s.memset_bytes) << " MiB, "
+        << FormatMs3(s.memset_total_ns) << " ms\n";
   }
   if (s.launch_delay.count()) {
     const LatencyHistogram& h = s.launch_delay;
     out << "\nKernel launch-to-start delay (GPU start - launch call start, us): n=" << h.count()
-        << " min=" << Us(h.min()) << " p50=" << Us(h.Quantile(0.5)) << " p90=" << Us(h.Quantile(0.9))
-        << " p99=" << Us(h.Quantile(0.99)) << " max=" << Us(h.max()) << "\n";
+        << " min=" << FormatUs1(h.min()) << " p50=" << FormatUs1(h.Quantile(0.5))
+        << " p90=" << FormatUs1(h.Quantile(0.9)) << " p99=" << FormatUs1(h.Quantile(0.99))
+        << " max=" << FormatUs1(h.max()) << "\n";
   }
   if (!s.api.empty()) NamedTable(out, "CUDA API calls by CPU time", s.api, false);
   if (!s.sync.empty()) NamedTable(out, "GPU synchronization waits", s.sync, false);

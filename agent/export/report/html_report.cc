@@ -22,6 +22,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "analysis/cuda_summary.h"
+#include "export/report/format.h"
 #include "export/report/step_columns.h"
 #include "export/report/text_table.h"
 #include "export/report/trace_identity.h"
@@ -50,18 +51,6 @@ std::string HtmlEscape(std::string_view text) {
 namespace {
 
 std::string E(std::string_view text) { return HtmlEscape(text); }
-
-// Milliseconds with as many decimals as a reader needs to compare them.
-std::string Ms(double ns) {
-  const double ms = ns / 1e6;
-  if (std::fabs(ms) >= 100) return absl::StrFormat("%.1f", ms);
-  if (std::fabs(ms) >= 1) return absl::StrFormat("%.2f", ms);
-  return absl::StrFormat("%.3f", ms);
-}
-std::string Us(double ns) { return absl::StrFormat("%.1f", ns / 1e3); }
-std::string MiB(double bytes) { return absl::StrFormat("%.1f", bytes / 1048576.0); }
-std::string Pct(double share) { return absl::StrFormat("%.1f", share * 100); }
-double Share(double part, double whole) { return whole > 0 ? part / whole : 0.0; }
 
 // The page's look.  Colour classes (k-*) set both `fill` (SVG) and
 // `background` (legend swatches, HTML bars), so one name serves both.
@@ -353,7 +342,8 @@ class HtmlReport {
   }
 
   static std::string GainBadge(const Finding& f) {
-    return f.gain ? absl::StrFormat("gain %s%% of the mean step", Pct(*f.gain)) : std::string("gain not estimated");
+    return f.gain ? absl::StrFormat("gain %s%% of the mean step", FormatPct1(*f.gain))
+                  : std::string("gain not estimated");
   }
 
   void DiagnosisBox() {
@@ -364,7 +354,7 @@ class HtmlReport {
          << "<div class=\"diag\"><div class=\"diag-title\" data-bottleneck=\"" << BottleneckKey(d_.primary.bottleneck)
          << "\">" << E(BottleneckTitle(d_.primary.bottleneck));
     if (found) {
-      out_ << "<span class=\"diag-score\">explains " << Pct(d_.primary.score) << "% of step time</span>"
+      out_ << "<span class=\"diag-score\">explains " << FormatPct1(d_.primary.score) << "% of step time</span>"
            << "<span class=\"diag-score\">" << E(GainBadge(d_.primary)) << "</span>";
     }
     out_ << "</div>\n";
@@ -375,7 +365,7 @@ class HtmlReport {
     if (!d_.secondary.empty()) {
       out_ << "<h3>Also found (by expected gain)</h3><ul class=\"also\">";
       for (const Finding& f : d_.secondary) {
-        out_ << "<li><b>" << E(BottleneckTitle(f.bottleneck)) << "</b> <span class=\"note\">(" << Pct(f.score)
+        out_ << "<li><b>" << E(BottleneckTitle(f.bottleneck)) << "</b> <span class=\"note\">(" << FormatPct1(f.score)
              << "% of step time, " << E(GainBadge(f)) << ")</span>";
         FindingText(f);
         out_ << "</li>";
@@ -390,8 +380,8 @@ class HtmlReport {
   void StallSteps() {
     const IntermittentStalls& s = d_.stalls;
     if (!s.found() || s.share_of_run < kStallCostShare) return;
-    out_ << "<p class=\"note\">Stalled steps (longer than " << absl::StrFormat("%.3f", s.threshold_ns / 1e6)
-         << " ms; median " << absl::StrFormat("%.3f", s.median_ns / 1e6) << " ms): ";
+    out_ << "<p class=\"note\">Stalled steps (longer than " << FormatMs3(s.threshold_ns) << " ms; median "
+         << FormatMs3(s.median_ns) << " ms): ";
     constexpr size_t kShown = 40;
     for (size_t k = 0; k < s.stalled.size() && k < kShown; ++k) {
       out_ << (k ? ", " : "") << a_.steps[s.stalled[k]].index;
@@ -461,15 +451,19 @@ class HtmlReport {
       const StepRecord& s = a_.steps[i];
       const double x = kL + i * pitch + (pitch - bar_w) / 2;
       const double dur = static_cast<double>(s.duration_ns());
-      std::string title = absl::StrFormat(
-          "step %d%s: %s ms", s.index,
-          !s.left_out.empty() ? absl::StrCat(" (left out: ", s.left_out, ")") : s.warmup ? " (warmup)" : "", Ms(dur));
+      std::string title = absl::StrFormat("step %d%s: %s ms", s.index,
+                                          !s.left_out.empty() ? absl::StrCat(" (left out: ", s.left_out, ")")
+                                          : s.warmup          ? " (warmup)"
+                                                              : "",
+                                          FormatMsAutoDecimals(dur));
       for (const BarPart& p : parts) {
         const uint64_t ns = p.ns(s);
-        if (ns) absl::StrAppend(&title, "\n", p.label, ": ", Ms(ns), " ms (", Pct(Share(ns, dur)), "%)");
+        if (ns)
+          absl::StrAppend(&title, "\n", p.label, ": ", FormatMsAutoDecimals(ns), " ms (", FormatPct1(Share(ns, dur)),
+                          "%)");
       }
       if (std::string(kind) == "cpu" && s.off_cpu.total()) {
-        absl::StrAppend(&title, "\noff the CPU (overlaps the parts): ", Ms(s.off_cpu.total()), " ms");
+        absl::StrAppend(&title, "\noff the CPU (overlaps the parts): ", FormatMsAutoDecimals(s.off_cpu.total()), " ms");
       }
       if (std::string(kind) == "gpu") absl::StrAppend(&title, "\nkernels started: ", s.gpu.kernels_started);
       const bool cut = dur > top_ns;
@@ -503,8 +497,9 @@ class HtmlReport {
       const double y = y_of(a_.duration_ns.mean);
       absl::StrAppendFormat(&svg, "<line class=\"mean\" x1=\"%.0f\" x2=\"%.0f\" y1=\"%.1f\" y2=\"%.1f\"/>", kL,
                             kW - kR, y, y);
-      absl::StrAppendFormat(&svg, "<text class=\"meanlabel\" x=\"%.0f\" y=\"%.1f\" text-anchor=\"end\">mean %s ms</text>", kW - kR - 2,
-                            y - 4, Ms(a_.duration_ns.mean));
+      absl::StrAppendFormat(&svg,
+                            "<text class=\"meanlabel\" x=\"%.0f\" y=\"%.1f\" text-anchor=\"end\">mean %s ms</text>",
+                            kW - kR - 2, y - 4, FormatMsAutoDecimals(a_.duration_ns.mean));
     }
     absl::StrAppendFormat(&svg, "<line class=\"axis\" x1=\"%.0f\" x2=\"%.0f\" y1=\"%.1f\" y2=\"%.1f\"/>", kL, kW - kR,
                           kT + plot_h, kT + plot_h);
@@ -550,10 +545,12 @@ class HtmlReport {
       out_ << "<p class=\"note\" id=\"step-source\">" << E(a_.note) << "</p>\n";
     }
     out_ << "<div class=\"stats\">" << Stat(absl::StrCat(a_.measured_steps), "measured steps")
-         << Stat(Ms(a_.duration_ns.mean) + " ms", "mean step") << Stat(Ms(a_.duration_ns.p50) + " ms", "p50")
-         << Stat(Ms(a_.duration_ns.p95) + " ms", "p95") << Stat(Ms(a_.duration_ns.min) + " ms", "min")
-         << Stat(Ms(a_.duration_ns.max) + " ms", "max")
-         << Stat(Pct(Share(a_.measured_total.gpu.idle_ns, a_.measured_wall_ns)) + "%", "GPU idle") << "</div>\n";
+         << Stat(FormatMsAutoDecimals(a_.duration_ns.mean) + " ms", "mean step")
+         << Stat(FormatMsAutoDecimals(a_.duration_ns.p50) + " ms", "p50")
+         << Stat(FormatMsAutoDecimals(a_.duration_ns.p95) + " ms", "p95")
+         << Stat(FormatMsAutoDecimals(a_.duration_ns.min) + " ms", "min")
+         << Stat(FormatMsAutoDecimals(a_.duration_ns.max) + " ms", "max")
+         << Stat(FormatPct1(Share(a_.measured_total.gpu.idle_ns, a_.measured_wall_ns)) + "%", "GPU idle") << "</div>\n";
 
     const size_t shown = std::min(a_.steps.size(), opt_.max_step_bars);
     out_ << "<h3>Launching thread, per step (CPU side)</h3>\n";
@@ -581,7 +578,7 @@ class HtmlReport {
     const std::vector<StepColumn>& columns = StepColumns();
     // The page's own ms format (as many decimals as comparing needs).
     auto cell = [](const StepColumn& c, double v, bool statistic) {
-      return c.is_ms ? Ms(v) : StepCell(c, v, statistic);
+      return c.is_ms ? FormatMsAutoDecimals(v) : StepCell(c, v, statistic);
     };
     const size_t rows = std::min(a_.steps.size(), opt_.max_step_rows);
     out_ << "<details><summary>Step table (" << rows << " of " << a_.steps.size()
@@ -626,26 +623,27 @@ class HtmlReport {
       const double share = Share(t.stages[i], a_.measured_wall_ns);
       if (share <= 0) continue;
       out_ << absl::StrFormat("<div class=\"%s\" style=\"width:%.3f%%\" title=\"%s: %s%%\"></div>", kStageCss[i],
-                              share * 100, StageName(static_cast<Stage>(i)), Pct(share));
+                              share * 100, StageName(static_cast<Stage>(i)), FormatPct1(share));
     }
     out_ << "</div>\n<table class=\"sortable\">"
          << Thead({"<stage", "mean %", "p50 %", "p95 %", "total ms", "ms/step", "% of total"}) << "<tbody>";
     for (size_t i = 0; i < kStageCount; ++i) {
       const DistributionStats& d = a_.stage_share[i];
       out_ << "<tr><td class=\"l\"><i class=\"sw " << kStageCss[i] << "\"></i>" << StageName(static_cast<Stage>(i))
-           << "</td>" << Td(Pct(d.mean)) << Td(Pct(d.p50)) << Td(Pct(d.p95)) << Td(Ms(t.stages[i]))
-           << Td(Ms(static_cast<double>(t.stages[i]) / std::max<size_t>(a_.measured_steps, 1)))
-           << Td(Pct(Share(t.stages[i], a_.measured_wall_ns))) << "</tr>";
+           << "</td>" << Td(FormatPct1(d.mean)) << Td(FormatPct1(d.p50)) << Td(FormatPct1(d.p95))
+           << Td(FormatMsAutoDecimals(t.stages[i]))
+           << Td(FormatMsAutoDecimals(static_cast<double>(t.stages[i]) / std::max<size_t>(a_.measured_steps, 1)))
+           << Td(FormatPct1(Share(t.stages[i], a_.measured_wall_ns))) << "</tr>";
     }
     out_ << "</tbody></table>\n</section>\n";
   }
 
   void IdleSection() {
     const StepRecord& t = a_.measured_total;
-    out_ << "<section id=\"gpu-idle\">\n<h2>Why the GPU was idle</h2>\n<p>GPU idle for <b>" << Ms(t.gpu.idle_ns)
-         << " ms</b> of " << Ms(a_.measured_wall_ns) << " ms of measured steps (<b>"
-         << Pct(Share(t.gpu.idle_ns, a_.measured_wall_ns)) << "%</b>), in " << t.gpu.idle_stretches
-         << " stretches, the longest " << Ms(t.gpu.longest_idle_ns)
+    out_ << "<section id=\"gpu-idle\">\n<h2>Why the GPU was idle</h2>\n<p>GPU idle for <b>"
+         << FormatMsAutoDecimals(t.gpu.idle_ns) << " ms</b> of " << FormatMsAutoDecimals(a_.measured_wall_ns)
+         << " ms of measured steps (<b>" << FormatPct1(Share(t.gpu.idle_ns, a_.measured_wall_ns)) << "%</b>), in "
+         << t.gpu.idle_stretches << " stretches, the longest " << FormatMsAutoDecimals(t.gpu.longest_idle_ns)
          << " ms. Each idle instant is charged to what the driving thread was doing then; a wait that another "
             "thread of the job ended is charged to the work waited for, and its wakeup chain is shown.</p>\n";
     if (t.gpu.idle_ns == 0) {
@@ -661,9 +659,9 @@ class HtmlReport {
          << Thead({"<cause", "ms", "ms/step", "% of idle", "% of step time", "<"}) << "<tbody>";
     for (size_t i : order) {
       const double of_idle = Share(t.gpu_idle[i], t.gpu.idle_ns);
-      out_ << "<tr>" << Td(E(IdleCauseName(static_cast<IdleCause>(i))), true) << Td(Ms(t.gpu_idle[i]))
-           << Td(Ms(static_cast<double>(t.gpu_idle[i]) / std::max<size_t>(a_.measured_steps, 1)))
-           << Td(Pct(of_idle)) << Td(Pct(Share(t.gpu_idle[i], a_.measured_wall_ns)))
+      out_ << "<tr>" << Td(E(IdleCauseName(static_cast<IdleCause>(i))), true) << Td(FormatMsAutoDecimals(t.gpu_idle[i]))
+           << Td(FormatMsAutoDecimals(static_cast<double>(t.gpu_idle[i]) / std::max<size_t>(a_.measured_steps, 1)))
+           << Td(FormatPct1(of_idle)) << Td(FormatPct1(Share(t.gpu_idle[i], a_.measured_wall_ns)))
            << "<td class=\"barcell\">" << HBar(of_idle, "k-badbar") << "</td></tr>";
     }
     out_ << "</tbody></table>\n";
@@ -687,7 +685,7 @@ class HtmlReport {
          << Thead({"<role", "voluntary switches", "involuntary switches", "run-queue ms"}) << "<tbody>";
     auto row = [&](const std::string& role, const SwitchTotals& s) {
       out_ << "<tr>" << Td(role, true) << Td(per(s.voluntary)) << Td(per(s.involuntary))
-           << Td(Ms(s.runqueue_ns / n)) << "</tr>";
+           << Td(FormatMsAutoDecimals(s.runqueue_ns / n)) << "</tr>";
     };
     row("launching thread", t.os.launching);
     row(absl::StrFormat("data workers (%u processes)", a_.worker_processes), t.os.workers);
@@ -696,15 +694,18 @@ class HtmlReport {
          << Thead({"page faults", "major", "mmap calls", "mmap MiB", "mmap ms", "munmap calls", "munmap MiB",
                    "munmap ms"})
          << "<tbody><tr>" << Td(per(t.os.page_faults)) << Td(per(t.os.major_faults)) << Td(per(t.os.mmap.calls))
-         << Td(MiB(t.os.mmap.bytes / n)) << Td(Ms(t.os.mmap.ns / n)) << Td(per(t.os.munmap.calls))
-         << Td(MiB(t.os.munmap.bytes / n)) << Td(Ms(t.os.munmap.ns / n)) << "</tr></tbody></table>\n";
+         << Td(FormatMiB1(t.os.mmap.bytes / n)) << Td(FormatMsAutoDecimals(t.os.mmap.ns / n))
+         << Td(per(t.os.munmap.calls)) << Td(FormatMiB1(t.os.munmap.bytes / n))
+         << Td(FormatMsAutoDecimals(t.os.munmap.ns / n)) << "</tr></tbody></table>\n";
     const OffCpuParts& o = t.off_cpu;
     out_ << "<h3>Launching thread off the CPU, ms per step</h3>\n<table>"
-         << Thead({"futex", "page faults", "mmap/munmap", "other syscalls", "unknown", "preempted", "run queue",
-                   "total"})
-         << "<tbody><tr>" << Td(Ms(o.futex_ns / n)) << Td(Ms(o.page_fault_ns / n)) << Td(Ms(o.mmap_munmap_ns / n))
-         << Td(Ms(o.syscall_ns / n)) << Td(Ms(o.unknown_ns / n)) << Td(Ms(o.preempted_ns / n))
-         << Td(Ms(o.runqueue_ns / n)) << Td(Ms(o.total() / n)) << "</tr></tbody></table>\n</section>\n";
+         << Thead(
+                {"futex", "page faults", "mmap/munmap", "other syscalls", "unknown", "preempted", "run queue", "total"})
+         << "<tbody><tr>" << Td(FormatMsAutoDecimals(o.futex_ns / n)) << Td(FormatMsAutoDecimals(o.page_fault_ns / n))
+         << Td(FormatMsAutoDecimals(o.mmap_munmap_ns / n)) << Td(FormatMsAutoDecimals(o.syscall_ns / n))
+         << Td(FormatMsAutoDecimals(o.unknown_ns / n)) << Td(FormatMsAutoDecimals(o.preempted_ns / n))
+         << Td(FormatMsAutoDecimals(o.runqueue_ns / n)) << Td(FormatMsAutoDecimals(o.total() / n))
+         << "</tr></tbody></table>\n</section>\n";
   }
 
   void RowsOmitted(size_t total) {
@@ -728,11 +729,11 @@ class HtmlReport {
       const NamedTotals& r = rows[i];
       out_ << "<tr>" << Td(absl::StrCat(i + 1)) << NameTd(r.name);
       if (with_domain) out_ << Td(E(r.domain), true);
-      out_ << Td(absl::StrCat(r.count)) << Td(Ms(r.total_ns))
-           << Td(Us(r.count ? static_cast<double>(r.total_ns) / r.count : 0)) << Td(Us(r.max_ns));
+      out_ << Td(absl::StrCat(r.count)) << Td(FormatMsAutoDecimals(r.total_ns))
+           << Td(FormatUs1(r.count ? static_cast<double>(r.total_ns) / r.count : 0)) << Td(FormatUs1(r.max_ns));
       if (whole_ns) {
         const double share = Share(r.total_ns, whole_ns);
-        out_ << Td(Pct(share)) << "<td class=\"barcell\">" << HBar(share, "k-bar") << "</td>";
+        out_ << Td(FormatPct1(share)) << "<td class=\"barcell\">" << HBar(share, "k-bar") << "</td>";
       }
       out_ << "</tr>";
     }
@@ -760,12 +761,12 @@ class HtmlReport {
     if (cuda_.kernel_count) {
       out_ << "<h3>Top kernels by GPU time</h3>\n<div class=\"stats\">"
            << Stat(absl::StrCat(cuda_.kernel_count), "kernel launches")
-           << Stat(Ms(cuda_.kernel_total_ns) + " ms", "on the GPU")
+           << Stat(FormatMsAutoDecimals(cuda_.kernel_total_ns) + " ms", "on the GPU")
            << Stat(absl::StrCat(cuda_.kernels.size()), "distinct kernels");
       if (cuda_.launch_delay.count()) {
         const LatencyHistogram& h = cuda_.launch_delay;
-        out_ << Stat(Us(h.Quantile(0.5)) + " us", "launch-to-start p50")
-             << Stat(Us(h.Quantile(0.99)) + " us", "launch-to-start p99");
+        out_ << Stat(FormatUs1(h.Quantile(0.5)) + " us", "launch-to-start p50")
+             << Stat(FormatUs1(h.Quantile(0.99)) + " us", "launch-to-start p99");
       }
       out_ << "</div>\n";
       NamedTable("kernels", cuda_.kernels, false, cuda_.kernel_total_ns);
@@ -777,17 +778,16 @@ class HtmlReport {
            << Thead({"<direction", "<src", "<dst", "count", "MiB", "total ms", "GB/s"}) << "<tbody>";
       for (const MemcpyTotals& m : cuda_.memcpy) {
         const bool pageable = m.src_kind == v1::MEMORY_PAGEABLE || m.dst_kind == v1::MEMORY_PAGEABLE;
-        out_ << (pageable ? "<tr class=\"warnrow\" title=\"pageable host memory: the copy is synchronous\">"
-                          : "<tr>")
+        out_ << (pageable ? "<tr class=\"warnrow\" title=\"pageable host memory: the copy is synchronous\">" : "<tr>")
              << Td(MemcpyDirectionName(m.direction), true) << Td(MemoryKindName(m.src_kind), true)
-             << Td(MemoryKindName(m.dst_kind), true) << Td(absl::StrCat(m.count)) << Td(MiB(m.bytes))
-             << Td(Ms(m.total_ns)) << Td(absl::StrFormat("%.2f", m.gb_per_s())) << "</tr>";
+             << Td(MemoryKindName(m.dst_kind), true) << Td(absl::StrCat(m.count)) << Td(FormatMiB1(m.bytes))
+             << Td(FormatMsAutoDecimals(m.total_ns)) << Td(absl::StrFormat("%.2f", m.gb_per_s())) << "</tr>";
       }
       out_ << "</tbody></table>\n<p class=\"note\">Rows shaded red touch pageable host memory.</p>\n";
     }
     if (cuda_.memset_count) {
-      out_ << "<p>Memsets: " << cuda_.memset_count << ", " << MiB(cuda_.memset_bytes) << " MiB, "
-           << Ms(cuda_.memset_total_ns) << " ms.</p>\n";
+      out_ << "<p>Memsets: " << cuda_.memset_count << ", " << FormatMiB1(cuda_.memset_bytes) << " MiB, "
+           << FormatMsAutoDecimals(cuda_.memset_total_ns) << " ms.</p>\n";
     }
     if (!cuda_.api.empty()) {
       out_ << "<h3>CUDA API calls by CPU time</h3>\n";
@@ -814,12 +814,14 @@ class HtmlReport {
   std::string ActivityCells(const ThreadSummary& t) {
     const uint64_t* c = t.off_cpu_by_cause_ns;
     return absl::StrCat(
-        Td(absl::StrCat(t.voluntary_switches)), Td(absl::StrCat(t.involuntary_switches)), Td(Ms(t.off_cpu_ns)),
-        Td(Ms(c[v1::OFF_CPU_CAUSE_PREEMPTED])), Td(Ms(c[v1::OFF_CPU_CAUSE_FUTEX])),
-        Td(Ms(c[v1::OFF_CPU_CAUSE_SYSCALL])), Td(Ms(c[v1::OFF_CPU_CAUSE_PAGE_FAULT])), Td(Ms(t.runqueue_ns)),
+        Td(absl::StrCat(t.voluntary_switches)), Td(absl::StrCat(t.involuntary_switches)),
+        Td(FormatMsAutoDecimals(t.off_cpu_ns)), Td(FormatMsAutoDecimals(c[v1::OFF_CPU_CAUSE_PREEMPTED])),
+        Td(FormatMsAutoDecimals(c[v1::OFF_CPU_CAUSE_FUTEX])), Td(FormatMsAutoDecimals(c[v1::OFF_CPU_CAUSE_SYSCALL])),
+        Td(FormatMsAutoDecimals(c[v1::OFF_CPU_CAUSE_PAGE_FAULT])), Td(FormatMsAutoDecimals(t.runqueue_ns)),
         Td(absl::StrCat(t.page_faults)), Td(absl::StrCat(t.major_page_faults)), Td(absl::StrCat(t.mmap.calls)),
-        Td(MiB(t.mmap.bytes)), Td(absl::StrCat(t.munmap.calls)), Td(MiB(t.munmap.bytes)),
-        Td(absl::StrCat(t.futex_wait.calls)), Td(absl::StrCat(t.syscalls.calls)), Td(Ms(t.syscalls.total_ns)));
+        Td(FormatMiB1(t.mmap.bytes)), Td(absl::StrCat(t.munmap.calls)), Td(FormatMiB1(t.munmap.bytes)),
+        Td(absl::StrCat(t.futex_wait.calls)), Td(absl::StrCat(t.syscalls.calls)),
+        Td(FormatMsAutoDecimals(t.syscalls.total_ns)));
   }
 
   void OsSection() {
@@ -893,7 +895,7 @@ class HtmlReport {
       all_calls += r.calls;
     }
     out_ << "<h3>The most expensive OS calls (" << os_.syscalls.size() << " syscalls, " << all_calls << " calls, "
-         << Ms(all_ns) << " ms in all)</h3>\n";
+         << FormatMsAutoDecimals(all_ns) << " ms in all)</h3>\n";
     if (os_.syscalls.empty()) {
       out_ << "<p class=\"missing\">No syscall statistics in this trace.</p>\n";
       return;
@@ -903,9 +905,10 @@ class HtmlReport {
     for (size_t i = 0; i < os_.syscalls.size() && i < opt_.max_table_rows; ++i) {
       const SyscallRow& r = os_.syscalls[i];
       const double share = Share(r.total_ns, all_ns);
-      out_ << "<tr>" << Td(absl::StrCat(i + 1)) << NameTd(r.name) << Td(absl::StrCat(r.calls)) << Td(Ms(r.total_ns))
-           << Td(r.calls ? Us(static_cast<double>(r.total_ns) / r.calls) : "-") << Td(Us(r.max_ns))
-           << Td(Pct(share)) << "<td class=\"barcell\">" << HBar(share, "k-bar") << "</td></tr>";
+      out_ << "<tr>" << Td(absl::StrCat(i + 1)) << NameTd(r.name) << Td(absl::StrCat(r.calls))
+           << Td(FormatMsAutoDecimals(r.total_ns))
+           << Td(r.calls ? FormatUs1(static_cast<double>(r.total_ns) / r.calls) : "-") << Td(FormatUs1(r.max_ns))
+           << Td(FormatPct1(share)) << "<td class=\"barcell\">" << HBar(share, "k-bar") << "</td></tr>";
     }
     out_ << "</tbody></table></div>\n";
     RowsOmitted(os_.syscalls.size());

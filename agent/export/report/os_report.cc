@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "export/report/format.h"
 #include "export/report/json_writer.h"
 #include "export/report/text_table.h"
 #include "export/report/trace_identity.h"
@@ -37,15 +38,6 @@ ThreadSummary ProcessTotals(const ProcessSummary& p) {
   return total;
 }
 
-std::string Ms(uint64_t ns) {
-  return absl::StrFormat("%.3f", ns / 1e6);
-}
-std::string Us(double ns) {
-  return absl::StrFormat("%.1f", ns / 1e3);
-}
-std::string MiB(uint64_t bytes) {
-  return absl::StrFormat("%.1f", bytes / 1048576.0);
-}
 std::string Num(uint64_t n) {
   return absl::StrCat(n);
 }
@@ -58,12 +50,11 @@ const std::vector<TextTable::Column> kActivityColumns = {
 };
 
 void AppendActivity(const ThreadSummary& t, std::vector<std::string>& row) {
-  for (std::string cell :
-       {Num(t.voluntary_switches), Num(t.involuntary_switches), Ms(t.off_cpu_ns), Ms(t.runqueue_ns),
-        Num(t.page_faults), Num(t.major_page_faults), Num(t.mmap.calls), MiB(t.mmap.bytes),
-        Ms(t.mmap.total_ns), Num(t.munmap.calls), MiB(t.munmap.bytes), Ms(t.munmap.total_ns),
-        Num(t.futex_wait.calls), Ms(t.futex_wait.total_ns), Num(t.syscalls.calls),
-        Ms(t.syscalls.total_ns)}) {
+  for (std::string cell : {Num(t.voluntary_switches), Num(t.involuntary_switches), FormatMs3(t.off_cpu_ns),
+                           FormatMs3(t.runqueue_ns), Num(t.page_faults), Num(t.major_page_faults), Num(t.mmap.calls),
+                           FormatMiB1(t.mmap.bytes), FormatMs3(t.mmap.total_ns), Num(t.munmap.calls),
+                           FormatMiB1(t.munmap.bytes), FormatMs3(t.munmap.total_ns), Num(t.futex_wait.calls),
+                           FormatMs3(t.futex_wait.total_ns), Num(t.syscalls.calls), FormatMs3(t.syscalls.total_ns)}) {
     row.push_back(std::move(cell));
   }
 }
@@ -211,8 +202,8 @@ void WriteSyscallTable(const OsSummary& s, std::ostream& out) {
     all_ns += r.total_ns;
     all_calls += r.calls;
   }
-  out << "The most expensive OS calls (" << s.syscalls.size() << " syscalls, " << all_calls
-      << " calls, " << Ms(all_ns) << " ms in all)\n";
+  out << "The most expensive OS calls (" << s.syscalls.size() << " syscalls, " << all_calls << " calls, "
+      << FormatMs3(all_ns) << " ms in all)\n";
   if (s.syscalls.empty()) {
     out << "  (no syscall statistics in this trace)\n\n";
     return;
@@ -227,17 +218,17 @@ void WriteSyscallTable(const OsSummary& s, std::ostream& out) {
   const size_t shown = std::min(s.syscalls.size(), kMaxSyscallRows);
   for (size_t i = 0; i < shown; ++i) {
     const SyscallRow& r = s.syscalls[i];
-    table.AddRow({Num(i + 1), Printable(r.name), Num(r.calls), Ms(r.total_ns),
-                  r.calls ? Us(static_cast<double>(r.total_ns) / r.calls) : "-",
-                  Us(static_cast<double>(r.max_ns)),
+    table.AddRow({Num(i + 1), Printable(r.name), Num(r.calls), FormatMs3(r.total_ns),
+                  r.calls ? FormatUs1(static_cast<double>(r.total_ns) / r.calls) : "-",
+                  FormatUs1(static_cast<double>(r.max_ns)),
                   all_ns ? absl::StrFormat("%.1f", 100.0 * r.total_ns / all_ns) : "-"});
   }
   table.Render(out, "  ");
   if (shown < s.syscalls.size()) {
     uint64_t rest_ns = 0;
     for (size_t i = shown; i < s.syscalls.size(); ++i) rest_ns += s.syscalls[i].total_ns;
-    out << "  ... " << s.syscalls.size() - shown << " more syscalls omitted (" << Ms(rest_ns)
-        << " ms, " << absl::StrFormat("%.1f", all_ns ? 100.0 * rest_ns / all_ns : 0.0)
+    out << "  ... " << s.syscalls.size() - shown << " more syscalls omitted (" << FormatMs3(rest_ns) << " ms, "
+        << absl::StrFormat("%.1f", all_ns ? 100.0 * rest_ns / all_ns : 0.0)
         << "% of syscall time; the JSON report lists all)\n";
   }
   out << "\n";
@@ -257,10 +248,10 @@ void WriteOffCpuTable(const OsSummary& s, std::ostream& out) {
   for (const ProcessSummary& p : s.processes) {
     const ThreadSummary t = ProcessTotals(p);
     const uint64_t* c = t.off_cpu_by_cause_ns;
-    table.AddRow({Num(p.pid), Printable(p.comm), Ms(t.off_cpu_ns),
-                  Ms(c[v1::OFF_CPU_CAUSE_PREEMPTED]), Ms(c[v1::OFF_CPU_CAUSE_FUTEX]),
-                  Ms(c[v1::OFF_CPU_CAUSE_SYSCALL]), Ms(c[v1::OFF_CPU_CAUSE_PAGE_FAULT]),
-                  Ms(c[v1::OFF_CPU_CAUSE_UNKNOWN]), Ms(t.runqueue_ns)});
+    table.AddRow({Num(p.pid), Printable(p.comm), FormatMs3(t.off_cpu_ns), FormatMs3(c[v1::OFF_CPU_CAUSE_PREEMPTED]),
+                  FormatMs3(c[v1::OFF_CPU_CAUSE_FUTEX]), FormatMs3(c[v1::OFF_CPU_CAUSE_SYSCALL]),
+                  FormatMs3(c[v1::OFF_CPU_CAUSE_PAGE_FAULT]), FormatMs3(c[v1::OFF_CPU_CAUSE_UNKNOWN]),
+                  FormatMs3(t.runqueue_ns)});
   }
   table.Render(out, "  ");
   out << "\n";

@@ -2,6 +2,7 @@
 #include "export/report/step_columns.h"
 
 #include "absl/strings/str_format.h"
+#include "export/report/format.h"
 
 namespace gpuos {
 
@@ -26,7 +27,7 @@ const std::vector<StepColumn>& StepColumns() {
 }
 
 std::string StepCell(const StepColumn& column, double value, bool statistic) {
-  if (column.is_ms) return absl::StrFormat("%.3f", value / 1e6);
+  if (column.is_ms) return FormatMs3(value);
   return statistic ? absl::StrFormat("%.1f", value) : absl::StrFormat("%.0f", value);
 }
 

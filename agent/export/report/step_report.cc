@@ -9,16 +9,13 @@
 
 #include "absl/strings/str_format.h"
 #include "analysis/cuda_summary.h"
+#include "export/report/format.h"
 #include "export/report/step_columns.h"
 #include "export/report/text_table.h"
 #include "export/report/wait_chain_text.h"
 
 namespace gpuos {
 namespace {
-
-std::string Ms(double ns) { return absl::StrFormat("%.3f", ns / 1e6); }
-std::string Pct(double share) { return absl::StrFormat("%.1f", share * 100); }
-double Share(uint64_t part, uint64_t whole) { return whole ? static_cast<double>(part) / whole : 0.0; }
 
 void StepTable(const StepAnalysis& a, std::ostream& out, size_t max_steps) {
   const std::vector<StepColumn>& columns = StepColumns();
@@ -60,8 +57,8 @@ void StageTable(const StepAnalysis& a, std::ostream& out) {
   for (size_t i = 0; i < kStageCount; ++i) {
     const DistributionStats& d = a.stage_share[i];
     const uint64_t total = a.measured_total.stages[i];
-    table.AddRow({StageName(static_cast<Stage>(i)), Pct(d.mean), Pct(d.p50), Pct(d.p95), Ms(total),
-                  Pct(Share(total, a.measured_wall_ns))});
+    table.AddRow({StageName(static_cast<Stage>(i)), FormatPct1(d.mean), FormatPct1(d.p50), FormatPct1(d.p95),
+                  FormatMs3(total), FormatPct1(Share(total, a.measured_wall_ns))});
   }
   out << "\nWhere step time went (stages; each instant counted once; all but GPU compute are time the GPU\n"
          "spent without a kernel)\n";
@@ -70,9 +67,9 @@ void StageTable(const StepAnalysis& a, std::ostream& out) {
 
 void IdleTable(const StepAnalysis& a, std::ostream& out) {
   const StepRecord& t = a.measured_total;
-  out << "\nGPU idle time by what the driving thread was doing: " << Ms(t.gpu.idle_ns) << " of "
-      << Ms(a.measured_wall_ns) << " ms (" << Pct(Share(t.gpu.idle_ns, a.measured_wall_ns)) << "%), "
-      << t.gpu.idle_stretches << " stretches, longest " << Ms(t.gpu.longest_idle_ns) << " ms\n";
+  out << "\nGPU idle time by what the driving thread was doing: " << FormatMs3(t.gpu.idle_ns) << " of "
+      << FormatMs3(a.measured_wall_ns) << " ms (" << FormatPct1(Share(t.gpu.idle_ns, a.measured_wall_ns)) << "%), "
+      << t.gpu.idle_stretches << " stretches, longest " << FormatMs3(t.gpu.longest_idle_ns) << " ms\n";
   if (t.gpu.idle_ns == 0) return;
   TextTable table({{"cause", TextTable::Align::kLeft}, {"ms"}, {"ms/step"}, {"% of idle"}, {"% of step"}});
   std::vector<size_t> order;
@@ -81,9 +78,10 @@ void IdleTable(const StepAnalysis& a, std::ostream& out) {
   }
   std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) { return t.gpu_idle[x] > t.gpu_idle[y]; });
   for (size_t i : order) {
-    table.AddRow({IdleCauseName(static_cast<IdleCause>(i)), Ms(t.gpu_idle[i]),
-                  Ms(static_cast<double>(t.gpu_idle[i]) / a.measured_steps), Pct(Share(t.gpu_idle[i], t.gpu.idle_ns)),
-                  Pct(Share(t.gpu_idle[i], a.measured_wall_ns))});
+    table.AddRow({IdleCauseName(static_cast<IdleCause>(i)), FormatMs3(t.gpu_idle[i]),
+                  FormatMs3(static_cast<double>(t.gpu_idle[i]) / a.measured_steps),
+                  FormatPct1(Share(t.gpu_idle[i], t.gpu.idle_ns)),
+                  FormatPct1(Share(t.gpu_idle[i], a.measured_wall_ns))});
   }
   table.Render(out, "  ");
   // Who ended the driving thread's waits, and what they were doing.
@@ -103,7 +101,7 @@ void OsTable(const StepAnalysis& a, std::ostream& out) {
   auto per = [&](double v) { return absl::StrFormat("%.1f", v / n); };
   TextTable table({{"role", TextTable::Align::kLeft}, {"vol sw/step"}, {"invol sw/step"}, {"run-queue ms/step"}});
   auto row = [&](std::string name, const SwitchTotals& s) {
-    table.AddRow({std::move(name), per(s.voluntary), per(s.involuntary), Ms(s.runqueue_ns / n)});
+    table.AddRow({std::move(name), per(s.voluntary), per(s.involuntary), FormatMs3(s.runqueue_ns / n)});
   };
   row("launching thread", t.os.launching);
   row(absl::StrFormat("data workers (%u processes)", a.worker_processes), t.os.workers);
@@ -116,13 +114,14 @@ void OsTable(const StepAnalysis& a, std::ostream& out) {
       "  off-CPU ms/step: futex %s, page faults %s, mmap/munmap %s, other syscalls %s, unknown %s, preempted %s, "
       "run queue %s\n",
       per(t.os.page_faults), per(t.os.major_faults), per(t.os.mmap.calls), t.os.mmap.bytes / n / 1048576.0,
-      Ms(t.os.mmap.ns / n), per(t.os.munmap.calls), t.os.munmap.bytes / n / 1048576.0, Ms(t.os.munmap.ns / n),
-      Ms(o.futex_ns / n), Ms(o.page_fault_ns / n), Ms(o.mmap_munmap_ns / n), Ms(o.syscall_ns / n),
-      Ms(o.unknown_ns / n), Ms(o.preempted_ns / n), Ms(o.runqueue_ns / n));
+      FormatMs3(t.os.mmap.ns / n), per(t.os.munmap.calls), t.os.munmap.bytes / n / 1048576.0,
+      FormatMs3(t.os.munmap.ns / n), FormatMs3(o.futex_ns / n), FormatMs3(o.page_fault_ns / n),
+      FormatMs3(o.mmap_munmap_ns / n), FormatMs3(o.syscall_ns / n), FormatMs3(o.unknown_ns / n),
+      FormatMs3(o.preempted_ns / n), FormatMs3(o.runqueue_ns / n));
 }
 
 std::string GainText(const Finding& f) {
-  return f.gain ? absl::StrFormat("gain %s%%", Pct(*f.gain)) : std::string("gain not estimated");
+  return f.gain ? absl::StrFormat("gain %s%%", FormatPct1(*f.gain)) : std::string("gain not estimated");
 }
 
 void DiagnosisText(const Diagnosis& d, std::ostream& out) {
@@ -131,8 +130,8 @@ void DiagnosisText(const Diagnosis& d, std::ostream& out) {
   if (!d.primary.evidence.empty()) out << "  Evidence: " << Printable(d.primary.evidence) << "\n";
   if (!d.primary.recommendation.empty()) out << "  Recommendation: " << d.primary.recommendation << "\n";
   for (const Finding& f : d.secondary) {
-    out << "  Also: " << BottleneckTitle(f.bottleneck) << " (" << Pct(f.score) << "% of step time, " << GainText(f)
-        << "): " << f.evidence << "\n        " << f.recommendation << "\n";
+    out << "  Also: " << BottleneckTitle(f.bottleneck) << " (" << FormatPct1(f.score) << "% of step time, "
+        << GainText(f) << "): " << f.evidence << "\n        " << f.recommendation << "\n";
   }
 }
 
@@ -369,8 +368,8 @@ void WriteStepTextReport(const StepAnalysis& a, const Diagnosis& d, std::ostream
     out << "  how: " << Printable(a.note) << "\n";
   }
   out << absl::StrFormat("  step time over %d measured steps: mean %s ms, p50 %s, p95 %s, min %s, max %s\n",
-                         a.measured_steps, Ms(a.duration_ns.mean), Ms(a.duration_ns.p50), Ms(a.duration_ns.p95),
-                         Ms(a.duration_ns.min), Ms(a.duration_ns.max));
+                         a.measured_steps, FormatMs3(a.duration_ns.mean), FormatMs3(a.duration_ns.p50),
+                         FormatMs3(a.duration_ns.p95), FormatMs3(a.duration_ns.min), FormatMs3(a.duration_ns.max));
   StepTable(a, out, max_steps);
   StageTable(a, out);
   IdleTable(a, out);
