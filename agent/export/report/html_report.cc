@@ -2,6 +2,12 @@
 // SVG written here, not drawn by script, so the page reads the same with
 // scripts off, in a mail client or in a file viewer; the only script makes
 // table columns sortable.
+// The style sheet and the script are files, compiled in: assets/report.css
+// (colour classes k-* set both `fill` (SVG) and `background` (legend
+// swatches, HTML bars), so one name serves both) and assets/report.js (click
+// a column title to sort its table, numbers by value, the rest as text; the
+// footer rows stay put; it marks the root element, so a test can tell that
+// the page's script ran).
 #include "export/report/html_report.h"
 
 #include <errno.h>
@@ -22,6 +28,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "analysis/cuda_summary.h"
+#include "export/report/assets/report_css.h"
+#include "export/report/assets/report_js.h"
 #include "export/report/format.h"
 #include "export/report/step_columns.h"
 #include "export/report/text_table.h"
@@ -52,98 +60,7 @@ namespace {
 
 std::string E(std::string_view text) { return HtmlEscape(text); }
 
-// The page's look.  Colour classes (k-*) set both `fill` (SVG) and
-// `background` (legend swatches, HTML bars), so one name serves both.
-constexpr char kStyle[] = R"CSS(
-:root{--fg:#1d2330;--muted:#5d6778;--line:#dde2ea;--bg:#f4f6f9;--card:#fff;--bad:#c0392b;--accent:#2b5fab}
-*{box-sizing:border-box}
-body{margin:0;font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif;color:var(--fg);background:var(--bg)}
-main{max-width:1400px;margin:0 auto;padding:12px 24px 48px}
-h1{font-size:22px;margin:0 0 6px}h2{font-size:18px;margin:0 0 10px}h3{font-size:15px;margin:18px 0 6px}
-section{background:var(--card);border:1px solid var(--line);border-radius:8px;padding:14px 20px;margin:14px 0}
-nav{margin:8px 0 0}nav a{margin-right:16px;color:var(--accent);text-decoration:none}
-code,.mono{font-family:ui-monospace,"DejaVu Sans Mono",Menlo,monospace;font-size:12.5px}
-.cmd{display:block;background:#eef1f5;padding:6px 10px;border-radius:6px;overflow-wrap:anywhere}
-dl.meta{display:grid;grid-template-columns:max-content minmax(0,1fr) max-content minmax(0,1fr);gap:2px 14px;margin:10px 0 0}
-dt{color:var(--muted)}dd{margin:0;overflow-wrap:anywhere}
-.alert{border-radius:6px;padding:10px 14px;margin:10px 0}
-.alert.bad{background:#fdecea;border:2px solid var(--bad);color:#7b1d13;font-weight:600}
-.alert.warn{background:#fff6e0;border:1px solid #e0b34a;color:#5e4100}
-.alert table{margin:6px 0 0}
-.note{color:var(--muted)}
-.missing{color:var(--muted);font-style:italic}
-section.diagnosis{border-left:8px solid var(--accent)}
-section.diagnosis.found{border-left-color:#d35400}
-.diag-title{font-size:26px;font-weight:700;margin:0 0 4px}
-.diag-headline{font-size:17px;font-weight:600;margin:6px 0}
-.diag-score{display:inline-block;background:#fbe5d6;color:#8a3a00;border-radius:10px;padding:1px 10px;font-size:13px;margin-left:8px;vertical-align:middle}
-.diag-label{font-weight:600;color:var(--muted);margin-right:6px}
-.diag p{margin:6px 0}
-ul.also{margin:10px 0 0;padding-left:20px}ul.also li{margin:6px 0}
-.stats{display:flex;flex-wrap:wrap;gap:10px;margin:8px 0}
-.stat{background:#f0f3f7;border-radius:6px;padding:6px 12px;min-width:92px}
-.stat b{display:block;font-size:17px}.stat span{color:var(--muted);font-size:12px}
-.scroll{overflow:auto;max-height:660px;width:fit-content;max-width:100%;border:1px solid var(--line);border-radius:6px;margin:6px 0}
-table{border-collapse:collapse;font-variant-numeric:tabular-nums}
-th,td{padding:3px 10px;border-bottom:1px solid var(--line);text-align:right;white-space:nowrap}
-th{background:#f0f3f7;position:sticky;top:0;font-weight:600}
-table.sortable th{cursor:pointer}
-th.l,td.l{text-align:left}
-td.name{max-width:720px;overflow:hidden;text-overflow:ellipsis}
-tr.warnrow td{background:#fff3f2}
-tfoot td{font-weight:600;background:#fafbfc}
-.hbar{display:inline-block;height:10px;border-radius:2px;vertical-align:middle;min-width:1px}
-td.barcell{width:260px;text-align:left}
-.legend{margin:4px 0 2px;color:var(--muted);font-size:13px}
-.legend span{display:inline-flex;align-items:center;margin-right:16px}
-.sw{display:inline-block;width:12px;height:12px;border-radius:2px;margin-right:5px}
-svg.chart{width:100%;height:auto;display:block}
-svg.chart text{font-size:11px;fill:#5d6778}
-svg.chart .grid{stroke:#e6e9ef;stroke-width:1}
-svg.chart .axis{stroke:#9aa3b2;stroke-width:1}
-svg.chart .mean{stroke:#1d2330;stroke-width:1;stroke-dasharray:5 4}
-svg.chart .clip{fill:#1d2330}
-svg.chart text.meanlabel{fill:#1d2330;paint-order:stroke;stroke:#fff;stroke-width:3px}
-.step-bar.warmup{opacity:.38}
-.step-bar:hover{opacity:.75}
-.stagebar{display:flex;height:26px;border-radius:5px;overflow:hidden;margin:8px 0 4px;border:1px solid var(--line)}
-.stagebar div{height:100%}
-details summary{cursor:pointer;color:var(--accent);margin:8px 0}
-footer{color:var(--muted);font-size:12px;margin-top:24px}
-.k-data{fill:#f28e2b;background:#f28e2b}.k-sync{fill:#e15759;background:#e15759}
-.k-copy{fill:#b07aa1;background:#b07aa1}.k-launch{fill:#4e79a7;background:#4e79a7}
-.k-cuda{fill:#76b7b2;background:#76b7b2}.k-other{fill:#bab0ac;background:#bab0ac}
-.k-kern{fill:#59a14f;background:#59a14f}.k-gcopy{fill:#9c6ade;background:#9c6ade}
-.k-memset{fill:#edc948;background:#edc948}.k-idle{fill:#f2b8b5;background:#f2b8b5}
-.k-os{fill:#e15759;background:#e15759}.k-bar{fill:#4e79a7;background:#4e79a7}.k-badbar{fill:#e15759;background:#e15759}
-)CSS";
 
-// Click a column title to sort its table (numbers by value, the rest as
-// text); the footer rows (mean/p50/p95) stay put.  It leaves a mark on the
-// root element, so a test can tell that the page's script ran.
-constexpr char kScript[] = R"JS(
-(function(){
-  var tables=document.querySelectorAll('table.sortable');
-  Array.prototype.forEach.call(tables,function(t){
-    if(!t.tHead||!t.tBodies.length)return;
-    Array.prototype.forEach.call(t.tHead.rows[0].cells,function(th,i){
-      th.title='click to sort';
-      th.addEventListener('click',function(){
-        var body=t.tBodies[0],rows=Array.prototype.slice.call(body.rows);
-        var desc=th.getAttribute('data-dir')!=='desc';
-        th.setAttribute('data-dir',desc?'desc':'asc');
-        function key(r){var c=r.cells[i];return c?(c.getAttribute('data-v')||c.textContent):'';}
-        rows.sort(function(x,y){
-          var a=key(x),b=key(y),fa=parseFloat(a),fb=parseFloat(b);
-          var r=(isNaN(fa)||isNaN(fb))?a.localeCompare(b):fa-fb;
-          return desc?-r:r;});
-        rows.forEach(function(r){body.appendChild(r);});
-      });
-    });
-  });
-  document.documentElement.setAttribute('data-sortable-tables',String(tables.length));
-})();
-)JS";
 
 // ---- HTML building blocks ----
 
@@ -230,7 +147,7 @@ class HtmlReport {
   void Write() {
     out_ << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
          << "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
-         << "<title>gpuos-trace: " << E(CommandLine(os_.header)) << "</title>\n<style>" << kStyle
+         << "<title>gpuos-trace: " << E(CommandLine(os_.header)) << "</title>\n<style>" << "\n" << kReportCss
          << "</style>\n</head>\n<body>\n<main>\n";
     Header();
     DiagnosisBox();
@@ -245,7 +162,7 @@ class HtmlReport {
     out_ << "<footer>Written by gpuos-trace from " << E(os_.header.hostname())
          << "'s trace. Numbers are the text report's; <code>gpuos-trace report FILE --format json</code> lists "
             "every row and every step.</footer>\n</main>\n<script>"
-         << kScript << "</script>\n</body>\n</html>\n";
+         << "\n" << kReportJs << "</script>\n</body>\n</html>\n";
   }
 
  private:
