@@ -10,6 +10,7 @@
 //
 // GPUOS_HTML_SCREENSHOT_DIR=dir also saves each page and a screenshot of
 // it there, for a person to look at.
+#include "export/report/html_blocks.h"
 #include "export/report/html_report.h"
 
 #include <stdio.h>

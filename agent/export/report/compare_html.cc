@@ -10,7 +10,7 @@
 
 #include "absl/strings/str_format.h"
 #include "export/report/compare_report.h"
-#include "export/report/html_report.h"
+#include "export/report/html_blocks.h"
 
 namespace gpuos {
 namespace {

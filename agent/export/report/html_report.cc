@@ -31,6 +31,8 @@
 #include "export/report/assets/report_css.h"
 #include "export/report/assets/report_js.h"
 #include "export/report/format.h"
+#include "export/report/html_blocks.h"
+#include "export/report/html_step_chart.h"
 #include "export/report/step_columns.h"
 #include "export/report/text_table.h"
 #include "export/report/trace_identity.h"
@@ -38,105 +40,17 @@
 #include "stream/trace_completeness.h"
 
 namespace gpuos {
-
-std::string HtmlEscape(std::string_view text) {
-  const std::string printable = Printable(text);
-  std::string out;
-  out.reserve(printable.size());
-  for (char c : printable) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
-
 namespace {
+
+using html::HBar;
+using html::NameTd;
+using html::Stat;
+using html::Td;
+using html::Thead;
 
 std::string E(std::string_view text) { return HtmlEscape(text); }
 
-
-
-// ---- HTML building blocks ----
-
-// A table cell; numbers right-aligned, text left-aligned and escaped.
-std::string Td(const std::string& escaped, bool left = false) {
-  return absl::StrCat(left ? "<td class=\"l\">" : "<td>", escaped, "</td>");
-}
-std::string NameTd(std::string_view name) {
-  const std::string e = E(name);
-  return absl::StrCat("<td class=\"l name\" title=\"", e, "\">", e, "</td>");
-}
-// A table head: titles are ours, not the trace's; a leading '<' marks a
-// left-aligned column.
-std::string Thead(const std::vector<std::string>& titles) {
-  std::string h = "<thead><tr>";
-  for (const std::string& t : titles) {
-    if (!t.empty() && t[0] == '<') {
-      absl::StrAppend(&h, "<th class=\"l\">", t.substr(1), "</th>");
-    } else {
-      absl::StrAppend(&h, "<th>", t, "</th>");
-    }
-  }
-  return h + "</tr></thead>";
-}
-std::string HBar(double share, const char* css) {
-  return absl::StrFormat("<span class=\"hbar %s\" style=\"width:%.1f%%\"></span>", css,
-                         std::clamp(share, 0.0, 1.0) * 100);
-}
-std::string Stat(const std::string& value, const std::string& label) {
-  return absl::StrCat("<div class=\"stat\"><b>", value, "</b><span>", label, "</span></div>");
-}
-
-// One coloured part of a step's stacked bar.
-struct BarPart {
-  const char* label;
-  const char* css;
-  std::function<uint64_t(const StepRecord&)> ns;
-};
-
-std::vector<BarPart> CpuParts() {
-  return {
-      {"data wait", "k-data", [](const StepRecord& s) { return s.cpu.data_wait_ns; }},
-      {"sync", "k-sync", [](const StepRecord& s) { return s.cpu.sync_ns; }},
-      {"copy (cudaMemcpy)", "k-copy", [](const StepRecord& s) { return s.cpu.copy_api_ns; }},
-      {"launch", "k-launch", [](const StepRecord& s) { return s.cpu.launch_api_ns; }},
-      {"other CUDA API", "k-cuda", [](const StepRecord& s) { return s.cpu.other_cuda_api_ns; }},
-      {"other (Python, framework, OS)", "k-other", [](const StepRecord& s) { return s.cpu.other_ns; }},
-  };
-}
-
-std::vector<BarPart> GpuParts() {
-  return {
-      {"kernel running", "k-kern", [](const StepRecord& s) { return s.gpu.kernel_busy_ns; }},
-      {"copy only", "k-gcopy", [](const StepRecord& s) { return s.gpu.copy_only_ns; }},
-      {"memset only", "k-memset", [](const StepRecord& s) { return s.gpu.memset_only_ns; }},
-      {"idle", "k-idle", [](const StepRecord& s) { return s.gpu.idle_ns; }},
-  };
-}
-
 const char* kStageCss[kStageCount] = {"k-data", "k-copy", "k-launch", "k-kern", "k-os", "k-other"};
-
-// 1, 2 or 5 times a power of ten, so that `max` spans about `target` ticks.
-double NiceStep(double max, int target) {
-  if (max <= 0) return 1;
-  const double raw = max / target;
-  const double magnitude = std::pow(10.0, std::floor(std::log10(raw)));
-  for (double m : {1.0, 2.0, 5.0}) {
-    if (m * magnitude >= raw) return m * magnitude;
-  }
-  return 10 * magnitude;
-}
-
-std::string TickLabel(double ms, double step_ms) {
-  const int decimals = std::clamp(static_cast<int>(std::ceil(-std::log10(step_ms) - 1e-9)), 0, 6);
-  return absl::StrFormat("%.*f", decimals, ms);
-}
 
 class HtmlReport {
  public:
@@ -147,7 +61,7 @@ class HtmlReport {
   void Write() {
     out_ << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
          << "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
-         << "<title>gpuos-trace: " << E(CommandLine(os_.header)) << "</title>\n<style>" << "\n" << kReportCss
+         << "<title>gpuos-trace: " << E(CommandLine(os_.header)) << "</title>\n<style>\n" << kReportCss
          << "</style>\n</head>\n<body>\n<main>\n";
     Header();
     DiagnosisBox();
@@ -161,8 +75,8 @@ class HtmlReport {
     OsSection();
     out_ << "<footer>Written by gpuos-trace from " << E(os_.header.hostname())
          << "'s trace. Numbers are the text report's; <code>gpuos-trace report FILE --format json</code> lists "
-            "every row and every step.</footer>\n</main>\n<script>"
-         << "\n" << kReportJs << "</script>\n</body>\n</html>\n";
+            "every row and every step.</footer>\n</main>\n<script>\n"
+         << kReportJs << "</script>\n</body>\n</html>\n";
   }
 
  private:
@@ -307,126 +221,6 @@ class HtmlReport {
     out_ << "</p>";
   }
 
-  void Legend(const std::vector<BarPart>& parts, bool with_warmup) {
-    out_ << "<div class=\"legend\">";
-    for (const BarPart& p : parts) out_ << "<span><i class=\"sw " << p.css << "\"></i>" << p.label << "</span>";
-    if (with_warmup) out_ << "<span><i class=\"sw k-other\" style=\"opacity:.38\"></i>faded: warmup step</span>";
-    out_ << "</div>\n";
-  }
-
-  // One stacked bar per step (the first `shown`), heights in ms of wall
-  // time; the parts add up to the step's duration.  The scale follows the
-  // measured steps, so one slow warmup step cannot flatten the rest: steps
-  // taller than the chart are cut off and marked.
-  // Returns how many bars were cut off.
-  size_t StepChart(const char* kind, const std::vector<BarPart>& parts, size_t shown) {
-    size_t clipped = 0;
-    constexpr double kW = 1200, kH = 250, kL = 58, kR = 10, kT = 12, kB = 30;
-    const double plot_w = kW - kL - kR, plot_h = kH - kT - kB;
-    double measured_max = 0, all_max = 0;
-    for (size_t i = 0; i < shown; ++i) {
-      const double d = static_cast<double>(a_.steps[i].duration_ns());
-      all_max = std::max(all_max, d);
-      if (Measured(a_.steps[i])) measured_max = std::max(measured_max, d);
-    }
-    double scale = measured_max > 0 ? measured_max : all_max;
-    // A few spikes among many steps would squash every other bar to a
-    // sliver: cut them off instead (marked, and their numbers on hover).
-    if (a_.measured_steps >= 20 && a_.duration_ns.p95 > 0 && scale > 4 * a_.duration_ns.p95) {
-      scale = 2 * a_.duration_ns.p95;
-    }
-    if (all_max <= 1.25 * scale) scale = all_max;
-    const double step_ms = NiceStep(scale / 1e6, 5);
-    double top_ms = std::ceil(scale / 1e6 / step_ms - 1e-9) * step_ms;
-    if (top_ms <= 0) top_ms = step_ms;
-    const double top_ns = top_ms * 1e6;
-    auto y_of = [&](double ns) { return kT + plot_h * (1 - std::min(ns, top_ns) / top_ns); };
-
-    std::string svg = absl::StrFormat(
-        "<svg class=\"chart %s\" viewBox=\"0 0 %.0f %.0f\" role=\"img\" aria-label=\"%s\">", kind, kW, kH,
-        std::string(kind) == "cpu" ? "launching thread's time per step" : "GPU time per step");
-    for (double v = 0; v <= top_ms + step_ms * 1e-6; v += step_ms) {
-      const double y = y_of(v * 1e6);
-      absl::StrAppendFormat(&svg, "<line class=\"grid\" x1=\"%.0f\" x2=\"%.0f\" y1=\"%.1f\" y2=\"%.1f\"/>", kL,
-                            kW - kR, y, y);
-      absl::StrAppendFormat(&svg, "<text x=\"%.0f\" y=\"%.1f\" text-anchor=\"end\">%s</text>", kL - 6, y + 4,
-                            TickLabel(v, step_ms));
-    }
-    absl::StrAppendFormat(&svg,
-                          "<text x=\"14\" y=\"%.0f\" transform=\"rotate(-90 14 %.0f)\" text-anchor=\"middle\">ms "
-                          "per step</text>",
-                          kT + plot_h / 2, kT + plot_h / 2);
-    const double pitch = plot_w / std::max<size_t>(shown, 1);
-    // Narrow bars overlap a little, so anti-aliased edges do not wash them out.
-    const double bar_w = shown <= 400 ? std::min(pitch * 0.78, 46.0) : pitch + 0.35;
-    const size_t label_every = std::max<size_t>(1, static_cast<size_t>(NiceStep(shown, 12)));
-    // Round step numbers on the axis when the steps are numbered 0, 1, 2...
-    // or 1, 2, 3...; else every label_every-th bar.
-    bool contiguous = true;
-    for (size_t i = 1; i < shown && contiguous; ++i) contiguous = a_.steps[i].index == a_.steps[i - 1].index + 1;
-    for (size_t i = 0; i < shown; ++i) {
-      const StepRecord& s = a_.steps[i];
-      const double x = kL + i * pitch + (pitch - bar_w) / 2;
-      const double dur = static_cast<double>(s.duration_ns());
-      std::string title = absl::StrFormat("step %d%s: %s ms", s.index,
-                                          !s.left_out.empty() ? absl::StrCat(" (left out: ", s.left_out, ")")
-                                          : s.warmup          ? " (warmup)"
-                                                              : "",
-                                          FormatMsAutoDecimals(dur));
-      for (const BarPart& p : parts) {
-        const uint64_t ns = p.ns(s);
-        if (ns)
-          absl::StrAppend(&title, "\n", p.label, ": ", FormatMsAutoDecimals(ns), " ms (", FormatPct1(Share(ns, dur)),
-                          "%)");
-      }
-      if (std::string(kind) == "cpu" && s.off_cpu.total()) {
-        absl::StrAppend(&title, "\noff the CPU (overlaps the parts): ", FormatMsAutoDecimals(s.off_cpu.total()), " ms");
-      }
-      if (std::string(kind) == "gpu") absl::StrAppend(&title, "\nkernels started: ", s.gpu.kernels_started);
-      const bool cut = dur > top_ns;
-      if (cut) {
-        title += "\n(taller than the chart: cut off at the top)";
-        ++clipped;
-      }
-      absl::StrAppendFormat(&svg, "<g class=\"step-bar %s%s\" data-step=\"%d\"><title>%s</title>", kind,
-                            s.warmup ? " warmup" : "", s.index, title);
-      double base = 0;
-      for (const BarPart& p : parts) {
-        const double ns = static_cast<double>(p.ns(s));
-        if (ns <= 0) continue;
-        const double y0 = y_of(base), y1 = y_of(base + ns);
-        base += ns;
-        if (y0 - y1 <= 0) continue;
-        absl::StrAppendFormat(&svg, "<rect class=\"%s\" x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.2f\"/>",
-                              p.css, x, y1, bar_w, y0 - y1);
-      }
-      if (cut) {
-        absl::StrAppendFormat(&svg, "<path class=\"clip\" d=\"M%.2f %.1fl%.2f -7l%.2f 7z\"/>", x, kT,
-                              std::max(bar_w / 2, 3.0), std::max(bar_w / 2, 3.0));
-      }
-      svg += "</g>";
-      if (contiguous ? s.index % label_every == 0 : i % label_every == 0) {
-        absl::StrAppendFormat(&svg, "<text x=\"%.1f\" y=\"%.0f\" text-anchor=\"middle\">%d</text>", x + bar_w / 2,
-                              kH - kB + 14, s.index);
-      }
-    }
-    if (a_.measured_steps) {
-      const double y = y_of(a_.duration_ns.mean);
-      absl::StrAppendFormat(&svg, "<line class=\"mean\" x1=\"%.0f\" x2=\"%.0f\" y1=\"%.1f\" y2=\"%.1f\"/>", kL,
-                            kW - kR, y, y);
-      absl::StrAppendFormat(&svg,
-                            "<text class=\"meanlabel\" x=\"%.0f\" y=\"%.1f\" text-anchor=\"end\">mean %s ms</text>",
-                            kW - kR - 2, y - 4, FormatMsAutoDecimals(a_.duration_ns.mean));
-    }
-    absl::StrAppendFormat(&svg, "<line class=\"axis\" x1=\"%.0f\" x2=\"%.0f\" y1=\"%.1f\" y2=\"%.1f\"/>", kL, kW - kR,
-                          kT + plot_h, kT + plot_h);
-    absl::StrAppendFormat(&svg, "<text x=\"%.0f\" y=\"%.0f\" text-anchor=\"middle\">step</text>", kL + plot_w / 2,
-                          kH - 2);
-    svg += "</svg>\n";
-    out_ << svg;
-    return clipped;
-  }
-
   void Steps() {
     out_ << "<section id=\"steps\">\n<h2>Training steps</h2>\n";
     if (!a_.has_steps()) {
@@ -471,11 +265,11 @@ class HtmlReport {
 
     const size_t shown = std::min(a_.steps.size(), opt_.max_step_bars);
     out_ << "<h3>Launching thread, per step (CPU side)</h3>\n";
-    Legend(CpuParts(), warmup > 0);
-    const size_t clipped = StepChart("cpu", CpuParts(), shown);
+    html::WriteLegend(html::CpuParts(), warmup > 0, out_);
+    const size_t clipped = html::WriteStepChart(a_, "cpu", html::CpuParts(), shown, out_);
     out_ << "<h3>GPU, per step (the launching process's kernels, copies and memsets on every stream)</h3>\n";
-    Legend(GpuParts(), warmup > 0);
-    StepChart("gpu", GpuParts(), shown);
+    html::WriteLegend(html::GpuParts(), warmup > 0, out_);
+    html::WriteStepChart(a_, "gpu", html::GpuParts(), shown, out_);
     out_ << "<p class=\"note\">Each bar is one step; its parts add up to the step's wall time. Hover over a bar for "
             "its numbers. The dashed line is the mean measured step.";
     if (clipped) {

@@ -41,8 +41,4 @@ void WriteHtmlReport(const TraceSummary& summary, const StepAnalysis& steps, con
 absl::Status WriteHtmlReportFile(const std::string& path, const TraceSummary& summary, const StepAnalysis& steps,
                                  const Diagnosis& diagnosis, const HtmlReportOptions& options = HtmlReportOptions());
 
-// `text` with &, <, >, " and ' replaced by entities, after Printable() has
-// made control characters and malformed UTF-8 visible as \xNN.
-std::string HtmlEscape(std::string_view text);
-
 }  // namespace gpuos
