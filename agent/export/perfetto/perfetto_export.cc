@@ -53,6 +53,35 @@ class PartialFiles {
   std::vector<std::string> paths_;
 };
 
+// Pass 1: every event of the trace, the steps and an attach window, mapped
+// to records on their tracks and handed to the sorter.  The input's own
+// damage goes to summary.input_status; mapping errors are returned.
+absl::Status MapEvents(TraceReader& reader, const ExportOptions& options, EventMapper& mapper,
+                       ExportSummary& summary) {
+  absl::Status map_status;
+  uint64_t last_event_ns = 0;
+  uint64_t attach_end_ns = 0;
+  summary.input_status = ForEachEvent(
+      reader,
+      [&](const v1::Event& event) {
+        last_event_ns = std::max(last_event_ns, event.ts_ns());
+        if (map_status.ok()) map_status = mapper.Add(event);
+      },
+      [&](const v1::TraceTrailer& trailer) { attach_end_ns = trailer.attach_end_ns(); });
+  if (!map_status.ok()) return map_status;
+  for (const StepSpan& step : options.steps) {
+    absl::Status status = mapper.AddStep(step);
+    if (!status.ok()) return status;
+  }
+  if (reader.header().has_attach()) {
+    // Without a clean end, the window closes at the last event.
+    const uint64_t start = reader.header().attach().start_ns();
+    absl::Status status = mapper.AddAttachWindow(start, attach_end_ns ? attach_end_ns : std::max(last_event_ns, start));
+    if (!status.ok()) return status;
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<ExportSummary> ExportTrace(const std::string& in_path, const std::string& out_path,
@@ -72,31 +101,12 @@ absl::StatusOr<ExportSummary> ExportTrace(const std::string& in_path, const std:
   EventMapper mapper(header, &tracks, &strings, &flows, &sorter);
 
   // Pass 1.
-  absl::Status map_status;
-  uint64_t last_event_ns = 0;
-  uint64_t attach_end_ns = 0;
-  summary.input_status = ForEachEvent(
-      **reader,
-      [&](const v1::Event& event) {
-        last_event_ns = std::max(last_event_ns, event.ts_ns());
-        if (map_status.ok()) map_status = mapper.Add(event);
-      },
-      [&](const v1::TraceTrailer& trailer) { attach_end_ns = trailer.attach_end_ns(); });
-  if (!map_status.ok()) return map_status;
-  for (const StepSpan& step : options.steps) {
-    absl::Status status = mapper.AddStep(step);
-    if (!status.ok()) return status;
-  }
-  if (header.has_attach()) {
-    // Without a clean end, the window closes at the last event.
-    const uint64_t start = header.attach().start_ns();
-    absl::Status status = mapper.AddAttachWindow(start, attach_end_ns ? attach_end_ns : std::max(last_event_ns, start));
-    if (!status.ok()) return status;
-  }
+  absl::Status status = MapEvents(**reader, options, mapper, summary);
+  if (!status.ok()) return status;
   summary.events_read = mapper.events();
   flows.Seal();
   tracks.Seal();
-  absl::Status status = sorter.StartMerge();
+  status = sorter.StartMerge();
   if (!status.ok()) return status;
 
   // Pass 2.

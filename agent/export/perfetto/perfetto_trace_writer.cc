@@ -18,6 +18,30 @@ namespace pp = ::perfetto::protos;
 
 constexpr size_t kFlushBytes = 1 << 20;
 
+// The value of a debug annotation, in the field its type calls for.
+void WriteDebugAnnotationValue(const DebugArg& arg, WireBuffer& out) {
+  switch (arg.type) {
+    case DebugArg::Type::kInt:
+      out.IntField(pp::DebugAnnotation::kIntValueFieldNumber, arg.int_value);
+      break;
+    case DebugArg::Type::kUint:
+      out.UintField(pp::DebugAnnotation::kUintValueFieldNumber, arg.uint_value);
+      break;
+    case DebugArg::Type::kPointer:
+      out.UintField(pp::DebugAnnotation::kPointerValueFieldNumber, arg.uint_value);
+      break;
+    case DebugArg::Type::kDouble:
+      out.DoubleField(pp::DebugAnnotation::kDoubleValueFieldNumber, arg.double_value);
+      break;
+    case DebugArg::Type::kBool:
+      out.BoolField(pp::DebugAnnotation::kBoolValueFieldNumber, arg.bool_value);
+      break;
+    case DebugArg::Type::kString:
+      out.StringField(pp::DebugAnnotation::kStringValueFieldNumber, arg.string_value);
+      break;
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<PerfettoTraceWriter>> PerfettoTraceWriter::Create(
@@ -173,29 +197,9 @@ void PerfettoTraceWriter::WriteEvent(uint64_t ts, const Track& track, int type,
     out_.Fixed64Field(pp::TrackEvent::kTerminatingFlowIdsFieldNumber, id);
   }
   for (size_t i = 0; i < event.args.size(); ++i) {
-    const DebugArg& arg = event.args[i];
     const size_t annotation = out_.BeginNested(pp::TrackEvent::kDebugAnnotationsFieldNumber);
     out_.UintField(pp::DebugAnnotation::kNameIidFieldNumber, arg_iids_[i]);
-    switch (arg.type) {
-      case DebugArg::Type::kInt:
-        out_.IntField(pp::DebugAnnotation::kIntValueFieldNumber, arg.int_value);
-        break;
-      case DebugArg::Type::kUint:
-        out_.UintField(pp::DebugAnnotation::kUintValueFieldNumber, arg.uint_value);
-        break;
-      case DebugArg::Type::kPointer:
-        out_.UintField(pp::DebugAnnotation::kPointerValueFieldNumber, arg.uint_value);
-        break;
-      case DebugArg::Type::kDouble:
-        out_.DoubleField(pp::DebugAnnotation::kDoubleValueFieldNumber, arg.double_value);
-        break;
-      case DebugArg::Type::kBool:
-        out_.BoolField(pp::DebugAnnotation::kBoolValueFieldNumber, arg.bool_value);
-        break;
-      case DebugArg::Type::kString:
-        out_.StringField(pp::DebugAnnotation::kStringValueFieldNumber, arg.string_value);
-        break;
-    }
+    WriteDebugAnnotationValue(event.args[i], out_);
     out_.EndNested(annotation);
   }
   out_.EndNested(te);

@@ -201,6 +201,37 @@ void Switches(JsonWriter& json, const char* key, const RoleSwitches& s) {
   json.EndObject();
 }
 
+// The run's OS costs per step, and a few whole-trace ones.
+void OsPerStepJson(JsonWriter& json, const RunFacts& r) {
+  json.Key("os_per_step");
+  json.BeginObject();
+  Switches(json, "driving", r.os.driving);
+  Switches(json, "workers", r.os.workers);
+  Switches(json, "others", r.os.others);
+  json.Field("page_faults", r.os.page_faults);
+  json.Field("mmap_calls", r.os.mmap_calls);
+  json.Field("mmap_ns", r.os.mmap_ns);
+  json.Field("munmap_calls", r.os.munmap_calls);
+  json.Field("munmap_ns", r.os.munmap_ns);
+  json.Key("whole_trace");
+  json.BeginObject();
+  json.Field("futex_waits", r.os.futex_waits);
+  json.Field("futex_wait_ns", r.os.futex_wait_ns);
+  json.Field("worker_page_faults", r.os.worker_page_faults);
+  json.Key("top_syscalls");
+  json.BeginArray();
+  for (const SyscallPerStep& s : r.top_syscalls) {
+    json.BeginObject();
+    json.Field("name", s.name);
+    json.Field("calls", s.calls);
+    json.Field("ns", s.ns);
+    json.EndObject();
+  }
+  json.EndArray();
+  json.EndObject();
+  json.EndObject();
+}
+
 void RunJson(JsonWriter& json, const RunFacts& r) {
   json.BeginObject();
   json.Field("name", r.name);
@@ -246,33 +277,7 @@ void RunJson(JsonWriter& json, const RunFacts& r) {
   for (size_t c = 0; c < kIdleCauseCount; ++c) json.Field(IdleCauseKey(static_cast<IdleCause>(c)), r.gpu_idle_pct[c]);
   json.EndObject();
   json.Field("gpu_idle_pct", r.gpu_idle_total_pct);
-  json.Key("os_per_step");
-  json.BeginObject();
-  Switches(json, "driving", r.os.driving);
-  Switches(json, "workers", r.os.workers);
-  Switches(json, "others", r.os.others);
-  json.Field("page_faults", r.os.page_faults);
-  json.Field("mmap_calls", r.os.mmap_calls);
-  json.Field("mmap_ns", r.os.mmap_ns);
-  json.Field("munmap_calls", r.os.munmap_calls);
-  json.Field("munmap_ns", r.os.munmap_ns);
-  json.Key("whole_trace");
-  json.BeginObject();
-  json.Field("futex_waits", r.os.futex_waits);
-  json.Field("futex_wait_ns", r.os.futex_wait_ns);
-  json.Field("worker_page_faults", r.os.worker_page_faults);
-  json.Key("top_syscalls");
-  json.BeginArray();
-  for (const SyscallPerStep& s : r.top_syscalls) {
-    json.BeginObject();
-    json.Field("name", s.name);
-    json.Field("calls", s.calls);
-    json.Field("ns", s.ns);
-    json.EndObject();
-  }
-  json.EndArray();
-  json.EndObject();
-  json.EndObject();
+  OsPerStepJson(json, r);
   json.Field("kernels_per_step", r.kernels_per_step);
   json.Key("launch_to_start_ns");
   json.BeginObject();
