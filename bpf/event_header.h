@@ -24,7 +24,8 @@ enum gpuos_event_kind {
 	GPUOS_EV_FUTEX_WAIT = 11,   /* futex.h: struct gpuos_futex_wait_event */
 	GPUOS_EV_CUDA_CALL = 12,    /* cuda_uprobes.h: struct gpuos_cuda_call_event */
 	GPUOS_EV_MM_CALLS = 13,     /* mm.h: struct gpuos_mm_calls_event (mmap and munmap calls) */
-	GPUOS_EV_KIND_COUNT = 14,
+	GPUOS_EV_TORCH_BACKWARD = 14, /* torch_uprobes.h: struct gpuos_torch_backward_event */
+	GPUOS_EV_KIND_COUNT = 15,
 };
 
 /* ts_ns is bpf_ktime_get_ns(): CLOCK_MONOTONIC.  pid is the thread group id
@@ -42,7 +43,7 @@ struct gpuos_event_header {
 enum gpuos_drop_reason {
 	GPUOS_DROP_RINGBUF_FULL = 0,      /* + event kind: one slot per kind */
 	GPUOS_DROP_MAP_FULL_BASE = GPUOS_EV_KIND_COUNT, /* + gpuos_map_id */
-	GPUOS_DROP_SLOTS = GPUOS_EV_KIND_COUNT + 9,
+	GPUOS_DROP_SLOTS = GPUOS_EV_KIND_COUNT + 10,
 };
 
 /* Maps whose insertions can fail when full; counted per map. */
@@ -56,6 +57,7 @@ enum gpuos_map_id {
 	GPUOS_MAP_FUTEX_IN_FLIGHT = 6,
 	GPUOS_MAP_FUTEX_WAKES = 7,
 	GPUOS_MAP_CUDA_IN_FLIGHT = 8,
+	GPUOS_MAP_TORCH_IN_FLIGHT = 9,
 };
 
 #endif

@@ -26,6 +26,7 @@
 #include <string_view>
 #include <vector>
 
+#include "capture_control.h"
 #include "control_protocol.h"
 #include "event_channel.h"
 #include "stub_page.h"
@@ -209,6 +210,7 @@ uint64_t Detach() {
   StopCuptiForDetach();
 #endif
   const uint64_t sent = CloseChannel();
+  ResetCaptureAfterDetach();
   Log("detached after %llu events", static_cast<unsigned long long>(sent));
   return sent;
 }
@@ -230,6 +232,9 @@ bool Handle(int conn, std::string_view message, bool* attached) {
       Reply(conn, DetachedReply(sent));
       break;
     }
+    case ControlRequest::kCapture:
+      Reply(conn, HandleCaptureRequest(request.capture));
+      break;
     case ControlRequest::kInvalid:
       Reply(conn, ErrorReply(request.error));
       return false;
@@ -334,7 +339,10 @@ void* ControlMain(void* raw) {
         char buffer[4096];
         ssize_t got = recv(fd, buffer, sizeof(buffer), MSG_DONTWAIT);
         if (got > 0) {
-          Reply(fd, ErrorReply(kBusy));
+          // `gpuos-trace ctl capture` while an agent is attached.
+          const ControlRequest request = ParseControlRequest(std::string_view(buffer, static_cast<size_t>(got)));
+          Reply(fd, request.kind == ControlRequest::kCapture ? HandleCaptureRequest(request.capture)
+                                                            : ErrorReply(kBusy));
         } else if (got == 0 || (errno != EAGAIN && errno != EINTR)) {
           close(fd);
           continue;
@@ -450,7 +458,16 @@ bool StartListener(Origin origin, std::string* error) {
 // A process started by `gpuos-trace --prepare`: listen from the start.
 // (A launched trace, GPUOS_SHIM_SOCKET, records from the start and needs
 // no attach.)
+// A launched trace with capture windows listens too, for `gpuos-trace ctl
+// --pid PID capture N` (an "attach" there is refused: the channel is open).
 __attribute__((constructor)) void ListenIfPrepared() {
+  const char* capture = getenv("GPUOS_CAPTURE");
+  if (LaunchMode() && capture != nullptr && *capture != '\0') {
+    C().possible.store(true);
+    std::string error;
+    if (!StartListener(Origin::kNone, &error)) Log("%s", error.c_str());
+    return;
+  }
   const char* prepared = getenv("GPUOS_SHIM_PREPARED");
   if (prepared == nullptr || strcmp(prepared, "1") != 0 || LaunchMode()) return;
   C().possible.store(true);

@@ -27,6 +27,17 @@ ControlRequest ParseControlRequest(std::string_view message) {
     request.kind = ControlRequest::kDetach;
     return request;
   }
+  constexpr std::string_view kCapture = "capture ";
+  if (message.substr(0, kCapture.size()) == kCapture) {
+    std::string_view argument = message.substr(kCapture.size());
+    if (argument.empty() || argument.size() > 256) {
+      request.error = "capture needs a spec or a number of steps: \"capture 20\"";
+    } else {
+      request.kind = ControlRequest::kCapture;
+      request.capture = OneLine(argument);
+    }
+    return request;
+  }
   constexpr std::string_view kAttach = "attach";
   if (message.substr(0, kAttach.size()) == kAttach &&
       (message.size() == kAttach.size() || message[kAttach.size()] == ' ')) {
@@ -46,7 +57,7 @@ ControlRequest ParseControlRequest(std::string_view message) {
     return request;
   }
   request.error = "unknown request \"" + OneLine(message.substr(0, 40)) +
-                  "\" (expected \"attach <path>\" or \"detach\")";
+                  "\" (expected \"attach <path>\", \"detach\" or \"capture <N|spec>\")";
   return request;
 }
 

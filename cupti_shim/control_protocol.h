@@ -2,8 +2,12 @@
 // apart from the sockets so it can be tested on its own.  One request or
 // reply per SOCK_SEQPACKET message, no newline:
 //   agent -> shim   "attach <agent socket path>"   "detach"
+//                   "capture <spec>" | "capture <N>" | "capture off"
+//                   (capture_control.h; served on any allowed connection,
+//                   also while another agent is attached)
 //   shim -> agent   "attached cupti=<0|1> nvtx=<0|1> <status text>"
 //                   "detached <events sent since attach>"
+//                   "capture <what it will do>"
 //                   "error <one line>"  (the request changed nothing)
 // The peer rule: uid 0, or the uid the process runs as (real or effective).
 #pragma once
@@ -20,9 +24,10 @@ namespace gpuos_shim {
 inline constexpr size_t kMaxAgentSocketPath = 107;
 
 struct ControlRequest {
-  enum Kind { kAttach, kDetach, kInvalid };
+  enum Kind { kAttach, kDetach, kCapture, kInvalid };
   Kind kind = kInvalid;
   std::string agent_socket;  // kAttach
+  std::string capture;       // kCapture: the text after "capture "
   std::string error;         // kInvalid: why, for an "error" reply
 };
 

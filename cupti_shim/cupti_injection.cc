@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "attach_control.h"
+#include "capture_control.h"
 #include "cupti_api_call_rings.h"
 #include "cupti_buffer_pool.h"
 #include "cupti_loader.h"
@@ -148,6 +149,13 @@ struct State {
   std::vector<std::string> problem_kinds;
   std::atomic<uint64_t> problems{0};
   bool debug = false;
+
+  // Capture windows (capture_control.h): the device kinds this collection
+  // enabled, switched off outside windows.  device_mu serializes the
+  // switching; CUPTI's callbacks never take it.
+  std::mutex device_mu;
+  std::vector<CUpti_ActivityKind> device_kinds;
+  bool device_on = false;
 };
 
 // Never destroyed: CUPTI and our thread may still use it while static
@@ -695,6 +703,11 @@ bool StopCollection(bool allow_finalize, std::string* how) {
   if (!s.phase.compare_exchange_strong(expected, kStopping)) return false;
   s.active = false;
   s.api_by_callbacks = false;  // what the rings hold is drained below
+  {
+    std::lock_guard<std::mutex> lock(s.device_mu);
+    s.device_kinds.clear();
+    s.device_on = false;
+  }
   KeepParserOutOfCupti();
   const CuptiApi& api = *s.api;
   for (CUpti_ActivityKind kind : kAllKinds) api.ActivityDisable(kind);
@@ -924,12 +937,41 @@ std::string EnableApiRecords(const CuptiApi& api, bool cuda_running) {
              : "API calls filtered by the shim";
 }
 
+// The device kinds BeginCollection enabled (all on now), for capture
+// windows to switch.
+void RememberDeviceKinds(CUpti_ActivityKind kernel_kind, bool copies, bool memsets, bool syncs) {
+  State& s = S();
+  std::lock_guard<std::mutex> lock(s.device_mu);
+  s.device_kinds.clear();
+  if (kernel_kind != CUPTI_ACTIVITY_KIND_INVALID) s.device_kinds.push_back(kernel_kind);
+  if (copies) {
+    s.device_kinds.push_back(CUPTI_ACTIVITY_KIND_MEMCPY);
+    s.device_kinds.push_back(CUPTI_ACTIVITY_KIND_MEMCPY2);
+  }
+  if (memsets) s.device_kinds.push_back(CUPTI_ACTIVITY_KIND_MEMSET);
+  if (syncs) s.device_kinds.push_back(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION);
+  // API records cost the launching thread as much as kernel records
+  // (docs/gpu-results.md): outside windows they go too, unless
+  // GPUOS_CAPTURE_API_RECORDS=always.  Switched back on mid-run, a kind
+  // records every call (CUPTI's per-call switches are set before cuInit
+  // only) and the parser keeps the traced ones.  API calls timed by our
+  // callbacks stay on.
+  const char* api_setting = getenv("GPUOS_CAPTURE_API_RECORDS");
+  const bool gate_api = api_setting == nullptr || strcmp(api_setting, "always") != 0;
+  if (gate_api && !s.api_by_callbacks.load()) {
+    if (KindWanted("runtime")) s.device_kinds.push_back(CUPTI_ACTIVITY_KIND_RUNTIME);
+    if (KindWanted("driver")) s.device_kinds.push_back(CUPTI_ACTIVITY_KIND_DRIVER);
+  }
+  s.device_on = true;
+}
+
 // Subscribes, registers the timestamp and buffer callbacks, enables the
 // kinds; the same whether CUDA starts now (InitializeInjection) or runs
 // already (attach).  Called by the one thread that moved the phase to
 // kStarting.  Returns whether records are being collected.
 bool BeginCollection(bool cuda_running) {
   State& s = S();
+  CaptureWindowsInUse();  // reads GPUOS_CAPTURE now, not under device_mu later
   CuptiLoadResult loaded = LoadCupti();
   if (loaded.api == nullptr) {
     Disable(loaded.error + ": CUDA activity not recorded");
@@ -1036,6 +1078,10 @@ bool BeginCollection(bool cuda_running) {
     CuptiOk("cuptiActivityEnableAllSyncRecords", api.ActivityEnableAllSyncRecords(0));
   }
   const std::string api_records = EnableApiRecords(api, cuda_running);
+  RememberDeviceKinds(kernels ? (serialised_kernels ? CUPTI_ACTIVITY_KIND_KERNEL
+                                                    : CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)
+                              : CUPTI_ACTIVITY_KIND_INVALID,
+                      want_copies && copies, KindWanted("memset"), syncs);
 
   if (!kernels && !copies) {
     if (!LaunchMode()) {
@@ -1061,6 +1107,7 @@ bool BeginCollection(bool cuda_running) {
     status = s.base_status + s.problem_text;
   }
   SetCuptiStatus(true, status);
+  SetDeviceActivityEnabled(CaptureDetailWanted());
   if (!s.atexit_registered) {
     atexit(AtExit);
     s.atexit_registered = true;
@@ -1213,6 +1260,24 @@ void FlushCuptiActivity() {
 }
 
 bool CuptiActivityActive() { return S().active.load() && !InForkChild(); }
+
+void SetDeviceActivityEnabled(bool enabled) {
+  State& s = S();
+  if (InForkChild() || !s.active.load()) return;
+  std::lock_guard<std::mutex> lock(s.device_mu);
+  if (s.device_kinds.empty() || s.device_on == enabled) return;
+  for (CUpti_ActivityKind kind : s.device_kinds) {
+    if (enabled) {
+      CuptiOk("cuptiActivityEnable (capture window)", s.api->ActivityEnable(kind));
+    } else {
+      s.api->ActivityDisable(kind);
+    }
+  }
+  s.device_on = enabled;
+  // The window's records go to the parser now rather than at the next
+  // periodic flush; not forced, so the job's thread does not wait.
+  if (!enabled) RequestFlushFromCallback();
+}
 
 uint64_t CuptiProblemCount() { return S().problems.load(); }
 

@@ -62,6 +62,12 @@ bool StartCuptiForAttach(std::string* status);
 // subscribed.  Called on the control thread only; bounded in time.
 void StopCuptiForDetach();
 
+// Capture windows (capture_control.h): switches the kinds this collection
+// enabled (kernels, copies, memsets, syncs, and the runtime/driver API
+// records unless GPUOS_CAPTURE_API_RECORDS=always) on or off.  Switching off also asks CUPTI to hand over
+// what it holds, without waiting.  A no-op while collection is not running.
+void SetDeviceActivityEnabled(bool enabled);
+
 // Problems met so far (CUPTI errors, records CUPTI could not time, buffers
 // refused because the pool was full).  Each kind is also logged once to
 // stderr when GPUOS_SHIM_DEBUG is set, and named in cupti_status.

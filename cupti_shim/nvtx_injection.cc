@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "attach_control.h"
+#include "capture_control.h"
 #include "event_channel.h"
 #include "wire_encoder.h"
 
@@ -152,6 +153,8 @@ int Push(nvtxDomainHandle_t domain, MakeAttributes make) {
   for (const OpenRange& open : t_stack) depth += open.domain == name;
   if (Recording()) {
     t_stack.push_back(OpenRange{MonotonicNs(), make(), std::move(name)});
+    const OpenRange& range = t_stack.back();
+    CaptureOnRangeBegin(range.domain, range.attributes.name, range.start_ns, CurrentTid());
   } else {
     t_stack.push_back(OpenRange{0, Attributes{}, std::move(name)});
   }
@@ -173,6 +176,7 @@ int Pop(nvtxDomainHandle_t domain) {
       if (range.start_ns != 0 && ChannelConfigured()) {
         uint32_t tid = CurrentTid();
         EmitRange(range, now, tid, tid, /*PUSH_POP*/ 0, depth);
+        CaptureOnRangeEnd(range.domain, range.attributes.name, now, tid);
       }
       return static_cast<int>(depth);
     }
@@ -186,6 +190,7 @@ nvtxRangeId_t Start(nvtxDomainHandle_t domain, MakeAttributes make) {
   // Detached: the id is never stored, so its End finds nothing to emit.
   if (!Recording()) return id;
   OpenRange range{MonotonicNs(), make(), DomainName(domain)};
+  CaptureOnRangeBegin(range.domain, range.attributes.name, range.start_ns, CurrentTid());
   std::lock_guard<std::mutex> lock(g_started_mu);
   g_started->emplace(id, std::make_pair(std::move(range), CurrentTid()));
   return id;
@@ -203,6 +208,7 @@ void End(nvtxRangeId_t id) {
     g_started->erase(it);
   }
   EmitRange(started.first, now, started.second, CurrentTid(), /*START_END*/ 1, 0);
+  CaptureOnRangeEnd(started.first.domain, started.first.attributes.name, now, CurrentTid());
 }
 
 Attributes FromText(const char* text) {

@@ -78,7 +78,7 @@ inline constexpr int kBatchEvents = 1;
 inline constexpr int kEventTs = 1, kEventPid = 2, kEventTid = 3;
 inline constexpr int kEventNvtxRange = 40, kEventNvtxMark = 41, kEventCudaApi = 42,
                      kEventGpuKernel = 43, kEventGpuMemcpy = 44, kEventGpuMemset = 45,
-                     kEventGpuSync = 46, kEventShimStats = 47;
+                     kEventGpuSync = 46, kEventShimStats = 47, kEventCaptureWindow = 48;
 // NvtxRange
 inline constexpr int kNvtxRangeDuration = 1, kNvtxRangeName = 2, kNvtxRangeDomain = 3,
                      kNvtxRangeKind = 4, kNvtxRangeDepth = 5, kNvtxRangeEndTid = 6,
@@ -110,6 +110,8 @@ inline constexpr int kSyncDuration = 1, kSyncKind = 2, kSyncContext = 3, kSyncSt
 inline constexpr int kStatsSent = 1, kStatsDroppedQueue = 2, kStatsDroppedSend = 3,
                      kStatsCuptiDropped = 4, kStatsCuptiActive = 5, kStatsCuptiStatus = 6,
                      kStatsNvtxActive = 7;
+// CaptureWindow
+inline constexpr int kCaptureEdge = 1, kCaptureStep = 2, kCaptureReason = 3;
 }  // namespace field
 
 // Wraps a payload into an Event (ts, pid, tid, payload at `payload_field`).

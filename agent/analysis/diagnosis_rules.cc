@@ -202,7 +202,7 @@ std::optional<Finding> SerializedCopiesRule(const DiagnosisInputs& in) {
   // hide a copy that serializes with compute in all of them, nor fake one.
   std::vector<double> step_copy_only;
   for (const StepRecord& s : a.steps) {
-    if (!s.warmup && s.duration_ns() > 0) step_copy_only.push_back(Share(s.gpu.copy_only_ns, s.duration_ns()));
+    if (in.analysis.InSummaries(s) && !s.warmup && s.duration_ns() > 0) step_copy_only.push_back(Share(s.gpu.copy_only_ns, s.duration_ns()));
   }
   double median_copy_only = 0;
   if (!step_copy_only.empty()) {

@@ -13,7 +13,7 @@ namespace gpuos {
 
 bool StepsNameTheirThread(StepSource source) {
   return source == StepSource::kNvtxRanges || source == StepSource::kOptimizerSteps ||
-         source == StepSource::kBackwardRanges;
+         source == StepSource::kBackwardRanges || source == StepSource::kBackwardUprobe;
 }
 
 DrivingChoice ChooseDrivingThread(const ThreadActivity& activity, const StepPlan& plan) {

@@ -49,7 +49,7 @@ IntermittentStalls FindIntermittentStalls(const StepAnalysis& a) {
   IntermittentStalls s;
   std::vector<size_t> measured;  // positions of the measured steps
   for (size_t i = 0; i < a.steps.size(); ++i) {
-    if (a.summary_includes_warmup || !a.steps[i].warmup) measured.push_back(i);
+    if (a.InSummaries(a.steps[i])) measured.push_back(i);
   }
   s.typical_total = a.measured_total;
   s.typical_wall_ns = a.measured_wall_ns;

@@ -1,6 +1,8 @@
 // The two passes and the summaries over measured steps; see step_analysis.h.
 #include "analysis/step_analysis.h"
 
+#include <optional>
+
 #include "analysis/driving_thread.h"
 #include "analysis/step_collector.h"
 #include "analysis/thread_activity.h"
@@ -27,11 +29,21 @@ StepAnalysis SummarizeSteps(const StepPlan& plan, std::vector<StepRecord> steps,
   bool any_measured = false;
   for (const StepRecord& s : a.steps) any_measured |= !s.warmup;
   a.summary_includes_warmup = !any_measured && !a.steps.empty();
+  // With capture windows, the summaries are over the steps with CUDA detail
+  // (analysis/capture_detail.h); with none among them, over all, and the
+  // GPU side says it has no detail.
+  bool any_detail = false;
+  for (const StepRecord& s : a.steps) any_detail |= s.cuda_detail && !(s.warmup && any_measured);
 
-  std::vector<double> durations;
+  std::vector<double> durations, all_durations;
   std::array<std::vector<double>, kStageCount> shares;
   for (const StepRecord& s : a.steps) {
     if (s.warmup && any_measured) continue;
+    all_durations.push_back(static_cast<double>(s.duration_ns()));
+    if (any_detail && !s.cuda_detail) {
+      ++a.steps_without_detail;
+      continue;
+    }
     ++a.measured_steps;
     AddStepTotals(a.measured_total, s);
     a.measured_wall_ns += s.duration_ns();
@@ -42,6 +54,7 @@ StepAnalysis SummarizeSteps(const StepPlan& plan, std::vector<StepRecord> steps,
     }
   }
   a.duration_ns = Distribution(std::move(durations));
+  a.all_steps_duration_ns = Distribution(std::move(all_durations));
   for (size_t i = 0; i < kStageCount; ++i) a.stage_share[i] = Distribution(std::move(shares[i]));
   return a;
 }
@@ -58,12 +71,18 @@ absl::StatusOr<StepAnalysis> Analyze(const v1::TraceHeader& header, const Replay
   // An attached trace's steps stay within its attach window.
   (*locator)->SetHeader(header);
   ThreadActivity activity;
+  CaptureWindowCollector windows;
+  std::optional<v1::TraceTrailer> trailer;
   absl::Status read = replay(
       [&](const v1::Event& e) {
         (*locator)->Add(e);
         activity.Add(e);
+        windows.Add(e);
       },
-      [&](const v1::TraceTrailer& t) { (*locator)->SetTrailer(t); });
+      [&](const v1::TraceTrailer& t) {
+        (*locator)->SetTrailer(t);
+        trailer = t;
+      });
   StepPlan plan = (*locator)->Finish();
   const std::string driving = ApplyDrivingThread(activity, plan);
   ThreadRoles roles = ThreadRoles::Assign(activity, plan);
@@ -82,7 +101,10 @@ absl::StatusOr<StepAnalysis> Analyze(const v1::TraceHeader& header, const Replay
     if (read.ok()) read = second;
     records = (*collector)->Finish();
   }
+  CaptureInfo capture = windows.Finish(header, trailer ? &*trailer : nullptr);
+  MarkCudaDetail(plan.pid, records, capture);
   StepAnalysis analysis = SummarizeSteps(plan, std::move(records), options);
+  analysis.capture = std::move(capture);
   analysis.practices = practices.practices();
   analysis.driving_thread_note = driving;
   // Only the threads the report names: those on a chain.

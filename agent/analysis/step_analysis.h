@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "analysis/capture_detail.h"
 #include "analysis/job_practices.h"
 #include "analysis/step_breakdown.h"
 #include "analysis/step_finder.h"
@@ -45,8 +46,19 @@ struct StepAnalysis {
 
   std::vector<StepRecord> steps;  // in start order, warmup steps included
 
+  // Capture windows (--capture, --always-on): the spec and the windows.
+  CaptureInfo capture;
+  // Steps neither warmup nor left out that had no CUDA detail: kept out of
+  // the summaries below, which are then over the steps with detail only,
+  // so that GPU parts and GPU idle attribution mean what they say.  Their
+  // wall time is in all_steps_duration_ns.
+  size_t steps_without_detail = 0;
+  DistributionStats all_steps_duration_ns;  // measured and without-detail steps
+
   // Summaries over the measured steps: those not marked warmup, or, when
-  // every step is warmup, all of them (summary_includes_warmup is then set).
+  // every step is warmup, all of them (summary_includes_warmup is then set);
+  // in a trace with capture windows, only those with CUDA detail (when
+  // there are any).
   size_t measured_steps = 0;
   bool summary_includes_warmup = false;
   StepRecord measured_total;  // every part summed over the measured steps
@@ -63,6 +75,10 @@ struct StepAnalysis {
   std::string read_error;
 
   bool has_steps() const { return !steps.empty(); }
+  // Whether step `s` is one of the measured steps the summaries are over.
+  bool InSummaries(const StepRecord& s) const {
+    return (summary_includes_warmup || !s.warmup) && (steps_without_detail == 0 || s.cuda_detail);
+  }
 };
 
 // Two passes over the .gpuos file at `path`.  Errors: the file cannot be

@@ -123,6 +123,10 @@ struct StepRecord {
   bool warmup = false;
   // Set when a repeating-sequence step was left out of the summaries: why.
   std::string left_out;
+  // Whether CUPTI's device records were on for the whole step (always, in a
+  // trace recorded without --capture; analysis/capture_detail.h).  GPU
+  // parts of a step without detail are empty, not zero work.
+  bool cuda_detail = true;
   uint64_t duration_ns() const { return end_ns - start_ns; }
 
   CpuParts cpu;

@@ -42,6 +42,7 @@ const char* StepSourceName(StepSource source) {
     case StepSource::kBackwardRanges: return "backward_ranges";
     case StepSource::kRepeatingKernelSequence: return "repeating_kernel_sequence";
     case StepSource::kRepeatingCpuActivity: return "repeating_cpu_activity";
+    case StepSource::kBackwardUprobe: return "backward_uprobe";
     case StepSource::kNone: break;
   }
   return "none";
@@ -56,6 +57,7 @@ const char* StepSourceText(StepSource source) {
     case StepSource::kBackwardRanges: return "autograd.backward ranges";
     case StepSource::kRepeatingKernelSequence: return "the repeating sequence of GPU work";
     case StepSource::kRepeatingCpuActivity: return "the repeating pattern of CPU activity";
+    case StepSource::kBackwardUprobe: return "backward passes (uprobes on the autograd engine)";
     case StepSource::kNone: break;
   }
   return "nothing";
@@ -64,7 +66,7 @@ const char* StepSourceText(StepSource source) {
 bool StepSourceIsInferred(StepSource source) {
   return source == StepSource::kApiRhythm || source == StepSource::kFixedWindows ||
          source == StepSource::kBackwardRanges || source == StepSource::kRepeatingKernelSequence ||
-         source == StepSource::kRepeatingCpuActivity;
+         source == StepSource::kRepeatingCpuActivity || source == StepSource::kBackwardUprobe;
 }
 
 uint32_t StepLocator::Symbol(const std::string& name) {
@@ -147,6 +149,13 @@ void StepLocator::Add(const v1::Event& e) {
     case v1::Event::kMmap:
     case v1::Event::kMunmap:
       cpu_.Add(e);
+      break;
+    case v1::Event::kNvtxMark:
+      // gpuos-trace's own mark of a backward pass's start (the uprobe on
+      // the autograd engine), never a user's.
+      if (e.nvtx_mark().domain() == kBackwardUprobeDomain && e.nvtx_mark().name() == kDefaultBackwardRangeName) {
+        backward_uprobe_starts_[ThreadKey(e.pid(), e.tid())].push_back(Range{e.ts_ns(), e.ts_ns(), -1});
+      }
       break;
     case v1::Event::kNvtxRange: {
       const v1::NvtxRange& r = e.nvtx_range();
@@ -259,7 +268,8 @@ StepPlan StepLocator::Finish() {
     plan.steps = std::move(kept);
   }
   for (size_t i = 0; i < plan.steps.size() && i < options_.warmup_steps; ++i) plan.steps[i].warmup = true;
-  if (plan.source == StepSource::kOptimizerSteps || plan.source == StepSource::kBackwardRanges) {
+  if (plan.source == StepSource::kOptimizerSteps || plan.source == StepSource::kBackwardRanges ||
+      plan.source == StepSource::kBackwardUprobe) {
     // An evaluation pass or checkpoint between two marks falls into a step.
     size_t named = 0;
     const std::vector<SequenceToken> tokens = GpuTokens(plan.pid, named);
@@ -344,7 +354,13 @@ void StepLocator::FindUnannotatedSteps(StepPlan& plan, const std::string& why) {
         absl::StrCat("thread ", ThreadText(plan.tid), best->launches ? ", the launching thread (the most kernel launches)"
                                                                      : ", the thread with the most CUDA API calls");
     std::string no_period;
+    // The GPU work's period first: it spans a whole optimizer step (with
+    // gradient accumulation, its k backward passes and the update), where
+    // the backward passes alone cannot tell micro-batches from steps.
+    // Backward passes come next: counted exactly, one per call, where the
+    // rhythm of API calls is a guess from their timing.
     if (KernelSequenceSteps(plan, plan.pid, why, no_period)) return;
+    if (BackwardSteps(plan, absl::StrCat(why, "; ", no_period), /*from_uprobe=*/true)) return;
     RhythmChoice choice = best->rhythm.Choose();
     if (choice.found()) {
       const RhythmCandidate& a = choice.anchor();
@@ -382,6 +398,10 @@ void StepLocator::FindUnannotatedSteps(StepPlan& plan, const std::string& why) {
                             closest->why_not);
     }
   } else {
+    // Backward passes before the CPU activity's period: they are the job's
+    // own calls, where blocking points are a guess (a CPU loop's intra-op
+    // pools do its waiting, not once per iteration).
+    if (BackwardSteps(plan, why, /*from_uprobe=*/true)) return;
     std::string no_period;
     if (CpuActivitySteps(plan, why, no_period)) return;
     if (!attached_ || first_target_ == 0) {
@@ -438,10 +458,10 @@ void StepLocator::FixedWindows(StepPlan& plan, const std::string& why) {
       why, Ms(static_cast<double>(width)), widened, over, ThreadText(plan.tid), n, rest);
 }
 
-bool StepLocator::BackwardSteps(StepPlan& plan, const std::string& why) {
+bool StepLocator::BackwardSteps(StepPlan& plan, const std::string& why, bool from_uprobe) {
   const std::vector<Range>* ranges = nullptr;
   uint64_t key = 0;
-  for (const auto& [k, r] : backward_ranges_) {
+  for (const auto& [k, r] : from_uprobe ? backward_uprobe_starts_ : backward_ranges_) {
     if (ranges == nullptr || r.size() > ranges->size() || (r.size() == ranges->size() && k < key)) {
       ranges = &r;
       key = k;
@@ -461,10 +481,22 @@ bool StepLocator::BackwardSteps(StepPlan& plan, const std::string& why) {
     steps.push_back(w);
   }
   if (steps.empty()) return false;
-  plan.source = StepSource::kBackwardRanges;
+  plan.source = from_uprobe ? StepSource::kBackwardUprobe : StepSource::kBackwardRanges;
   plan.pid = static_cast<uint32_t>(key >> 32);
   plan.tid = static_cast<uint32_t>(key);
   plan.steps = std::move(steps);
+  if (from_uprobe) {
+    // Nothing here marks the optimizer step (a Python optimizer has no
+    // C++ entry point to probe), so k backward passes per update are not
+    // grouped: guessing k from timing would be confidently wrong when it
+    // misses.
+    plan.note = absl::StrFormat(
+        "%s; steps run from the start of one backward pass to the start of the next (gpuos-trace's uprobe on "
+        "torch::autograd::Engine::execute, every loss.backward() of Python or C++: %d on thread %s); one "
+        "backward pass is one step, so with gradient accumulation a step here is one micro-batch",
+        why, ranges->size(), ThreadText(plan.tid));
+    return true;
+  }
   plan.note = absl::StrFormat(
       "%s; steps run from the end of one \"%s\" range to the end of the next (the Python start-up hook's marks "
       "of loss.backward(): %d on thread %s), as a loop that updates its parameters by hand makes one backward "

@@ -11,14 +11,19 @@
 //      process (the thread with the most kernel launches): its launches (named by their kernels), copies,
 //      memsets and synchronizations across its threads, in call order
 //      (repeating_sequence.h);
-//   5. the rhythm of the launching thread's CUDA API calls (the thread with
+//   5. the intervals between consecutive starts of backward passes marked
+//      by gpuos-trace's own uprobe on the autograd engine (NVTX marks in
+//      the domain kBackwardUprobeDomain, record/torch_backward_probes.h),
+//      on the thread with the most: any PyTorch job, C++ or Python,
+//      launched or attached, without the Python hook;
+//   6. the rhythm of the launching thread's CUDA API calls (the thread with
 //      the most kernel launches): one call name that recurs once a step at
 //      near-constant intervals (api_rhythm.h);
-//   6. without CUDA: the repeating sequence of the main thread's blocking
+//   7. without CUDA: the repeating sequence of the main thread's blocking
 //      points and memory-map calls in the launched command's process (the
 //      first attach target; else the process with the most of them)
 //      (cpu_activity_tokens.h);
-//   7. in attached traces and traces with CUDA calls, fixed time windows
+//   8. in attached traces and traces with CUDA calls, fixed time windows
 //      (StepOptions::fixed_window_ns) over the attach window or the trace,
 //      so that even an unannotated, irregular job gets per-window numbers.
 // Iterations a repeating sequence leaves out (warm-up, an evaluation pass,
@@ -56,11 +61,12 @@ enum class StepSource {
   kBackwardRanges,  // between consecutive autograd.backward range ends
   kRepeatingKernelSequence,  // the repeating unit of the GPU work's sequence
   kRepeatingCpuActivity,     // the repeating unit of the CPU threads' activity
+  kBackwardUprobe,           // between consecutive backward-pass starts from the autograd uprobe
 };
 
 // For programs: "nvtx_step_ranges", "optimizer_step_ranges",
 // "backward_ranges", "repeating_kernel_sequence", "cuda_api_rhythm",
-// "repeating_cpu_activity", "fixed_windows", "none".
+// "repeating_cpu_activity", "backward_uprobe", "fixed_windows", "none".
 const char* StepSourceName(StepSource source);
 // For people: "NVTX step ranges", "optimizer.step ranges", "the rhythm of
 // CUDA API calls", "fixed time windows", "nothing"...
@@ -143,8 +149,9 @@ class StepLocator {
   // Sources 3 and 4; `why` says why sources 1 and 2 found nothing.
   void FindUnannotatedSteps(StepPlan& plan, const std::string& why);
   void FixedWindows(StepPlan& plan, const std::string& why);
-  // Source 3; false when there are fewer than two backward ranges.
-  bool BackwardSteps(StepPlan& plan, const std::string& why);
+  // Source 3 (the Python hook's ranges), or source 5 with from_uprobe
+  // (gpuos-trace's uprobes); false when there are fewer than two.
+  bool BackwardSteps(StepPlan& plan, const std::string& why, bool from_uprobe = false);
   // Source 4 on process `pid`; false (with `why_not`) when it has no period.
   bool KernelSequenceSteps(StepPlan& plan, uint32_t pid, const std::string& why, std::string& why_not);
   // Source 6; false (with `why_not`) when nothing repeats.
@@ -171,6 +178,8 @@ class StepLocator {
   absl::flat_hash_map<uint32_t, uint32_t> named_worker_tids_;  // tid -> pid
   absl::flat_hash_map<uint64_t, ThreadApi> api_;  // by (pid << 32 | tid)
   absl::flat_hash_map<uint64_t, std::vector<Range>> backward_ranges_;
+  // The uprobe's marks of backward-pass starts (start == end).
+  absl::flat_hash_map<uint64_t, std::vector<Range>> backward_uprobe_starts_;
   // The GPU work's calls (launches, copies, memsets, syncs) for source 4,
   // and the GPU records' names by (pid << 32 | correlation id).
   struct GpuCall {

@@ -24,6 +24,12 @@ inline constexpr char kDefaultOptimizerRangeName[] = "optimizer.step";
 // (loss.backward()); steps between their ends when there are no
 // optimizer.step ranges (loops that update the parameters by hand).
 inline constexpr char kDefaultBackwardRangeName[] = "autograd.backward";
+// The NVTX domain of the backward marks gpuos-trace records itself, from a
+// uprobe on the autograd engine (record/torch_backward_probes.h): NVTX
+// marks named kDefaultBackwardRangeName at the start of each outermost
+// backward pass, in any PyTorch job (C++ or Python, launched or attached,
+// with or without the Python hook).
+inline constexpr char kBackwardUprobeDomain[] = "gpuos.uprobe";
 
 struct StepOptions {
   std::string step_regex = kDefaultStepRegex;

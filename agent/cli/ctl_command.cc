@@ -18,7 +18,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/time.h"
 #include "record/flight_control.h"
+#include "record/shim_control_client.h"
 
 namespace gpuos {
 namespace {
@@ -87,7 +89,31 @@ std::map<std::string, int64_t> Dumps(const std::string& dir, const std::string& 
 
 }  // namespace
 
+namespace {
+
+// `ctl --pid PID capture N`: through the shim's control socket in PID.
+int RunCtlCapture(const CtlCommand& command) {
+  auto client = ShimControlClient::Connect(command.pid);
+  if (!client.ok()) {
+    fprintf(stderr,
+            "gpuos-trace: ctl capture: %s (PID must be a process of a job traced with --capture or "
+            "--always-on, or started with --prepare)\n",
+            std::string(client.status().message()).c_str());
+    return 1;
+  }
+  auto reply = (*client)->Capture(std::to_string(command.capture_steps), absl::Seconds(5));
+  if (!reply.ok()) {
+    fprintf(stderr, "gpuos-trace: ctl capture: %s\n", std::string(reply.status().message()).c_str());
+    return 1;
+  }
+  printf("pid %d: capture%s\n", command.pid, reply->empty() ? "" : (" " + *reply).c_str());
+  return 0;
+}
+
+}  // namespace
+
 int RunCtl(const CtlCommand& command) {
+  if (command.action == "capture") return RunCtlCapture(command);
   int tracer = command.pid;
   std::vector<std::string> argv;
   for (int hops = 0; tracer > 1 && hops < 64; ++hops) {

@@ -2,6 +2,8 @@
 // --flight-recorder to write its window out now, and prints the file it
 // wrote.  PID is gpuos-trace's own, or that of any process it launched (its
 // ancestors are searched for the recorder).
+// `gpuos-trace ctl --pid PID capture N`: asks the shim in job process PID
+// for full CUDA detail over its next N steps (cupti_shim/capture_control.h).
 #pragma once
 
 #include "cli/options.h"

@@ -24,6 +24,7 @@
 #include "cli/ctl_command.h"
 #include "cli/sweep_command.h"
 #include "stream/trace_completeness.h"
+#include "stream/trace_merge.h"
 #include "stream/trace_reader.h"
 
 namespace {
@@ -116,6 +117,26 @@ int RunExport(const gpuos::ExportCommand& command) {
   return 0;
 }
 
+// Input errors (a missing or foreign file, too few traces) exit 2, like
+// command-line errors; a failure writing the output exits 1.
+int RunMerge(const gpuos::MergeCommand& command) {
+  auto merged = gpuos::MergeTraces(command.inputs, command.output);
+  if (!merged.ok()) {
+    fprintf(stderr, "gpuos-trace: %s\n", std::string(merged.status().message()).c_str());
+    return merged.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+  }
+  for (const std::string& warning : merged->warnings) {
+    fprintf(stderr, "gpuos-trace: WARNING: %s\n", warning.c_str());
+  }
+  for (const gpuos::v1::MergedHost& host : merged->hosts) {
+    fprintf(stderr, "gpuos-trace: %s (%s): skew %+.6f ms +/- %.6f ms (%s)\n", host.hostname().c_str(),
+            host.source().c_str(), host.skew_ns() / 1e6, host.skew_bound_ns() / 1e6, host.skew_basis().c_str());
+  }
+  fprintf(stderr, "gpuos-trace: wrote %s (%llu events)\n", command.output.c_str(),
+          static_cast<unsigned long long>(merged->events));
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -152,6 +173,8 @@ int main(int argc, char** argv) {
       return gpuos::RunCompare(parsed->compare);
     case gpuos::ParsedCommandLine::Kind::kSweep:
       return gpuos::RunSweep(parsed->sweep);
+    case gpuos::ParsedCommandLine::Kind::kMerge:
+      return RunMerge(parsed->merge);
     case gpuos::ParsedCommandLine::Kind::kRecord:
       if (parsed->record.prepare) return gpuos::RunPrepared(parsed->record);
       if (parsed->record.attaching()) return gpuos::RunAttach(parsed->record);

@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "bpf/syscalls.h"
+#include "cupti_shim/capture_spec.h"
 
 namespace gpuos {
 
@@ -38,6 +39,8 @@ const char kUsage[] =
     "                                                         sweep-<date>-<time>), then compare the runs; one --set\n"
     "                                                         of numbers: name the knee (--knee-threshold, default\n"
     "                                                         5%); takes compare's --format, --html, --batch-size\n"
+    "       gpuos-trace merge A.gpuos B.gpuos... -o JOB.gpuos  join traces of one job from several hosts on one\n"
+    "                                                         clock (the first's); report/export read the result\n"
     "\n"
     "record options:\n"
     "  -o, --output FILE       trace file to write (default: gpuos-trace-<date>-<time>.gpuos)\n"
@@ -60,6 +63,10 @@ const char kUsage[] =
     "      --no-python-hooks   do not mark DataLoader fetches and optimizer steps in Python processes\n"
     "      --cuda-records LIST CUDA records to keep, a comma list of kernel, memcpy, memset, sync,\n"
     "                          runtime, driver (default: all); fewer cost the job less\n"
+    "      --capture SPEC      full CUDA detail (kernels, copies) only in windows, the OS side all the time:\n"
+    "                          steps=100..119, every=200,steps=10, nvtx=NAME, after=60s,for=10s, on-demand\n"
+    "                          (and `gpuos-trace ctl --pid PID capture N` for the next N steps)\n"
+    "      --always-on         the OS side, and full CUDA detail for one step in 20 (every=20,steps=1)\n"
     "      --btf FILE          kernel BTF to use instead of /sys/kernel/btf/vmlinux\n"
     "      --duration DUR      attach mode: stop after DUR (30s, 5m, 1h); default: Ctrl-C or the job's end\n"
     "      --no-inject         attach mode: never ptrace; CUDA API calls through uprobes only (CPU side)\n"
@@ -69,7 +76,10 @@ const char kUsage[] =
     "      --version           print the version\n"
     "\n"
     "       gpuos-trace ctl --pid PID dump   make a running --flight-recorder write its window now; PID is\n"
-    "                                        gpuos-trace's or that of a process it launched\n";
+    "                                        gpuos-trace's or that of a process it launched\n"
+    "       gpuos-trace ctl --pid PID capture N\n"
+    "                                        full CUDA detail for the next N steps of job process PID\n"
+    "                                        (traced with --capture or --always-on)\n";
 
 namespace {
 
@@ -192,6 +202,20 @@ absl::StatusOr<ParsedCommandLine> ParseRecord(const std::vector<std::string>& ar
       auto kinds = ParseCudaRecordKinds(*v);
       if (!kinds.ok()) return kinds.status();
       rec.cuda_records = *kinds;
+    } else if (name == "--capture" || name == "--always-on") {
+      std::string text = gpuos_capture::kAlwaysOnSpec;
+      if (name == "--capture") {
+        auto v = TakeValue(args, &i, name, iv);
+        if (!v.ok()) return v.status();
+        text = *v;
+      } else if (has_inline) {
+        return Usage("--always-on takes no value");
+      }
+      if (!rec.capture_spec.empty()) return Usage("give one of --capture and --always-on, once");
+      gpuos_capture::CaptureSpec spec;
+      std::string error;
+      if (!gpuos_capture::ParseCaptureSpec(text, &spec, &error)) return Usage(error);
+      rec.capture_spec = spec.text;
     } else if (name == "--shim") {
       auto v = TakeValue(args, &i, name, iv);
       if (!v.ok()) return v.status();
@@ -251,6 +275,9 @@ absl::StatusOr<ParsedCommandLine> ParseRecord(const std::vector<std::string>& ar
       return Usage(rec.prepare ? "--prepare needs a command (gpuos-trace --prepare -- COMMAND [ARGS...])"
                                : "no command to trace (usage: gpuos-trace [options] -- COMMAND [ARGS...])");
     }
+  }
+  if (!rec.cuda && !rec.capture_spec.empty()) {
+    return Usage("--capture/--always-on choose when CUDA detail is recorded; they do not go with --no-cuda");
   }
   if (rec.flight_slow_step_factor > 0 && !rec.flight_recorder()) {
     return Usage("--flight-trigger goes with --flight-recorder");
@@ -375,14 +402,52 @@ absl::StatusOr<ParsedCommandLine> ParseCtl(const std::vector<std::string>& args,
       return Usage(absl::StrFormat("unknown ctl option %s", arg));
     } else if (parsed.ctl.action.empty()) {
       parsed.ctl.action = arg;
+    } else if (parsed.ctl.action == "capture" && parsed.ctl.capture_steps == 0) {
+      if (!absl::SimpleAtoi(arg, &parsed.ctl.capture_steps) || parsed.ctl.capture_steps == 0 ||
+          parsed.ctl.capture_steps > 1'000'000'000) {
+        return Usage(absl::StrFormat("ctl capture %s: expected a number of steps above 0", arg));
+      }
     } else {
       return Usage(absl::StrFormat("ctl takes one action, got a second: %s", arg));
     }
   }
   if (parsed.ctl.pid == 0) return Usage("ctl needs --pid PID (gpuos-trace ctl --pid PID dump)");
-  if (parsed.ctl.action != "dump") {
-    return Usage(parsed.ctl.action.empty() ? std::string("ctl needs an action: dump")
-                                           : absl::StrFormat("unknown ctl action %s (expected dump)", parsed.ctl.action));
+  if (parsed.ctl.action == "capture") {
+    if (parsed.ctl.capture_steps == 0) {
+      return Usage("ctl capture needs a number of steps above 0 (gpuos-trace ctl --pid PID capture 20)");
+    }
+  } else if (parsed.ctl.capture_steps != 0 || parsed.ctl.action != "dump") {
+    return Usage(parsed.ctl.action.empty() ? std::string("ctl needs an action: dump or capture N")
+                                           : absl::StrFormat("unknown ctl action %s (expected dump or capture N)",
+                                                             parsed.ctl.action));
+  }
+  return parsed;
+}
+
+absl::StatusOr<ParsedCommandLine> ParseMerge(const std::vector<std::string>& args, size_t i) {
+  ParsedCommandLine parsed;
+  parsed.kind = ParsedCommandLine::Kind::kMerge;
+  for (; i < args.size(); ++i) {
+    std::string arg = args[i];
+    std::string name = arg, inline_value;
+    bool has_inline = SplitInline(arg, &name, &inline_value);
+    if (name == "-o" || name == "--output") {
+      auto v = TakeValue(args, &i, name, has_inline ? &inline_value : nullptr);
+      if (!v.ok()) return v.status();
+      if (v->empty()) return Usage("merge: -o needs a file name");
+      parsed.merge.output = *v;
+    } else if (name == "-h" || name == "--help") {
+      parsed.kind = ParsedCommandLine::Kind::kHelp;
+      return parsed;
+    } else if (IsFlag(arg)) {
+      return Usage(absl::StrFormat("unknown merge option %s", arg));
+    } else {
+      parsed.merge.inputs.push_back(arg);
+    }
+  }
+  if (parsed.merge.output.empty()) return Usage("merge needs -o JOB.gpuos (gpuos-trace merge A.gpuos B.gpuos -o JOB.gpuos)");
+  if (parsed.merge.inputs.size() < 2) {
+    return Usage(absl::StrFormat("merge needs at least two traces to join (got %d)", parsed.merge.inputs.size()));
   }
   return parsed;
 }
@@ -437,6 +502,7 @@ absl::StatusOr<ParsedCommandLine> ParseCommandLine(const std::vector<std::string
     }
     return parsed;
   }
+  if (first == "merge") return ParseMerge(args, 2);
   if (first == "record") return ParseRecord(args, 2, now_suffix);
   return ParseRecord(args, 1, now_suffix);
 }

@@ -8,7 +8,9 @@
 //   gpuos-trace dump FILE
 //   gpuos-trace export FILE -o OUT.pftrace [--format json]
 //   gpuos-trace ctl --pid PID dump
+//   gpuos-trace ctl --pid PID capture N
 //   gpuos-trace compare A.gpuos B.gpuos ... / gpuos-trace sweep --set ... -- cmd  (scenario_options.h)
+//   gpuos-trace merge A.gpuos B.gpuos... -o JOB.gpuos
 //   gpuos-trace --help | --version
 #pragma once
 
@@ -39,20 +41,28 @@ struct ExportCommand {
   StepOptions steps;
 };
 
-// `gpuos-trace ctl --pid PID dump`.
+// `gpuos-trace ctl --pid PID dump` and `... capture N`.
 struct CtlCommand {
   int pid = 0;
-  std::string action;  // "dump"
+  std::string action;          // "dump" or "capture"
+  uint32_t capture_steps = 0;  // capture: N
+};
+
+// `gpuos-trace merge A.gpuos B.gpuos... -o JOB.gpuos` (stream/trace_merge.h).
+struct MergeCommand {
+  std::vector<std::string> inputs;
+  std::string output;
 };
 
 struct ParsedCommandLine {
-  enum class Kind { kRecord, kReport, kDump, kExport, kCtl, kCompare, kSweep, kHelp, kVersion } kind = Kind::kHelp;
+  enum class Kind { kRecord, kReport, kDump, kExport, kCtl, kCompare, kSweep, kMerge, kHelp, kVersion } kind = Kind::kHelp;
   RecordOptions record;
   ReportCommand report;
   ExportCommand export_;
   CtlCommand ctl;
   CompareCommand compare;
   SweepCommand sweep;
+  MergeCommand merge;
 };
 
 // `now_suffix` names the default output ("gpuos-trace-<now_suffix>.gpuos").

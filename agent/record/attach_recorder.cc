@@ -147,6 +147,7 @@ int RunAttach(const RecordOptions& options) {
   header.set_run_as_gid(file_gid);
   header.set_fault_window_ns(options.fault_window_ns);
   header.set_ring_buffer_bytes(options.ring_buffer_bytes);
+  header.set_capture_spec(options.capture_spec);
   v1::AttachInfo* attach = header.mutable_attach();
   for (pid_t pid : *targets) attach->add_target_pids(static_cast<uint32_t>(pid));
   attach->set_start_ns(start_ns);
@@ -200,6 +201,7 @@ int RunAttach(const RecordOptions& options) {
       cuda_options.shim_path = FindShim(options.shim_path);
       cuda_options.agent_socket = shim_listener->socket_path();
       cuda_options.inject = options.inject;
+      cuda_options.capture_spec = options.capture_spec;
       cuda_options.verbose = options.verbose;
       cuda = std::make_unique<CudaAttacher>(cuda_options, &recording.bpf());
       ShimListener* l = shim_listener.get();

@@ -32,6 +32,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/syscall_names.h"
+#include "record/elf_function_offsets.h"
 #include "bpf/cuda_uprobes.h"
 #include "bpf/event_header.h"
 #include "cuda_uprobes.skel.h"
@@ -131,6 +132,7 @@ const char* MapName(uint32_t id) {
     case GPUOS_MAP_FUTEX_IN_FLIGHT: return "futex_in_flight";
     case GPUOS_MAP_FUTEX_WAKES: return "futex_wakes";
     case GPUOS_MAP_CUDA_IN_FLIGHT: return "cuda_in_flight";
+    case GPUOS_MAP_TORCH_IN_FLIGHT: return "torch_in_flight";
   }
   return "unknown";
 }
@@ -146,68 +148,6 @@ constexpr CudaFunction kCudaFunctions[] = {
 #undef GPUOS_CUDA_FN_ENTRY
 };
 static_assert(sizeof(kCudaFunctions) / sizeof(kCudaFunctions[0]) == GPUOS_CUDA_FN_COUNT);
-
-// File offsets (what a uprobe is placed by) of the defined functions among
-// `names` in the ELF file at `path`, from its dynamic symbol table (libcuda
-// is stripped of the other) and, where present, the full one.
-absl::StatusOr<std::map<std::string, uint64_t>> FunctionOffsets(
-    const std::string& path, const std::set<std::string>& names) {
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    return absl::NotFoundError(absl::StrFormat("cannot open %s: %s", path, strerror(errno)));
-  }
-  std::map<std::string, uint64_t> vaddrs;
-  std::vector<GElf_Phdr> loads;
-  elf_version(EV_CURRENT);
-  Elf* elf = elf_begin(fd, ELF_C_READ_MMAP, nullptr);
-  bool is_elf = elf && elf_kind(elf) == ELF_K_ELF;
-  if (is_elf) {
-    size_t phnum = 0;
-    if (elf_getphdrnum(elf, &phnum) == 0) {
-      for (size_t i = 0; i < phnum; ++i) {
-        GElf_Phdr phdr;
-        if (gelf_getphdr(elf, static_cast<int>(i), &phdr) && phdr.p_type == PT_LOAD) {
-          loads.push_back(phdr);
-        }
-      }
-    }
-    for (Elf_Scn* scn = elf_nextscn(elf, nullptr); scn; scn = elf_nextscn(elf, scn)) {
-      GElf_Shdr shdr;
-      if (!gelf_getshdr(scn, &shdr) || (shdr.sh_type != SHT_DYNSYM && shdr.sh_type != SHT_SYMTAB) ||
-          shdr.sh_entsize == 0) {
-        continue;
-      }
-      Elf_Data* data = elf_getdata(scn, nullptr);
-      if (!data) continue;
-      size_t count = shdr.sh_size / shdr.sh_entsize;
-      for (size_t i = 0; i < count; ++i) {
-        GElf_Sym sym;
-        if (!gelf_getsym(data, static_cast<int>(i), &sym)) continue;
-        if (GELF_ST_TYPE(sym.st_info) != STT_FUNC || sym.st_shndx == SHN_UNDEF ||
-            sym.st_value == 0) {
-          continue;
-        }
-        const char* name = elf_strptr(elf, shdr.sh_link, sym.st_name);
-        if (name && names.count(name)) vaddrs.emplace(name, sym.st_value);
-      }
-    }
-  }
-  if (elf) elf_end(elf);
-  close(fd);
-  if (!is_elf) {
-    return absl::InvalidArgumentError(absl::StrFormat("%s is not an ELF shared library", path));
-  }
-  std::map<std::string, uint64_t> offsets;
-  for (const auto& [name, vaddr] : vaddrs) {
-    for (const GElf_Phdr& load : loads) {
-      if (vaddr >= load.p_vaddr && vaddr < load.p_vaddr + load.p_filesz) {
-        offsets[name] = vaddr - load.p_vaddr + load.p_offset;
-        break;
-      }
-    }
-  }
-  return offsets;
-}
 
 // Whether to probe with one uprobe_multi link per process and direction
 // (Linux 6.6; libbpf 1.1 predates it, hence the raw syscall below) instead
@@ -280,6 +220,7 @@ const char* EventKindName(uint32_t kind) {
     case GPUOS_EV_FUTEX_WAIT: return "futex_wait";
     case GPUOS_EV_CUDA_CALL: return "cuda_call";
     case GPUOS_EV_MM_CALLS: return "mm_calls";
+    case GPUOS_EV_TORCH_BACKWARD: return "torch_backward";
   }
   return "unknown";
 }
@@ -521,6 +462,20 @@ absl::Status BpfSession::Track(uint32_t pid) {
   return absl::OkStatus();
 }
 
+absl::Status BpfSession::ShareMapsWith(struct bpf_object* obj) const {
+  for (struct bpf_map* theirs : {impl_->proc->maps.traced_tgids, impl_->proc->maps.events,
+                                 impl_->proc->maps.drop_counts, impl_->proc->maps.thread_state,
+                                 impl_->proc->maps.syscall_slots, impl_->proc->maps.tid_slots}) {
+    struct bpf_map* mine = bpf_object__find_map_by_name(obj, bpf_map__name(theirs));
+    if (!mine) continue;
+    absl::Status status = Reuse(mine, bpf_map__fd(theirs));
+    if (!status.ok()) return status;
+  }
+  return absl::OkStatus();
+}
+
+const BpfSessionOptions& BpfSession::options() const { return impl_->options; }
+
 int BpfSession::ring_buffer_fd() const { return ring_buffer__epoll_fd(impl_->ring); }
 
 absl::StatusOr<int> BpfSession::Consume() {
@@ -704,7 +659,8 @@ absl::StatusOr<int> BpfSession::AttachCudaUprobes(pid_t pid, const std::string& 
   }
   std::set<std::string> names;
   for (const CudaFunction& fn : kCudaFunctions) names.insert(fn.name);
-  absl::StatusOr<std::map<std::string, uint64_t>> offsets = FunctionOffsets(library_path, names);
+  absl::StatusOr<std::map<std::string, uint64_t>> offsets = ElfFunctionOffsets(
+      library_path, [&names](absl::string_view name) { return names.count(std::string(name)) > 0; });
   if (!offsets.ok()) return offsets.status();
   if (offsets->empty()) {
     return absl::NotFoundError(absl::StrFormat(

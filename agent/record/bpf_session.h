@@ -20,6 +20,8 @@
 #include "absl/strings/string_view.h"
 #include "bpf/syscalls.h"
 
+struct bpf_object;
+
 namespace gpuos {
 
 struct BpfSessionOptions {
@@ -86,6 +88,13 @@ class BpfSession {
   // are added by the kernel side.  NotFound when the process has already
   // ended (then nothing is left set for a later process with its id).
   absl::Status Track(uint32_t pid);
+
+  // Points the maps every program shares (the traced set, the ring buffer,
+  // drop counts, per-thread state) of an object opened but not yet loaded
+  // at this session's: for BPF objects kept elsewhere
+  // (record/torch_backward_probes.h).
+  absl::Status ShareMapsWith(struct bpf_object* obj) const;
+  const BpfSessionOptions& options() const;
 
   // A file descriptor that becomes readable when records are waiting.
   int ring_buffer_fd() const;

@@ -44,6 +44,14 @@ absl::StatusOr<std::unique_ptr<ShimControlClient>> ConnectWithRetry(pid_t pid,
 
 bool CudaAttacher::SwitchOn(pid_t pid, std::unique_ptr<ShimControlClient> client,
                             v1::CudaAttachStatus* status, const std::function<void()>& pump) {
+  if (!options_.capture_spec.empty()) {
+    // Before the attach, so that CUPTI starts with only the windows' kinds.
+    auto capture = client->Capture(options_.capture_spec, kAttachTimeout, pump);
+    if (!capture.ok()) {
+      status->set_detail(absl::StrCat(status->detail(), status->detail().empty() ? "" : "; ",
+                                      "--capture not applied: ", capture.status().message()));
+    }
+  }
   auto reply = client->Attach(options_.agent_socket, kAttachTimeout, pump);
   if (!reply.ok()) {
     status->set_detail(absl::StrCat(status->detail(), status->detail().empty() ? "" : "; ",

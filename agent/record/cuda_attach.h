@@ -29,6 +29,7 @@ struct CudaAttachOptions {
   std::string shim_path;     // "" when the shim is not installed
   std::string agent_socket;  // the ShimListener's socket
   bool inject = true;        // false: --no-inject
+  std::string capture_spec;  // --capture: sent to the shim before the attach
   bool verbose = false;
 };
 

@@ -14,6 +14,7 @@
 #include "bpf/mm.h"
 #include "bpf/proc.h"
 #include "bpf/offcpu.h"
+#include "record/torch_backward_probes.h"
 
 namespace gpuos {
 namespace {
@@ -195,6 +196,8 @@ DecodeResult DecodeOne(const void* data, size_t size, v1::Event* event) {
       f->set_result(e->result);
       return DecodeResult::kOk;
     }
+    case GPUOS_EV_TORCH_BACKWARD:
+      return DecodeTorchBackwardRecord(data, size, event) ? DecodeResult::kOk : DecodeResult::kTooShort;
     case GPUOS_EV_CUDA_CALL: {
       const auto* e = As<gpuos_cuda_call_event>(data, size);
       if (!e) return DecodeResult::kTooShort;

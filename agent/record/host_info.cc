@@ -33,6 +33,8 @@ v1::ClockPair ReadClockPair() {
       best_gap = after - before;
       best.set_monotonic_ns(before + (after - before) / 2);
       best.set_realtime_ns(real);
+      // realtime was read somewhere between before and after.
+      best.set_uncertainty_ns((best_gap + 1) / 2);
     }
   }
   return best;

@@ -26,9 +26,10 @@ int RunPrepared(const RecordOptions& options) {
   }
   // The tracer's own variables from an outer gpuos-trace must not leak in.
   unsetenv("GPUOS_SHIM_SOCKET");
+  unsetenv("GPUOS_CAPTURE");
   for (const std::string& entry :
        ShimEnvironment(shim, /*socket_path=*/"", options.python_hooks ? FindPythonHooks() : "",
-                       options.cuda_records)) {
+                       options.cuda_records, options.capture_spec)) {
     size_t eq = entry.find('=');
     setenv(entry.substr(0, eq).c_str(), entry.substr(eq + 1).c_str(), 1);
   }

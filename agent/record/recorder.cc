@@ -118,7 +118,7 @@ int RunRecord(const RecordOptions& options) {
         shim_listener = std::move(*listener);
         launch.extra_env = ShimEnvironment(shim, shim_listener->socket_path(),
                                            options.python_hooks ? FindPythonHooks() : "",
-                                           options.cuda_records);
+                                           options.cuda_records, options.capture_spec);
       }
     }
   }
@@ -140,6 +140,7 @@ int RunRecord(const RecordOptions& options) {
   header.set_run_as_gid(run_as->drop_privileges ? run_as->gid : getgid());
   header.set_fault_window_ns(options.fault_window_ns);
   header.set_ring_buffer_bytes(options.ring_buffer_bytes);
+  header.set_capture_spec(options.capture_spec);
   if (absl::Status s = writer->WriteHeader(header); !s.ok()) {
     PrintError(s);
     return 1;

@@ -46,6 +46,10 @@ struct RecordOptions {
   // kernel, memcpy, memset, sync, runtime, driver; empty: all.  Fewer
   // kinds cost the job less (docs/results.md).
   std::string cuda_records;
+  // --capture SPEC (--always-on: its preset): full CUDA detail only in the
+  // windows the spec names (cupti_shim/capture_spec.h), the OS side all the
+  // time; empty: CUDA detail all the time.
+  std::string capture_spec;
   // gpuos-trace's own command line, kept in the trace header.
   std::vector<std::string> tracer_argv;
 

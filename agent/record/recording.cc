@@ -105,6 +105,14 @@ absl::Status Recording::StartBpf() {
       bpf_options, [this](const void* data, size_t size) { OnRecord(data, size); });
   if (!session.ok()) return session.status();
   bpf_ = std::move(*session);
+  // Backward passes of un-annotated PyTorch jobs; the rest records without.
+  auto torch = TorchBackwardProbes::Load(*bpf_);
+  if (torch.ok()) {
+    torch_ = std::move(*torch);
+  } else if (!options_.quiet) {
+    fprintf(stderr, "gpuos-trace: warning: %s; no backward-pass marks without the Python hook\n",
+            std::string(torch.status().message()).c_str());
+  }
   return absl::OkStatus();
 }
 
@@ -133,8 +141,12 @@ void Recording::OnRecord(const void* data, size_t size) {
     }
     Track(event);
     Write(event);
+    if (torch_) torch_->OnEvent(event);
   });
   if (result != DecodeResult::kOk) ++undecodable_;
+  // Right after the record that mapped it: a LibTorch program's first
+  // backward pass may come soon after its loader mapped libtorch.
+  if (torch_) torch_->CheckPending();
 }
 
 void Recording::Snapshot(bool final) {
@@ -278,6 +290,10 @@ void Recording::AddExistingProcess(pid_t pid, pid_t ppid, const std::string& com
   start->set_preexisting(true);
   Track(event);
   Write(event);
+  if (torch_) {
+    torch_->Watch(pid);
+    torch_->CheckPending();
+  }
 }
 
 void Recording::AddExistingThread(pid_t pid, pid_t tid, const std::string& comm, uint64_t ts_ns) {
@@ -290,6 +306,10 @@ void Recording::AddExistingThread(pid_t pid, pid_t tid, const std::string& comm,
   start->set_preexisting(true);
   Track(event);
   Write(event);
+  if (torch_) {
+    torch_->Watch(pid);
+    torch_->CheckPending();
+  }
 }
 
 }  // namespace gpuos

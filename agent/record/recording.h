@@ -24,6 +24,7 @@
 #include "gpuos_trace.pb.h"
 #include "record/bpf_session.h"
 #include "record/slow_step_trigger.h"
+#include "record/torch_backward_probes.h"
 #include "stream/event_sink.h"
 #include "stream/flight_recorder.h"
 
@@ -52,6 +53,7 @@ class Recording {
   // Detaches every BPF program, records what the kernel side still held,
   // and frees the maps (the end of a recording, after its last Snapshot).
   void StopBpf() {
+    if (torch_) torch_->Detach();  // before the session's final drain
     if (!bpf_) return;
     bpf_->DetachAndDrain();
     bpf_.reset();
@@ -96,6 +98,10 @@ class Recording {
   // returned.
   absl::Status Finish(v1::TraceTrailer trailer);
 
+  // The backward-pass uprobes on libtorch (null when they could not be
+  // loaded): what they probed, for the summary.
+  const TorchBackwardProbes* torch_probes() const { return torch_.get(); }
+
   // The last word of each process's shim (CUPTI stepping aside, drops).
   const std::map<uint32_t, v1::ShimStats>& shim_status() const { return shim_status_; }
 
@@ -116,6 +122,7 @@ class Recording {
   FlightRecorder* flight_ = nullptr;
   std::unique_ptr<SlowStepTrigger> slow_steps_;
   std::unique_ptr<BpfSession> bpf_;
+  std::unique_ptr<TorchBackwardProbes> torch_;
   v1::Event event_;  // reused: no allocation per record
   absl::flat_hash_map<uint32_t, uint32_t> thread_pid_;
   std::vector<uint32_t> exited_tids_;

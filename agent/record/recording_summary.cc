@@ -27,6 +27,9 @@ void PrintRecordingSummary(const Recording& recording, const ShimListener* shim_
             static_cast<unsigned long long>(recording.shim_events()),
             static_cast<unsigned long long>(shim_listener->connections()));
   }
+  if (const TorchBackwardProbes* torch = recording.torch_probes()) {
+    for (const std::string& note : torch->notes()) fprintf(stderr, "gpuos-trace: note: %s\n", note.c_str());
+  }
   for (const auto& [pid, stats] : recording.shim_status()) {
     if (!stats.cupti_active() && !stats.cupti_status().empty() &&
         stats.cupti_status().find("no gpuos-trace agent") == std::string::npos) {

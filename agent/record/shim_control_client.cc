@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 
@@ -83,6 +84,12 @@ absl::StatusOr<std::string> ShimControlClient::Exchange(const std::string& reque
     ShimControlReply parsed =
         ParseShimControlReply(std::string_view(reply, static_cast<size_t>(got)), expect);
     if (parsed.kind == ShimControlReply::kAnswer) return parsed.text;
+    // A shim serving another agent says so to every new connection at
+    // once; it still answers a capture request after that.
+    if (parsed.kind == ShimControlReply::kError && expect == "capture" &&
+        absl::StrContains(parsed.text, "another gpuos-trace is already connected")) {
+      continue;
+    }
     if (parsed.kind == ShimControlReply::kError) {
       return absl::FailedPreconditionError(absl::StrFormat("pid %d: shim: %s", pid_, parsed.text));
     }
@@ -94,6 +101,11 @@ absl::StatusOr<std::string> ShimControlClient::Attach(const std::string& agent_s
                                                       absl::Duration timeout,
                                                       const std::function<void()>& while_waiting) {
   return Exchange("attach " + agent_socket, "attached", timeout, while_waiting);
+}
+
+absl::StatusOr<std::string> ShimControlClient::Capture(const std::string& argument, absl::Duration timeout,
+                                                       const std::function<void()>& while_waiting) {
+  return Exchange("capture " + argument, "capture", timeout, while_waiting);
 }
 
 absl::StatusOr<std::string> ShimControlClient::Detach(absl::Duration timeout,

@@ -31,6 +31,11 @@ class ShimControlClient {
   // keeps reading the shim's events meanwhile).
   absl::StatusOr<std::string> Attach(const std::string& agent_socket, absl::Duration timeout,
                                      const std::function<void()>& while_waiting = {});
+  // Sends "capture <argument>" (a --capture spec, or a number of steps:
+  // cupti_shim/capture_control.h); returns what the shim will do.  Served
+  // also while another agent is attached.
+  absl::StatusOr<std::string> Capture(const std::string& argument, absl::Duration timeout,
+                                      const std::function<void()>& while_waiting = {});
   // Sends "detach"; returns once the shim says it has flushed everything.
   absl::StatusOr<std::string> Detach(absl::Duration timeout,
                                      const std::function<void()>& while_waiting = {});

@@ -8,7 +8,8 @@ namespace gpuos {
 
 std::vector<std::string> ShimEnvironment(const std::string& shim, const std::string& socket_path,
                                          const std::string& python_hooks_dir,
-                                         const std::string& cuda_records) {
+                                         const std::string& cuda_records,
+                                         const std::string& capture_spec) {
   std::vector<std::string> env;
   const char* preload = getenv("LD_PRELOAD");
   env.push_back("LD_PRELOAD=" + shim + (preload && *preload ? std::string(" ") + preload : ""));
@@ -29,6 +30,7 @@ std::vector<std::string> ShimEnvironment(const std::string& shim, const std::str
     env.push_back("GPUOS_SHIM_SOCKET=" + socket_path);
   }
   if (!cuda_records.empty()) env.push_back("GPUOS_CUPTI_KINDS=" + cuda_records);
+  if (!capture_spec.empty()) env.push_back("GPUOS_CAPTURE=" + capture_spec);
   if (!python_hooks_dir.empty()) {
     const char* path = getenv("PYTHONPATH");
     env.push_back("PYTHONPATH=" + python_hooks_dir + (path && *path ? std::string(":") + path : ""));

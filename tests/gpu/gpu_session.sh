@@ -6,11 +6,18 @@
 # comma list of: probe, known, known-cupti-clock, known-api-callbacks,
 # cuda-records, torch, coexist, overhead, per-kernel-cost, cupti-levers,
 # cupti-overhead-records, os-overhead, os-attach-overhead, attach,
-# trace-processor, suite, corpus, scenarios (default: all but known-cupti-clock,
-# known-api-callbacks, per-kernel-cost, cupti-levers, cupti-overhead-records,
-# os-overhead, os-attach-overhead, trace-processor, suite, corpus and scenarios).
+# trace-processor, suite, corpus, scenarios, capture, always-on (default: all
+# but known-cupti-clock, known-api-callbacks, per-kernel-cost, cupti-levers,
+# cupti-overhead-records, os-overhead, os-attach-overhead, trace-processor,
+# suite, corpus, scenarios, capture and always-on).
 # scenarios: the seeds' scenario tables with sweep/compare
 # (tests/gpu/scenario_tables.sh; ~6 minutes; tables in scenarios/).
+# capture: tests/gpu/capture_check.py (kernels only inside --capture
+# windows, exactly kernels per step x window steps; step time outside
+# windows vs untraced; the overhead table).  always-on:
+# bench/always_on_overhead.sh (untraced, default, --always-on, torch.profiler
+# of the same duty cycle; GPUOS_ALWAYS_ON_ROUNDS, default 5).  Each about 4
+# minutes.
 # corpus: tests/corpus/check_corpus.py --profile gpu (the un-annotated
 # scripts of workloads/corpus/ and gpuos-trainer, launched, un-annotated
 # and attached; one row per run).  GPUOS_CORPUS_ONLY=REGEX picks scripts,
@@ -262,6 +269,30 @@ if want os-attach-overhead; then
         row "os-attach ${line%% *}" "$(grep -q ' PASS ' <<<"$line" && echo PASS || echo MISS)" "$(tr -s ' ' <<<"${line#* }")" ;;
     esac
   done < <(sed -n '/^medians over rounds/,$p' "$OUT/os-attach-overhead.log")
+fi
+
+if want capture; then
+  # Issue #19: capture windows on the GPU.
+  echo "== capture windows"
+  OUT="$OUT/capture" timeout 400 python3 "$HERE/capture_check.py" "$BIN_DIR" 2>&1 | tee "$OUT/capture.log" | tail -16
+  while IFS= read -r line; do
+    case "$line" in
+      PASS*|FAIL*) row "capture ${line:5:28}" "${line%% *}" "${line:5}" ;;
+    esac
+  done <"$OUT/capture.log"
+  grep -q "^FAIL\|^PASS" "$OUT/capture.log" || row "capture windows" FAIL "no result (see capture.log)"
+fi
+
+if want always-on; then
+  # Issue #19, point 3: --always-on against untraced and torch.profiler.
+  echo "== always-on overhead"
+  OUT="$OUT/always-on" timeout 560 bash "$ROOT/bench/always_on_overhead.sh" "$BIN_DIR" \
+    "${GPUOS_ALWAYS_ON_ROUNDS:-5}" 2>&1 | tee "$OUT/always-on.log" | tail -12
+  while IFS= read -r line; do
+    case "$line" in
+      mlp\ *|resnet18\ *) row "always-on $(tr -s ' ' <<<"$line" | cut -d' ' -f1-2)" DONE "$(tr -s ' ' <<<"$line" | cut -d' ' -f3-)" ;;
+    esac
+  done <"$OUT/always-on.log"
 fi
 
 if want attach; then

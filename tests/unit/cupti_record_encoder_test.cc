@@ -586,6 +586,7 @@ TEST(ShimWireFieldNumbersTest, MatchTheGeneratedSchema) {
   EXPECT_EQ(kEventGpuMemset, v1::Event::kGpuMemsetFieldNumber);
   EXPECT_EQ(kEventGpuSync, v1::Event::kGpuSyncFieldNumber);
   EXPECT_EQ(kEventShimStats, v1::Event::kShimStatsFieldNumber);
+  EXPECT_EQ(kEventCaptureWindow, v1::Event::kCaptureWindowFieldNumber);
 
   EXPECT_EQ(kNvtxRangeDuration, v1::NvtxRange::kDurationNsFieldNumber);
   EXPECT_EQ(kNvtxRangeName, v1::NvtxRange::kNameFieldNumber);

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "analysis/step_analysis.h"
 #include "analysis/step_finder.h"
+#include "analysis/step_options.h"
 #include "gtest/gtest.h"
 
 namespace gpuos {
@@ -348,6 +349,101 @@ TEST(StepPeriodTest, NoCudaAndNoPeriodInALaunchedTraceIsNoSteps) {
   StepPlan plan = Locate(events);
   EXPECT_EQ(plan.source, StepSource::kNone);
   EXPECT_NE(plan.note.find("no repeating unit in the CPU activity"), std::string::npos) << plan.note;
+}
+
+// gpuos-trace's own mark of a backward pass's start
+// (record/torch_backward_probes.h).
+v1::Event UprobeBackward(uint64_t start, uint32_t tid) {
+  v1::Event m;
+  m.set_ts_ns(start);
+  m.set_pid(kPid);
+  m.set_tid(tid);
+  m.mutable_nvtx_mark()->set_name("autograd.backward");
+  m.mutable_nvtx_mark()->set_domain(kBackwardUprobeDomain);
+  return m;
+}
+
+// The CPU trainer of CpuActivityWhenThereIsNoCuda, 25 steps; the main
+// thread's backward pass starts about 5 ms into each.
+std::vector<v1::Event> CpuLoop(std::vector<uint64_t>* backward_starts) {
+  std::vector<v1::Event> events;
+  uint64_t t = kT0;
+  for (int i = 0; i < 25; ++i) {
+    events.push_back(Blocked(t, 2 * kMs, kPid, v1::OFF_CPU_CAUSE_FUTEX, 202));
+    events.push_back(Blocked(t + 3 * kMs, 3 * kMs, kPid + 1, v1::OFF_CPU_CAUSE_FUTEX, 202));
+    backward_starts->push_back(t + 5 * kMs + (i % 3) * 100 * kUs);
+    t += 12 * kMs;
+  }
+  return events;
+}
+
+TEST(StepPeriodTest, UprobeBackwardRangesComeBeforeTheCpuActivity) {
+  std::vector<uint64_t> starts;
+  std::vector<v1::Event> events = CpuLoop(&starts);
+  for (uint64_t start : starts) events.push_back(UprobeBackward(start, kPid));
+  // A user's NVTX mark of that name in another domain is not the uprobe's.
+  events.push_back(UprobeBackward(starts[3] + kMs, kPid + 1));
+  events.back().mutable_nvtx_mark()->set_domain("user");
+  StepPlan plan = Locate(events);
+  ASSERT_EQ(plan.source, StepSource::kBackwardUprobe) << plan.note;
+  EXPECT_STREQ(StepSourceName(plan.source), "backward_uprobe");
+  EXPECT_TRUE(StepSourceIsInferred(plan.source));
+  EXPECT_EQ(plan.tid, kPid);
+  ASSERT_EQ(plan.steps.size(), 24u);
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    EXPECT_EQ(plan.steps[i].start_ns, starts[i]);
+    EXPECT_EQ(plan.steps[i].end_ns, starts[i + 1]);
+  }
+  EXPECT_NE(plan.note.find("a step here is one micro-batch"), std::string::npos) << plan.note;
+}
+
+TEST(StepPeriodTest, TheHooksBackwardRangesComeBeforeTheUprobesOnes) {
+  std::vector<uint64_t> starts, ends;
+  std::vector<v1::Event> events = CpuLoop(&starts);
+  for (uint64_t start : starts) {
+    events.push_back(UprobeBackward(start, kPid));
+    ends.push_back(start + 3 * kMs);
+    events.push_back(Backward(start - 10 * kUs, ends.back(), kPid));
+  }
+  StepPlan plan = Locate(events);
+  ASSERT_EQ(plan.source, StepSource::kBackwardRanges) << plan.note;
+  ASSERT_EQ(plan.steps.size(), 24u);
+  EXPECT_EQ(plan.steps[0].end_ns, ends[1]);
+}
+
+TEST(StepPeriodTest, TheGpuWorksPeriodComesBeforeUprobeBackwardRanges) {
+  // Gradient accumulation on the GPU: two backward passes an optimizer
+  // step.  The GPU work repeats once an optimizer step; the backward
+  // passes alone would make micro-batches steps.
+  Loop loop;
+  for (int i = 0; i < 30; ++i) {
+    loop.Step();
+    loop.events().push_back(UprobeBackward(loop.now() - 3 * kMs, kPid));
+    loop.events().push_back(UprobeBackward(loop.now() - 1 * kMs, kPid));
+  }
+  StepPlan plan = Locate(loop.events());
+  ASSERT_EQ(plan.source, StepSource::kRepeatingKernelSequence) << plan.note;
+  EXPECT_EQ(plan.steps.size(), 29u);
+}
+
+TEST(StepPeriodTest, UprobeBackwardRangesWhenTheGpuWorkHasNoPeriod) {
+  // Every iteration launches a different set of kernels (dynamic shapes):
+  // no period in the GPU work, but one backward pass each.
+  Loop loop;
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<int> count(5, 40);
+  std::vector<uint64_t> starts;
+  for (int i = 0; i < 30; ++i) {
+    loop.Wait(4 * kMs);
+    for (int k = 0, n = count(rng); k < n; ++k) loop.Launch(kPid, absl::StrCat("kernel_", count(rng)));
+    starts.push_back(loop.now());
+    loop.events().push_back(UprobeBackward(loop.now(), kPid));
+  }
+  StepPlan plan = Locate(loop.events());
+  ASSERT_EQ(plan.source, StepSource::kBackwardUprobe) << plan.note;
+  ASSERT_EQ(plan.steps.size(), 29u);
+  EXPECT_EQ(plan.steps.back().end_ns, starts.back());
+  EXPECT_NE(plan.note.find("no repeating unit"), std::string::npos) << plan.note;
 }
 
 }  // namespace

@@ -11,7 +11,9 @@
 #include <memory>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "analysis/capture_detail.h"
 #include "export/chrome_json/chrome_json_writer.h"
 #include "export/timeline/event_mapper.h"
 #include "export/timeline/flow_table.h"
@@ -53,7 +55,19 @@ class PartialFiles {
   std::vector<std::string> paths_;
 };
 
-// Pass 1: every event of the trace, the steps and an attach window, mapped
+// A merged trace's hosts, named on the process tracks.
+void SetMergedHosts(const v1::TraceHeader& header, TrackTable& tracks) {
+  std::vector<std::string> hosts;
+  // Two traces of one host (or hosts without names) stay told apart.
+  absl::flat_hash_map<std::string, int> seen;
+  for (const v1::MergedHost& host : header.merged().hosts()) {
+    const int n = ++seen[host.hostname()];
+    hosts.push_back(n == 1 ? host.hostname() : absl::StrCat(host.hostname(), " #", n));
+  }
+  tracks.SetHosts(std::move(hosts), header.merged().pid_stride());
+}
+
+// Pass 1: every event of the trace, the steps, capture windows and an attach window, mapped
 // to records on their tracks and handed to the sorter.  The input's own
 // damage goes to summary.input_status; mapping errors are returned.
 absl::Status MapEvents(TraceReader& reader, const ExportOptions& options, EventMapper& mapper,
@@ -61,16 +75,22 @@ absl::Status MapEvents(TraceReader& reader, const ExportOptions& options, EventM
   absl::Status map_status;
   uint64_t last_event_ns = 0;
   uint64_t attach_end_ns = 0;
+  CaptureWindowCollector capture_windows;
   summary.input_status = ForEachEvent(
       reader,
       [&](const v1::Event& event) {
         last_event_ns = std::max(last_event_ns, event.ts_ns());
+        capture_windows.Add(event);
         if (map_status.ok()) map_status = mapper.Add(event);
       },
       [&](const v1::TraceTrailer& trailer) { attach_end_ns = trailer.attach_end_ns(); });
   if (!map_status.ok()) return map_status;
   for (const StepSpan& step : options.steps) {
     absl::Status status = mapper.AddStep(step);
+    if (!status.ok()) return status;
+  }
+  for (const CaptureWindowSpan& window : capture_windows.Finish(reader.header()).windows) {
+    absl::Status status = mapper.AddCaptureWindow(window.pid, window.start_ns, window.end_ns, window.reason);
     if (!status.ok()) return status;
   }
   if (reader.header().has_attach()) {
@@ -99,6 +119,7 @@ absl::StatusOr<ExportSummary> ExportTrace(const std::string& in_path, const std:
   FlowTable flows;
   RecordSorter sorter(TempDir(options), options.sort_buffer_bytes);
   EventMapper mapper(header, &tracks, &strings, &flows, &sorter);
+  if (header.has_merged()) SetMergedHosts(header, tracks);
 
   // Pass 1.
   absl::Status status = MapEvents(**reader, options, mapper, summary);

@@ -255,6 +255,18 @@ class HtmlReport {
     if (StepSourceIsInferred(a_.source)) {
       out_ << "<p class=\"note\" id=\"step-source\">" << E(a_.note) << "</p>\n";
     }
+    if (a_.capture.in_use()) {
+      // --capture: which steps the GPU side below is over.
+      size_t detail = 0;
+      for (const StepRecord& s : a_.steps) detail += a_.InSummaries(s) && s.cuda_detail;
+      out_ << "<p class=\"note\" id=\"capture\">Capture windows ("
+           << E(a_.capture.spec.empty() ? std::string("on demand") : a_.capture.spec) << "): "
+           << a_.capture.windows.size() << " window(s); CUDA detail in " << detail << " of "
+           << a_.measured_steps + a_.steps_without_detail << " steps"
+           << (detail == 0 ? "; GPU parts below are empty, not measured"
+                           : ", over which the summaries below are computed")
+           << " (every step's wall time: mean " << FormatMsAutoDecimals(a_.all_steps_duration_ns.mean) << " ms).</p>\n";
+    }
     out_ << "<div class=\"stats\">" << Stat(absl::StrCat(a_.measured_steps), "measured steps")
          << Stat(FormatMsAutoDecimals(a_.duration_ns.mean) + " ms", "mean step")
          << Stat(FormatMsAutoDecimals(a_.duration_ns.p50) + " ms", "p50")

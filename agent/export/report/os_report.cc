@@ -16,6 +16,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "export/report/format.h"
+#include "export/report/host_report.h"
 #include "export/report/json_writer.h"
 #include "export/report/text_table.h"
 #include "export/report/trace_identity.h"
@@ -117,6 +118,7 @@ void WriteHeaderBlock(const OsSummary& s, std::ostream& out) {
            "(see the end)\n";
   }
   out << "\n";
+  WriteHostsText(h, out);
 }
 
 void WriteProcessTable(const OsSummary& s, std::ostream& out) {
@@ -417,6 +419,7 @@ void WriteOsJsonReport(const OsSummary& s, std::ostream& out,
   }
   json.EndObject();
   WriteAttach(json, s);
+  WriteHostsJson(h, json);
 
   json.Field("events", s.events);
   json.Field("first_event_ns", s.first_event_ns);

@@ -335,6 +335,58 @@ void StatsJson(const char* key, const DistributionStats& d, JsonWriter& json, do
   json.EndObject();
 }
 
+// Measured steps whose GPU side the summaries use: those with CUDA detail
+// (every measured step without capture windows).
+size_t CountDetailSteps(const StepAnalysis& a) {
+  size_t n = 0;
+  for (const StepRecord& s : a.steps) n += s.cuda_detail && (a.summary_includes_warmup || !s.warmup);
+  return n;
+}
+
+void CaptureText(const StepAnalysis& a, std::ostream& out) {
+  if (!a.capture.in_use()) return;
+  const size_t detail = CountDetailSteps(a);
+  out << absl::StrFormat("  capture windows (%s): %d window%s; CUDA detail in %d of %d steps",
+                         a.capture.spec.empty() ? "on demand" : Printable(a.capture.spec), a.capture.windows.size(),
+                         a.capture.windows.size() == 1 ? "" : "s", detail, a.measured_steps + a.steps_without_detail);
+  if (a.steps_without_detail > 0) {
+    out << absl::StrFormat("; the summaries below are over those %d, step time over all %d: mean %s ms, p50 %s\n",
+                           a.measured_steps, a.all_steps_duration_ns.count, FormatMs3(a.all_steps_duration_ns.mean),
+                           FormatMs3(a.all_steps_duration_ns.p50));
+  } else if (detail == 0) {
+    out << "; no step has CUDA detail, so GPU parts and GPU idle causes below are empty, not measured\n";
+  } else {
+    out << "\n";
+  }
+}
+
+void CaptureJson(const CaptureInfo& capture, JsonWriter& json) {
+  json.Key("capture");
+  if (!capture.in_use()) {
+    json.Null();
+    return;
+  }
+  json.BeginObject();
+  json.Field("spec", capture.spec);
+  json.Key("windows");
+  json.BeginArray();
+  for (const CaptureWindowSpan& w : capture.windows) {
+    json.BeginObject();
+    json.Field("pid", w.pid);
+    json.Key("first_step");
+    if (w.first_step < 0) json.Null(); else json.Int(w.first_step);
+    json.Key("last_step");
+    if (w.last_step < 0) json.Null(); else json.Int(w.last_step);
+    json.Field("start_ns", w.start_ns);
+    json.Field("end_ns", w.end_ns);
+    json.Field("reason", w.reason);
+    json.Field("closed", w.closed);
+    json.EndObject();
+  }
+  json.EndArray();
+  json.EndObject();
+}
+
 }  // namespace
 
 void WriteStepTextReport(const StepAnalysis& a, const Diagnosis& d, std::ostream& out, size_t max_steps) {
@@ -344,7 +396,8 @@ void WriteStepTextReport(const StepAnalysis& a, const Diagnosis& d, std::ostream
     if (!a.read_error.empty()) out << "  (read up to the damage: " << Printable(a.read_error) << ")\n";
     return;
   }
-  const size_t warmup = a.steps.size() - (a.summary_includes_warmup ? 0 : a.measured_steps);
+  const size_t warmup =
+      a.steps.size() - (a.summary_includes_warmup ? 0 : a.measured_steps + a.steps_without_detail);
   out << absl::StrFormat("  %d steps of thread %u \"%s\" (pid %u), from %s", a.steps.size(), a.tid,
                          Printable(a.thread_comm), a.pid, StepSourceText(a.source));
   if (a.summary_includes_warmup) {
@@ -370,6 +423,7 @@ void WriteStepTextReport(const StepAnalysis& a, const Diagnosis& d, std::ostream
   out << absl::StrFormat("  step time over %d measured steps: mean %s ms, p50 %s, p95 %s, min %s, max %s\n",
                          a.measured_steps, FormatMs3(a.duration_ns.mean), FormatMs3(a.duration_ns.p50),
                          FormatMs3(a.duration_ns.p95), FormatMs3(a.duration_ns.min), FormatMs3(a.duration_ns.max));
+  CaptureText(a, out);
   StepTable(a, out, max_steps);
   StageTable(a, out);
   IdleTable(a, out);
@@ -408,8 +462,15 @@ void WriteStepJsonMembers(const StepAnalysis& a, const Diagnosis& d, JsonWriter&
   json.Field("summary_includes_warmup", a.summary_includes_warmup);
   json.Field("measured_wall_ns", a.measured_wall_ns);
   StatsJson("duration_ns", a.duration_ns, json, 1.0);
+  // Capture windows: the summaries above are over the steps with CUDA
+  // detail; every step's wall time is in all_steps_duration_ns.
+  json.Field("cuda_detail_steps", static_cast<uint64_t>(CountDetailSteps(a)));
+  json.Field("steps_without_cuda_detail", static_cast<uint64_t>(a.steps_without_detail));
+  StatsJson("all_steps_duration_ns", a.all_steps_duration_ns, json, 1.0);
   if (!a.read_error.empty()) json.Field("read_error", a.read_error);
   json.EndObject();
+
+  CaptureJson(a.capture, json);
 
   json.Key("steps");
   json.BeginArray();
@@ -420,6 +481,7 @@ void WriteStepJsonMembers(const StepAnalysis& a, const Diagnosis& d, JsonWriter&
     json.Field("end_ns", s.end_ns);
     json.Field("duration_ns", s.duration_ns());
     json.Field("warmup", s.warmup);
+    json.Field("cuda_detail", s.cuda_detail);
     if (!s.left_out.empty()) json.Field("left_out", s.left_out);
     StepBody(s, json);
     json.EndObject();

@@ -381,6 +381,7 @@ absl::Status EventMapper::Add(const v1::Event& event) {
       return absl::OkStatus();
     case v1::Event::kTracerStats:
     case v1::Event::kShimStats:
+    case v1::Event::kCaptureWindow:  // drawn from both edges: AddCaptureWindow
     case v1::Event::PAYLOAD_NOT_SET:
       return absl::OkStatus();
   }
@@ -406,6 +407,18 @@ absl::Status EventMapper::AddAttachWindow(uint64_t start_ns, uint64_t end_ns) {
   record.kind = RecordKind::kAttachWindow;
   record.track = tracks_->AttachWindow();
   record.name = strings_->Intern("attach window");
+  return Emit(record);
+}
+
+absl::Status EventMapper::AddCaptureWindow(uint32_t pid, uint64_t start_ns, uint64_t end_ns,
+                                           const std::string& reason) {
+  TimelineRecord record{};
+  record.ts = start_ns;
+  record.dur = end_ns > start_ns ? end_ns - start_ns : 0;
+  record.pid = pid;
+  record.kind = RecordKind::kCaptureWindow;
+  record.track = tracks_->ProcessChild(pid, TrackKind::kCaptureWindows);
+  record.name = strings_->Intern(absl::StrCat("capture: ", reason));
   return Emit(record);
 }
 
@@ -569,6 +582,9 @@ void RecordDescriber::Describe(const TimelineRecord& r, SliceEvent* event) {
     case RecordKind::kStep:
       event->category = SliceCategory::kStep;
       Int("index", static_cast<int64_t>(r.a[0]));
+      break;
+    case RecordKind::kCaptureWindow:
+      event->category = SliceCategory::kCuda;
       break;
     case RecordKind::kAttachWindow: {
       event->category = SliceCategory::kProcess;

@@ -25,6 +25,7 @@ enum class RecordKind : uint8_t {
   kGpuSync,
   kStep,
   kAttachWindow,
+  kCaptureWindow,  // --capture: CUDA detail recorded inside
   // Instants.
   kNvtxMark,
   kExec,

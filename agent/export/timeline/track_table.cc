@@ -167,10 +167,18 @@ void TrackTable::SetThreadName(uint32_t pid, uint32_t tid, std::string_view name
   tracks_[Thread(pid, tid)].name = std::string(name);
 }
 
+void TrackTable::SetHosts(std::vector<std::string> host_names, uint32_t pid_stride) {
+  host_names_ = std::move(host_names);
+  pid_stride_ = pid_stride;
+}
+
 void TrackTable::NameChild(Track& track) const {
   switch (track.kind) {
     case TrackKind::kProcess:
       if (track.name.empty()) track.name = absl::StrCat("pid ", track.pid);
+      if (pid_stride_ > 0 && track.pid / pid_stride_ < host_names_.size()) {
+        track.name = absl::StrCat("[", host_names_[track.pid / pid_stride_], "] ", track.name);
+      }
       break;
     case TrackKind::kThread:
       if (track.lane > 0) {
@@ -200,6 +208,9 @@ void TrackTable::NameChild(Track& track) const {
       break;
     case TrackKind::kAttachWindow:
       track.name = "attach window";
+      break;
+    case TrackKind::kCaptureWindows:
+      track.name = "capture windows";
       break;
     case TrackKind::kCounter:
       switch (track.counter) {

@@ -32,6 +32,7 @@ enum class TrackKind : uint8_t {
   kNvtxAsync,     // a process's NVTX start/end ranges (may cross threads)
   kSteps,         // training steps, per process or for the whole trace
   kAttachWindow,  // an attached recording's window, for the whole trace
+  kCaptureWindows,  // a process's capture windows (--capture): CUDA detail inside
   kCounter,
 };
 
@@ -84,6 +85,10 @@ class TrackTable {
   void SetProcessName(uint32_t pid, std::string_view name);
   void SetProcessCmdline(uint32_t pid, std::vector<std::string> cmdline);
   void SetThreadName(uint32_t pid, uint32_t tid, std::string_view name);
+  // A merged trace (stream/trace_merge.h): process pid belongs to host
+  // pid / pid_stride, whose name prefixes the process's, so each host's
+  // processes read, and sort, as one group.
+  void SetHosts(std::vector<std::string> host_names, uint32_t pid_stride);
 
   // Names the tracks derived from threads; call once, after pass 1.
   // Tracks created later (lanes) are named as they are created.
@@ -104,6 +109,8 @@ class TrackTable {
   absl::flat_hash_map<std::tuple<uint8_t, uint32_t>, uint32_t> counters_;
   absl::flat_hash_map<std::tuple<uint32_t, uint32_t>, uint32_t> lanes_;
   bool sealed_ = false;
+  std::vector<std::string> host_names_;
+  uint32_t pid_stride_ = 0;
 };
 
 }  // namespace gpuos

@@ -1,0 +1,156 @@
+// Clock alignment between hosts; see clock_alignment.h.
+#include "stream/clock_alignment.h"
+
+#include <algorithm>
+#include <cstdlib>
+
+namespace gpuos {
+namespace {
+
+// Traces written before pairs stated their uncertainty: five back-to-back
+// clock_gettime readings take well under a microsecond on any host.
+constexpr uint64_t kUnstatedPairUncertaintyNs = 1000;
+
+uint64_t Uncertainty(const v1::ClockPair& pair) {
+  return pair.uncertainty_ns() ? pair.uncertainty_ns() : kUnstatedPairUncertaintyNs;
+}
+
+int64_t Offset(const v1::ClockPair& pair) {
+  return static_cast<int64_t>(pair.realtime_ns()) - static_cast<int64_t>(pair.monotonic_ns());
+}
+
+uint64_t AbsDiff(int64_t a, int64_t b) {
+  return a > b ? static_cast<uint64_t>(a - b) : static_cast<uint64_t>(b - a);
+}
+
+// Every `step`-th element, so the pairing stays cheap for long runs.
+std::vector<uint64_t> Thin(const std::vector<uint64_t>& values, size_t at_most) {
+  if (values.size() <= at_most) return values;
+  std::vector<uint64_t> out;
+  const double step = static_cast<double>(values.size()) / at_most;
+  for (size_t i = 0; i < at_most; ++i) out.push_back(values[static_cast<size_t>(i * step)]);
+  return out;
+}
+
+uint64_t MedianGap(const std::vector<uint64_t>& sorted) {
+  std::vector<uint64_t> gaps;
+  for (size_t i = 1; i < sorted.size(); ++i) gaps.push_back(sorted[i] - sorted[i - 1]);
+  if (gaps.empty()) return 0;
+  std::nth_element(gaps.begin(), gaps.begin() + gaps.size() / 2, gaps.end());
+  return gaps[gaps.size() / 2];
+}
+
+// ref[k] - (the nearest shifted host end), for the ends that have one
+// within `tolerance`.
+std::vector<int64_t> Residuals(const std::vector<uint64_t>& ref, const std::vector<uint64_t>& host,
+                               int64_t shift, uint64_t tolerance) {
+  std::vector<int64_t> residuals;
+  for (uint64_t r : ref) {
+    const int64_t target = static_cast<int64_t>(r) - shift;  // in host time
+    auto it = std::lower_bound(host.begin(), host.end(), static_cast<uint64_t>(std::max<int64_t>(target, 0)));
+    int64_t best = 0;
+    uint64_t best_distance = ~0ull;
+    for (auto candidate : {it, it == host.begin() ? host.end() : it - 1}) {
+      if (candidate == host.end()) continue;
+      const int64_t residual = static_cast<int64_t>(r) - (static_cast<int64_t>(*candidate) + shift);
+      const uint64_t distance = AbsDiff(residual, 0);
+      if (distance < best_distance) {
+        best_distance = distance;
+        best = residual;
+      }
+    }
+    if (best_distance <= tolerance) residuals.push_back(best);
+  }
+  return residuals;
+}
+
+}  // namespace
+
+WallClockOffset WallClockOffsetOf(const v1::ClockPair& start, const v1::ClockPair* end) {
+  WallClockOffset out;
+  const int64_t at_start = Offset(start);
+  if (end == nullptr || end->monotonic_ns() == 0 || end->realtime_ns() == 0) {
+    out.offset_ns = at_start;
+    out.uncertainty_ns = Uncertainty(start);
+    return out;
+  }
+  const int64_t at_end = Offset(*end);
+  // The midpoint is off by at most half the change at either end of the
+  // recording (the wall clock is slewed smoothly in between).
+  out.offset_ns = at_start + (at_end - at_start) / 2;
+  out.uncertainty_ns = (AbsDiff(at_start, at_end) + 1) / 2 +
+                       std::max(Uncertainty(start), Uncertainty(*end));
+  return out;
+}
+
+SkewEstimate SkewFromWallClocks(const WallClockOffset& reference, const WallClockOffset& host) {
+  // wall = host_mono + host.offset = ref_mono + reference.offset.
+  SkewEstimate out;
+  out.skew_ns = host.offset_ns - reference.offset_ns;
+  out.bound_ns = host.uncertainty_ns + reference.uncertainty_ns;
+  out.basis = "wall_clock";
+  return out;
+}
+
+std::optional<SkewEstimate> RefineSkewFromCollectives(std::vector<uint64_t> reference_ends,
+                                                      std::vector<uint64_t> host_ends,
+                                                      const SkewEstimate& coarse) {
+  constexpr size_t kMinMatched = 3;
+  if (reference_ends.size() < kMinMatched || host_ends.size() < kMinMatched) return std::nullopt;
+  std::sort(reference_ends.begin(), reference_ends.end());
+  std::sort(host_ends.begin(), host_ends.end());
+  const std::vector<uint64_t> ref = Thin(reference_ends, 4000);
+  // Ends closer than a quarter of the usual spacing pair up; farther apart
+  // they belong to different collectives.
+  const uint64_t gap = std::min(MedianGap(reference_ends), MedianGap(host_ends));
+  const uint64_t tolerance = std::max<uint64_t>(gap / 4, 1);
+
+  // Candidate shifts: the middle reference end against host ends near where
+  // the coarse skew puts it (the coarse skew is off by a few collectives at
+  // most, or the pairing cannot be told from a shift by whole periods).
+  const uint64_t middle = ref[ref.size() / 2];
+  const int64_t middle_in_host = static_cast<int64_t>(middle) - coarse.skew_ns;
+  const size_t near = static_cast<size_t>(
+      std::lower_bound(host_ends.begin(), host_ends.end(),
+                       static_cast<uint64_t>(std::max<int64_t>(middle_in_host, 0))) -
+      host_ends.begin());
+  constexpr size_t kLags = 50;
+  const size_t first = near > kLags ? near - kLags : 0;
+  const size_t last = std::min(host_ends.size(), near + kLags + 1);
+
+  struct Candidate {
+    int64_t extra = 0;  // on top of coarse.skew_ns
+    std::vector<int64_t> residuals;
+  };
+  std::vector<Candidate> candidates;
+  size_t most = 0;
+  for (size_t j = first; j < last; ++j) {
+    Candidate c;
+    c.extra = static_cast<int64_t>(middle) - (static_cast<int64_t>(host_ends[j]) + coarse.skew_ns);
+    c.residuals = Residuals(ref, host_ends, coarse.skew_ns + c.extra, tolerance);
+    most = std::max(most, c.residuals.size());
+    candidates.push_back(std::move(c));
+  }
+  if (most < kMinMatched) return std::nullopt;
+  // Near-equal pairings (an overlap that differs by an edge collective):
+  // the one the wall clocks favour.
+  const Candidate* chosen = nullptr;
+  for (const Candidate& c : candidates) {
+    if (c.residuals.size() * 10 < most * 9) continue;
+    if (chosen == nullptr || AbsDiff(c.extra, 0) < AbsDiff(chosen->extra, 0)) chosen = &c;
+  }
+  std::vector<int64_t> residuals = chosen->residuals;
+  std::nth_element(residuals.begin(), residuals.begin() + residuals.size() / 2, residuals.end());
+  const int64_t median = residuals[residuals.size() / 2];
+  uint64_t spread = 0;
+  for (int64_t r : residuals) spread = std::max(spread, AbsDiff(r, median));
+
+  SkewEstimate out;
+  out.skew_ns = coarse.skew_ns + chosen->extra + median;
+  out.bound_ns = spread;
+  out.basis = "collectives";
+  out.collectives_matched = static_cast<uint32_t>(residuals.size());
+  return out;
+}
+
+}  // namespace gpuos

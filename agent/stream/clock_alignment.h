@@ -1,0 +1,59 @@
+// Putting traces of several hosts on one clock.  Every host timestamps in
+// its own CLOCK_MONOTONIC (time since that host booted); a trace records
+// (monotonic, realtime) pairs at its start and end, which map that clock to
+// the host's wall clock, and so to another host's monotonic clock as far as
+// the two wall clocks agree.  Collectives that all ranks end together (an
+// allreduce ends on every rank within one message latency) then measure the
+// remaining skew directly.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gpuos_trace.pb.h"
+
+namespace gpuos {
+
+// realtime - monotonic of one host over its recording.
+struct WallClockOffset {
+  int64_t offset_ns = 0;
+  // How far the true offset at any instant of the recording may be from
+  // offset_ns: the pair readings' own uncertainty plus half of how much the
+  // offset moved from start to end (NTP slewing the wall clock).
+  uint64_t uncertainty_ns = 0;
+};
+
+// `end` may be null or unset (monotonic_ns 0): a trace without a trailer.
+WallClockOffset WallClockOffsetOf(const v1::ClockPair& start, const v1::ClockPair* end);
+
+// What to add to one host's monotonic timestamps to put them on another's.
+struct SkewEstimate {
+  int64_t skew_ns = 0;
+  uint64_t bound_ns = 0;
+  // "reference", "wall_clock" or "collectives" (see MergedHost in the proto).
+  std::string basis;
+  uint32_t collectives_matched = 0;
+};
+
+// From the two hosts' wall-clock offsets.  The bound is what the files
+// measure; it cannot include how far the two wall clocks themselves
+// disagree (NTP keeps that to about a millisecond or less on a LAN, PTP to
+// microseconds; the files cannot say which).
+SkewEstimate SkewFromWallClocks(const WallClockOffset& reference, const WallClockOffset& host);
+
+// Refines `coarse` from the end times of the same collectives on the
+// reference host and on this host, each in its own host's clock (any order;
+// either list may start or stop earlier than the other).  The collectives
+// are paired by the shift that lines up the most of them, the one nearest
+// `coarse` among near-equals (periodic collectives line up at every
+// multiple of their period, so the coarse estimate must be within half a
+// period of the truth for the pairing to be right); the skew is `coarse`
+// plus the median of the paired differences and the bound their largest
+// distance from that median.  nullopt when fewer than 3 pair up.
+std::optional<SkewEstimate> RefineSkewFromCollectives(std::vector<uint64_t> reference_ends,
+                                                      std::vector<uint64_t> host_ends,
+                                                      const SkewEstimate& coarse);
+
+}  // namespace gpuos

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# What --always-on costs (issue #19, point 3), side by side in one run on the
+# GPU machine: rounds of [untraced, gpuos-trace with no options ("default"),
+# gpuos-trace --always-on, torch.profiler with a schedule of the same duty
+# cycle (one recorded step in 20)] in rotating order, on the small MLP loop
+# and on ResNet-18 steps (bench/capture_workload.py), then per workload the
+# median step rate of each variant and its loss against untraced.  Target:
+# --always-on within 1% of untraced, and below torch.profiler.
+#   bench/always_on_overhead.sh [BIN_DIR] [ROUNDS]
+# BIN_DIR holds gpuos-trace and libgpuos_shim.so (default build-gpu); ROUNDS
+# at least 5 (default 5).  ALWAYS_ON_WORKLOADS="mlp resnet18" picks
+# workloads; ALWAYS_ON_SPEC overrides the capture spec (e.g. every=50,steps=1)
+# to measure another duty cycle (the profiler's follows it);
+# GPUOS_CAPTURE_API_RECORDS=always in the environment keeps CUDA API records
+# outside windows too (the shim's default drops them there), to see what
+# they cost.
+set -u
+BIN_DIR=${1:-build-gpu}
+ROUNDS=${2:-5}
+OUT=${OUT:-$(mktemp -d /tmp/gpuos-always-on.XXXXXX)}
+mkdir -p "$OUT"
+TRACE="$BIN_DIR/gpuos-trace"
+HERE=$(cd "$(dirname "$0")" && pwd)
+WORKLOAD="$HERE/capture_workload.py"
+RESULTS="$OUT/always_on_runs.jsonl"
+SPEC=${ALWAYS_ON_SPEC:-}
+EVERY=20
+[ -n "$SPEC" ] && EVERY=$(sed -n 's/.*every=\([0-9]*\).*/\1/p' <<<"$SPEC")
+: >"$RESULTS"
+
+steps_for() { [ "$1" = mlp ] && echo 1000 || echo 80; }
+
+run() {  # run VARIANT WORKLOAD
+  local variant=$1 workload=$2 line
+  local cmd=(python3 "$WORKLOAD" --model "$workload" --steps "$(steps_for "$workload")")
+  case $variant in
+    untraced) line=$("${cmd[@]}" 2>>"$OUT/stderr.log" | tail -1) ;;
+    default) line=$("$TRACE" -q -o "$OUT/$workload.default.gpuos" -- "${cmd[@]}" 2>>"$OUT/stderr.log" | tail -1) ;;
+    always-on)
+      if [ -n "$SPEC" ]; then
+        line=$("$TRACE" -q --capture "$SPEC" -o "$OUT/$workload.always.gpuos" -- "${cmd[@]}" 2>>"$OUT/stderr.log" | tail -1)
+      else
+        line=$("$TRACE" -q --always-on -o "$OUT/$workload.always.gpuos" -- "${cmd[@]}" 2>>"$OUT/stderr.log" | tail -1)
+      fi ;;
+    profiler) line=$("${cmd[@]}" --profile-every "$EVERY" 2>>"$OUT/stderr.log" | tail -1) ;;
+  esac
+  case $line in
+    "{"*) ;;
+    *) line=null ;;
+  esac
+  echo "{\"variant\": \"$variant\", \"workload\": \"$workload\", \"result\": $line}" >>"$RESULTS"
+}
+
+VARIANTS=(untraced default always-on profiler)
+for round in $(seq "$ROUNDS"); do
+  shift_by=$(( (round - 1) % ${#VARIANTS[@]} ))
+  for workload in ${ALWAYS_ON_WORKLOADS:-mlp resnet18}; do
+    for variant in "${VARIANTS[@]:$shift_by}" "${VARIANTS[@]:0:$shift_by}"; do
+      run "$variant" "$workload"
+    done
+  done
+done
+
+python3 - "$RESULTS" "${SPEC:-every=20,steps=1 (--always-on)}" <<'PY'
+import json, statistics, sys
+runs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+print("always-on overhead: medians of step rate over %d rounds; capture %s; profiler schedule "
+      "wait/warmup/active of the same cycle" % (max(1, len(runs) // 8), sys.argv[2]))
+print("%-9s %-10s %10s %8s %s" % ("workload", "variant", "steps/s", "loss", "runs"))
+for workload in sorted({r["workload"] for r in runs}):
+    rates = {}
+    for r in runs:
+        if r["workload"] == workload and r["result"]:
+            rates.setdefault(r["variant"], []).append(r["result"]["steps_per_s"])
+    base = statistics.median(rates["untraced"]) if rates.get("untraced") else None
+    for variant in ("untraced", "default", "always-on", "profiler"):
+        got = rates.get(variant, [])
+        if not got:
+            print("%-9s %-10s %10s %8s 0 (failed: see stderr.log)" % (workload, variant, "-", "-"))
+            continue
+        median = statistics.median(got)
+        loss = "%+.1f%%" % (100 * (1 - median / base)) if base else "-"
+        print("%-9s %-10s %10.1f %8s %d" % (workload, variant, median, loss, len(got)))
+PY

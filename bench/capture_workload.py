@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""A training loop for capture-window checks and benchmarks (issue #19):
+each step an NVTX range "step N" that ends with loss.item() (so every kernel
+of the step has finished inside it: a window's kernels are countable), on
+a fixed batch already on the GPU, so the step is the GPU-side work alone.
+
+  capture_workload.py --model mlp|resnet18 [--steps N] [--warmup W]
+                      [--profile-every N]   torch.profiler, schedule of one
+                                            recorded step in N
+                      [--log-steps FILE]    "N start_ns end_ns" per step
+                                            (time.monotonic_ns: CLOCK_MONOTONIC,
+                                            the trace's clock)
+
+Prints one JSON line: {"model", "steps", "steps_per_s", "median_step_ms"}
+over the steps after the warmup.  resnet18 is the seeds' model
+(workloads/python/resnet_data_pipeline.py: torchvision's, batch 64) at
+224x224 on synthetic data; mlp is bench/gpu_overhead.py's small MLP.
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+import torch
+
+
+def build(model_name):
+    if model_name == "mlp":
+        model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(),
+                                    torch.nn.Linear(256, 64)).cuda()
+        x, y = torch.randn(128, 64, device="cuda"), torch.randn(128, 64, device="cuda")
+        loss_fn = torch.nn.functional.mse_loss
+    else:
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                                        "workloads", "python"))
+        sys.dont_write_bytecode = True
+        from resnet_data_pipeline import make_resnet18
+        model = make_resnet18(1000).cuda()
+        x = torch.randn(64, 3, 224, 224, device="cuda")
+        y = torch.randint(0, 1000, (64,), device="cuda")
+        loss_fn = torch.nn.functional.cross_entropy
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss.item()  # waits for the step's kernels
+    return step
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--model", choices=["mlp", "resnet18"], required=True)
+    parser.add_argument("--steps", type=int, default=0, help="default: 2000 (mlp), 200 (resnet18)")
+    parser.add_argument("--warmup", type=int, default=20)
+    parser.add_argument("--profile-every", type=int, default=0)
+    parser.add_argument("--log-steps", default="")
+    args = parser.parse_args()
+    steps = args.steps or (2000 if args.model == "mlp" else 200)
+    torch.manual_seed(0)
+    step = build(args.model)
+    prof = None
+    if args.profile_every:
+        from torch.profiler import ProfilerActivity, profile, schedule
+        # One active step in every N; the warmup step before it runs the
+        # profiler too (torch.profiler's own rule), as it does for any user.
+        every = max(args.profile_every, 3)
+        prof = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
+                       schedule=schedule(wait=every - 2, warmup=1, active=1, repeat=0),
+                       on_trace_ready=lambda p: None)
+        prof.__enter__()
+    times = []
+    for i in range(steps):
+        start = time.monotonic_ns()
+        torch.cuda.nvtx.range_push("step %d" % i)
+        step()
+        torch.cuda.nvtx.range_pop()
+        end = time.monotonic_ns()
+        if prof is not None:
+            prof.step()
+        times.append((start, end))
+    if prof is not None:
+        prof.__exit__(None, None, None)
+    if args.log_steps:
+        with open(args.log_steps, "w") as out:
+            for i, (start, end) in enumerate(times):
+                out.write("%d %d %d\n" % (i, start, end))
+    measured = times[args.warmup:]
+    seconds = (measured[-1][1] - measured[0][0]) / 1e9
+    print(json.dumps({"model": args.model, "steps": len(measured),
+                      "steps_per_s": len(measured) / seconds,
+                      "median_step_ms": statistics.median((e - s) / 1e6 for s, e in measured)}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

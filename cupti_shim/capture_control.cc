@@ -1,0 +1,256 @@
+// Capture windows in the traced process; see capture_control.h.
+#include "capture_control.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <mutex>
+#include <thread>
+
+#include "capture_windows.h"
+#include "event_channel.h"
+#include "wire_encoder.h"
+#ifdef GPUOS_SHIM_HAS_CUPTI
+#include "cupti_injection.h"
+#endif
+
+namespace gpuos_shim {
+namespace {
+
+using gpuos_capture::CaptureEdge;
+using gpuos_capture::CaptureSpec;
+using gpuos_capture::CaptureWindows;
+
+constexpr std::string_view kPythonDomain = "gpuos.python";
+
+struct Capture {
+  // Guards everything below, and serializes edges with the CUPTI switch
+  // they make (CUPTI's callbacks into the shim never take it).
+  std::mutex mu;
+  CaptureWindows* windows = nullptr;  // null: no spec
+  bool from_request = false;          // set by "capture <spec>", not GPUOS_CAPTURE
+  uint64_t armed_ns = 0;              // when the spec took effect (time windows)
+  uint64_t generation = 0;            // a new spec ends the previous one's timer
+  uint32_t step_tid = 0;              // the thread whose NVTX step ranges count
+  bool nvtx_steps = false;            // NVTX step ranges seen: Python marks no longer count
+  bool python_optimizer = false;      // an optimizer.step seen: backward no longer counts
+  bool python_step_open = false;
+};
+
+// 0: not read yet; 1: no spec; 2: a spec.
+std::atomic<int> g_state{0};
+
+Capture& C() {
+  static Capture* capture = new Capture();
+  return *capture;
+}
+
+// Never called with C().mu held by another thread in the child: the fork
+// handlers hold it across fork().
+void BeforeFork() { C().mu.lock(); }
+void AfterFork() { C().mu.unlock(); }
+
+void SendEdge(const CaptureEdge& edge, uint64_t ts_ns) {
+  ProtoWriter payload;
+  payload.Uint(field::kCaptureEdge, edge.kind == CaptureEdge::kOpen ? 1 : 2);
+  payload.Int(field::kCaptureStep, edge.step);
+  payload.Text(field::kCaptureReason, edge.reason);
+  SubmitEvent(EncodeEvent(ts_ns, static_cast<uint32_t>(getpid()), CurrentTid(), field::kEventCaptureWindow,
+                          payload));
+}
+
+// Called with C().mu held.
+void Apply(const CaptureEdge& edge, uint64_t ts_ns) {
+  if (edge.kind == CaptureEdge::kNone) return;
+  if (edge.kind == CaptureEdge::kOpen) {
+#ifdef GPUOS_SHIM_HAS_CUPTI
+    SetDeviceActivityEnabled(true);
+#endif
+    SendEdge(edge, ts_ns);
+  } else {
+    SendEdge(edge, ts_ns);
+#ifdef GPUOS_SHIM_HAS_CUPTI
+    SetDeviceActivityEnabled(false);
+#endif
+  }
+}
+
+void TimerLoop(uint64_t generation);
+
+// Called with C().mu held.  Replaces the spec (closing an open window).
+void InstallSpec(const CaptureSpec* spec, bool from_request) {
+  Capture& c = C();
+  if (c.windows != nullptr && c.windows->open()) {
+    CaptureEdge close;
+    close.kind = CaptureEdge::kClose;
+    close.step = c.windows->current_step();
+    close.reason = "the spec was replaced";
+    Apply(close, MonotonicNs());
+  }
+  delete c.windows;
+  c.windows = spec != nullptr ? new CaptureWindows(*spec) : nullptr;
+  c.from_request = from_request;
+  c.armed_ns = MonotonicNs();
+  ++c.generation;
+  g_state.store(spec != nullptr ? 2 : 1, std::memory_order_release);
+  if (spec != nullptr && spec->kind == CaptureSpec::kTime) {
+    // The job's signals stay with the job's threads.
+    sigset_t all, previous;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &previous);
+    std::thread timer(TimerLoop, c.generation);
+    pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+    pthread_setname_np(timer.native_handle(), "gpuos-capture");
+    timer.detach();
+  }
+#ifdef GPUOS_SHIM_HAS_CUPTI
+  SetDeviceActivityEnabled(CaptureDetailWanted());
+#endif
+}
+
+// Sleeps to each edge of a time window (in steps of at most 100 ms, to
+// notice a new spec), and makes it.
+void TimerLoop(uint64_t generation) {
+  for (;;) {
+    uint64_t wait_ns = 0;
+    {
+      Capture& c = C();
+      std::lock_guard<std::mutex> lock(c.mu);
+      if (c.generation != generation || c.windows == nullptr) return;
+      const uint64_t now = MonotonicNs();
+      const uint64_t elapsed = now - c.armed_ns;
+      Apply(c.windows->Tick(elapsed), now);
+      const CaptureSpec& spec = c.windows->spec();
+      const uint64_t end = spec.after_ns + spec.for_ns;
+      if (elapsed >= end) return;
+      wait_ns = (elapsed < spec.after_ns ? spec.after_ns : end) - elapsed;
+    }
+    std::this_thread::sleep_for(std::chrono::nanoseconds(std::min<uint64_t>(wait_ns, 100'000'000)));
+  }
+}
+
+// Reads GPUOS_CAPTURE once per process (a fork child inherits the result).
+bool InUse() {
+  int state = g_state.load(std::memory_order_acquire);
+  if (state == 0) {
+    static std::once_flag once;
+    std::call_once(once, [] {
+      pthread_atfork(BeforeFork, AfterFork, AfterFork);
+      const char* text = getenv("GPUOS_CAPTURE");
+      CaptureSpec spec;
+      std::string error;
+      Capture& c = C();
+      std::lock_guard<std::mutex> lock(c.mu);
+      if (g_state.load() != 0) return;  // a request came first
+      const bool ok = text != nullptr && *text != '\0' && gpuos_capture::ParseCaptureSpec(text, &spec, &error);
+      InstallSpec(ok ? &spec : nullptr, false);
+    });
+    state = g_state.load(std::memory_order_acquire);
+  }
+  return state == 2;
+}
+
+// A time spec counts from the process's start, not from its first NVTX or
+// CUDA call.
+__attribute__((constructor)) void ArmFromEnvironment() {
+  const char* text = getenv("GPUOS_CAPTURE");
+  if (text != nullptr && *text != '\0') InUse();
+}
+
+void OnStepBegin(Capture& c, int64_t index, uint64_t ts_ns) { Apply(c.windows->StepBegins(index), ts_ns); }
+void OnStepEnd(Capture& c, uint64_t ts_ns) { Apply(c.windows->StepEnds(), ts_ns); }
+
+}  // namespace
+
+bool CaptureWindowsInUse() { return InUse(); }
+
+bool CaptureDetailWanted() {
+  if (!InUse()) return true;
+  // Read without the lock: a window opening now switches CUPTI on itself.
+  Capture& c = C();
+  return c.windows != nullptr && c.windows->open();
+}
+
+void CaptureOnRangeBegin(std::string_view domain, std::string_view name, uint64_t ts_ns, uint32_t tid) {
+  if (!InUse()) return;
+  Capture& c = C();
+  std::lock_guard<std::mutex> lock(c.mu);
+  if (c.windows == nullptr) return;
+  Apply(c.windows->RangeBegins(name), ts_ns);
+  if (domain == kPythonDomain || !gpuos_capture::IsStepRangeName(name)) return;
+  if (c.step_tid == 0) c.step_tid = tid;
+  if (tid != c.step_tid) return;
+  c.nvtx_steps = true;
+  OnStepBegin(c, gpuos_capture::StepNumber(name), ts_ns);
+}
+
+void CaptureOnRangeEnd(std::string_view domain, std::string_view name, uint64_t ts_ns, uint32_t tid) {
+  if (!InUse()) return;
+  Capture& c = C();
+  std::lock_guard<std::mutex> lock(c.mu);
+  if (c.windows == nullptr) return;
+  if (domain == kPythonDomain) {
+    if (c.nvtx_steps) return;
+    // A step ends where the update returns; the next begins there.
+    const bool optimizer = name == "optimizer.step";
+    if (optimizer) c.python_optimizer = true;
+    if (!optimizer && !(name == "autograd.backward" && !c.python_optimizer)) return;
+    if (c.python_step_open) OnStepEnd(c, ts_ns);
+    OnStepBegin(c, -1, ts_ns);
+    c.python_step_open = true;
+    return;
+  }
+  if (gpuos_capture::IsStepRangeName(name) && tid == c.step_tid) OnStepEnd(c, ts_ns);
+  Apply(c.windows->RangeEnds(name), ts_ns);
+}
+
+std::string HandleCaptureRequest(std::string_view argument) {
+  InUse();  // GPUOS_CAPTURE first, so that a request replaces it and not the reverse
+  while (!argument.empty() && argument.front() == ' ') argument.remove_prefix(1);
+  Capture& c = C();
+  std::lock_guard<std::mutex> lock(c.mu);
+  bool digits = !argument.empty();
+  uint64_t n = 0;
+  for (char ch : argument) {
+    digits = digits && ch >= '0' && ch <= '9';
+    if (digits) n = n * 10 + static_cast<uint64_t>(ch - '0');
+  }
+  if (digits && argument.size() <= 9) {
+    if (c.windows == nullptr) {
+      return "error this process records CUDA detail all the time (traced without --capture): "
+             "nothing to capture";
+    }
+    if (n == 0) return "error capture needs a number of steps above 0";
+    c.windows->RequestSteps(n);
+    return "capture the next " + std::to_string(n) + " steps" +
+           (c.nvtx_steps || c.python_step_open ? "" : " (no step marks seen in this process yet)");
+  }
+  if (argument == "off") {
+    InstallSpec(nullptr, true);
+    return "capture off: CUDA detail all the time";
+  }
+  CaptureSpec spec;
+  std::string error;
+  if (!gpuos_capture::ParseCaptureSpec(argument, &spec, &error)) return "error " + error;
+  InstallSpec(&spec, true);
+  return "capture " + spec.text;
+}
+
+void ResetCaptureAfterDetach() {
+  if (g_state.load() == 0) return;
+  Capture& c = C();
+  std::lock_guard<std::mutex> lock(c.mu);
+  if (!c.from_request) return;
+  const char* text = getenv("GPUOS_CAPTURE");
+  CaptureSpec spec;
+  std::string error;
+  const bool ok = text != nullptr && *text != '\0' && gpuos_capture::ParseCaptureSpec(text, &spec, &error);
+  InstallSpec(ok ? &spec : nullptr, false);
+}
+
+}  // namespace gpuos_shim

@@ -1,0 +1,47 @@
+// Capture windows in a traced process (gpuos-trace --capture, --always-on,
+// `gpuos-trace ctl --pid PID capture N`): full CUDA detail (CUPTI's
+// records: kernels, copies, memsets, syncs, and CUDA API calls unless
+// GPUOS_CAPTURE_API_RECORDS=always) only inside windows, the rest of the
+// recording (OS side, NVTX, the Python hook's marks) all the time.
+//
+// The spec comes from GPUOS_CAPTURE (set by gpuos-trace for launched and
+// prepared jobs) or a "capture <spec>" request on the control socket (an
+// attach with --capture); "capture N" asks for the next N steps.  Steps are
+// counted live from the marks the job has: NVTX ranges named like steps
+// (the report's default rule: "step 12", "iteration 3", "Batch 7",
+// "ProfilerStep#5"), else the Python hook's marks, a step ending where
+// optimizer.step() returns (or loss.backward(), in loops with no
+// optimizer); there step 0 begins where the first one returns.  Only the
+// first thread with NVTX step ranges counts.  A job with neither kind of
+// mark gets windows only from nvtx=, time specs and never from step specs
+// (no count from the CUDA API rhythm yet).  Each edge goes to the agent as a CaptureWindow event, and turns
+// CUPTI's device kinds on or off (cupti_injection.h).
+//
+// Without a spec nothing changes: every hook is one relaxed atomic load.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace gpuos_shim {
+
+// Whether a capture spec is in force in this process.
+bool CaptureWindowsInUse();
+// Whether CUPTI's device kinds should be on now: no spec, or a window open.
+bool CaptureDetailWanted();
+
+// The shim's NVTX handlers call these for every range begun and ended
+// while recording (`ts_ns` is the range's own timestamp).
+void CaptureOnRangeBegin(std::string_view domain, std::string_view name, uint64_t ts_ns, uint32_t tid);
+void CaptureOnRangeEnd(std::string_view domain, std::string_view name, uint64_t ts_ns, uint32_t tid);
+
+// The control socket's "capture <argument>": a spec to use from now on, or
+// a number of steps to capture next.  Returns the reply ("capture ..." or
+// "error ...").
+std::string HandleCaptureRequest(std::string_view argument);
+
+// At detach: a spec set by the agent's request goes; GPUOS_CAPTURE's stays.
+void ResetCaptureAfterDetach();
+
+}  // namespace gpuos_shim

@@ -1,0 +1,121 @@
+// Capture window decisions; see capture_windows.h.
+#include "capture_windows.h"
+
+#include <cctype>
+
+namespace gpuos_capture {
+namespace {
+
+bool StartsWithNoCase(std::string_view text, std::string_view prefix) {
+  if (text.size() < prefix.size()) return false;
+  for (size_t i = 0; i < prefix.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(text[i])) != prefix[i]) return false;
+  }
+  return true;
+}
+
+bool IsSpace(char c) { return std::isspace(static_cast<unsigned char>(c)) != 0; }
+
+}  // namespace
+
+// ^(step|iteration|batch|ProfilerStep#?)\s*#?\s*\d*$, case-insensitive.
+bool IsStepRangeName(std::string_view name) {
+  std::string_view rest;
+  bool matched = false, profiler = false;
+  for (std::string_view word : {"profilerstep", "iteration", "step", "batch"}) {
+    if (StartsWithNoCase(name, word)) {
+      rest = name.substr(word.size());
+      matched = true;
+      profiler = word == "profilerstep";
+      break;
+    }
+  }
+  if (!matched) return false;
+  size_t i = 0;
+  if (profiler && i < rest.size() && rest[i] == '#') ++i;  // ProfilerStep#
+  while (i < rest.size() && IsSpace(rest[i])) ++i;
+  if (i < rest.size() && rest[i] == '#') ++i;
+  while (i < rest.size() && IsSpace(rest[i])) ++i;
+  while (i < rest.size() && std::isdigit(static_cast<unsigned char>(rest[i]))) ++i;
+  return i == rest.size();
+}
+
+int64_t StepNumber(std::string_view name) {
+  while (!name.empty() && IsSpace(name.back())) name.remove_suffix(1);
+  size_t digits = 0;
+  while (digits < name.size() && std::isdigit(static_cast<unsigned char>(name[name.size() - 1 - digits]))) ++digits;
+  if (digits == 0 || digits > 18) return -1;
+  int64_t value = 0;
+  for (char c : name.substr(name.size() - digits)) value = value * 10 + (c - '0');
+  return value;
+}
+
+bool CaptureWindows::StepWanted(uint64_t index) const { return spec_.WantsStep(index) || demand_left_ > 0; }
+
+CaptureEdge CaptureWindows::Change(bool was_open, const std::string& reason) {
+  CaptureEdge edge;
+  if (was_open == open()) return edge;
+  edge.kind = open() ? CaptureEdge::kOpen : CaptureEdge::kClose;
+  edge.step = current_;
+  edge.reason = reason;
+  return edge;
+}
+
+CaptureEdge CaptureWindows::StepBegins(int64_t index) {
+  const bool was_open = open();
+  current_ = index >= 0 ? index : current_ + 1;
+  in_step_ = true;
+  std::string reason = spec_.text;
+  if (demand_pending_ > 0) {
+    demand_left_ = demand_pending_;
+    demand_pending_ = 0;
+  }
+  if (demand_left_ > 0 && !spec_.WantsStep(static_cast<uint64_t>(current_))) reason = demand_reason_;
+  if (StepWanted(static_cast<uint64_t>(current_))) by_steps_ = true;
+  return Change(was_open, reason);
+}
+
+CaptureEdge CaptureWindows::StepEnds() {
+  const bool was_open = open();
+  if (!in_step_) return CaptureEdge{};
+  in_step_ = false;
+  if (demand_left_ > 0) --demand_left_;
+  // A request made during a step counts from the next one.
+  const bool next_wanted = demand_pending_ > 0 || StepWanted(static_cast<uint64_t>(current_ + 1));
+  if (by_steps_ && !next_wanted) by_steps_ = false;
+  return Change(was_open, spec_.text);
+}
+
+CaptureEdge CaptureWindows::RangeBegins(std::string_view name) {
+  if (spec_.kind != CaptureSpec::kNvtx || name != spec_.nvtx_name) return CaptureEdge{};
+  const bool was_open = open();
+  ++range_depth_;
+  by_range_ = true;
+  return Change(was_open, spec_.text);
+}
+
+CaptureEdge CaptureWindows::RangeEnds(std::string_view name) {
+  if (spec_.kind != CaptureSpec::kNvtx || name != spec_.nvtx_name || range_depth_ == 0) return CaptureEdge{};
+  const bool was_open = open();
+  if (--range_depth_ == 0) by_range_ = false;
+  return Change(was_open, spec_.text);
+}
+
+CaptureEdge CaptureWindows::Tick(uint64_t elapsed_ns) {
+  if (spec_.kind != CaptureSpec::kTime || time_done_) return CaptureEdge{};
+  const bool was_open = open();
+  if (elapsed_ns >= spec_.after_ns + spec_.for_ns) {
+    by_time_ = false;
+    time_done_ = true;
+  } else if (elapsed_ns >= spec_.after_ns) {
+    by_time_ = true;
+  }
+  return Change(was_open, spec_.text);
+}
+
+void CaptureWindows::RequestSteps(uint64_t n) {
+  demand_pending_ = n;
+  demand_reason_ = "ctl capture " + std::to_string(n);
+}
+
+}  // namespace gpuos_capture

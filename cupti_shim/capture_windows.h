@@ -1,0 +1,74 @@
+// The decision behind capture windows, as pure logic (no clock, no CUPTI,
+// no locks): fed the job's step marks, NVTX ranges, the time and on-demand
+// requests, it says when a window of full CUDA detail opens and closes.
+// capture_control.h feeds it from the shim's hooks and acts on its edges.
+//
+// Steps: a window for steps opens when a wanted step begins and closes when
+// a step ends whose successor is not wanted, so a run of wanted steps is one
+// window.  A step's number is the one its mark carries ("step 12"), else
+// the one after the previous step's.  `RequestSteps(n)` (ctl capture N)
+// wants the next n steps to begin, whatever the spec.  nvtx=NAME windows
+// follow the ranges of that name (nested ones count once); time windows
+// follow Tick().  A window is open while any of these wants it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "capture_spec.h"
+
+namespace gpuos_capture {
+
+struct CaptureEdge {
+  enum Kind { kNone, kOpen, kClose };
+  Kind kind = kNone;
+  // The step the window opens at or closes after; -1 when no step is
+  // known (nvtx and time windows of a job without step marks).
+  int64_t step = -1;
+  // What opened the window: the spec's text or "ctl capture N".
+  std::string reason;
+};
+
+// The report's default step rule (agent/analysis/step_options.h,
+// kDefaultStepRegex: "step 12", "iteration 3", "Batch 7", "ProfilerStep#5",
+// any case), without a regex engine in the job's process.
+bool IsStepRangeName(std::string_view name);
+// The number a step's name ends with ("step 12" -> 12), or -1.
+int64_t StepNumber(std::string_view name);
+
+class CaptureWindows {
+ public:
+  explicit CaptureWindows(CaptureSpec spec) : spec_(std::move(spec)) {}
+
+  // `index` < 0: the step after the previous one (0 for the first).
+  CaptureEdge StepBegins(int64_t index);
+  CaptureEdge StepEnds();
+  CaptureEdge RangeBegins(std::string_view name);
+  CaptureEdge RangeEnds(std::string_view name);
+  // ns since the spec took effect.
+  CaptureEdge Tick(uint64_t elapsed_ns);
+  // The next `n` steps to begin (counted from the next step start).
+  void RequestSteps(uint64_t n);
+
+  bool open() const { return by_steps_ || by_range_ || by_time_; }
+  const CaptureSpec& spec() const { return spec_; }
+  int64_t current_step() const { return current_; }
+  bool in_step() const { return in_step_; }
+
+ private:
+  bool StepWanted(uint64_t index) const;
+  CaptureEdge Change(bool was_open, const std::string& reason);
+
+  CaptureSpec spec_;
+  int64_t current_ = -1;
+  bool in_step_ = false;
+  uint64_t demand_pending_ = 0;  // requested, not yet begun
+  uint64_t demand_left_ = 0;     // steps of the request still to run, this one included
+  std::string demand_reason_;
+  bool by_steps_ = false, by_range_ = false, by_time_ = false;
+  bool time_done_ = false;
+  uint32_t range_depth_ = 0;
+};
+
+}  // namespace gpuos_capture

@@ -1,0 +1,159 @@
+#!/usr/bin/env python3
+"""Capture windows on the GPU machine (issue #19, point 5):
+  capture_check.py BIN_DIR [--model mlp] [--steps 1000] [--spec every=100,steps=5] [--out DIR]
+
+Runs bench/capture_workload.py (NVTX "step N" ranges, each ending with
+loss.item(), so a step's kernels finish inside it) three times:
+  untraced          its step times (the job's own log, CLOCK_MONOTONIC)
+  full              gpuos-trace with no options: kernels per step
+  capture           gpuos-trace --capture SPEC
+and checks, on the capture run's trace (gpuos-trace dump):
+  1. windows open at the steps the spec names (OPEN step, CLOSE step);
+  2. every kernel of the job lies inside a window, and each window holds
+     exactly kernels-per-step (from the full run) x its steps;
+  3. the job's step time outside windows equals its untraced step time
+     within noise (median ratio within 3%; the steps right after a window,
+     whose flush lands there, are counted apart).
+Prints PASS/FAIL lines and the overhead table (median step ms and loss
+against untraced: full detail, capture windows, and outside windows only).
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+WORKLOAD = os.path.join(HERE, "..", "..", "bench", "capture_workload.py")
+
+
+def run(cmd, log):
+    with open(log, "w") as err:
+        done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=err, text=True, timeout=300)
+    if done.returncode != 0:
+        sys.exit("FAIL %s: rc=%d (see %s)" % (" ".join(cmd[:4]), done.returncode, log))
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def step_log(path):
+    out = {}
+    for line in open(path):
+        n, start, end = (int(x) for x in line.split())
+        out[n] = (start, end)
+    return out
+
+
+def dump(trace, path):
+    with open(path, "w") as out:
+        subprocess.run([TRACE, "dump", trace], stdout=out, check=True, timeout=300)
+    header, events = {}, []
+    for line in open(path):
+        rec = json.loads(line)
+        if "header" in rec:
+            header = rec["header"]
+        elif "event" in rec:
+            events.append(rec["event"])
+    return header, events
+
+
+def kernels_of(events, pid):
+    return sorted(int(e.get("ts_ns", 0)) for e in events if "gpu_kernel" in e and int(e.get("pid", 0)) == pid)
+
+
+def main():
+    global TRACE
+    parser = argparse.ArgumentParser()
+    parser.add_argument("bin_dir")
+    parser.add_argument("--model", default="mlp", choices=["mlp", "resnet18"])
+    parser.add_argument("--steps", type=int, default=1000)
+    parser.add_argument("--spec", default="every=100,steps=5")
+    parser.add_argument("--out", default=os.environ.get("OUT") or tempfile.mkdtemp(prefix="gpuos-capture-"))
+    args = parser.parse_args()
+    TRACE = os.path.join(args.bin_dir, "gpuos-trace")
+    os.makedirs(args.out, exist_ok=True)
+    o = lambda name: os.path.join(args.out, name)
+    job = ["python3", WORKLOAD, "--model", args.model, "--steps", str(args.steps)]
+    failures = 0
+
+    def verdict(ok, what):
+        nonlocal failures
+        failures += not ok
+        print("%s %s" % ("PASS" if ok else "FAIL", what))
+
+    untraced = run(job + ["--log-steps", o("untraced.steps")], o("untraced.stderr"))
+    full = run([TRACE, "-q", "-o", o("full.gpuos"), "--"] + job + ["--log-steps", o("full.steps")],
+               o("full.stderr"))
+    capture = run([TRACE, "-q", "--capture", args.spec, "-o", o("capture.gpuos"), "--"] + job +
+                  ["--log-steps", o("capture.steps")], o("capture.stderr"))
+
+    # Kernels per step from the full run: steady after the warm-up.
+    header, events = dump(o("full.gpuos"), o("full.jsonl"))
+    pid = int(header.get("root_pid", 0))
+    full_steps = step_log(o("full.steps"))
+    kernels = kernels_of(events, pid)
+    per_step = []
+    for n in range(20, args.steps):
+        start, end = full_steps[n]
+        per_step.append(sum(1 for k in kernels if start <= k <= end))
+    kpe = statistics.mode(per_step)
+    verdict(min(per_step) == max(per_step) == kpe,
+            "full run: %d kernels in every step after the warm-up (min %d, max %d)" % (kpe, min(per_step), max(per_step)))
+
+    header, events = dump(o("capture.gpuos"), o("capture.jsonl"))
+    pid = int(header.get("root_pid", 0))
+    verdict(header.get("capture_spec") == args.spec, "the trace names the spec (%s)" % header.get("capture_spec"))
+    windows, opened = [], None
+    for e in events:
+        if "capture_window" not in e or int(e.get("pid", 0)) != pid:
+            continue
+        w = e["capture_window"]
+        if w.get("edge") == "OPEN":
+            opened = (int(e["ts_ns"]), int(w.get("step", 0)))
+        elif w.get("edge") == "CLOSE" and opened:
+            windows.append((opened[0], int(e["ts_ns"]), opened[1], int(w.get("step", 0))))
+            opened = None
+    verdict(len(windows) > 0, "%d capture windows in the trace" % len(windows))
+    kernels = kernels_of(events, pid)
+    inside = 0
+    for start, end, first, last in windows:
+        n = sum(1 for k in kernels if start <= k <= end)
+        inside += n
+        expected = kpe * (last - first + 1) if first >= 20 else None
+        if expected is not None:
+            verdict(n == expected, "window steps %d..%d: %d kernels, %d x %d expected" %
+                    (first, last, n, kpe, last - first + 1))
+    verdict(inside == len(kernels), "every kernel inside a window (%d of %d)" % (inside, len(kernels)))
+
+    # Step time outside windows against untraced.
+    cap_steps = step_log(o("capture.steps"))
+    in_window = set()
+    after_window = set()
+    for _, _, first, last in windows:
+        in_window.update(range(first, last + 1))
+        after_window.update(range(last + 1, last + 3))
+    outside = [(e - s) / 1e6 for n, (s, e) in cap_steps.items()
+               if n >= 20 and n not in in_window and n not in after_window]
+    after = [(e - s) / 1e6 for n, (s, e) in cap_steps.items() if n >= 20 and n in after_window]
+    base = statistics.median((e - s) / 1e6 for n, (s, e) in step_log(o("untraced.steps")).items() if n >= 20)
+    out_med = statistics.median(outside)
+    verdict(abs(out_med / base - 1) <= 0.03,
+            "step time outside windows %.3f ms vs untraced %.3f ms (%+.1f%%; within 3%%)" %
+            (out_med, base, 100 * (out_med / base - 1)))
+
+    print("\noverhead table (%s, %d steps, median step ms; loss of step rate vs untraced)" % (args.model, args.steps))
+    print("%-28s %10s %8s" % ("variant", "step ms", "loss"))
+    rows = [("untraced", untraced["median_step_ms"]), ("gpuos-trace (full detail)", full["median_step_ms"]),
+            ("--capture " + args.spec, capture["median_step_ms"]), ("  steps outside windows", out_med)]
+    if after:
+        rows.append(("  2 steps after each window", statistics.median(after)))
+    for name, ms in rows:
+        print("%-28s %10.3f %+7.1f%%" % (name, ms, 100 * (ms / untraced["median_step_ms"] - 1)))
+    print("rates (steps/s): untraced %.1f, full %.1f, capture %.1f" %
+          (untraced["steps_per_s"], full["steps_per_s"], capture["steps_per_s"]))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

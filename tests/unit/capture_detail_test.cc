@@ -1,0 +1,165 @@
+// Capture windows in the analysis (analysis/capture_detail.h): a
+// constructed trace whose kernels were recorded only inside a window, as
+// the shim records them with --capture; the GPU side of the summaries must
+// come from the steps inside it, and the report must say which steps those
+// were.
+#include "analysis/capture_detail.h"
+
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "analysis/step_analysis.h"
+#include "export/report/json_writer.h"
+#include "export/report/step_report.h"
+#include "analysis/diagnosis.h"
+#include "google/protobuf/struct.pb.h"
+#include "google/protobuf/util/json_util.h"
+#include "gtest/gtest.h"
+
+namespace gpuos {
+namespace {
+
+constexpr uint32_t kPid = 42;
+constexpr uint64_t kT0 = 10000, kStep = 1000;
+
+v1::Event Ev(uint64_t ts, uint32_t tid = kPid) {
+  v1::Event e;
+  e.set_ts_ns(ts);
+  e.set_pid(kPid);
+  e.set_tid(tid);
+  return e;
+}
+
+v1::Event Range(uint64_t start, uint64_t end, const std::string& name) {
+  v1::Event e = Ev(start);
+  e.mutable_nvtx_range()->set_duration_ns(end - start);
+  e.mutable_nvtx_range()->set_name(name);
+  return e;
+}
+
+v1::Event Edge(uint64_t ts, bool open, int64_t step) {
+  v1::Event e = Ev(ts);
+  e.mutable_capture_window()->set_edge(open ? v1::CaptureWindow::OPEN : v1::CaptureWindow::CLOSE);
+  e.mutable_capture_window()->set_step(step);
+  e.mutable_capture_window()->set_reason("steps=10..14");
+  return e;
+}
+
+// 30 steps of 1000 ns: a data fetch of 300 ns, a launch of 20, then a
+// kernel to the end of the step -- whose records exist only for steps
+// first..last when `window` (as CUPTI's, switched on only there).
+std::vector<v1::Event> Steps(bool window, uint64_t first = 10, uint64_t last = 14) {
+  std::vector<v1::Event> events;
+  for (uint64_t i = 0; i < 30; ++i) {
+    const uint64_t t = kT0 + i * kStep;
+    if (window && i == first) events.push_back(Edge(t, true, static_cast<int64_t>(i)));
+    events.push_back(Range(t, t + kStep, "step " + std::to_string(i)));
+    events.push_back(Range(t, t + 300, "get batch"));
+    v1::Event api = Ev(t + 300);
+    api.mutable_cuda_api()->set_duration_ns(20);
+    api.mutable_cuda_api()->set_name("cudaLaunchKernel_v7000");
+    events.push_back(api);
+    if (!window || (i >= first && i <= last)) {
+      v1::Event kernel = Ev(t + 320, 0);
+      kernel.mutable_gpu_kernel()->set_duration_ns(kStep - 320);
+      kernel.mutable_gpu_kernel()->set_stream(7);
+      events.push_back(kernel);
+    }
+    if (window && i == last) events.push_back(Edge(t + kStep, false, static_cast<int64_t>(i)));
+  }
+  return events;
+}
+
+StepAnalysis Analyze(const std::vector<v1::Event>& events, const std::string& spec) {
+  v1::TraceHeader header;
+  header.set_capture_spec(spec);
+  auto a = AnalyzeStepEvents(header, events, StepOptions());
+  EXPECT_TRUE(a.ok()) << a.status();
+  return *a;
+}
+
+TEST(CaptureDetail, GpuPartsComeFromTheStepsInsideTheWindow) {
+  StepAnalysis a = Analyze(Steps(true), "steps=10..14");
+  ASSERT_EQ(a.steps.size(), 30u);
+  for (const StepRecord& s : a.steps) {
+    EXPECT_EQ(s.cuda_detail, s.index >= 10 && s.index <= 14) << s.index;
+  }
+  // Summaries over the five steps with detail; the 24 other measured ones
+  // (step 0 is warmup) are counted apart, with their wall time.
+  EXPECT_EQ(a.measured_steps, 5u);
+  EXPECT_EQ(a.steps_without_detail, 24u);
+  EXPECT_EQ(a.all_steps_duration_ns.count, 29u);
+  EXPECT_EQ(a.measured_wall_ns, 5 * kStep);
+  // GPU idle: the fetch and the launch of each detail step (320 ns), not
+  // the whole of the steps whose kernels were never recorded.
+  EXPECT_EQ(a.measured_total.gpu.idle_ns, 5 * 320u);
+  EXPECT_EQ(a.measured_total.gpu.kernels_started, 5u);
+  // CPU side of every step still there.
+  EXPECT_EQ(a.steps[20].cpu.data_wait_ns, 300u);
+  EXPECT_EQ(a.steps[20].cpu.launch_api_ns, 20u);
+
+  ASSERT_EQ(a.capture.windows.size(), 1u);
+  const CaptureWindowSpan& w = a.capture.windows[0];
+  EXPECT_EQ(w.first_step, 10);
+  EXPECT_EQ(w.last_step, 14);
+  EXPECT_EQ(w.start_ns, kT0 + 10 * kStep);
+  EXPECT_EQ(w.end_ns, kT0 + 15 * kStep);
+  EXPECT_EQ(a.capture.spec, "steps=10..14");
+}
+
+TEST(CaptureDetail, WithoutASpecEveryStepHasDetail) {
+  StepAnalysis a = Analyze(Steps(false), "");
+  EXPECT_FALSE(a.capture.in_use());
+  for (const StepRecord& s : a.steps) EXPECT_TRUE(s.cuda_detail);
+  EXPECT_EQ(a.measured_steps, 29u);
+  EXPECT_EQ(a.steps_without_detail, 0u);
+  EXPECT_EQ(a.measured_total.gpu.idle_ns, 29 * 320u);
+}
+
+TEST(CaptureDetail, AWindowStillOpenAtTheEndRunsToTheLastEvent) {
+  std::vector<v1::Event> events = Steps(true, 25, 40);  // never closed
+  StepAnalysis a = Analyze(events, "steps=25..40");
+  ASSERT_EQ(a.capture.windows.size(), 1u);
+  EXPECT_FALSE(a.capture.windows[0].closed);
+  EXPECT_EQ(a.capture.windows[0].first_step, 25);
+  EXPECT_EQ(a.capture.windows[0].last_step, 29);
+  EXPECT_EQ(a.measured_steps, 5u);
+}
+
+TEST(CaptureDetail, ReportsSayWhichStepsHaveDetail) {
+  StepAnalysis a = Analyze(Steps(true), "steps=10..14");
+  Diagnosis d = Diagnose(a);
+  std::ostringstream json_text;
+  JsonWriter json(json_text);
+  json.BeginObject();
+  WriteStepJsonMembers(a, d, json);
+  json.EndObject();
+  google::protobuf::Struct j;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(json_text.str(), &j).ok()) << json_text.str();
+  const google::protobuf::Struct& capture = j.fields().at("capture").struct_value();
+  EXPECT_EQ(capture.fields().at("spec").string_value(), "steps=10..14");
+  const auto& windows = capture.fields().at("windows").list_value();
+  ASSERT_EQ(windows.values_size(), 1);
+  const google::protobuf::Struct& w = windows.values(0).struct_value();
+  EXPECT_EQ(w.fields().at("first_step").number_value(), 10);
+  EXPECT_EQ(w.fields().at("last_step").number_value(), 14);
+  EXPECT_EQ(w.fields().at("start_ns").number_value(), 20000);
+  EXPECT_EQ(w.fields().at("end_ns").number_value(), 25000);
+  const auto& steps = j.fields().at("steps").list_value();
+  ASSERT_EQ(steps.values_size(), 30);
+  for (int i = 0; i < 30; ++i) {
+    EXPECT_EQ(steps.values(i).struct_value().fields().at("cuda_detail").bool_value(), i >= 10 && i <= 14) << i;
+  }
+  const google::protobuf::Struct& summary = j.fields().at("step_analysis").struct_value();
+  EXPECT_EQ(summary.fields().at("cuda_detail_steps").number_value(), 5);
+  EXPECT_EQ(summary.fields().at("steps_without_cuda_detail").number_value(), 24);
+  EXPECT_EQ(summary.fields().at("measured_steps").number_value(), 5);
+  std::ostringstream text;
+  WriteStepTextReport(a, d, text, 5);
+  EXPECT_NE(text.str().find("CUDA detail in 5 of 29 steps; the summaries below are over those 5"), std::string::npos)
+      << text.str();
+}
+
+}  // namespace
+}  // namespace gpuos

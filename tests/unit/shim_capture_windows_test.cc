@@ -1,0 +1,165 @@
+// Capture windows in the shim without a GPU: the --capture spec parser
+// (cupti_shim/capture_spec.h, shared with the agent's option parsing) and
+// the window decisions (cupti_shim/capture_windows.h) fed step marks, NVTX
+// ranges, time and on-demand requests as the job would make them.
+#include <string>
+#include <vector>
+
+#include "capture_spec.h"
+#include "capture_windows.h"
+#include "gtest/gtest.h"
+
+namespace gpuos_capture {
+namespace {
+
+CaptureSpec Parse(const std::string& text) {
+  CaptureSpec spec;
+  std::string error;
+  EXPECT_TRUE(ParseCaptureSpec(text, &spec, &error)) << text << ": " << error;
+  return spec;
+}
+
+std::string ParseError(const std::string& text) {
+  CaptureSpec spec;
+  std::string error;
+  EXPECT_FALSE(ParseCaptureSpec(text, &spec, &error)) << text;
+  return error;
+}
+
+TEST(CaptureSpec, ParsesEachKind) {
+  CaptureSpec steps = Parse("steps=10..14");
+  EXPECT_EQ(steps.kind, CaptureSpec::kSteps);
+  EXPECT_EQ(steps.first_step, 10u);
+  EXPECT_EQ(steps.last_step, 14u);
+  EXPECT_FALSE(steps.WantsStep(9));
+  EXPECT_TRUE(steps.WantsStep(10));
+  EXPECT_TRUE(steps.WantsStep(14));
+  EXPECT_FALSE(steps.WantsStep(15));
+
+  CaptureSpec every = Parse("every=200,steps=10");
+  EXPECT_EQ(every.kind, CaptureSpec::kEvery);
+  EXPECT_TRUE(every.WantsStep(0));
+  EXPECT_TRUE(every.WantsStep(9));
+  EXPECT_FALSE(every.WantsStep(10));
+  EXPECT_TRUE(every.WantsStep(400));
+  EXPECT_EQ(Parse("steps=1, every=20").kind, CaptureSpec::kEvery);  // either order, spaces
+
+  CaptureSpec always = Parse(kAlwaysOnSpec);
+  int wanted = 0;
+  for (uint64_t i = 0; i < 200; ++i) wanted += always.WantsStep(i);
+  EXPECT_EQ(wanted, 10);  // one step in 20
+
+  CaptureSpec nvtx = Parse("nvtx=train step");
+  EXPECT_EQ(nvtx.kind, CaptureSpec::kNvtx);
+  EXPECT_EQ(nvtx.nvtx_name, "train step");
+
+  CaptureSpec time = Parse("after=60s,for=10s");
+  EXPECT_EQ(time.kind, CaptureSpec::kTime);
+  EXPECT_EQ(time.after_ns, 60'000'000'000u);
+  EXPECT_EQ(time.for_ns, 10'000'000'000u);
+  EXPECT_EQ(Parse("after=1500ms,for=2m").for_ns, 120'000'000'000u);
+
+  EXPECT_EQ(Parse("on-demand").kind, CaptureSpec::kOnDemand);
+  EXPECT_EQ(Parse("  steps=1..2 ").text, "steps=1..2");
+}
+
+TEST(CaptureSpec, RefusesBadSpecsWithOneLine) {
+  for (const std::string& bad :
+       {"", "steps", "steps=", "steps=5", "steps=5..2", "steps=a..b", "steps=1..", "every=20",
+        "every=0,steps=1", "every=20,steps=0", "every=5,steps=6", "every=20,steps=1..2", "nvtx=",
+        "nvtx=a,steps=1..2", "after=60s", "for=10s", "after=60,for=10s", "after=60s,for=0s",
+        "after=1x,for=1s", "frames=1..2", "steps=1..2,steps=3..4", "steps=1..2,every=3,x=1",
+        "steps=99999999999999999999..1"}) {
+    const std::string error = ParseError(bad);
+    EXPECT_EQ(error.rfind("--capture ", 0), 0u) << bad << ": " << error;
+    EXPECT_EQ(error.find('\n'), std::string::npos) << error;
+  }
+  EXPECT_NE(ParseError("steps=5..2").find("before the first"), std::string::npos);
+}
+
+TEST(StepRangeNames, FollowTheReportsDefaultRule) {
+  for (const char* name : {"step 12", "Step12", "iteration 3", "Batch 7", "ProfilerStep#5", "profilerstep # 5",
+                           "step", "STEP #4"}) {
+    EXPECT_TRUE(IsStepRangeName(name)) << name;
+  }
+  for (const char* name : {"forward", "steps 1", "step 1a", "my step 1", "get batch", "step##4", "optimizer.step", "step 12 "}) {
+    EXPECT_FALSE(IsStepRangeName(name)) << name;
+  }
+  EXPECT_EQ(StepNumber("step 12"), 12);
+  EXPECT_EQ(StepNumber("ProfilerStep#5"), 5);
+  EXPECT_EQ(StepNumber("step"), -1);
+}
+
+// Feeds steps first..last (numbered) and returns the edges as strings.
+std::vector<std::string> RunSteps(CaptureWindows& w, int64_t first, int64_t last, bool numbered = true) {
+  std::vector<std::string> edges;
+  for (int64_t i = first; i <= last; ++i) {
+    CaptureEdge e = w.StepBegins(numbered ? i : -1);
+    if (e.kind == CaptureEdge::kOpen) edges.push_back("open " + std::to_string(e.step));
+    e = w.StepEnds();
+    if (e.kind == CaptureEdge::kClose) edges.push_back("close " + std::to_string(e.step));
+  }
+  return edges;
+}
+
+TEST(CaptureWindows, AStepRangeIsOneWindowFromItsFirstStepToItsLast) {
+  CaptureWindows w(Parse("steps=10..14"));
+  EXPECT_EQ(RunSteps(w, 0, 30), (std::vector<std::string>{"open 10", "close 14"}));
+  EXPECT_FALSE(w.open());
+}
+
+TEST(CaptureWindows, UnnumberedStepsCountFromZero) {
+  CaptureWindows w(Parse("steps=3..4"));
+  EXPECT_EQ(RunSteps(w, 0, 9, /*numbered=*/false), (std::vector<std::string>{"open 3", "close 4"}));
+}
+
+TEST(CaptureWindows, EveryNOpensKStepsInEachPeriod) {
+  CaptureWindows w(Parse("every=20,steps=2"));
+  EXPECT_EQ(RunSteps(w, 0, 59),
+            (std::vector<std::string>{"open 0", "close 1", "open 20", "close 21", "open 40", "close 41"}));
+  CaptureWindows always(Parse(kAlwaysOnSpec));
+  EXPECT_EQ(RunSteps(always, 1, 45), (std::vector<std::string>{"open 20", "close 20", "open 40", "close 40"}));
+}
+
+TEST(CaptureWindows, OnDemandCapturesTheNextNStepsFromTheNextStart) {
+  CaptureWindows w(Parse("on-demand"));
+  EXPECT_TRUE(RunSteps(w, 0, 4).empty());
+  // Asked in the middle of step 5: steps 6, 7, 8.
+  EXPECT_EQ(w.StepBegins(5).kind, CaptureEdge::kNone);
+  w.RequestSteps(3);
+  EXPECT_EQ(w.StepEnds().kind, CaptureEdge::kNone);
+  CaptureEdge open = w.StepBegins(6);
+  EXPECT_EQ(open.kind, CaptureEdge::kOpen);
+  EXPECT_EQ(open.reason, "ctl capture 3");
+  EXPECT_EQ(w.StepEnds().kind, CaptureEdge::kNone);
+  EXPECT_EQ(RunSteps(w, 7, 12), (std::vector<std::string>{"close 8"}));
+  // A request joins a spec's window: always-on's step 20 plus two more.
+  CaptureWindows both(Parse(kAlwaysOnSpec));
+  RunSteps(both, 0, 18);
+  both.RequestSteps(3);
+  EXPECT_EQ(RunSteps(both, 19, 25), (std::vector<std::string>{"open 19", "close 21"}));
+}
+
+TEST(CaptureWindows, NvtxWindowsFollowTheNamedRangesOnly) {
+  CaptureWindows w(Parse("nvtx=profile me"));
+  EXPECT_EQ(w.RangeBegins("forward").kind, CaptureEdge::kNone);
+  EXPECT_EQ(w.RangeBegins("profile me").kind, CaptureEdge::kOpen);
+  EXPECT_EQ(w.RangeBegins("profile me").kind, CaptureEdge::kNone);  // nested
+  EXPECT_EQ(w.StepEnds().kind, CaptureEdge::kNone);                // steps do not close it
+  EXPECT_EQ(w.RangeEnds("profile me").kind, CaptureEdge::kNone);
+  EXPECT_EQ(w.RangeEnds("forward").kind, CaptureEdge::kNone);
+  EXPECT_EQ(w.RangeEnds("profile me").kind, CaptureEdge::kClose);
+  EXPECT_EQ(w.RangeEnds("profile me").kind, CaptureEdge::kNone);  // unbalanced
+}
+
+TEST(CaptureWindows, ATimeWindowOpensOnceForItsSpan) {
+  CaptureWindows w(Parse("after=1s,for=500ms"));
+  EXPECT_EQ(w.Tick(999'999'999).kind, CaptureEdge::kNone);
+  EXPECT_EQ(w.Tick(1'000'000'000).kind, CaptureEdge::kOpen);
+  EXPECT_EQ(w.Tick(1'200'000'000).kind, CaptureEdge::kNone);
+  EXPECT_EQ(w.Tick(1'500'000'000).kind, CaptureEdge::kClose);
+  EXPECT_EQ(w.Tick(1'200'000'000).kind, CaptureEdge::kNone);  // never again
+}
+
+}  // namespace
+}  // namespace gpuos_capture
