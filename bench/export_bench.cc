@@ -20,8 +20,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "export/perfetto_export.h"
-#include "export/perfetto_trace_check.h"
+#include "export/perfetto/perfetto_export.h"
+#include "support/perfetto_trace_check.h"
 #include "stream/trace_writer.h"
 
 namespace {

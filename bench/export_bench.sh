@@ -25,7 +25,8 @@ cmake --build "$BUILD" --target gpuos-trace gpuos_export gpuos_analysis gpuos_st
 GEN="$BUILD/bench/export_bench"
 mkdir -p "$BUILD/bench"
 # shellcheck disable=SC2046
-g++ -O2 -std=c++17 -I "$ROOT/agent" -I "$BUILD/proto" "$ROOT/bench/export_bench.cc" \
+g++ -O2 -std=c++17 -I "$ROOT/agent" -I "$ROOT/tests" -I "$BUILD/proto" "$ROOT/bench/export_bench.cc" \
+  "$ROOT/tests/support/perfetto_trace_check.cc" \
   "$BUILD/agent/export/libgpuos_export.a" "$BUILD/agent/analysis/libgpuos_analysis.a" \
   "$BUILD/agent/stream/libgpuos_stream.a" "$BUILD/proto/libgpuos_proto.a" \
   $(pkg-config --libs protobuf absl_status absl_statusor absl_strings absl_str_format \

@@ -7,8 +7,8 @@
 #include "analysis/diagnosis.h"
 #include "analysis/step_analysis.h"
 #include "analysis/trace_summary.h"
-#include "export/compare_html.h"
-#include "export/compare_report.h"
+#include "export/report/compare_html.h"
+#include "export/report/compare_report.h"
 
 namespace gpuos {
 

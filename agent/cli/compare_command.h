@@ -1,6 +1,6 @@
 // `gpuos-trace compare`: each trace through the report's analysis
 // (SummarizeTrace, AnalyzeSteps, Diagnose), reduced, compared and printed
-// (analysis/run_comparison.h, export/compare_report.h, compare_html.h).
+// (analysis/run_comparison.h, export/report/compare_report.h, compare_html.h).
 #pragma once
 
 #include <optional>

@@ -1,5 +1,5 @@
 // gpuos-trace: entry point.  Parses the command line and hands over to
-// recording (record/recorder.h) or reporting (export/os_report.h).
+// recording (record/recorder.h) or reporting (export/report/os_report.h).
 #include <time.h>
 
 #include <cstdio>
@@ -12,13 +12,13 @@
 #include "analysis/step_analysis.h"
 #include "analysis/trace_summary.h"
 #include "cli/options.h"
-#include "export/cuda_report.h"
+#include "export/report/cuda_report.h"
 #include "export/event_dump.h"
-#include "export/html_report.h"
-#include "export/os_report.h"
-#include "export/perfetto_export.h"
-#include "export/rank_report.h"
-#include "export/step_report.h"
+#include "export/report/html_report.h"
+#include "export/report/os_report.h"
+#include "export/perfetto/perfetto_export.h"
+#include "export/report/rank_report.h"
+#include "export/report/step_report.h"
 #include "record/attach_recorder.h"
 #include "record/prepare.h"
 #include "record/recorder.h"

@@ -31,7 +31,7 @@ struct ReportCommand {
   std::string path;
   ReportFormat format = ReportFormat::kText;
   StepOptions steps;
-  std::string html_path;  // also write the report as a web page (export/html_report.h)
+  std::string html_path;  // also write the report as a web page (export/report/html_report.h)
 };
 
 struct ExportCommand {

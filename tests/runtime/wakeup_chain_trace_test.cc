@@ -15,7 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "analysis/step_analysis.h"
-#include "export/wait_chain_text.h"
+#include "export/report/wait_chain_text.h"
 #include "gtest/gtest.h"
 #include "runtime_support.h"
 

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "analysis/step_analysis.h"
-#include "export/json_writer.h"
-#include "export/step_report.h"
+#include "export/report/json_writer.h"
+#include "export/report/step_report.h"
 #include "analysis/diagnosis.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"

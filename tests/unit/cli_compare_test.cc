@@ -18,8 +18,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "export/compare_html.h"
-#include "export/compare_report.h"
+#include "export/report/compare_html.h"
+#include "export/report/compare_report.h"
 #include "gtest/gtest.h"
 #include "stream/trace_writer.h"
 

@@ -10,7 +10,8 @@
 //
 // GPUOS_HTML_SCREENSHOT_DIR=dir also saves each page and a screenshot of
 // it there, for a person to look at.
-#include "export/html_report.h"
+#include "export/report/html_blocks.h"
+#include "export/report/html_report.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,7 +32,7 @@
 #include "analysis/step_analysis.h"
 #include "analysis/trace_summary.h"
 #include "diagnosis_sim.h"
-#include "export/text_table.h"
+#include "export/report/text_table.h"
 #include "gtest/gtest.h"
 #include "stream/trace_writer.h"
 

@@ -1,7 +1,7 @@
 // The text and JSON renderings of an OsSummary, and the JSON writer and
 // text table under them.  JSON is checked by python3's own parser, not by
 // string matching, so "valid JSON" means what a consumer will see.
-#include "export/os_report.h"
+#include "export/report/os_report.h"
 
 #include <stdio.h>
 #include <sys/wait.h>
@@ -16,13 +16,13 @@
 #include <vector>
 
 #include "absl/strings/str_split.h"
-#include "export/json_writer.h"
-#include "export/text_table.h"
+#include "export/report/json_writer.h"
+#include "export/report/text_table.h"
 #include "gtest/gtest.h"
 
 namespace gpuos {
 
-// Defined in os_report.cc and called by the CLI; not yet in os_report.h.
+// Defined in report/os_report.cc and called by the CLI; not yet in report/os_report.h.
 void WriteOsJsonReport(const OsSummary& summary, std::ostream& out,
                        const std::function<void(JsonWriter&)>& extra_members);
 

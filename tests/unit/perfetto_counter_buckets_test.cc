@@ -4,7 +4,7 @@
 #include <tuple>
 #include <vector>
 
-#include "export/perfetto_counter_buckets.h"
+#include "export/timeline/counter_buckets.h"
 #include "gtest/gtest.h"
 
 namespace gpuos {

@@ -21,9 +21,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "export/perfetto_event_mapper.h"
-#include "export/perfetto_export.h"
-#include "export/perfetto_trace_check.h"
+#include "export/timeline/event_mapper.h"
+#include "export/perfetto/perfetto_export.h"
+#include "support/perfetto_trace_check.h"
 #include "gtest/gtest.h"
 #include "perfetto_trace.pb.h"
 #include "stream/trace_writer.h"

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "export/perfetto_record_sorter.h"
+#include "export/timeline/record_sorter.h"
 #include "gtest/gtest.h"
 
 namespace gpuos {

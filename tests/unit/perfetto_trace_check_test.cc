@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "export/perfetto_trace_check.h"
+#include "support/perfetto_trace_check.h"
 #include "gtest/gtest.h"
 #include "perfetto_trace.pb.h"
 

@@ -1,7 +1,7 @@
 // The step report: JSON that parses (checked with protobuf's JSON parser
 // into a google.protobuf.Struct) and carries the analysis' numbers, and text
 // tables with the rows and sections the report promises.
-#include "export/step_report.h"
+#include "export/report/step_report.h"
 
 #include <sstream>
 #include <string>

@@ -13,7 +13,7 @@
 #include "analysis/thread_activity.h"
 #include "analysis/thread_roles.h"
 #include "analysis/wakeup_chain.h"
-#include "export/wait_chain_text.h"
+#include "export/report/wait_chain_text.h"
 #include "gtest/gtest.h"
 
 namespace gpuos {

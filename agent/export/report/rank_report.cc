@@ -1,0 +1,164 @@
+// Per-rank table and straggler; see rank_report.h.
+#include "export/report/rank_report.h"
+
+#include "absl/strings/str_format.h"
+#include "export/report/format.h"
+#include "export/report/text_table.h"
+
+namespace gpuos {
+namespace {
+
+uint64_t DataWait(const RankSummary& r) {
+  return r.steps.measured_total.stages[static_cast<size_t>(Stage::kDataLoading)];
+}
+
+void OptionalInt(JsonWriter& json, std::string_view key, bool has, int64_t value) {
+  json.Key(key);
+  if (has) {
+    json.Int(value);
+  } else {
+    json.Null();
+  }
+}
+
+}  // namespace
+
+void WriteRankTextReport(const RankAnalysis& a, std::ostream& out, uint32_t report_pid) {
+  if (a.ranks.empty()) return;
+  out << "\nRanks (" << a.ranks.size() << "; ms per measured step, means; comm: time in collectives, exposed: "
+      << "not overlapped by compute; * = the process of the step report above)\n";
+  TextTable table({{"rank"}, {"local"}, {"world"}, {"host", TextTable::Align::kLeft}, {"pid"}, {"gpu"},
+                   {"steps"}, {"step ms"}, {"p50"}, {"p95"}, {"data"}, {"comm"}, {"exposed"}, {"GPU idle"},
+                   {"bottleneck", TextTable::Align::kLeft}});
+  for (const RankSummary& r : a.ranks) {
+    const auto num = [](bool has, int32_t v) { return has ? std::to_string(v) : std::string("-"); };
+    const DistributionStats& d = r.steps.duration_ns;
+    table.AddRow({num(r.info.has_rank(), r.info.rank()), num(r.info.has_local_rank(), r.info.local_rank()),
+                  num(r.info.has_world_size(), r.info.world_size()), r.info.host(),
+                  std::to_string(r.pid) + (r.pid == report_pid ? "*" : ""),
+                  r.gpu ? std::to_string(*r.gpu) : "-", std::to_string(r.steps.measured_steps), FormatMs3(d.mean),
+                  FormatMs3(d.p50), FormatMs3(d.p95), FormatMs3(r.PerStep(DataWait(r))), FormatMs3(r.PerStep(r.comm_ns)),
+                  FormatMs3(r.PerStep(r.exposed_comm_ns)),
+                  r.has_gpu_work ? FormatMs3(r.PerStep(r.steps.measured_total.gpu.idle_ns)) : "-",
+                  BottleneckKey(r.diagnosis.primary.bottleneck)});
+  }
+  table.Render(out, "  ");
+  if (a.straggler) {
+    const Straggler& s = *a.straggler;
+    out << absl::StrFormat("  straggler: rank %d (pid %u): the others waited %.3f ms per step for it; cause: %s (%s)\n",
+                           s.rank, s.pid, s.cost_ns_per_step / 1e6, s.cause, s.cause_detail);
+  } else {
+    size_t with_steps = 0;
+    for (const RankSummary& r : a.ranks) with_steps += r.steps.measured_steps >= 2;
+    if (with_steps < 2) {
+      out << "  straggler: not judged (it takes two ranks with steps in the trace; trace every rank, e.g. --pid on "
+             "the launcher)\n";
+    } else {
+      out << "  straggler: none (the ranks did not wait for one rank in collectives by more than "
+          << absl::StrFormat("max(%.1f ms, %.0f%% of a step))\n", kStragglerMinNs / 1e6, kStragglerMinShare * 100);
+    }
+  }
+  if (!a.note.empty()) out << "  note: " << a.note << "\n";
+  for (const RankSummary& r : a.ranks) {
+    if (r.steps.measured_steps == 0) {
+      out << absl::StrFormat("  rank %d (pid %u): no steps: %s\n", r.rank(), r.pid, r.steps.note);
+    }
+  }
+}
+
+void WriteRankJsonMembers(const RankAnalysis& a, JsonWriter& json) {
+  json.Key("ranks");
+  json.BeginArray();
+  for (const RankSummary& r : a.ranks) {
+    json.BeginObject();
+    OptionalInt(json, "rank", r.info.has_rank(), r.info.rank());
+    OptionalInt(json, "local_rank", r.info.has_local_rank(), r.info.local_rank());
+    OptionalInt(json, "world_size", r.info.has_world_size(), r.info.world_size());
+    OptionalInt(json, "local_world_size", r.info.has_local_world_size(), r.info.local_world_size());
+    OptionalInt(json, "group_rank", r.info.has_group_rank(), r.info.group_rank());
+    json.Field("host", r.info.host());
+    json.Field("pid", r.pid);
+    OptionalInt(json, "gpu", r.gpu.has_value(), r.gpu.value_or(0));
+    json.Key("cuda_visible_devices");
+    if (r.info.has_cuda_visible_devices()) {
+      json.String(r.info.cuda_visible_devices());
+    } else {
+      json.Null();
+    }
+    json.Field("master_addr", r.info.master_addr());
+    json.Field("master_port", r.info.master_port());
+    json.Key("pids");
+    json.BeginArray();
+    for (uint32_t p : r.pids) json.Uint(p);
+    json.EndArray();
+    json.Field("driving_tid", r.steps.tid);
+    json.Field("step_source", StepSourceName(r.steps.source));
+    json.Field("steps", static_cast<uint64_t>(r.steps.measured_steps));
+    json.Key("step_ns");
+    json.BeginObject();
+    json.Field("mean", r.steps.duration_ns.mean);
+    json.Field("p50", r.steps.duration_ns.p50);
+    json.Field("p95", r.steps.duration_ns.p95);
+    json.EndObject();
+    json.Field("comm_ns", r.PerStep(r.comm_ns));
+    json.Field("exposed_comm_ns", r.PerStep(r.exposed_comm_ns));
+    json.Field("overlapped_comm_ns", r.PerStep(r.comm_ns - r.exposed_comm_ns));
+    json.Field("data_wait_ns", r.PerStep(DataWait(r)));
+    json.Key("gpu_idle_ns");
+    if (r.has_gpu_work) {
+      json.Double(r.PerStep(r.steps.measured_total.gpu.idle_ns));
+    } else {
+      json.Null();
+    }
+    // The rank's stages per step, and its communication beside them (it
+    // overlaps them: exposed communication lies within the other stages).
+    json.Key("stage_ns");
+    json.BeginObject();
+    for (size_t i = 0; i < kStageCount; ++i) {
+      json.Field(StageKey(static_cast<Stage>(i)), r.PerStep(r.steps.measured_total.stages[i]));
+    }
+    json.Field("communication", r.PerStep(r.exposed_comm_ns));
+    json.EndObject();
+    // Every step's communication (warm-up and left-out steps included).
+    json.Key("step_comm");
+    json.BeginArray();
+    for (size_t i = 0; i < r.steps.steps.size() && i < r.comm.steps.size(); ++i) {
+      const StepRecord& s = r.steps.steps[i];
+      json.BeginObject();
+      json.Field("index", s.index);
+      json.Field("start_ns", s.start_ns);
+      json.Field("duration_ns", s.duration_ns());
+      json.Field("warmup", s.warmup);
+      json.Field("comm_ns", r.comm.steps[i].comm_ns);
+      json.Field("exposed_comm_ns", r.comm.steps[i].exposed_ns);
+      json.EndObject();
+    }
+    json.EndArray();
+    json.Key("comm_threads");
+    json.BeginArray();
+    for (uint32_t t : r.comm.comm_threads) json.Uint(t);
+    json.EndArray();
+    json.Field("bottleneck", BottleneckKey(r.diagnosis.primary.bottleneck));
+    json.Field("headline", r.diagnosis.headline);
+    json.EndObject();
+  }
+  json.EndArray();
+  json.Field("ranks_note", a.note);
+  json.Key("straggler");
+  if (!a.straggler) {
+    json.Null();
+    return;
+  }
+  const Straggler& s = *a.straggler;
+  json.BeginObject();
+  json.Field("rank", s.rank);
+  json.Field("pid", s.pid);
+  json.Field("cause", s.cause);
+  json.Field("cause_detail", s.cause_detail);
+  json.Field("cost_ns_per_step", s.cost_ns_per_step);
+  json.Field("excess_ns_per_step", s.excess_ns_per_step);
+  json.Field("bottleneck", s.bottleneck);
+  json.EndObject();
+}
+
+}  // namespace gpuos

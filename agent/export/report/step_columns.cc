@@ -1,0 +1,34 @@
+// The step table's columns; see report/step_columns.h.
+#include "export/report/step_columns.h"
+
+#include "absl/strings/str_format.h"
+#include "export/report/format.h"
+
+namespace gpuos {
+
+const std::vector<StepColumn>& StepColumns() {
+  static const std::vector<StepColumn>* columns = new std::vector<StepColumn>{
+      {"ms", [](const StepRecord& s) { return static_cast<double>(s.duration_ns()); }, true},
+      {"data", [](const StepRecord& s) { return static_cast<double>(s.cpu.data_wait_ns); }, true},
+      {"sync", [](const StepRecord& s) { return static_cast<double>(s.cpu.sync_ns); }, true},
+      {"copy", [](const StepRecord& s) { return static_cast<double>(s.cpu.copy_api_ns); }, true},
+      {"launch", [](const StepRecord& s) { return static_cast<double>(s.cpu.launch_api_ns); }, true},
+      {"cuda other", [](const StepRecord& s) { return static_cast<double>(s.cpu.other_cuda_api_ns); }, true},
+      {"other", [](const StepRecord& s) { return static_cast<double>(s.cpu.other_ns); }, true},
+      {"off-CPU", [](const StepRecord& s) { return static_cast<double>(s.off_cpu.total()); }, true},
+      {"GPU kern", [](const StepRecord& s) { return static_cast<double>(s.gpu.kernel_busy_ns); }, true},
+      {"GPU copy", [](const StepRecord& s) { return static_cast<double>(s.gpu.copy_only_ns); }, true},
+      {"GPU idle", [](const StepRecord& s) { return static_cast<double>(s.gpu.idle_ns); }, true},
+      {"kernels", [](const StepRecord& s) { return static_cast<double>(s.gpu.kernels_started); }, false},
+      {"inv sw", [](const StepRecord& s) { return static_cast<double>(s.os.launching.involuntary); }, false},
+      {"munmap", [](const StepRecord& s) { return static_cast<double>(s.os.munmap.calls); }, false},
+  };
+  return *columns;
+}
+
+std::string StepCell(const StepColumn& column, double value, bool statistic) {
+  if (column.is_ms) return FormatMs3(value);
+  return statistic ? absl::StrFormat("%.1f", value) : absl::StrFormat("%.0f", value);
+}
+
+}  // namespace gpuos
