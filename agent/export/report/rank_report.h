@@ -5,7 +5,7 @@
 #include <ostream>
 
 #include "analysis/rank_analysis.h"
-#include "export/json_writer.h"
+#include "export/report/json_writer.h"
 
 namespace gpuos {
 
