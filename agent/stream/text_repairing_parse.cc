@@ -33,6 +33,9 @@ struct LenientSchema {
 void TextAsBytes(DescriptorProto* message) {
   const bool map_entry = message->options().map_entry();
   for (FieldDescriptorProto& field : *message->mutable_field()) {
+    // proto2 has no proto3 `optional`; its synthetic oneof stays, as a
+    // one-field oneof, which reads the same bytes.
+    field.clear_proto3_optional();
     if (field.type() == FieldDescriptorProto::TYPE_STRING && !(map_entry && field.number() == 1)) {
       field.set_type(FieldDescriptorProto::TYPE_BYTES);
     }
