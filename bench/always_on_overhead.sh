@@ -42,6 +42,8 @@ run() {  # run VARIANT WORKLOAD
       else
         line=$("$TRACE" -q --always-on -o "$OUT/$workload.always.gpuos" -- "${cmd[@]}" 2>>"$OUT/stderr.log" | tail -1)
       fi ;;
+    # The OS side alone: the floor every capture mode sits on.
+    os-only) line=$("$TRACE" -q --no-cuda -o "$OUT/$workload.os.gpuos" -- "${cmd[@]}" 2>>"$OUT/stderr.log" | tail -1) ;;
     profiler) line=$("${cmd[@]}" --profile-every "$EVERY" 2>>"$OUT/stderr.log" | tail -1) ;;
   esac
   case $line in
@@ -51,7 +53,7 @@ run() {  # run VARIANT WORKLOAD
   echo "{\"variant\": \"$variant\", \"workload\": \"$workload\", \"result\": $line}" >>"$RESULTS"
 }
 
-VARIANTS=(untraced default always-on profiler)
+VARIANTS=(untraced default os-only always-on profiler)
 for round in $(seq "$ROUNDS"); do
   shift_by=$(( (round - 1) % ${#VARIANTS[@]} ))
   for workload in ${ALWAYS_ON_WORKLOADS:-mlp resnet18}; do
@@ -65,20 +67,21 @@ python3 - "$RESULTS" "${SPEC:-every=20,steps=1 (--always-on)}" <<'PY'
 import json, statistics, sys
 runs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 print("always-on overhead: medians of step rate over %d rounds; capture %s; profiler schedule "
-      "wait/warmup/active of the same cycle" % (max(1, len(runs) // 8), sys.argv[2]))
-print("%-9s %-10s %10s %8s %s" % ("workload", "variant", "steps/s", "loss", "runs"))
+      "wait/warmup/active of the same cycle" % (max(1, len(runs) // 10), sys.argv[2]))
+print("%-9s %-10s %10s %8s %-17s %s" % ("workload", "variant", "steps/s", "loss", "loss min..max", "runs"))
 for workload in sorted({r["workload"] for r in runs}):
     rates = {}
     for r in runs:
         if r["workload"] == workload and r["result"]:
             rates.setdefault(r["variant"], []).append(r["result"]["steps_per_s"])
     base = statistics.median(rates["untraced"]) if rates.get("untraced") else None
-    for variant in ("untraced", "default", "always-on", "profiler"):
+    for variant in ("untraced", "default", "os-only", "always-on", "profiler"):
         got = rates.get(variant, [])
         if not got:
             print("%-9s %-10s %10s %8s 0 (failed: see stderr.log)" % (workload, variant, "-", "-"))
             continue
         median = statistics.median(got)
         loss = "%+.1f%%" % (100 * (1 - median / base)) if base else "-"
-        print("%-9s %-10s %10.1f %8s %d" % (workload, variant, median, loss, len(got)))
+        spread = "%+.1f..%+.1f%%" % (100 * (1 - max(got) / base), 100 * (1 - min(got) / base)) if base else "-"
+        print("%-9s %-10s %10.1f %8s %-17s %d" % (workload, variant, median, loss, spread, len(got)))
 PY
