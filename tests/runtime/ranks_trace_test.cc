@@ -125,6 +125,17 @@ TEST_F(RanksTraceTest, LaunchedThreeRanksOneSlowed) {
   rt::RunResult run = rt::Run(argv, Within(240));
   ASSERT_EQ(run.exit_code, 0) << run.Describe();
   ExpectRanks(JsonReport(dir_.File("ddp.gpuos")), 3, 1, 20, {"data_loader"}, 0.5);
+
+  // The export names each rank's process by its rank, so a job's ranks
+  // read as one group in the timeline.
+  rt::RunResult exported = rt::Run({rt::TracerPath(), "export", dir_.File("ddp.gpuos"), "-o",
+                                    dir_.File("ddp.pftrace")},
+                                   Within(120));
+  ASSERT_EQ(exported.exit_code, 0) << exported.Describe();
+  const std::string timeline = rt::ReadFile(dir_.File("ddp.pftrace")).value_or("");
+  for (int rank = 0; rank < 3; ++rank) {
+    EXPECT_NE(timeline.find(absl::StrCat("rank ", rank, "/3 python")), std::string::npos) << "rank " << rank;
+  }
 }
 
 TEST_F(RanksTraceTest, AttachedToTheLauncher) {

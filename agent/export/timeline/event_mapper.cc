@@ -381,8 +381,13 @@ absl::Status EventMapper::Add(const v1::Event& event) {
       return absl::OkStatus();
     case v1::Event::kTracerStats:
     case v1::Event::kShimStats:
-    case v1::Event::kCaptureWindow:  // drawn from both edges: AddCaptureWindow
     case v1::Event::kRankInfo:
+      if (event.rank_info().has_rank()) {
+        tracks_->SetRank(pid, event.rank_info().rank(),
+                         event.rank_info().has_world_size() ? event.rank_info().world_size() : -1);
+      }
+      return absl::OkStatus();
+    case v1::Event::kCaptureWindow:  // drawn from both edges: AddCaptureWindow
     case v1::Event::PAYLOAD_NOT_SET:
       return absl::OkStatus();
   }

@@ -167,6 +167,10 @@ void TrackTable::SetThreadName(uint32_t pid, uint32_t tid, std::string_view name
   tracks_[Thread(pid, tid)].name = std::string(name);
 }
 
+void TrackTable::SetRank(uint32_t pid, int32_t rank, int32_t world_size) {
+  rank_labels_[pid] = world_size > 0 ? absl::StrCat("rank ", rank, "/", world_size) : absl::StrCat("rank ", rank);
+}
+
 void TrackTable::SetHosts(std::vector<std::string> host_names, uint32_t pid_stride) {
   host_names_ = std::move(host_names);
   pid_stride_ = pid_stride;
@@ -176,6 +180,9 @@ void TrackTable::NameChild(Track& track) const {
   switch (track.kind) {
     case TrackKind::kProcess:
       if (track.name.empty()) track.name = absl::StrCat("pid ", track.pid);
+      if (auto rank = rank_labels_.find(track.pid); rank != rank_labels_.end()) {
+        track.name = absl::StrCat(rank->second, " ", track.name);
+      }
       if (pid_stride_ > 0 && track.pid / pid_stride_ < host_names_.size()) {
         track.name = absl::StrCat("[", host_names_[track.pid / pid_stride_], "] ", track.name);
       }

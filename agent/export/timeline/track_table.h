@@ -89,6 +89,9 @@ class TrackTable {
   // pid / pid_stride, whose name prefixes the process's, so each host's
   // processes read, and sort, as one group.
   void SetHosts(std::vector<std::string> host_names, uint32_t pid_stride);
+  // A process of a distributed job (its RankInfo): "rank R/W" prefixes its
+  // name, after the host, so a job's ranks read as one group per host.
+  void SetRank(uint32_t pid, int32_t rank, int32_t world_size);
 
   // Names the tracks derived from threads; call once, after pass 1.
   // Tracks created later (lanes) are named as they are created.
@@ -111,6 +114,7 @@ class TrackTable {
   bool sealed_ = false;
   std::vector<std::string> host_names_;
   uint32_t pid_stride_ = 0;
+  absl::flat_hash_map<uint32_t, std::string> rank_labels_;
 };
 
 }  // namespace gpuos
