@@ -73,7 +73,9 @@ absl::StatusOr<RankAnalysis> Analyze(const v1::TraceHeader& header, const EachEv
     }
   };
   std::map<uint32_t, RankSummary> by_pid;
-  for (const auto& [pid, info] : tree.rank_info) {
+  for (const auto& [pid, rank_info] : tree.rank_info) {
+    // Lambdas cannot capture structured bindings in C++17 (clang refuses).
+    const auto& info = rank_info;
     bool inherited = false;
     ancestors(pid, [&](uint32_t a) {
       auto it = tree.rank_info.find(a);
@@ -192,7 +194,8 @@ absl::StatusOr<RankAnalysis> Analyze(const v1::TraceHeader& header, const EachEv
     load.steps = r.steps.measured_steps;
     load.step_ns = r.steps.duration_ns.mean;
     load.exposed_comm_ns = r.PerStep(r.exposed_comm_ns);
-    auto per = [&](uint64_t v) { return static_cast<uint64_t>(r.PerStep(v)); };
+    const RankSummary& rank = r;  // lambdas cannot capture structured bindings in C++17
+    auto per = [&rank](uint64_t v) { return static_cast<uint64_t>(rank.PerStep(v)); };
     const CpuParts& c = r.steps.measured_total.cpu;
     load.cpu.data_wait_ns = per(c.data_wait_ns);
     load.cpu.sync_ns = per(c.sync_ns);
