@@ -82,6 +82,9 @@ void Apply(const CaptureEdge& edge, uint64_t ts_ns) {
 
 void TimerLoop(uint64_t generation);
 
+// Called with C().mu held.  No spec: detail all the time.
+bool DetailWanted(const Capture& c) { return c.windows == nullptr || c.windows->open(); }
+
 // Called with C().mu held.  Replaces the spec (closing an open window).
 void InstallSpec(const CaptureSpec* spec, bool from_request) {
   Capture& c = C();
@@ -109,7 +112,7 @@ void InstallSpec(const CaptureSpec* spec, bool from_request) {
     timer.detach();
   }
 #ifdef GPUOS_SHIM_HAS_CUPTI
-  SetDeviceActivityEnabled(CaptureDetailWanted());
+  SetDeviceActivityEnabled(DetailWanted(c));
 #endif
 }
 
@@ -171,9 +174,10 @@ bool CaptureWindowsInUse() { return InUse(); }
 
 bool CaptureDetailWanted() {
   if (!InUse()) return true;
-  // Read without the lock: a window opening now switches CUPTI on itself.
+  // Under the lock: a "capture" request replaces (deletes) c.windows.
   Capture& c = C();
-  return c.windows != nullptr && c.windows->open();
+  std::lock_guard<std::mutex> lock(c.mu);
+  return DetailWanted(c);
 }
 
 void CaptureOnRangeBegin(std::string_view domain, std::string_view name, uint64_t ts_ns, uint32_t tid) {
