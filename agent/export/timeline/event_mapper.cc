@@ -387,6 +387,7 @@ absl::Status EventMapper::Add(const v1::Event& event) {
                          event.rank_info().has_world_size() ? event.rank_info().world_size() : -1);
       }
       return absl::OkStatus();
+    case v1::Event::kBlockIo:  // not drawn yet
     case v1::Event::kCaptureWindow:  // drawn from both edges: AddCaptureWindow
     case v1::Event::PAYLOAD_NOT_SET:
       return absl::OkStatus();
