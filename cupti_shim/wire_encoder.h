@@ -5,7 +5,7 @@
 // static libprotobuf cannot be linked into a shared object (its TLS model
 // forbids it), and a dynamic one would clash with the copy that frameworks
 // such as PyTorch carry.  The agent parses what this writes with the real
-// libprotobuf, and tests/unit/shim_wire_encoder_test.cc checks every field
+// libprotobuf, and tests/unit/shim/shim_wire_encoder_test.cc checks every field
 // number here against the generated code.
 #pragma once
 

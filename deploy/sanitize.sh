@@ -17,7 +17,7 @@ cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGPUOS_ST
   -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=address,undefined" "$@" >/dev/null
 # Only the unit tests (and the helper programs they run).
 targets=(gpuos_test_workloads)
-for test in tests/unit/*_test.cc; do targets+=("$(basename "$test" .cc)"); done
+for test in $(find tests/unit -name "*_test.cc"); do targets+=("$(basename "$test" .cc)"); done
 cmake --build "$build_dir" -j "$jobs" --target "${targets[@]}"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:strict_string_checks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}

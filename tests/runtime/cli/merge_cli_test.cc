@@ -15,7 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "gtest/gtest.h"
 #include "runtime_support.h"
-#include "../unit/merge_trace_fixture.h"
+#include "support/merge_trace_fixture.h"
 
 namespace gpuos {
 namespace {

@@ -9,7 +9,7 @@
 
 #include "analysis/diagnosis.h"
 #include "analysis/step_analysis.h"
-#include "diagnosis_sim.h"
+#include "support/diagnosis_sim.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"

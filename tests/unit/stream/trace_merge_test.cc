@@ -16,7 +16,7 @@
 
 #include "analysis/trace_summary.h"
 #include "gtest/gtest.h"
-#include "merge_trace_fixture.h"
+#include "support/merge_trace_fixture.h"
 #include "stream/clock_alignment.h"
 #include "stream/trace_reader.h"
 

@@ -31,7 +31,7 @@
 #include "analysis/diagnosis.h"
 #include "analysis/step_analysis.h"
 #include "analysis/trace_summary.h"
-#include "diagnosis_sim.h"
+#include "support/diagnosis_sim.h"
 #include "export/report/text_table.h"
 #include "gtest/gtest.h"
 #include "stream/trace_writer.h"

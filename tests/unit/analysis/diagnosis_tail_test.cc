@@ -11,7 +11,7 @@
 #include "analysis/diagnosis.h"
 #include "analysis/intermittent_stalls.h"
 #include "analysis/step_analysis.h"
-#include "diagnosis_sim.h"
+#include "support/diagnosis_sim.h"
 #include "gtest/gtest.h"
 
 namespace gpuos {

@@ -204,7 +204,7 @@ TEST(AttachCuda, InjectionLoadsTheShimStopsBrieflyAndFallsBackWhenCuptiCannotSta
 // thread stopped (GPUOS_INJECT_TEST_PAUSE makes the guardian wait there):
 // the guardian finishes on its own, and the job runs on, untraced, its
 // calls still working.  (Killing the guardian too, at each safe point, is
-// tests/runtime/library_injection_test.cc's KillAtSafePoint.)
+// tests/runtime/attach/library_injection_test.cc's KillAtSafePoint.)
 TEST(AttachCuda, KillingGpuosTraceMidInjectionLeavesTheJobRunning) {
   GPUOS_REQUIRE_ROOT();
   rt::TempDir dir;

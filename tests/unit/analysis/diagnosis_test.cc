@@ -9,7 +9,7 @@
 
 #include "absl/strings/str_format.h"
 #include "analysis/step_analysis.h"
-#include "diagnosis_sim.h"
+#include "support/diagnosis_sim.h"
 #include "gtest/gtest.h"
 
 namespace gpuos {
