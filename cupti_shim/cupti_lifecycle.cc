@@ -331,16 +331,20 @@ void OnCudaInjection() {
   if (start) StartCollection(/*wait=*/false, /*cuda_running=*/false);
 }
 
-// Where CUPTI must stay subscribed between capture windows; "" where it
-// may go.
-std::string SuspensionRefusal() {
+// Where CUPTI must stay subscribed between capture windows.
+enum Refusal : int { kMayGo, kGraphCapture, kContextTornDown, kFinalizePending };
+constexpr const char* kRefusalText[] = {
+    "", "a stream was being captured into a CUDA graph",
+    "a CUDA context was being torn down (or the device reset)",
+    "the last cuptiFinalize has not finished"};
+Refusal SuspensionRefusal() {
   State& s = S();
   if (s.runtime_graph_captures.load() > 0 || s.driver_graph_captures.load() > 0) {
-    return "a stream was being captured into a CUDA graph";
+    return kGraphCapture;
   }
-  if (s.context_torn_down.load()) return "a CUDA context was being torn down (or the device reset)";
-  if (s.finalize_state.load() != kNoFinalize) return "the last cuptiFinalize has not finished";
-  return "";
+  if (s.context_torn_down.load()) return kContextTornDown;
+  if (s.finalize_state.load() != kNoFinalize) return kFinalizePending;
+  return kMayGo;
 }
 
 // The status says, from now on, that CUPTI leaves between windows.
@@ -438,10 +442,16 @@ bool CuptiSuspended() { return S().suspended.load(std::memory_order_relaxed); }
 bool SuspendCuptiBetweenWindows(const std::string& policy) {
   State& s = S();
   if (InForkChild() || getpid() != s.owner_pid || !s.active.load()) return false;
-  const std::string refusal = SuspensionRefusal();
-  if (!refusal.empty()) {
-    ReportProblem("no suspension: " + refusal,
-                  "CUPTI stayed subscribed between capture windows: " + refusal);
+  const Refusal refusal = SuspensionRefusal();
+  if (refusal != kMayGo) {
+    // Asked again at every step's end: said (and counted) once a reason.
+    static std::atomic<uint32_t> reported{0};
+    const uint32_t bit = 1u << refusal;
+    if ((reported.fetch_or(bit) & bit) == 0) {
+      ReportProblem(std::string("no suspension: ") + kRefusalText[refusal],
+                    std::string("CUPTI stayed subscribed between capture windows: ") +
+                        kRefusalText[refusal]);
+    }
     return false;
   }
   std::string how;
