@@ -1,0 +1,176 @@
+// CUPTI taken out of the process between capture windows and subscribed
+// again at the next one (GPUOS_CAPTURE_FINALIZE_GAP), run through the
+// shim's real collection lifecycle: launch-mode start at InitializeInjection,
+// window edges from step marks, the cuptiFinalize handshake in an API exit
+// callback, a new subscription per window, and the refusal while a stream
+// is being captured into a CUDA graph.  There is no GPU or driver on the
+// build host, so CUPTI and the driver call are played by
+// tests/workloads/fake_cupti (one subscriber at a time, callbacks only where
+// enabled, cuptiFinalize forgets everything); tests/gpu/capture_check.py
+// holds the same behaviour to the real CUPTI on a GPU.
+//
+// Each case runs in a process of its own (this binary again, with
+// GPUOS_FAKE_CUPTI_CHILD set): the shim reads its environment when it
+// loads.
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <sstream>
+#include <string>
+
+#include <cupti.h>
+
+#include "capture_control.h"
+#include "cupti_injection.h"
+#include "event_channel.h"
+#include "gtest/gtest.h"
+
+namespace gpuos_shim {
+namespace {
+
+constexpr int kSteps = 50;
+
+std::string SelfDir() {
+  char path[PATH_MAX] = {};
+  const ssize_t n = readlink("/proc/self/exe", path, sizeof(path) - 1);
+  std::string self(path, n > 0 ? static_cast<size_t>(n) : 0);
+  return self.substr(0, self.rfind('/'));
+}
+
+std::string FakeLibrary() { return SelfDir() + "/workloads/fake_cupti/libcuda.so.1"; }
+
+struct Outcome {
+  std::map<int, std::string> steps;  // step -> "kernels=K subscribed=S"
+  int subscribes = -1, finalizes = -1;
+  std::string output;
+};
+
+// Runs the child case with `env` ("A=1 B=2") and reads what it printed.
+Outcome RunChild(const std::string& env) {
+  Outcome outcome;
+  char self[PATH_MAX] = {};
+  if (readlink("/proc/self/exe", self, sizeof(self) - 1) <= 0) return outcome;
+  const std::string command = "env GPUOS_FAKE_CUPTI_CHILD=1 GPUOS_SHIM_SOCKET=/nonexistent/agent.sock "
+                              "GPUOS_CUPTI_LIBRARY=" + FakeLibrary() + " " + env + " " + self +
+                              " --gtest_filter=CaptureFinalizeChild.* 2>&1";
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return outcome;
+  char line[512];
+  while (fgets(line, sizeof(line), pipe) != nullptr) {
+    outcome.output += line;
+    std::istringstream in(line);
+    std::string word;
+    in >> word;
+    if (word == "step") {
+      int step = -1;
+      std::string rest;
+      in >> step;
+      std::getline(in, rest);
+      outcome.steps[step] = rest.substr(rest.find_first_not_of(' '));
+    } else if (word == "counts") {
+      in >> outcome.subscribes >> outcome.finalizes;
+    }
+  }
+  pclose(pipe);
+  return outcome;
+}
+
+bool InWindow(int step) { return step % 10 < 2; }  // every=10,steps=2
+
+TEST(CaptureFinalize, TheFakeCuptiIsBuilt) {
+  ASSERT_EQ(access(FakeLibrary().c_str(), R_OK), 0) << FakeLibrary();
+}
+
+TEST(CaptureFinalize, CuptiLeavesAtEveryFarGapAndComesBackForEachWindow) {
+  const Outcome got = RunChild("GPUOS_CAPTURE=every=10,steps=2 GPUOS_CAPTURE_FINALIZE_GAP=1");
+  ASSERT_EQ(got.steps.size(), static_cast<size_t>(kSteps)) << got.output;
+  for (int step = 0; step < kSteps; ++step) {
+    EXPECT_EQ(got.steps.at(step), InWindow(step) ? "kernels=1 subscribed=1" : "kernels=0 subscribed=0")
+        << "step " << step << "\n" << got.output;
+  }
+  // Windows 0-1, 10-11, 20-21, 30-31, 40-41: one subscription each, and a
+  // finalize after each.
+  EXPECT_EQ(got.subscribes, 5) << got.output;
+  EXPECT_EQ(got.finalizes, 5) << got.output;
+}
+
+TEST(CaptureFinalize, OffKeepsCuptiSubscribedAndSwitchesTheKindsOnly) {
+  const Outcome got = RunChild("GPUOS_CAPTURE=every=10,steps=2 GPUOS_CAPTURE_FINALIZE_GAP=off");
+  ASSERT_EQ(got.steps.size(), static_cast<size_t>(kSteps)) << got.output;
+  for (int step = 0; step < kSteps; ++step) {
+    EXPECT_EQ(got.steps.at(step), InWindow(step) ? "kernels=1 subscribed=1" : "kernels=0 subscribed=1")
+        << "step " << step << "\n" << got.output;
+  }
+  EXPECT_EQ(got.subscribes, 1) << got.output;
+  EXPECT_EQ(got.finalizes, 0) << got.output;
+}
+
+TEST(CaptureFinalize, TheDefaultKeepsShortGapsSubscribed) {
+  // 8 steps between windows, far below the default's 500 steps or 10 s.
+  const Outcome got = RunChild("GPUOS_CAPTURE=every=10,steps=2");
+  ASSERT_EQ(got.steps.size(), static_cast<size_t>(kSteps)) << got.output;
+  EXPECT_EQ(got.steps.at(5), "kernels=0 subscribed=1") << got.output;
+  EXPECT_EQ(got.finalizes, 0) << got.output;
+  // After the last window of steps=A..B none comes: CUPTI leaves for good.
+  const Outcome range = RunChild("GPUOS_CAPTURE=steps=10..11");
+  ASSERT_EQ(range.steps.size(), static_cast<size_t>(kSteps)) << range.output;
+  EXPECT_EQ(range.steps.at(11), "kernels=1 subscribed=1") << range.output;
+  EXPECT_EQ(range.steps.at(12), "kernels=0 subscribed=0") << range.output;
+  EXPECT_EQ(range.finalizes, 1) << range.output;
+}
+
+TEST(CaptureFinalize, NotWhileAStreamIsBeingCapturedIntoAGraph) {
+  // A capture begins in step 0 (CUPTI subscribed) and ends in step 25.
+  const Outcome got = RunChild("GPUOS_CAPTURE=every=10,steps=2 GPUOS_CAPTURE_FINALIZE_GAP=1 "
+                               "FAKE_GRAPH_CAPTURE_STEPS=0,25");
+  ASSERT_EQ(got.steps.size(), static_cast<size_t>(kSteps)) << got.output;
+  for (int step : {5, 12, 22, 25}) {
+    EXPECT_EQ(got.steps.at(step), "kernels=0 subscribed=1") << "step " << step << "\n" << got.output;
+  }
+  // The gap's first step end after the capture ended (25) lets CUPTI go.
+  EXPECT_EQ(got.steps.at(26), "kernels=0 subscribed=0") << got.output;
+  EXPECT_EQ(got.steps.at(35), "kernels=0 subscribed=0") << got.output;
+  EXPECT_EQ(got.finalizes, 3) << got.output;  // after steps 25, 31 and 41
+}
+
+// The child: CUDA "initializes" (the driver calls InitializeInjection),
+// then kSteps steps of NVTX step ranges, each making one driver call.
+TEST(CaptureFinalizeChild, Steps) {
+  if (getenv("GPUOS_FAKE_CUPTI_CHILD") == nullptr) GTEST_SKIP() << "run by the cases above";
+  void* fake = dlopen(FakeLibrary().c_str(), RTLD_NOW | RTLD_GLOBAL);
+  ASSERT_NE(fake, nullptr) << dlerror();
+  auto kind_enabled = reinterpret_cast<int (*)(int)>(dlsym(fake, "fake_cupti_kind_enabled"));
+  auto subscribed = reinterpret_cast<int (*)()>(dlsym(fake, "fake_cupti_subscribed"));
+  auto subscribes = reinterpret_cast<int (*)()>(dlsym(fake, "fake_cupti_subscribes"));
+  auto finalizes = reinterpret_cast<int (*)()>(dlsym(fake, "fake_cupti_finalizes"));
+  auto begin_capture = reinterpret_cast<void (*)()>(dlsym(fake, "fake_cupti_begin_graph_capture"));
+  auto end_capture = reinterpret_cast<void (*)()>(dlsym(fake, "fake_cupti_end_graph_capture"));
+  auto driver_call = reinterpret_cast<int (*)(void**)>(dlsym(fake, "cuCtxGetCurrent"));
+  int capture_begin = -1, capture_end = -1;
+  if (const char* steps = getenv("FAKE_GRAPH_CAPTURE_STEPS")) {
+    sscanf(steps, "%d,%d", &capture_begin, &capture_end);
+  }
+  InitializeInjection();
+  ASSERT_TRUE(CuptiActivityActive());
+  const uint32_t tid = CurrentTid();
+  for (int step = 0; step < kSteps; ++step) {
+    const std::string name = "step " + std::to_string(step);
+    CaptureOnRangeBegin("", name, MonotonicNs(), tid);
+    void* context = nullptr;
+    driver_call(&context);
+    if (step == capture_begin) begin_capture();
+    if (step == capture_end) end_capture();
+    printf("step %d kernels=%d subscribed=%d\n", step,
+           kind_enabled(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), subscribed());
+    CaptureOnRangeEnd("", name, MonotonicNs(), tid);
+  }
+  printf("counts %d %d\n", subscribes(), finalizes());
+  fflush(stdout);
+}
+
+}  // namespace
+}  // namespace gpuos_shim
