@@ -101,7 +101,23 @@ void SuspendIfGapIsFar(const Capture& c) {
 #ifdef GPUOS_SHIM_HAS_CUPTI
   const FinalizeGapPolicy& policy = FinalizeGap();
   if (!policy.enabled || c.windows == nullptr || c.windows->open() || CuptiSuspended()) return;
-  if (!gpuos_capture::GapIsFar(c.windows->NextWindowGap(), policy, c.step_ns)) return;
+  const gpuos_capture::WindowGap gap = c.windows->NextWindowGap();
+  if (gap.kind == gpuos_capture::WindowGap::kUnknown) {
+    // Said where the user asked for finalizing; the default says nothing.
+    static const bool chosen = getenv("GPUOS_CAPTURE_FINALIZE_GAP") != nullptr;
+    if (chosen) {
+      NoteCuptiStaysSubscribed(StaysSubscribed::kUnforeseeableGap);
+    }
+    return;
+  }
+  if (!gpuos_capture::GapIsFar(gap, policy, c.step_ns)) return;
+  // The next window opens at a step's start: only marks that come without
+  // CUPTI can bring it back (a time window that is over needs none).
+  const bool time_over = c.windows->spec().kind == CaptureSpec::kTime;
+  if (!time_over && !c.nvtx_steps && !c.python_step_open) {
+    NoteCuptiStaysSubscribed(StaysSubscribed::kNoStepMarks);
+    return;
+  }
   SuspendCuptiBetweenWindows(policy.text);
 #else
   (void)c;

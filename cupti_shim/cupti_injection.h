@@ -83,6 +83,16 @@ void SetDeviceActivityEnabled(bool enabled);
 bool SuspendCuptiBetweenWindows(const std::string& policy);
 bool ResumeCuptiForWindow();
 bool CuptiSuspended();
+// Why CUPTI stays subscribed across a far gap; each said once in
+// cupti_status (a no-op while collection is not running).
+enum class StaysSubscribed : int {
+  kGraphCapture = 1,    // a stream is being captured into a CUDA graph
+  kContextTornDown,     // a context teardown or device reset began
+  kFinalizePending,     // the last cuptiFinalize has not finished
+  kUnforeseeableGap,    // nvtx= or time windows: the next one's distance is not known
+  kNoStepMarks,         // steps that come from no mark running without CUPTI
+};
+void NoteCuptiStaysSubscribed(StaysSubscribed why);
 
 // Problems met so far (CUPTI errors, records CUPTI could not time, buffers
 // refused because the pool was full).  Each kind is also logged once to

@@ -332,19 +332,24 @@ void OnCudaInjection() {
 }
 
 // Where CUPTI must stay subscribed between capture windows.
-enum Refusal : int { kMayGo, kGraphCapture, kContextTornDown, kFinalizePending };
-constexpr const char* kRefusalText[] = {
+constexpr const char* kStaysText[] = {
     "", "a stream was being captured into a CUDA graph",
     "a CUDA context was being torn down (or the device reset)",
-    "the last cuptiFinalize has not finished"};
-Refusal SuspensionRefusal() {
+    "the last cuptiFinalize has not finished",
+    "the next window's distance cannot be foreseen (nvtx= and time windows)",
+    "the steps come from no NVTX or Python mark, which run without CUPTI"};
+bool SuspensionRefused(StaysSubscribed* why) {
   State& s = S();
   if (s.runtime_graph_captures.load() > 0 || s.driver_graph_captures.load() > 0) {
-    return kGraphCapture;
+    *why = StaysSubscribed::kGraphCapture;
+  } else if (s.context_torn_down.load()) {
+    *why = StaysSubscribed::kContextTornDown;
+  } else if (s.finalize_state.load() != kNoFinalize) {
+    *why = StaysSubscribed::kFinalizePending;
+  } else {
+    return false;
   }
-  if (s.context_torn_down.load()) return kContextTornDown;
-  if (s.finalize_state.load() != kNoFinalize) return kFinalizePending;
-  return kMayGo;
+  return true;
 }
 
 // The status says, from now on, that CUPTI leaves between windows.
@@ -442,16 +447,9 @@ bool CuptiSuspended() { return S().suspended.load(std::memory_order_relaxed); }
 bool SuspendCuptiBetweenWindows(const std::string& policy) {
   State& s = S();
   if (InForkChild() || getpid() != s.owner_pid || !s.active.load()) return false;
-  const Refusal refusal = SuspensionRefusal();
-  if (refusal != kMayGo) {
-    // Asked again at every step's end: said (and counted) once a reason.
-    static std::atomic<uint32_t> reported{0};
-    const uint32_t bit = 1u << refusal;
-    if ((reported.fetch_or(bit) & bit) == 0) {
-      ReportProblem(std::string("no suspension: ") + kRefusalText[refusal],
-                    std::string("CUPTI stayed subscribed between capture windows: ") +
-                        kRefusalText[refusal]);
-    }
+  StaysSubscribed why;
+  if (SuspensionRefused(&why)) {
+    NoteCuptiStaysSubscribed(why);
     return false;
   }
   std::string how;
@@ -466,6 +464,17 @@ bool SuspendCuptiBetweenWindows(const std::string& policy) {
   }
   NoteSuspension(policy, how);
   return true;
+}
+
+void NoteCuptiStaysSubscribed(StaysSubscribed why) {
+  if (InForkChild() || !S().active.load()) return;
+  // Asked again at every step's end: said (and counted) once a reason.
+  static std::atomic<uint32_t> said{0};
+  const int index = static_cast<int>(why);
+  const uint32_t bit = 1u << index;
+  if ((said.fetch_or(bit) & bit) != 0) return;
+  ReportProblem(std::string("stays subscribed: ") + kStaysText[index],
+                std::string("CUPTI stayed subscribed between capture windows: ") + kStaysText[index]);
 }
 
 bool ResumeCuptiForWindow() {
