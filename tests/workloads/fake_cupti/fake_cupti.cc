@@ -1,6 +1,6 @@
 // A CPU-only stand-in for CUPTI and the one CUDA driver call the shim makes
 // itself, built as libcuda.so.1 in its own folder of the build tree (never
-// installed), for tests/unit/shim_capture_finalize_test.cc: with no GPU or
+// installed), for tests/unit/shim_cupti_lifecycle_test.cc: with no GPU or
 // driver on the build host, it lets the shim's collection lifecycle
 // (subscribe, kinds on and off at capture window edges, the cuptiFinalize
 // handshake in an API exit callback, subscribing again) run for real against

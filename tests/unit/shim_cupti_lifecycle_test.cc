@@ -1,9 +1,10 @@
-// CUPTI taken out of the process between capture windows and subscribed
-// again at the next one (GPUOS_CAPTURE_FINALIZE_GAP), run through the
-// shim's real collection lifecycle: launch-mode start at InitializeInjection,
-// window edges from step marks, the cuptiFinalize handshake in an API exit
-// callback, a new subscription per window, and the refusal while a stream
-// is being captured into a CUDA graph.  There is no GPU or driver on the
+// The shim's CUPTI collection lifecycle (cupti_lifecycle.cc), run for real:
+// launch-mode start at InitializeInjection, device kinds switched at capture
+// window edges, stepping aside for another CUPTI client, and CUPTI taken out
+// of the process between far windows and subscribed again at the next one
+// (GPUOS_CAPTURE_FINALIZE_GAP: the cuptiFinalize handshake in an API exit
+// callback, a new subscription per window, the refusal while a stream is
+// being captured into a CUDA graph).  There is no GPU or driver on the
 // build host, so CUPTI and the driver call are played by
 // tests/workloads/fake_cupti (one subscriber at a time, callbacks only where
 // enabled, cuptiFinalize forgets everything); tests/gpu/capture_check.py
@@ -56,7 +57,7 @@ Outcome RunChild(const std::string& env) {
   if (readlink("/proc/self/exe", self, sizeof(self) - 1) <= 0) return outcome;
   const std::string command = "env GPUOS_FAKE_CUPTI_CHILD=1 GPUOS_SHIM_SOCKET=/nonexistent/agent.sock "
                               "GPUOS_CUPTI_LIBRARY=" + FakeLibrary() + " " + env + " " + self +
-                              " --gtest_filter=CaptureFinalizeChild.* 2>&1";
+                              " --gtest_filter=CuptiLifecycleChild.* 2>&1";
   FILE* pipe = popen(command.c_str(), "r");
   if (pipe == nullptr) return outcome;
   char line[512];
@@ -81,11 +82,11 @@ Outcome RunChild(const std::string& env) {
 
 bool InWindow(int step) { return step % 10 < 2; }  // every=10,steps=2
 
-TEST(CaptureFinalize, TheFakeCuptiIsBuilt) {
+TEST(CuptiLifecycle, TheFakeCuptiIsBuilt) {
   ASSERT_EQ(access(FakeLibrary().c_str(), R_OK), 0) << FakeLibrary();
 }
 
-TEST(CaptureFinalize, CuptiLeavesAtEveryFarGapAndComesBackForEachWindow) {
+TEST(CuptiLifecycle, CuptiLeavesAtEveryFarGapAndComesBackForEachWindow) {
   const Outcome got = RunChild("GPUOS_CAPTURE=every=10,steps=2 GPUOS_CAPTURE_FINALIZE_GAP=1");
   ASSERT_EQ(got.steps.size(), static_cast<size_t>(kSteps)) << got.output;
   for (int step = 0; step < kSteps; ++step) {
@@ -98,7 +99,7 @@ TEST(CaptureFinalize, CuptiLeavesAtEveryFarGapAndComesBackForEachWindow) {
   EXPECT_EQ(got.finalizes, 5) << got.output;
 }
 
-TEST(CaptureFinalize, OffKeepsCuptiSubscribedAndSwitchesTheKindsOnly) {
+TEST(CuptiLifecycle, OffKeepsCuptiSubscribedAndSwitchesTheKindsOnly) {
   const Outcome got = RunChild("GPUOS_CAPTURE=every=10,steps=2 GPUOS_CAPTURE_FINALIZE_GAP=off");
   ASSERT_EQ(got.steps.size(), static_cast<size_t>(kSteps)) << got.output;
   for (int step = 0; step < kSteps; ++step) {
@@ -109,7 +110,7 @@ TEST(CaptureFinalize, OffKeepsCuptiSubscribedAndSwitchesTheKindsOnly) {
   EXPECT_EQ(got.finalizes, 0) << got.output;
 }
 
-TEST(CaptureFinalize, TheDefaultKeepsShortGapsSubscribed) {
+TEST(CuptiLifecycle, TheDefaultKeepsShortGapsSubscribed) {
   // 8 steps between windows, far below the default's 500 steps or 10 s.
   const Outcome got = RunChild("GPUOS_CAPTURE=every=10,steps=2");
   ASSERT_EQ(got.steps.size(), static_cast<size_t>(kSteps)) << got.output;
@@ -123,7 +124,7 @@ TEST(CaptureFinalize, TheDefaultKeepsShortGapsSubscribed) {
   EXPECT_EQ(range.finalizes, 1) << range.output;
 }
 
-TEST(CaptureFinalize, NotWhileAStreamIsBeingCapturedIntoAGraph) {
+TEST(CuptiLifecycle, NotWhileAStreamIsBeingCapturedIntoAGraph) {
   // A capture begins in step 0 (CUPTI subscribed) and ends in step 25.
   const Outcome got = RunChild("GPUOS_CAPTURE=every=10,steps=2 GPUOS_CAPTURE_FINALIZE_GAP=1 "
                                "FAKE_GRAPH_CAPTURE_STEPS=0,25");
@@ -137,9 +138,35 @@ TEST(CaptureFinalize, NotWhileAStreamIsBeingCapturedIntoAGraph) {
   EXPECT_EQ(got.finalizes, 3) << got.output;  // after steps 25, 31 and 41
 }
 
+TEST(CuptiLifecycle, WithoutASpecEverythingStaysOnAsBefore) {
+  const Outcome got = RunChild("GPUOS_CAPTURE_FINALIZE_GAP=1");
+  ASSERT_EQ(got.steps.size(), static_cast<size_t>(kSteps)) << got.output;
+  for (int step = 0; step < kSteps; ++step) {
+    EXPECT_EQ(got.steps.at(step), "kernels=1 subscribed=1") << "step " << step << "\n" << got.output;
+  }
+  EXPECT_EQ(got.subscribes, 1) << got.output;
+  EXPECT_EQ(got.finalizes, 0) << got.output;
+}
+
+TEST(CuptiLifecycle, TheShimStepsAsideForAnotherCuptiClient) {
+  // torch.profiler subscribing in step 5: the shim hands CUPTI over
+  // (kinds off, unsubscribed, not finalized) and the other client gets it.
+  const Outcome got = RunChild("GPUOS_CAPTURE=every=10,steps=2 GPUOS_CAPTURE_FINALIZE_GAP=off "
+                               "FAKE_OTHER_CLIENT_STEP=5");
+  ASSERT_EQ(got.steps.size(), static_cast<size_t>(kSteps)) << got.output;
+  EXPECT_EQ(got.steps.at(1), "kernels=1 subscribed=1") << got.output;
+  for (int step : {5, 10, 11, 20}) {
+    EXPECT_EQ(got.steps.at(step), "kernels=0 subscribed=1") << "step " << step << "\n" << got.output;
+  }
+  EXPECT_EQ(got.subscribes, 2) << got.output;  // ours, then the other client's
+  EXPECT_EQ(got.finalizes, 0) << got.output;
+}
+
+void CUPTIAPI OtherClientCallback(void*, CUpti_CallbackDomain, CUpti_CallbackId, const void*) {}
+
 // The child: CUDA "initializes" (the driver calls InitializeInjection),
 // then kSteps steps of NVTX step ranges, each making one driver call.
-TEST(CaptureFinalizeChild, Steps) {
+TEST(CuptiLifecycleChild, Steps) {
   if (getenv("GPUOS_FAKE_CUPTI_CHILD") == nullptr) GTEST_SKIP() << "run by the cases above";
   void* fake = dlopen(FakeLibrary().c_str(), RTLD_NOW | RTLD_GLOBAL);
   ASSERT_NE(fake, nullptr) << dlerror();
@@ -150,7 +177,8 @@ TEST(CaptureFinalizeChild, Steps) {
   auto begin_capture = reinterpret_cast<void (*)()>(dlsym(fake, "fake_cupti_begin_graph_capture"));
   auto end_capture = reinterpret_cast<void (*)()>(dlsym(fake, "fake_cupti_end_graph_capture"));
   auto driver_call = reinterpret_cast<int (*)(void**)>(dlsym(fake, "cuCtxGetCurrent"));
-  int capture_begin = -1, capture_end = -1;
+  int capture_begin = -1, capture_end = -1, other_client = -1;
+  if (const char* step = getenv("FAKE_OTHER_CLIENT_STEP")) other_client = atoi(step);
   if (const char* steps = getenv("FAKE_GRAPH_CAPTURE_STEPS")) {
     sscanf(steps, "%d,%d", &capture_begin, &capture_end);
   }
@@ -164,6 +192,12 @@ TEST(CaptureFinalizeChild, Steps) {
     driver_call(&context);
     if (step == capture_begin) begin_capture();
     if (step == capture_end) end_capture();
+    if (step == other_client) {
+      // Through the shim's interposed cuptiSubscribe, as a later client's
+      // call reaches it.
+      CUpti_SubscriberHandle handle = nullptr;
+      EXPECT_EQ(cuptiSubscribe(&handle, OtherClientCallback, nullptr), CUPTI_SUCCESS);
+    }
     printf("step %d kernels=%d subscribed=%d\n", step,
            kind_enabled(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), subscribed());
     CaptureOnRangeEnd("", name, MonotonicNs(), tid);
