@@ -162,6 +162,22 @@ TEST(CuptiLifecycle, TheShimStepsAsideForAnotherCuptiClient) {
   EXPECT_EQ(got.finalizes, 0) << got.output;
 }
 
+TEST(CuptiLifecycle, AttachDetachAndAttachAgainAroundSuspensions) {
+  // Attached mid-run (CUDA up), detached in step 25 while CUPTI is out
+  // between windows, attached again in step 35.
+  const Outcome got = RunChild("GPUOS_SHIM_SOCKET= GPUOS_CAPTURE=every=10,steps=2 "
+                               "GPUOS_CAPTURE_FINALIZE_GAP=1 FAKE_ATTACH_STEPS=25,35");
+  ASSERT_EQ(got.steps.size(), static_cast<size_t>(kSteps)) << got.output;
+  for (int step = 0; step < kSteps; ++step) {
+    std::string want = InWindow(step) ? "kernels=1 subscribed=1" : "kernels=0 subscribed=0";
+    if (step >= 25 && step < 35) want = "kernels=0 subscribed=0";  // detached: no window
+    if (step == 35) want = "kernels=0 subscribed=1";                 // attached, between windows
+    EXPECT_EQ(got.steps.at(step), want) << "step " << step << "\n" << got.output;
+  }
+  EXPECT_EQ(got.subscribes, 5) << got.output;  // attach, 10, 20, attach again, 40
+  EXPECT_EQ(got.finalizes, 5) << got.output;   // after 1, 11, 21, 35, 41
+}
+
 void CUPTIAPI OtherClientCallback(void*, CUpti_CallbackDomain, CUpti_CallbackId, const void*) {}
 
 // The child: CUDA "initializes" (the driver calls InitializeInjection),
@@ -179,10 +195,18 @@ TEST(CuptiLifecycleChild, Steps) {
   auto driver_call = reinterpret_cast<int (*)(void**)>(dlsym(fake, "cuCtxGetCurrent"));
   int capture_begin = -1, capture_end = -1, other_client = -1;
   if (const char* step = getenv("FAKE_OTHER_CLIENT_STEP")) other_client = atoi(step);
+  int detach = -1, attach_again = -1;
+  const char* attach = getenv("FAKE_ATTACH_STEPS");
+  if (attach != nullptr) sscanf(attach, "%d,%d", &detach, &attach_again);
   if (const char* steps = getenv("FAKE_GRAPH_CAPTURE_STEPS")) {
     sscanf(steps, "%d,%d", &capture_begin, &capture_end);
   }
-  InitializeInjection();
+  std::string status;
+  if (attach != nullptr) {
+    ASSERT_TRUE(StartCuptiForAttach(&status)) << status;
+  } else {
+    InitializeInjection();
+  }
   ASSERT_TRUE(CuptiActivityActive());
   const uint32_t tid = CurrentTid();
   for (int step = 0; step < kSteps; ++step) {
@@ -192,6 +216,10 @@ TEST(CuptiLifecycleChild, Steps) {
     driver_call(&context);
     if (step == capture_begin) begin_capture();
     if (step == capture_end) end_capture();
+    if (step == detach) StopCuptiForDetach();
+    if (step == attach_again) {
+      EXPECT_TRUE(StartCuptiForAttach(&status)) << status;
+    }
     if (step == other_client) {
       // Through the shim's interposed cuptiSubscribe, as a later client's
       // call reaches it.
