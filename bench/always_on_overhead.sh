@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # What --always-on costs (issue #19, point 3), side by side in one run on the
 # GPU machine: rounds of [untraced, gpuos-trace with no options ("default"),
-# gpuos-trace --always-on, torch.profiler with a schedule of the same duty
+# gpuos-trace --always-on, the same with CUPTI finalized between windows
+# ("always-on-finalize"), torch.profiler with a schedule of the same duty
 # cycle (one recorded step in 20)] in rotating order, on the small MLP loop
 # and on ResNet-18 steps (bench/capture_workload.py), then per workload the
 # median step rate of each variant and its loss against untraced.  Target:
@@ -13,7 +14,10 @@
 # to measure another duty cycle (the profiler's follows it);
 # GPUOS_CAPTURE_API_RECORDS=always in the environment keeps CUDA API records
 # outside windows too (the shim's default drops them there), to see what
-# they cost.
+# they cost.  always-on-finalize runs with GPUOS_CAPTURE_FINALIZE_GAP=1
+# (CUPTI taken out of the process at every gap between windows, and
+# subscribed again at the next one); ALWAYS_ON_FINALIZE_GAP overrides it
+# (e.g. 10s).  ALWAYS_ON_VARIANTS picks variants (default all six).
 set -u
 BIN_DIR=${1:-build-gpu}
 ROUNDS=${2:-5}
@@ -42,6 +46,11 @@ run() {  # run VARIANT WORKLOAD
       else
         line=$("$TRACE" -q --always-on -o "$OUT/$workload.always.gpuos" -- "${cmd[@]}" 2>>"$OUT/stderr.log" | tail -1)
       fi ;;
+    always-on-finalize)
+      local capture=(--always-on)
+      [ -n "$SPEC" ] && capture=(--capture "$SPEC")
+      line=$(GPUOS_CAPTURE_FINALIZE_GAP="${ALWAYS_ON_FINALIZE_GAP:-1}" "$TRACE" -q "${capture[@]}" \
+        -o "$OUT/$workload.finalize.gpuos" -- "${cmd[@]}" 2>>"$OUT/stderr.log" | tail -1) ;;
     # The OS side alone: the floor every capture mode sits on.
     os-only) line=$("$TRACE" -q --no-cuda -o "$OUT/$workload.os.gpuos" -- "${cmd[@]}" 2>>"$OUT/stderr.log" | tail -1) ;;
     profiler) line=$("${cmd[@]}" --profile-every "$EVERY" 2>>"$OUT/stderr.log" | tail -1) ;;
@@ -53,7 +62,7 @@ run() {  # run VARIANT WORKLOAD
   echo "{\"variant\": \"$variant\", \"workload\": \"$workload\", \"result\": $line}" >>"$RESULTS"
 }
 
-VARIANTS=(untraced default os-only always-on profiler)
+read -r -a VARIANTS <<<"${ALWAYS_ON_VARIANTS:-untraced default os-only always-on always-on-finalize profiler}"
 for round in $(seq "$ROUNDS"); do
   shift_by=$(( (round - 1) % ${#VARIANTS[@]} ))
   for workload in ${ALWAYS_ON_WORKLOADS:-mlp resnet18}; do
@@ -63,25 +72,30 @@ for round in $(seq "$ROUNDS"); do
   done
 done
 
-python3 - "$RESULTS" "${SPEC:-every=20,steps=1 (--always-on)}" <<'PY'
+python3 - "$RESULTS" "${SPEC:-every=20,steps=1 (--always-on)}" "${ALWAYS_ON_FINALIZE_GAP:-1}" <<'PY'
 import json, statistics, sys
 runs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-print("always-on overhead: medians of step rate over %d rounds; capture %s; profiler schedule "
-      "wait/warmup/active of the same cycle" % (max(1, len(runs) // 10), sys.argv[2]))
-print("%-9s %-10s %10s %8s %-17s %s" % ("workload", "variant", "steps/s", "loss", "loss min..max", "runs"))
+variants = ("untraced", "default", "os-only", "always-on", "always-on-finalize", "profiler")
+present = [v for v in variants if any(r["variant"] == v for r in runs)]
+workloads = {r["workload"] for r in runs}
+rounds = max(1, len(runs) // max(1, len(present) * len(workloads)))
+print("always-on overhead: medians of step rate over %d rounds; capture %s; always-on-finalize: "
+      "GPUOS_CAPTURE_FINALIZE_GAP=%s; profiler schedule wait/warmup/active of the same cycle"
+      % (rounds, sys.argv[2], sys.argv[3]))
+print("%-9s %-18s %10s %8s %-17s %s" % ("workload", "variant", "steps/s", "loss", "loss min..max", "runs"))
 for workload in sorted({r["workload"] for r in runs}):
     rates = {}
     for r in runs:
         if r["workload"] == workload and r["result"]:
             rates.setdefault(r["variant"], []).append(r["result"]["steps_per_s"])
     base = statistics.median(rates["untraced"]) if rates.get("untraced") else None
-    for variant in ("untraced", "default", "os-only", "always-on", "profiler"):
+    for variant in present:
         got = rates.get(variant, [])
         if not got:
-            print("%-9s %-10s %10s %8s 0 (failed: see stderr.log)" % (workload, variant, "-", "-"))
+            print("%-9s %-18s %10s %8s 0 (failed: see stderr.log)" % (workload, variant, "-", "-"))
             continue
         median = statistics.median(got)
         loss = "%+.1f%%" % (100 * (1 - median / base)) if base else "-"
         spread = "%+.1f..%+.1f%%" % (100 * (1 - max(got) / base), 100 * (1 - min(got) / base)) if base else "-"
-        print("%-9s %-10s %10.1f %8s %-17s %d" % (workload, variant, median, loss, spread, len(got)))
+        print("%-9s %-18s %10.1f %8s %-17s %d" % (workload, variant, median, loss, spread, len(got)))
 PY

@@ -29,6 +29,7 @@
 #include "capture_control.h"
 #include "control_protocol.h"
 #include "event_channel.h"
+#include "fork_handlers.h"
 #include "stub_page.h"
 #ifdef GPUOS_SHIM_HAS_CUPTI
 #include "cupti_injection.h"
@@ -280,6 +281,30 @@ void AcceptPeers(int listen_fd, int* conn, std::vector<int>* turned_away) {
   }
 }
 
+// The connections turned away (`polled`: theirs, in order): a capture
+// request is served (`gpuos-trace ctl capture` while an agent is
+// attached), anything else told why not; the ones that hung up go.
+void ServeTurnedAway(const pollfd* polled, std::vector<int>* turned_away) {
+  std::vector<int> still_waiting;
+  for (size_t i = 0; i < turned_away->size(); ++i) {
+    const int fd = (*turned_away)[i];
+    if (polled[i].revents != 0) {
+      char buffer[4096];
+      ssize_t got = recv(fd, buffer, sizeof(buffer), MSG_DONTWAIT);
+      if (got > 0) {
+        const ControlRequest request = ParseControlRequest(std::string_view(buffer, static_cast<size_t>(got)));
+        Reply(fd, request.kind == ControlRequest::kCapture ? HandleCaptureRequest(request.capture)
+                                                          : ErrorReply(kBusy));
+      } else if (got == 0 || (errno != EAGAIN && errno != EINTR)) {
+        close(fd);
+        continue;
+      }
+    }
+    still_waiting.push_back(fd);
+  }
+  turned_away->swap(still_waiting);
+}
+
 struct ListenerFds {
   int listen_fd;
   int wake_fd;
@@ -332,25 +357,7 @@ void* ControlMain(void* raw) {
         conn = -1;
       }
     }
-    std::vector<int> still_waiting;
-    for (size_t i = 0; i < turned_away.size(); ++i) {
-      const int fd = turned_away[i];
-      if (polled[3 + i].revents != 0) {
-        char buffer[4096];
-        ssize_t got = recv(fd, buffer, sizeof(buffer), MSG_DONTWAIT);
-        if (got > 0) {
-          // `gpuos-trace ctl capture` while an agent is attached.
-          const ControlRequest request = ParseControlRequest(std::string_view(buffer, static_cast<size_t>(got)));
-          Reply(fd, request.kind == ControlRequest::kCapture ? HandleCaptureRequest(request.capture)
-                                                            : ErrorReply(kBusy));
-        } else if (got == 0 || (errno != EAGAIN && errno != EINTR)) {
-          close(fd);
-          continue;
-        }
-      }
-      still_waiting.push_back(fd);
-    }
-    turned_away.swap(still_waiting);
+    ServeTurnedAway(polled + 3, &turned_away);
     const bool idle = NowNs() >= conn_active_ns + IdleControlNs();
     if (conn >= 0 && !attached && (idle || invalid_requests >= kMaxInvalidRequests)) {
       Log("dropped a control connection: %s", idle ? "idle without attaching" : "garbage");
@@ -372,13 +379,13 @@ void* ControlMain(void* raw) {
 
 // ---- Listener life -------------------------------------------------------
 
-void BeforeFork() { C().mu.lock(); }
-void AfterForkParent() { C().mu.unlock(); }
+void ListenerForkPrepare() { C().mu.lock(); }
+void ListenerForkParent() { C().mu.unlock(); }
 // Only the forking thread lives on in the child: the listener's thread is
 // gone, and the sockets are the parent's.  close() and munmap() are
 // async-signal-safe; the child's own listener starts on its next call into
 // the shim (RestartListenerIfForked).
-void AfterForkChild() {
+void ListenerForkChild() {
   Control& c = C();
   if (c.running) {
     for (int fd : {c.listen_fd, c.wake_fd, c.conn_fd}) {
@@ -396,9 +403,12 @@ void AfterForkChild() {
 
 bool StartListener(Origin origin, std::string* error) {
   // Outside c.mu: a fork in another thread holds glibc's handler list
-  // while it waits for c.mu in BeforeFork.
+  // while it waits for c.mu in ListenerForkPrepare.
   static std::once_flag registered;
-  std::call_once(registered, [] { pthread_atfork(BeforeFork, AfterForkParent, AfterForkChild); });
+  std::call_once(registered, [] {
+    JoinForkHandling(ForkPart::kControlListener,
+                     {ListenerForkPrepare, ListenerForkParent, ListenerForkChild});
+  });
 
   Control& c = C();
   std::lock_guard<std::mutex> lock(c.mu);

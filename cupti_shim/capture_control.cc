@@ -8,12 +8,14 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <mutex>
 #include <thread>
 
 #include "capture_windows.h"
 #include "event_channel.h"
+#include "fork_handlers.h"
 #include "wire_encoder.h"
 #ifdef GPUOS_SHIM_HAS_CUPTI
 #include "cupti_injection.h"
@@ -25,6 +27,7 @@ namespace {
 using gpuos_capture::CaptureEdge;
 using gpuos_capture::CaptureSpec;
 using gpuos_capture::CaptureWindows;
+using gpuos_capture::FinalizeGapPolicy;
 
 constexpr std::string_view kPythonDomain = "gpuos.python";
 
@@ -40,6 +43,8 @@ struct Capture {
   bool nvtx_steps = false;            // NVTX step ranges seen: Python marks no longer count
   bool python_optimizer = false;      // an optimizer.step seen: backward no longer counts
   bool python_step_open = false;
+  uint64_t step_begin_ns = 0;  // the current step's start
+  uint64_t step_ns = 0;        // the last step's length
 };
 
 // 0: not read yet; 1: no spec; 2: a spec.
@@ -52,8 +57,8 @@ Capture& C() {
 
 // Never called with C().mu held by another thread in the child: the fork
 // handlers hold it across fork().
-void BeforeFork() { C().mu.lock(); }
-void AfterFork() { C().mu.unlock(); }
+void CaptureForkPrepare() { C().mu.lock(); }
+void CaptureForkRelease() { C().mu.unlock(); }
 
 void SendEdge(const CaptureEdge& edge, uint64_t ts_ns) {
   ProtoWriter payload;
@@ -64,19 +69,71 @@ void SendEdge(const CaptureEdge& edge, uint64_t ts_ns) {
                           payload));
 }
 
+// GPUOS_CAPTURE_FINALIZE_GAP, read once (capture_windows.h).
+const FinalizeGapPolicy& FinalizeGap() {
+  static const FinalizeGapPolicy* policy = [] {
+    auto* parsed = new FinalizeGapPolicy();
+    const char* text = getenv("GPUOS_CAPTURE_FINALIZE_GAP");
+    std::string error;
+    if (!gpuos_capture::ParseFinalizeGap(text != nullptr ? text : "", parsed, &error)) {
+      fprintf(stderr, "gpuos-shim: %s; CUPTI stays subscribed between windows\n", error.c_str());
+    }
+    return parsed;
+  }();
+  return *policy;
+}
+
+// CUPTI's device kinds on or off; on, after CUPTI was taken out of the
+// process between windows, it comes back first.
+void SwitchDetail(bool on) {
+#ifdef GPUOS_SHIM_HAS_CUPTI
+  if (on) ResumeCuptiForWindow();
+  SetDeviceActivityEnabled(on);
+#else
+  (void)on;
+#endif
+}
+
+// Called with C().mu held, with no window open, at a window's end or a
+// step's end: takes CUPTI out of the process when the next window is far
+// (cupti_injection.h says where it refuses).
+void SuspendIfGapIsFar(const Capture& c) {
+#ifdef GPUOS_SHIM_HAS_CUPTI
+  const FinalizeGapPolicy& policy = FinalizeGap();
+  if (!policy.enabled || c.windows == nullptr || c.windows->open() || CuptiSuspended()) return;
+  const gpuos_capture::WindowGap gap = c.windows->NextWindowGap();
+  if (gap.kind == gpuos_capture::WindowGap::kUnknown) {
+    // Said where the user asked for finalizing; the default says nothing.
+    static const bool chosen = getenv("GPUOS_CAPTURE_FINALIZE_GAP") != nullptr;
+    if (chosen) {
+      NoteCuptiStaysSubscribed(StaysSubscribed::kUnforeseeableGap);
+    }
+    return;
+  }
+  if (!gpuos_capture::GapIsFar(gap, policy, c.step_ns)) return;
+  // The next window opens at a step's start: only marks that come without
+  // CUPTI can bring it back (a time window that is over needs none).
+  const bool time_over = c.windows->spec().kind == CaptureSpec::kTime;
+  if (!time_over && !c.nvtx_steps && !c.python_step_open) {
+    NoteCuptiStaysSubscribed(StaysSubscribed::kNoStepMarks);
+    return;
+  }
+  SuspendCuptiBetweenWindows(policy.text);
+#else
+  (void)c;
+#endif
+}
+
 // Called with C().mu held.
 void Apply(const CaptureEdge& edge, uint64_t ts_ns) {
   if (edge.kind == CaptureEdge::kNone) return;
   if (edge.kind == CaptureEdge::kOpen) {
-#ifdef GPUOS_SHIM_HAS_CUPTI
-    SetDeviceActivityEnabled(true);
-#endif
+    SwitchDetail(true);
     SendEdge(edge, ts_ns);
   } else {
     SendEdge(edge, ts_ns);
-#ifdef GPUOS_SHIM_HAS_CUPTI
-    SetDeviceActivityEnabled(false);
-#endif
+    SwitchDetail(false);
+    SuspendIfGapIsFar(C());
   }
 }
 
@@ -111,9 +168,7 @@ void InstallSpec(const CaptureSpec* spec, bool from_request) {
     pthread_setname_np(timer.native_handle(), "gpuos-capture");
     timer.detach();
   }
-#ifdef GPUOS_SHIM_HAS_CUPTI
-  SetDeviceActivityEnabled(DetailWanted(c));
-#endif
+  SwitchDetail(DetailWanted(c));
 }
 
 // Sleeps to each edge of a time window (in steps of at most 100 ms, to
@@ -143,7 +198,8 @@ bool InUse() {
   if (state == 0) {
     static std::once_flag once;
     std::call_once(once, [] {
-      pthread_atfork(BeforeFork, AfterFork, AfterFork);
+      JoinForkHandling(ForkPart::kCaptureWindows,
+                       {CaptureForkPrepare, CaptureForkRelease, CaptureForkRelease});
       const char* text = getenv("GPUOS_CAPTURE");
       CaptureSpec spec;
       std::string error;
@@ -165,8 +221,18 @@ __attribute__((constructor)) void ArmFromEnvironment() {
   if (text != nullptr && *text != '\0') InUse();
 }
 
-void OnStepBegin(Capture& c, int64_t index, uint64_t ts_ns) { Apply(c.windows->StepBegins(index), ts_ns); }
-void OnStepEnd(Capture& c, uint64_t ts_ns) { Apply(c.windows->StepEnds(), ts_ns); }
+void OnStepBegin(Capture& c, int64_t index, uint64_t ts_ns) {
+  c.step_begin_ns = ts_ns;
+  Apply(c.windows->StepBegins(index), ts_ns);
+}
+void OnStepEnd(Capture& c, uint64_t ts_ns) {
+  if (c.step_begin_ns != 0 && ts_ns > c.step_begin_ns) c.step_ns = ts_ns - c.step_begin_ns;
+  const CaptureEdge edge = c.windows->StepEnds();
+  Apply(edge, ts_ns);
+  // A gap that began far (the start, before the first window) or that a
+  // step's length now shows is far.
+  if (edge.kind == CaptureEdge::kNone) SuspendIfGapIsFar(c);
+}
 
 }  // namespace
 

@@ -113,6 +113,91 @@ CaptureEdge CaptureWindows::Tick(uint64_t elapsed_ns) {
   return Change(was_open, spec_.text);
 }
 
+WindowGap CaptureWindows::NextWindowGap() const {
+  WindowGap gap;
+  if (demand_pending_ > 0 || demand_left_ > 0) {
+    gap.kind = WindowGap::kSteps;  // a request: the next step is wanted
+    return gap;
+  }
+  const uint64_t next = static_cast<uint64_t>(current_ + 1);
+  switch (spec_.kind) {
+    case CaptureSpec::kSteps:
+      if (next > spec_.last_step) {
+        gap.kind = WindowGap::kNone;
+      } else {
+        gap.kind = WindowGap::kSteps;
+        gap.steps = next < spec_.first_step ? spec_.first_step - next : 0;
+      }
+      break;
+    case CaptureSpec::kEvery: {
+      gap.kind = WindowGap::kSteps;
+      const uint64_t phase = spec_.every > 0 ? next % spec_.every : 0;
+      gap.steps = phase < spec_.count ? 0 : spec_.every - phase;
+      break;
+    }
+    case CaptureSpec::kOnDemand:
+      gap.kind = WindowGap::kNone;
+      break;
+    case CaptureSpec::kTime:
+      gap.kind = time_done_ ? WindowGap::kNone : WindowGap::kUnknown;
+      break;
+    case CaptureSpec::kNvtx:
+      gap.kind = WindowGap::kUnknown;
+      break;
+  }
+  return gap;
+}
+
+bool ParseFinalizeGap(std::string_view text, FinalizeGapPolicy* policy, std::string* error) {
+  *policy = FinalizeGapPolicy();
+  if (text.empty()) text = kDefaultFinalizeGap;
+  policy->text = std::string(text);
+  if (text == "off" || text == "0") return true;
+  while (!text.empty()) {
+    const size_t comma = text.find(',');
+    std::string_view item = text.substr(0, comma);
+    text = comma == std::string_view::npos ? std::string_view() : text.substr(comma + 1);
+    while (!item.empty() && IsSpace(item.front())) item.remove_prefix(1);
+    while (!item.empty() && IsSpace(item.back())) item.remove_suffix(1);
+    std::string_view digits = item;
+    if (digits.size() > 5 && digits.substr(digits.size() - 5) == "steps") digits.remove_suffix(5);
+    bool all_digits = !digits.empty() && digits.size() <= 12;
+    uint64_t steps = 0;
+    for (char c : digits) {
+      all_digits = all_digits && std::isdigit(static_cast<unsigned char>(c));
+      if (all_digits) steps = steps * 10 + static_cast<uint64_t>(c - '0');
+    }
+    uint64_t ns = 0;
+    if (all_digits && steps > 0) {
+      policy->min_steps = steps;
+    } else if (!all_digits && ParseCaptureDuration(item, &ns) && ns > 0) {
+      policy->min_ns = ns;
+    } else {
+      *error = "GPUOS_CAPTURE_FINALIZE_GAP=" + policy->text + ": \"" + std::string(item) +
+               "\" is neither a number of steps nor a duration (e.g. 500,10s; or off)";
+      *policy = FinalizeGapPolicy();
+      return false;
+    }
+  }
+  policy->enabled = true;
+  return true;
+}
+
+bool GapIsFar(const WindowGap& gap, const FinalizeGapPolicy& policy, uint64_t step_ns) {
+  if (!policy.enabled) return false;
+  switch (gap.kind) {
+    case WindowGap::kNone:
+      return true;
+    case WindowGap::kUnknown:
+      return false;
+    case WindowGap::kSteps:
+      break;
+  }
+  if (gap.steps == 0) return false;
+  if (policy.min_steps > 0 && gap.steps >= policy.min_steps) return true;
+  return policy.min_ns > 0 && step_ns > 0 && gap.steps >= (policy.min_ns + step_ns - 1) / step_ns;
+}
+
 void CaptureWindows::RequestSteps(uint64_t n) {
   demand_pending_ = n;
   demand_reason_ = "ctl capture " + std::to_string(n);

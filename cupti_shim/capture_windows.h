@@ -37,6 +37,36 @@ bool IsStepRangeName(std::string_view name);
 // The number a step's name ends with ("step 12" -> 12), or -1.
 int64_t StepNumber(std::string_view name);
 
+// How far the next window is, seen from a step's end with no window open.
+struct WindowGap {
+  enum Kind {
+    kSteps,    // `steps` steps run before the next window (0: the next one)
+    kNone,     // no later window is known (the spec's windows are over, or
+               // on-demand with no request): it may never come
+    kUnknown,  // windows not bound to steps (nvtx=): no telling
+  };
+  Kind kind = kUnknown;
+  uint64_t steps = 0;
+};
+
+// When a gap between windows is far enough to take CUPTI out of the process
+// (finalize it, and subscribe again at the next window) rather than leave it
+// subscribed with its device kinds off: GPUOS_CAPTURE_FINALIZE_GAP, a comma
+// list of a step count and/or a duration ("500,10s"; "1" finalizes at
+// every gap), or "off".
+struct FinalizeGapPolicy {
+  bool enabled = false;
+  uint64_t min_steps = 0;  // 0: no step threshold
+  uint64_t min_ns = 0;     // 0: no time threshold
+  std::string text;
+};
+inline constexpr char kDefaultFinalizeGap[] = "500,10s";
+// Unset or empty text: the default.  False with one line in *error.
+bool ParseFinalizeGap(std::string_view text, FinalizeGapPolicy* policy, std::string* error);
+// Whether `gap` is far enough: no later window, or at least min_steps steps
+// or (given the last step's length) at least min_ns.
+bool GapIsFar(const WindowGap& gap, const FinalizeGapPolicy& policy, uint64_t step_ns);
+
 class CaptureWindows {
  public:
   explicit CaptureWindows(CaptureSpec spec) : spec_(std::move(spec)) {}
@@ -50,6 +80,9 @@ class CaptureWindows {
   CaptureEdge Tick(uint64_t elapsed_ns);
   // The next `n` steps to begin (counted from the next step start).
   void RequestSteps(uint64_t n);
+  // With no window open: how far the next one is, from the step after the
+  // current one.  Time windows: kNone once over, else kUnknown.
+  WindowGap NextWindowGap() const;
 
   bool open() const { return by_steps_ || by_range_ || by_time_; }
   const CaptureSpec& spec() const { return spec_; }

@@ -29,8 +29,10 @@
 // step aside for torch.profiler as a preloaded one does.  Nothing here
 // exits, aborts or blocks the job for long.
 //
-// Not named cupti_activity.h: that is CUPTI's own header, which cupti.h
-// includes with <>, so a file of that name beside ours would shadow it.
+// Implemented by cupti_lifecycle.cc, which drives the parts listed in
+// cupti_collection_state.h.  Not named cupti_activity.h: that is CUPTI's
+// own header, which cupti.h includes with <>, so a file of that name beside
+// ours would shadow it.
 #pragma once
 
 #include <cstdint>
@@ -67,6 +69,30 @@ void StopCuptiForDetach();
 // records unless GPUOS_CAPTURE_API_RECORDS=always) on or off.  Switching off also asks CUPTI to hand over
 // what it holds, without waiting.  A no-op while collection is not running.
 void SetDeviceActivityEnabled(bool enabled);
+
+// Capture windows, for long gaps between them (GPUOS_CAPTURE_FINALIZE_GAP,
+// capture_control.h): SuspendCuptiBetweenWindows takes CUPTI out of the
+// process as a detach does (kinds disabled, every buffer flushed into the
+// event channel, cuptiFinalize), and ResumeCuptiForWindow subscribes again
+// as an attach does, device kinds on, for the next window.  A suspension
+// is refused (said once in cupti_status) while a stream is being captured
+// into a CUDA graph or after a context teardown or device reset began.
+// While suspended the status stays active and says so.  Both are called
+// with the capture lock held, on whatever thread makes the window edge;
+// `policy` is the GPUOS_CAPTURE_FINALIZE_GAP in force, for the status.
+bool SuspendCuptiBetweenWindows(const std::string& policy);
+bool ResumeCuptiForWindow();
+bool CuptiSuspended();
+// Why CUPTI stays subscribed across a far gap; each said once in
+// cupti_status (a no-op while collection is not running).
+enum class StaysSubscribed : int {
+  kGraphCapture = 1,    // a stream is being captured into a CUDA graph
+  kContextTornDown,     // a context teardown or device reset began
+  kFinalizePending,     // the last cuptiFinalize has not finished
+  kUnforeseeableGap,    // nvtx= or time windows: the next one's distance is not known
+  kNoStepMarks,         // steps that come from no mark running without CUPTI
+};
+void NoteCuptiStaysSubscribed(StaysSubscribed why);
 
 // Problems met so far (CUPTI errors, records CUPTI could not time, buffers
 // refused because the pool was full).  Each kind is also logged once to

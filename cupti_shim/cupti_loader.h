@@ -47,7 +47,7 @@ struct CuptiApi {
   CUptiResult (*ActivityEnableAllSyncRecords)(uint8_t enable);
   CUptiResult (*ActivitySetAttribute)(CUpti_ActivityAttribute attribute, size_t* value_size,
                                       void* value);
-  // For detaching mid-run (cupti_injection.cc): cuptiFinalize is only safe
+  // For detaching mid-run (cupti_finalize.cc): cuptiFinalize is only safe
   // from the exit callsite of a CUDA API call, which a callback on every
   // API of the domain catches.
   CUptiResult (*EnableDomain)(uint32_t enable, CUpti_SubscriberHandle subscriber,

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "fork_handlers.h"
 #include "wire_encoder.h"
 
 namespace gpuos_shim {
@@ -234,19 +235,19 @@ void FlushAtExit() { FlushEvents(); }
 // the parent's events (the parent sends them), its socket is the parent's
 // connection, and the sender thread did not survive.  An attached parent's
 // child starts detached: the agent attached to the parent, not to it.
-void BeforeFork() {
+void ChannelForkPrepare() {
   Channel& ch = TheChannel();
   ch.send_mu.lock();
   ch.mu.lock();
   ch.status_mu.lock();
 }
-void AfterForkParent() {
+void ChannelForkParent() {
   Channel& ch = TheChannel();
   ch.status_mu.unlock();
   ch.mu.unlock();
   ch.send_mu.unlock();
 }
-void AfterForkChild() {
+void ChannelForkChild() {
   Channel& ch = TheChannel();
   ch.queue.clear();
   ch.queued_bytes = 0;
@@ -272,7 +273,8 @@ void AfterForkChild() {
 
 struct Registration {
   Registration() {
-    pthread_atfork(BeforeFork, AfterForkParent, AfterForkChild);
+    JoinForkHandling(ForkPart::kEventChannel,
+                     {ChannelForkPrepare, ChannelForkParent, ChannelForkChild});
     atexit(FlushAtExit);
   }
 };

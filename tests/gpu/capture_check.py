@@ -1,19 +1,26 @@
 #!/usr/bin/env python3
 """Capture windows on the GPU machine (issue #19, point 5):
-  capture_check.py BIN_DIR [--model mlp] [--steps 1000] [--spec every=100,steps=5] [--out DIR]
+  capture_check.py BIN_DIR [--model mlp] [--steps 1000] [--spec every=100,steps=5]
+                   [--finalize-gap 1] [--out DIR]
 
 Runs bench/capture_workload.py (NVTX "step N" ranges, each ending with
-loss.item(), so a step's kernels finish inside it) three times:
+loss.item(), so a step's kernels finish inside it) four times:
   untraced          its step times (the job's own log, CLOCK_MONOTONIC)
   full              gpuos-trace with no options: kernels per step
-  capture           gpuos-trace --capture SPEC
-and checks, on the capture run's trace (gpuos-trace dump):
+  capture           gpuos-trace --capture SPEC, CUPTI subscribed all along
+                    (GPUOS_CAPTURE_FINALIZE_GAP=off)
+  finalize          the same with GPUOS_CAPTURE_FINALIZE_GAP=GAP (default 1:
+                    CUPTI finalized at every gap between windows and
+                    subscribed again at the next window; "off" skips it)
+and checks, on each capture run's trace (gpuos-trace dump):
   1. windows open at the steps the spec names (OPEN step, CLOSE step);
   2. every kernel of the job lies inside a window, and each window holds
      exactly kernels-per-step (from the full run) x its steps;
   3. the job's step time outside windows equals its untraced step time
      within noise (median ratio within 3%; the steps right after a window,
-     whose flush lands there, are counted apart).
+     whose flush lands there, are counted apart);
+  4. finalize run only: the shim's status says CUPTI was finalized between
+     windows (not merely unsubscribed, and not refused).
 Prints PASS/FAIL lines and the overhead table (median step ms and loss
 against untraced: full detail, capture windows, and outside windows only).
 """
@@ -29,9 +36,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 WORKLOAD = os.path.join(HERE, "..", "..", "bench", "capture_workload.py")
 
 
-def run(cmd, log):
+def run(cmd, log, env=None):
     with open(log, "w") as err:
-        done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=err, text=True, timeout=300)
+        done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=err, text=True, timeout=300,
+                              env=dict(os.environ, **(env or {})))
     if done.returncode != 0:
         sys.exit("FAIL %s: rc=%d (see %s)" % (" ".join(cmd[:4]), done.returncode, log))
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -62,6 +70,61 @@ def kernels_of(events, pid):
     return sorted(int(e.get("ts_ns", 0)) for e in events if "gpu_kernel" in e and int(e.get("pid", 0)) == pid)
 
 
+def cupti_status(events, pid):
+    status = ""
+    for e in events:
+        if "shim_stats" in e and int(e.get("pid", 0)) == pid:
+            stats = e["shim_stats"]
+            status = stats.get("cupti_status", stats.get("cuptiStatus", "")) or status
+    return status
+
+
+def check_windows(trace, jsonl, steps_log, untraced_log, kpe, spec, verdict, label):
+    """Checks 1-3 on one capture run; returns (median step ms outside
+    windows, median of the 2 steps after each window or None, its events)."""
+    header, events = dump(trace, jsonl)
+    pid = int(header.get("root_pid", 0))
+    verdict(header.get("capture_spec") == spec, "%sthe trace names the spec (%s)" % (label, header.get("capture_spec")))
+    windows, opened = [], None
+    for e in events:
+        if "capture_window" not in e or int(e.get("pid", 0)) != pid:
+            continue
+        w = e["capture_window"]
+        if w.get("edge") == "OPEN":
+            opened = (int(e["ts_ns"]), int(w.get("step", 0)))
+        elif w.get("edge") == "CLOSE" and opened:
+            windows.append((opened[0], int(e["ts_ns"]), opened[1], int(w.get("step", 0))))
+            opened = None
+    verdict(len(windows) > 0, "%s%d capture windows in the trace" % (label, len(windows)))
+    kernels = kernels_of(events, pid)
+    inside = 0
+    for start, end, first, last in windows:
+        n = sum(1 for k in kernels if start <= k <= end)
+        inside += n
+        expected = kpe * (last - first + 1) if first >= 20 else None
+        if expected is not None:
+            verdict(n == expected, "%swindow steps %d..%d: %d kernels, %d x %d expected" %
+                    (label, first, last, n, kpe, last - first + 1))
+    verdict(inside == len(kernels), "%severy kernel inside a window (%d of %d)" % (label, inside, len(kernels)))
+
+    # Step time outside windows against untraced.
+    cap_steps = step_log(steps_log)
+    in_window = set()
+    after_window = set()
+    for _, _, first, last in windows:
+        in_window.update(range(first, last + 1))
+        after_window.update(range(last + 1, last + 3))
+    outside = [(e - s) / 1e6 for n, (s, e) in cap_steps.items()
+               if n >= 20 and n not in in_window and n not in after_window]
+    after = [(e - s) / 1e6 for n, (s, e) in cap_steps.items() if n >= 20 and n in after_window]
+    base = statistics.median((e - s) / 1e6 for n, (s, e) in step_log(untraced_log).items() if n >= 20)
+    out_med = statistics.median(outside)
+    verdict(abs(out_med / base - 1) <= 0.03,
+            "%sstep time outside windows %.3f ms vs untraced %.3f ms (%+.1f%%; within 3%%)" %
+            (label, out_med, base, 100 * (out_med / base - 1)))
+    return out_med, (statistics.median(after) if after else None), events, pid
+
+
 def main():
     global TRACE
     parser = argparse.ArgumentParser()
@@ -69,6 +132,8 @@ def main():
     parser.add_argument("--model", default="mlp", choices=["mlp", "resnet18"])
     parser.add_argument("--steps", type=int, default=1000)
     parser.add_argument("--spec", default="every=100,steps=5")
+    parser.add_argument("--finalize-gap", default="1",
+                        help="GPUOS_CAPTURE_FINALIZE_GAP of the finalize run; off: no such run")
     parser.add_argument("--out", default=os.environ.get("OUT") or tempfile.mkdtemp(prefix="gpuos-capture-"))
     args = parser.parse_args()
     TRACE = os.path.join(args.bin_dir, "gpuos-trace")
@@ -85,8 +150,15 @@ def main():
     untraced = run(job + ["--log-steps", o("untraced.steps")], o("untraced.stderr"))
     full = run([TRACE, "-q", "-o", o("full.gpuos"), "--"] + job + ["--log-steps", o("full.steps")],
                o("full.stderr"))
+    # CUPTI subscribed all along, device kinds switched at window edges.
     capture = run([TRACE, "-q", "--capture", args.spec, "-o", o("capture.gpuos"), "--"] + job +
-                  ["--log-steps", o("capture.steps")], o("capture.stderr"))
+                  ["--log-steps", o("capture.steps")], o("capture.stderr"),
+                  env={"GPUOS_CAPTURE_FINALIZE_GAP": "off"})
+    finalize = None
+    if args.finalize_gap != "off":
+        finalize = run([TRACE, "-q", "--capture", args.spec, "-o", o("finalize.gpuos"), "--"] + job +
+                       ["--log-steps", o("finalize.steps")], o("finalize.stderr"),
+                       env={"GPUOS_CAPTURE_FINALIZE_GAP": args.finalize_gap})
 
     # Kernels per step from the full run: steady after the warm-up.
     header, events = dump(o("full.gpuos"), o("full.jsonl"))
@@ -101,57 +173,32 @@ def main():
     verdict(min(per_step) == max(per_step) == kpe,
             "full run: %d kernels in every step after the warm-up (min %d, max %d)" % (kpe, min(per_step), max(per_step)))
 
-    header, events = dump(o("capture.gpuos"), o("capture.jsonl"))
-    pid = int(header.get("root_pid", 0))
-    verdict(header.get("capture_spec") == args.spec, "the trace names the spec (%s)" % header.get("capture_spec"))
-    windows, opened = [], None
-    for e in events:
-        if "capture_window" not in e or int(e.get("pid", 0)) != pid:
-            continue
-        w = e["capture_window"]
-        if w.get("edge") == "OPEN":
-            opened = (int(e["ts_ns"]), int(w.get("step", 0)))
-        elif w.get("edge") == "CLOSE" and opened:
-            windows.append((opened[0], int(e["ts_ns"]), opened[1], int(w.get("step", 0))))
-            opened = None
-    verdict(len(windows) > 0, "%d capture windows in the trace" % len(windows))
-    kernels = kernels_of(events, pid)
-    inside = 0
-    for start, end, first, last in windows:
-        n = sum(1 for k in kernels if start <= k <= end)
-        inside += n
-        expected = kpe * (last - first + 1) if first >= 20 else None
-        if expected is not None:
-            verdict(n == expected, "window steps %d..%d: %d kernels, %d x %d expected" %
-                    (first, last, n, kpe, last - first + 1))
-    verdict(inside == len(kernels), "every kernel inside a window (%d of %d)" % (inside, len(kernels)))
-
-    # Step time outside windows against untraced.
-    cap_steps = step_log(o("capture.steps"))
-    in_window = set()
-    after_window = set()
-    for _, _, first, last in windows:
-        in_window.update(range(first, last + 1))
-        after_window.update(range(last + 1, last + 3))
-    outside = [(e - s) / 1e6 for n, (s, e) in cap_steps.items()
-               if n >= 20 and n not in in_window and n not in after_window]
-    after = [(e - s) / 1e6 for n, (s, e) in cap_steps.items() if n >= 20 and n in after_window]
-    base = statistics.median((e - s) / 1e6 for n, (s, e) in step_log(o("untraced.steps")).items() if n >= 20)
-    out_med = statistics.median(outside)
-    verdict(abs(out_med / base - 1) <= 0.03,
-            "step time outside windows %.3f ms vs untraced %.3f ms (%+.1f%%; within 3%%)" %
-            (out_med, base, 100 * (out_med / base - 1)))
+    out_med, after_med, _, _ = check_windows(o("capture.gpuos"), o("capture.jsonl"), o("capture.steps"),
+                                             o("untraced.steps"), kpe, args.spec, verdict, "")
+    if finalize is not None:
+        label = "finalize: "
+        fin_out, fin_after, fin_events, fin_pid = check_windows(
+            o("finalize.gpuos"), o("finalize.jsonl"), o("finalize.steps"), o("untraced.steps"), kpe,
+            args.spec, verdict, label)
+        status = cupti_status(fin_events, fin_pid)
+        verdict("between capture windows: CUPTI finalized" in status,
+                "%sthe shim says CUPTI was finalized between windows (cupti_status: %s)" % (label, status))
 
     print("\noverhead table (%s, %d steps, median step ms; loss of step rate vs untraced)" % (args.model, args.steps))
     print("%-28s %10s %8s" % ("variant", "step ms", "loss"))
     rows = [("untraced", untraced["median_step_ms"]), ("gpuos-trace (full detail)", full["median_step_ms"]),
             ("--capture " + args.spec, capture["median_step_ms"]), ("  steps outside windows", out_med)]
-    if after:
-        rows.append(("  2 steps after each window", statistics.median(after)))
+    if after_med is not None:
+        rows.append(("  2 steps after each window", after_med))
+    if finalize is not None:
+        rows += [("  CUPTI finalized between", finalize["median_step_ms"]), ("  steps outside windows", fin_out)]
+        if fin_after is not None:
+            rows.append(("  2 steps after each window", fin_after))
     for name, ms in rows:
         print("%-28s %10.3f %+7.1f%%" % (name, ms, 100 * (ms / untraced["median_step_ms"] - 1)))
-    print("rates (steps/s): untraced %.1f, full %.1f, capture %.1f" %
-          (untraced["steps_per_s"], full["steps_per_s"], capture["steps_per_s"]))
+    print("rates (steps/s): untraced %.1f, full %.1f, capture %.1f%s" %
+          (untraced["steps_per_s"], full["steps_per_s"], capture["steps_per_s"],
+           ", capture finalized between windows %.1f" % finalize["steps_per_s"] if finalize else ""))
     return 1 if failures else 0
 
 

@@ -161,5 +161,91 @@ TEST(CaptureWindows, ATimeWindowOpensOnceForItsSpan) {
   EXPECT_EQ(w.Tick(1'200'000'000).kind, CaptureEdge::kNone);  // never again
 }
 
+// Runs steps first..last and returns the gap NextWindowGap() gives after
+// each window's close: "far" per `policy` (given `step_ns`) or not.
+std::vector<std::string> GapsAtCloses(CaptureWindows& w, int64_t first, int64_t last,
+                                      const FinalizeGapPolicy& policy, uint64_t step_ns) {
+  std::vector<std::string> out;
+  for (int64_t i = first; i <= last; ++i) {
+    w.StepBegins(i);
+    if (w.StepEnds().kind != CaptureEdge::kClose) continue;
+    const WindowGap gap = w.NextWindowGap();
+    std::string text = gap.kind == WindowGap::kNone      ? "none"
+                       : gap.kind == WindowGap::kUnknown ? "unknown"
+                                                         : std::to_string(gap.steps);
+    out.push_back(std::to_string(i) + ":" + text + (GapIsFar(gap, policy, step_ns) ? " far" : ""));
+  }
+  return out;
+}
+
+FinalizeGapPolicy Gap(const std::string& text) {
+  FinalizeGapPolicy policy;
+  std::string error;
+  EXPECT_TRUE(ParseFinalizeGap(text, &policy, &error)) << text << ": " << error;
+  return policy;
+}
+
+TEST(FinalizeGap, ParsesStepsDurationsOffAndTheDefault) {
+  FinalizeGapPolicy fallback = Gap("");
+  EXPECT_TRUE(fallback.enabled);
+  EXPECT_EQ(fallback.text, kDefaultFinalizeGap);
+  EXPECT_EQ(fallback.min_steps, 500u);
+  EXPECT_EQ(fallback.min_ns, 10'000'000'000u);
+  FinalizeGapPolicy steps = Gap("1");
+  EXPECT_EQ(steps.min_steps, 1u);
+  EXPECT_EQ(steps.min_ns, 0u);
+  FinalizeGapPolicy both = Gap("200steps, 250ms");
+  EXPECT_EQ(both.min_steps, 200u);
+  EXPECT_EQ(both.min_ns, 250'000'000u);
+  EXPECT_FALSE(Gap("off").enabled);
+  EXPECT_FALSE(Gap("0").enabled);
+  FinalizeGapPolicy bad;
+  std::string error;
+  EXPECT_FALSE(ParseFinalizeGap("often", &bad, &error));
+  EXPECT_FALSE(bad.enabled);
+  EXPECT_NE(error.find("GPUOS_CAPTURE_FINALIZE_GAP=often"), std::string::npos) << error;
+}
+
+TEST(FinalizeGap, EveryNLeavesNMinusKStepsBetweenWindows) {
+  CaptureWindows always(Parse(kAlwaysOnSpec));
+  // 19 steps of 1 ms between windows: far for "1" and "10", not for the
+  // default nor for 19 steps < 50 ms.
+  EXPECT_EQ(GapsAtCloses(always, 0, 45, Gap("1"), 1'000'000),
+            (std::vector<std::string>{"0:19 far", "20:19 far", "40:19 far"}));
+  EXPECT_EQ(GapsAtCloses(always, 46, 65, Gap(""), 1'000'000), (std::vector<std::string>{"60:19"}));
+  EXPECT_EQ(GapsAtCloses(always, 66, 85, Gap("50ms"), 1'000'000), (std::vector<std::string>{"80:19"}));
+  EXPECT_EQ(GapsAtCloses(always, 86, 105, Gap("50ms"), 3'000'000), (std::vector<std::string>{"100:19 far"}));
+  EXPECT_EQ(GapsAtCloses(always, 106, 125, Gap("off"), 1'000'000), (std::vector<std::string>{"120:19"}));
+  CaptureWindows two(Parse("every=10,steps=3"));
+  EXPECT_EQ(GapsAtCloses(two, 0, 15, Gap("7"), 0), (std::vector<std::string>{"2:7 far", "12:7 far"}));
+  EXPECT_EQ(GapsAtCloses(two, 16, 25, Gap("8"), 0), (std::vector<std::string>{"22:7"}));
+}
+
+TEST(FinalizeGap, AfterTheLastWindowNoneComes) {
+  CaptureWindows range(Parse("steps=10..14"));
+  EXPECT_EQ(range.NextWindowGap().kind, WindowGap::kSteps);  // before step 0: 10 to go
+  EXPECT_EQ(range.NextWindowGap().steps, 10u);
+  EXPECT_EQ(GapsAtCloses(range, 0, 30, Gap("off"), 0), (std::vector<std::string>{"14:none"}));
+  EXPECT_TRUE(GapIsFar(range.NextWindowGap(), Gap("100000"), 0));
+  CaptureWindows demand(Parse("on-demand"));
+  EXPECT_EQ(demand.NextWindowGap().kind, WindowGap::kNone);
+  demand.RequestSteps(2);
+  EXPECT_EQ(demand.NextWindowGap().kind, WindowGap::kSteps);  // the next step is wanted
+  EXPECT_EQ(demand.NextWindowGap().steps, 0u);
+  EXPECT_FALSE(GapIsFar(demand.NextWindowGap(), Gap("1"), 0));
+  EXPECT_EQ(GapsAtCloses(demand, 0, 5, Gap("1"), 0), (std::vector<std::string>{"1:none far"}));
+}
+
+TEST(FinalizeGap, WindowsNotBoundToStepsAreNotPredicted) {
+  CaptureWindows nvtx(Parse("nvtx=profile me"));
+  EXPECT_EQ(nvtx.NextWindowGap().kind, WindowGap::kUnknown);
+  EXPECT_FALSE(GapIsFar(nvtx.NextWindowGap(), Gap("1"), 1'000'000'000));
+  CaptureWindows time(Parse("after=1s,for=500ms"));
+  EXPECT_EQ(time.NextWindowGap().kind, WindowGap::kUnknown);
+  time.Tick(1'000'000'000);
+  time.Tick(1'500'000'000);
+  EXPECT_EQ(time.NextWindowGap().kind, WindowGap::kNone);
+}
+
 }  // namespace
 }  // namespace gpuos_capture

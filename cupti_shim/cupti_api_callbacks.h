@@ -1,0 +1,46 @@
+// The shim's one CUPTI callback (OnCuptiCallback, given to cuptiSubscribe)
+// and what it serves:
+//  - API calls timed by our own entry/exit callbacks
+//    (GPUOS_CUPTI_API_TIMING=callback) into per-thread rings
+//    (cupti_api_call_rings.h) that the parser drains;
+//  - a flush when a context is torn down or the device reset;
+//  - counting streams being captured into CUDA graphs;
+//  - the cuptiFinalize handshake of a stop (cupti_finalize.h).
+// Also the per-domain API tables (names, which calls are traced).  The
+// callback never takes a lock of ours but the ring's and the queue's.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cupti_collection_state.h"
+
+namespace gpuos_shim {
+
+void CUPTIAPI OnCuptiCallback(void* userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+                              const void* data);
+
+// Whether API call `cbid` of the runtime (driver: false) or driver domain
+// is one the shim records.
+bool IsTracedApi(const State& s, bool driver, uint32_t cbid);
+
+// Names and traced allow-lists of both API domains, once per process (the
+// first start; before the parser starts).
+void BuildApiTablesOnce(const CuptiApi& api);
+
+// Our callbacks for context teardown and cudaDeviceReset, where the shim
+// flushes what CUPTI holds before it goes.
+void EnableTeardownCallbacks(const CuptiApi& api);
+
+// Our callbacks for beginning and ending a stream's capture into a CUDA
+// graph (rare calls), so that CUPTI is not taken out of the process
+// between capture windows while one is under way (State's counts).
+void EnableGraphCaptureCallbacks(const CuptiApi& api);
+
+// Turns on our entry/exit callbacks for every traced call id of the wanted
+// domains.  All or nothing: on a failure the ones turned on are turned off
+// again, and the caller falls back to activity records.
+bool EnableApiCallbacks(const CuptiApi& api, bool want_runtime, bool want_driver);
+
+}  // namespace gpuos_shim

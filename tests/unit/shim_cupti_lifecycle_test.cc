@@ -1,0 +1,238 @@
+// The shim's CUPTI collection lifecycle (cupti_lifecycle.cc), run for real:
+// launch-mode start at InitializeInjection, device kinds switched at capture
+// window edges, stepping aside for another CUPTI client, and CUPTI taken out
+// of the process between far windows and subscribed again at the next one
+// (GPUOS_CAPTURE_FINALIZE_GAP: the cuptiFinalize handshake in an API exit
+// callback, a new subscription per window, the refusal while a stream is
+// being captured into a CUDA graph).  There is no GPU or driver on the
+// build host, so CUPTI and the driver call are played by
+// tests/workloads/fake_cupti (one subscriber at a time, callbacks only where
+// enabled, cuptiFinalize forgets everything); tests/gpu/capture_check.py
+// holds the same behaviour to the real CUPTI on a GPU.
+//
+// Each case runs in a process of its own (this binary again, with
+// GPUOS_FAKE_CUPTI_CHILD set): the shim reads its environment when it
+// loads.
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <sstream>
+#include <string>
+
+#include <cupti.h>
+
+#include "capture_control.h"
+#include "cupti_injection.h"
+#include "event_channel.h"
+#include "gtest/gtest.h"
+
+namespace gpuos_shim {
+namespace {
+
+constexpr int kSteps = 50;
+
+std::string SelfDir() {
+  char path[PATH_MAX] = {};
+  const ssize_t n = readlink("/proc/self/exe", path, sizeof(path) - 1);
+  std::string self(path, n > 0 ? static_cast<size_t>(n) : 0);
+  return self.substr(0, self.rfind('/'));
+}
+
+std::string FakeLibrary() { return SelfDir() + "/workloads/fake_cupti/libcuda.so.1"; }
+
+struct Outcome {
+  std::map<int, std::string> steps;  // step -> "kernels=K subscribed=S"
+  int subscribes = -1, finalizes = -1;
+  std::string output;
+};
+
+// Runs the child case with `env` ("A=1 B=2") and reads what it printed.
+Outcome RunChild(const std::string& env) {
+  Outcome outcome;
+  char self[PATH_MAX] = {};
+  if (readlink("/proc/self/exe", self, sizeof(self) - 1) <= 0) return outcome;
+  const std::string command = "env GPUOS_FAKE_CUPTI_CHILD=1 GPUOS_SHIM_SOCKET=/nonexistent/agent.sock "
+                              "GPUOS_CUPTI_LIBRARY=" + FakeLibrary() + " " + env + " " + self +
+                              " --gtest_filter=CuptiLifecycleChild.* 2>&1";
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return outcome;
+  char line[512];
+  while (fgets(line, sizeof(line), pipe) != nullptr) {
+    outcome.output += line;
+    std::istringstream in(line);
+    std::string word;
+    in >> word;
+    if (word == "step") {
+      int step = -1;
+      std::string rest;
+      in >> step;
+      std::getline(in, rest);
+      outcome.steps[step] = rest.substr(rest.find_first_not_of(' '));
+    } else if (word == "counts") {
+      in >> outcome.subscribes >> outcome.finalizes;
+    }
+  }
+  pclose(pipe);
+  return outcome;
+}
+
+bool InWindow(int step) { return step % 10 < 2; }  // every=10,steps=2
+
+TEST(CuptiLifecycle, TheFakeCuptiIsBuilt) {
+  ASSERT_EQ(access(FakeLibrary().c_str(), R_OK), 0) << FakeLibrary();
+}
+
+TEST(CuptiLifecycle, CuptiLeavesAtEveryFarGapAndComesBackForEachWindow) {
+  const Outcome got = RunChild("GPUOS_CAPTURE=every=10,steps=2 GPUOS_CAPTURE_FINALIZE_GAP=1");
+  ASSERT_EQ(got.steps.size(), static_cast<size_t>(kSteps)) << got.output;
+  for (int step = 0; step < kSteps; ++step) {
+    EXPECT_EQ(got.steps.at(step), InWindow(step) ? "kernels=1 subscribed=1" : "kernels=0 subscribed=0")
+        << "step " << step << "\n" << got.output;
+  }
+  // Windows 0-1, 10-11, 20-21, 30-31, 40-41: one subscription each, and a
+  // finalize after each.
+  EXPECT_EQ(got.subscribes, 5) << got.output;
+  EXPECT_EQ(got.finalizes, 5) << got.output;
+}
+
+TEST(CuptiLifecycle, OffKeepsCuptiSubscribedAndSwitchesTheKindsOnly) {
+  const Outcome got = RunChild("GPUOS_CAPTURE=every=10,steps=2 GPUOS_CAPTURE_FINALIZE_GAP=off");
+  ASSERT_EQ(got.steps.size(), static_cast<size_t>(kSteps)) << got.output;
+  for (int step = 0; step < kSteps; ++step) {
+    EXPECT_EQ(got.steps.at(step), InWindow(step) ? "kernels=1 subscribed=1" : "kernels=0 subscribed=1")
+        << "step " << step << "\n" << got.output;
+  }
+  EXPECT_EQ(got.subscribes, 1) << got.output;
+  EXPECT_EQ(got.finalizes, 0) << got.output;
+}
+
+TEST(CuptiLifecycle, TheDefaultKeepsShortGapsSubscribed) {
+  // 8 steps between windows, far below the default's 500 steps or 10 s.
+  const Outcome got = RunChild("GPUOS_CAPTURE=every=10,steps=2");
+  ASSERT_EQ(got.steps.size(), static_cast<size_t>(kSteps)) << got.output;
+  EXPECT_EQ(got.steps.at(5), "kernels=0 subscribed=1") << got.output;
+  EXPECT_EQ(got.finalizes, 0) << got.output;
+  // After the last window of steps=A..B none comes: CUPTI leaves for good.
+  const Outcome range = RunChild("GPUOS_CAPTURE=steps=10..11");
+  ASSERT_EQ(range.steps.size(), static_cast<size_t>(kSteps)) << range.output;
+  EXPECT_EQ(range.steps.at(11), "kernels=1 subscribed=1") << range.output;
+  EXPECT_EQ(range.steps.at(12), "kernels=0 subscribed=0") << range.output;
+  EXPECT_EQ(range.finalizes, 1) << range.output;
+}
+
+TEST(CuptiLifecycle, NotWhileAStreamIsBeingCapturedIntoAGraph) {
+  // A capture begins in step 0 (CUPTI subscribed) and ends in step 25.
+  const Outcome got = RunChild("GPUOS_CAPTURE=every=10,steps=2 GPUOS_CAPTURE_FINALIZE_GAP=1 "
+                               "FAKE_GRAPH_CAPTURE_STEPS=0,25");
+  ASSERT_EQ(got.steps.size(), static_cast<size_t>(kSteps)) << got.output;
+  for (int step : {5, 12, 22, 25}) {
+    EXPECT_EQ(got.steps.at(step), "kernels=0 subscribed=1") << "step " << step << "\n" << got.output;
+  }
+  // The gap's first step end after the capture ended (25) lets CUPTI go.
+  EXPECT_EQ(got.steps.at(26), "kernels=0 subscribed=0") << got.output;
+  EXPECT_EQ(got.steps.at(35), "kernels=0 subscribed=0") << got.output;
+  EXPECT_EQ(got.finalizes, 3) << got.output;  // after steps 25, 31 and 41
+}
+
+TEST(CuptiLifecycle, WithoutASpecEverythingStaysOnAsBefore) {
+  const Outcome got = RunChild("GPUOS_CAPTURE_FINALIZE_GAP=1");
+  ASSERT_EQ(got.steps.size(), static_cast<size_t>(kSteps)) << got.output;
+  for (int step = 0; step < kSteps; ++step) {
+    EXPECT_EQ(got.steps.at(step), "kernels=1 subscribed=1") << "step " << step << "\n" << got.output;
+  }
+  EXPECT_EQ(got.subscribes, 1) << got.output;
+  EXPECT_EQ(got.finalizes, 0) << got.output;
+}
+
+TEST(CuptiLifecycle, TheShimStepsAsideForAnotherCuptiClient) {
+  // torch.profiler subscribing in step 5: the shim hands CUPTI over
+  // (kinds off, unsubscribed, not finalized) and the other client gets it.
+  const Outcome got = RunChild("GPUOS_CAPTURE=every=10,steps=2 GPUOS_CAPTURE_FINALIZE_GAP=off "
+                               "FAKE_OTHER_CLIENT_STEP=5");
+  ASSERT_EQ(got.steps.size(), static_cast<size_t>(kSteps)) << got.output;
+  EXPECT_EQ(got.steps.at(1), "kernels=1 subscribed=1") << got.output;
+  for (int step : {5, 10, 11, 20}) {
+    EXPECT_EQ(got.steps.at(step), "kernels=0 subscribed=1") << "step " << step << "\n" << got.output;
+  }
+  EXPECT_EQ(got.subscribes, 2) << got.output;  // ours, then the other client's
+  EXPECT_EQ(got.finalizes, 0) << got.output;
+}
+
+TEST(CuptiLifecycle, AttachDetachAndAttachAgainAroundSuspensions) {
+  // Attached mid-run (CUDA up), detached in step 25 while CUPTI is out
+  // between windows, attached again in step 35.
+  const Outcome got = RunChild("GPUOS_SHIM_SOCKET= GPUOS_CAPTURE=every=10,steps=2 "
+                               "GPUOS_CAPTURE_FINALIZE_GAP=1 FAKE_ATTACH_STEPS=25,35");
+  ASSERT_EQ(got.steps.size(), static_cast<size_t>(kSteps)) << got.output;
+  for (int step = 0; step < kSteps; ++step) {
+    std::string want = InWindow(step) ? "kernels=1 subscribed=1" : "kernels=0 subscribed=0";
+    if (step >= 25 && step < 35) want = "kernels=0 subscribed=0";  // detached: no window
+    if (step == 35) want = "kernels=0 subscribed=1";                 // attached, between windows
+    EXPECT_EQ(got.steps.at(step), want) << "step " << step << "\n" << got.output;
+  }
+  EXPECT_EQ(got.subscribes, 5) << got.output;  // attach, 10, 20, attach again, 40
+  EXPECT_EQ(got.finalizes, 5) << got.output;   // after 1, 11, 21, 35, 41
+}
+
+void CUPTIAPI OtherClientCallback(void*, CUpti_CallbackDomain, CUpti_CallbackId, const void*) {}
+
+// The child: CUDA "initializes" (the driver calls InitializeInjection),
+// then kSteps steps of NVTX step ranges, each making one driver call.
+TEST(CuptiLifecycleChild, Steps) {
+  if (getenv("GPUOS_FAKE_CUPTI_CHILD") == nullptr) GTEST_SKIP() << "run by the cases above";
+  void* fake = dlopen(FakeLibrary().c_str(), RTLD_NOW | RTLD_GLOBAL);
+  ASSERT_NE(fake, nullptr) << dlerror();
+  auto kind_enabled = reinterpret_cast<int (*)(int)>(dlsym(fake, "fake_cupti_kind_enabled"));
+  auto subscribed = reinterpret_cast<int (*)()>(dlsym(fake, "fake_cupti_subscribed"));
+  auto subscribes = reinterpret_cast<int (*)()>(dlsym(fake, "fake_cupti_subscribes"));
+  auto finalizes = reinterpret_cast<int (*)()>(dlsym(fake, "fake_cupti_finalizes"));
+  auto begin_capture = reinterpret_cast<void (*)()>(dlsym(fake, "fake_cupti_begin_graph_capture"));
+  auto end_capture = reinterpret_cast<void (*)()>(dlsym(fake, "fake_cupti_end_graph_capture"));
+  auto driver_call = reinterpret_cast<int (*)(void**)>(dlsym(fake, "cuCtxGetCurrent"));
+  int capture_begin = -1, capture_end = -1, other_client = -1;
+  if (const char* step = getenv("FAKE_OTHER_CLIENT_STEP")) other_client = atoi(step);
+  int detach = -1, attach_again = -1;
+  const char* attach = getenv("FAKE_ATTACH_STEPS");
+  if (attach != nullptr) sscanf(attach, "%d,%d", &detach, &attach_again);
+  if (const char* steps = getenv("FAKE_GRAPH_CAPTURE_STEPS")) {
+    sscanf(steps, "%d,%d", &capture_begin, &capture_end);
+  }
+  std::string status;
+  if (attach != nullptr) {
+    ASSERT_TRUE(StartCuptiForAttach(&status)) << status;
+  } else {
+    InitializeInjection();
+  }
+  ASSERT_TRUE(CuptiActivityActive());
+  const uint32_t tid = CurrentTid();
+  for (int step = 0; step < kSteps; ++step) {
+    const std::string name = "step " + std::to_string(step);
+    CaptureOnRangeBegin("", name, MonotonicNs(), tid);
+    void* context = nullptr;
+    driver_call(&context);
+    if (step == capture_begin) begin_capture();
+    if (step == capture_end) end_capture();
+    if (step == detach) StopCuptiForDetach();
+    if (step == attach_again) {
+      EXPECT_TRUE(StartCuptiForAttach(&status)) << status;
+    }
+    if (step == other_client) {
+      // Through the shim's interposed cuptiSubscribe, as a later client's
+      // call reaches it.
+      CUpti_SubscriberHandle handle = nullptr;
+      EXPECT_EQ(cuptiSubscribe(&handle, OtherClientCallback, nullptr), CUPTI_SUCCESS);
+    }
+    printf("step %d kernels=%d subscribed=%d\n", step,
+           kind_enabled(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), subscribed());
+    CaptureOnRangeEnd("", name, MonotonicNs(), tid);
+  }
+  printf("counts %d %d\n", subscribes(), finalizes());
+  fflush(stdout);
+}
+
+}  // namespace
+}  // namespace gpuos_shim
