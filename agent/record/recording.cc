@@ -1,4 +1,4 @@
-// The event sink of a recording; see recording.h.
+// The trace being recorded; see recording.h.
 #include "record/recording.h"
 
 #include <sys/epoll.h>
