@@ -1,5 +1,5 @@
 // gpuos-trace: entry point.  Parses the command line and hands over to
-// recording (record/recorder.h) or reporting (export/report/os_report.h).
+// recording (record/recording_session.h) or reporting (export/report/os_report.h).
 #include <time.h>
 
 #include <cstdio>
@@ -19,9 +19,10 @@
 #include "export/perfetto/perfetto_export.h"
 #include "export/report/rank_report.h"
 #include "export/report/step_report.h"
-#include "record/attach_recorder.h"
+#include "record/launched_job.h"
 #include "record/prepare.h"
-#include "record/recorder.h"
+#include "record/recording_session.h"
+#include "record/running_job.h"
 #include "cli/compare_command.h"
 #include "cli/ctl_command.h"
 #include "cli/sweep_command.h"
@@ -146,6 +147,18 @@ int RunMerge(const gpuos::MergeCommand& command) {
   return 0;
 }
 
+// --prepare execs the command; otherwise one recording session, of a
+// command it launches or of processes that already run.
+int RunRecordCommand(const gpuos::RecordOptions& options) {
+  if (options.prepare) return gpuos::RunPrepared(options);
+  if (options.attaching()) {
+    gpuos::RunningJob job(options);
+    return gpuos::RunRecordingSession(options, job);
+  }
+  gpuos::LaunchedJob job(options);
+  return gpuos::RunRecordingSession(options, job);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -185,9 +198,7 @@ int main(int argc, char** argv) {
     case gpuos::ParsedCommandLine::Kind::kMerge:
       return RunMerge(parsed->merge);
     case gpuos::ParsedCommandLine::Kind::kRecord:
-      if (parsed->record.prepare) return gpuos::RunPrepared(parsed->record);
-      if (parsed->record.attaching()) return gpuos::RunAttach(parsed->record);
-      return gpuos::RunRecord(parsed->record);
+      return RunRecordCommand(parsed->record);
   }
   return 2;
 }

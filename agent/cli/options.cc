@@ -13,74 +13,6 @@
 
 namespace gpuos {
 
-const char kUsage[] =
-    "usage: gpuos-trace [options] [--] COMMAND [ARGS...]   record COMMAND and its whole process tree\n"
-    "       gpuos-trace [options] --pid PID [--pid PID...] [--duration 30s]\n"
-    "                                                         attach to running processes and their descendants\n"
-    "       gpuos-trace [options] --gpu-procs [--duration 30s] attach to every process holding a GPU context\n"
-    "       gpuos-trace --prepare [--] COMMAND [ARGS...]      run COMMAND with the shim loaded but idle, for a later\n"
-    "                                                         attach where ptrace is not allowed\n"
-    "       gpuos-trace report FILE [--format text|json]      steps, GPU idle causes, diagnosis, OS and CUDA tables\n"
-    "                  [--step-regex RE]       NVTX ranges that are steps (default: step, iteration, Batch N, ProfilerStep#N)\n"
-    "                  [--data-range-regex RE] NVTX ranges that wait for data (default: get batch, DataLoader fetch)\n"
-    "                  [--warmup-steps N]      steps left out of summaries and diagnosis (default 1)\n"
-    "                  [--html OUT.html]       also write the report as one self-contained web page\n"
-    "       gpuos-trace dump FILE                             every event as one JSON object per line\n"
-    "       gpuos-trace export FILE [-o OUT.pftrace] [--format json]\n"
-    "                                                         Perfetto trace (ui.perfetto.dev); json: Chrome JSON too\n"
-    "       gpuos-trace compare A.gpuos B.gpuos [...]       runs side by side: throughput, step, stages, GPU idle,\n"
-    "                                                         OS costs per step, diagnosis; deltas against the first\n"
-    "                  [--names a,b,...] [--format text|json] [--html OUT.html]\n"
-    "                  [--batch-size N[,N...]]  for samples/s (default: --batch-size N of each run's command)\n"
-    "                  [--knee-threshold PCT]   also name the knee, runs in the order given (e.g. 5%)\n"
-    "       gpuos-trace sweep --set NAME=V1,V2[,...] [--set ...] [-o DIR] [record options] -- COMMAND ..{NAME}..\n"
-    "                                                         record COMMAND once per value ({NAME} replaced; several\n"
-    "                                                         --set: every combination) into DIR (default\n"
-    "                                                         sweep-<date>-<time>), then compare the runs; one --set\n"
-    "                                                         of numbers: name the knee (--knee-threshold, default\n"
-    "                                                         5%); takes compare's --format, --html, --batch-size\n"
-    "       gpuos-trace merge A.gpuos B.gpuos... -o JOB.gpuos  join traces of one job from several hosts on one\n"
-    "                                                         clock (the first's); report/export read the result\n"
-    "\n"
-    "record options:\n"
-    "  -o, --output FILE       trace file to write (default: gpuos-trace-<date>-<time>.gpuos)\n"
-    "      --run-as-root       under sudo, run COMMAND as root instead of the invoking user\n"
-    "      --buffer-size SIZE  BPF ring buffer size, a power of two (default 16M)\n"
-    "      --max-size SIZE     stop writing events when the trace file reaches SIZE (e.g. 500M, 2G); the\n"
-    "                          trace then says it is incomplete and what it lost\n"
-    "      --flight-recorder SIZE|DURATION\n"
-    "                          keep only the latest SIZE of events (256M) or DURATION (10m: minutes) in a\n"
-    "                          ring of segment files (OUT.flight/); write them out as one trace at the end\n"
-    "                          (to OUT) and on SIGUSR1 or `gpuos-trace ctl` (to OUT.dump-N.gpuos)\n"
-    "      --flight-trigger slow-step=Nx\n"
-    "                          also write the window out when a step (an NVTX step range, or from one\n"
-    "                          optimizer.step of the Python hook to the next) takes N times the median\n"
-    "      --fault-window DUR  page faults are counted in windows this long (default 1ms)\n"
-    "      --syscall-slots N   threads at a time whose syscall totals the kernel keeps the fast way\n"
-    "                          (default 1024, 13 KiB of kernel memory each; the rest cost more per call)\n"
-    "      --no-cuda           do not put the CUDA/NVTX shim into the traced processes\n"
-    "      --shim FILE         the shim library (default: libgpuos_shim.so next to gpuos-trace)\n"
-    "      --no-python-hooks   do not mark DataLoader fetches and optimizer steps in Python processes\n"
-    "      --cuda-records LIST CUDA records to keep, a comma list of kernel, memcpy, memset, sync,\n"
-    "                          runtime, driver (default: all); fewer cost the job less\n"
-    "      --capture SPEC      full CUDA detail (kernels, copies) only in windows, the OS side all the time:\n"
-    "                          steps=100..119, every=200,steps=10, nvtx=NAME, after=60s,for=10s, on-demand\n"
-    "                          (and `gpuos-trace ctl --pid PID capture N` for the next N steps)\n"
-    "      --always-on         the OS side, and full CUDA detail for one step in 20 (every=20,steps=1)\n"
-    "      --btf FILE          kernel BTF to use instead of /sys/kernel/btf/vmlinux\n"
-    "      --duration DUR      attach mode: stop after DUR (30s, 5m, 1h); default: Ctrl-C or the job's end\n"
-    "      --no-inject         attach mode: never ptrace; CUDA API calls through uprobes only (CPU side)\n"
-    "  -q, --quiet             no summary on stderr\n"
-    "  -v, --verbose           print libbpf's messages\n"
-    "  -h, --help              this text\n"
-    "      --version           print the version\n"
-    "\n"
-    "       gpuos-trace ctl --pid PID dump   make a running --flight-recorder write its window now; PID is\n"
-    "                                        gpuos-trace's or that of a process it launched\n"
-    "       gpuos-trace ctl --pid PID capture N\n"
-    "                                        full CUDA detail for the next N steps of job process PID\n"
-    "                                        (traced with --capture or --always-on)\n";
-
 namespace {
 
 // A slot is about 13 KiB of kernel memory (bpf/syscalls.h).
@@ -109,157 +41,173 @@ absl::StatusOr<std::string> TakeValue(const std::vector<std::string>& args, size
   return args[++*i];
 }
 
-absl::StatusOr<ParsedCommandLine> ParseRecord(const std::vector<std::string>& args, size_t i,
-                                              const std::string& now_suffix) {
-  ParsedCommandLine parsed;
-  parsed.kind = ParsedCommandLine::Kind::kRecord;
-  RecordOptions& rec = parsed.record;
-  rec.tracer_argv = args;
-  for (; i < args.size(); ++i) {
-    std::string arg = args[i];
-    if (arg == "--") {
-      ++i;
-      break;
-    }
-    if (!IsFlag(arg)) break;  // the command starts here
-    std::string name = arg, inline_value;
-    bool has_inline = SplitInline(arg, &name, &inline_value);
-    const std::string* iv = has_inline ? &inline_value : nullptr;
-    if (name == "-h" || name == "--help") {
-      parsed.kind = ParsedCommandLine::Kind::kHelp;
-      return parsed;
-    } else if (name == "--version") {
-      parsed.kind = ParsedCommandLine::Kind::kVersion;
-      return parsed;
-    } else if (name == "-o" || name == "--output") {
-      auto v = TakeValue(args, &i, name, iv);
-      if (!v.ok()) return v.status();
-      if (v->empty()) return Usage("option --output needs a file name");
-      rec.output_path = *v;
-    } else if (name == "--run-as-root") {
-      rec.run_as_root = true;
-    } else if (name == "--buffer-size") {
-      auto v = TakeValue(args, &i, name, iv);
-      if (!v.ok()) return v.status();
-      auto bytes = ParseByteSize(*v);
-      if (!bytes.ok()) return bytes.status();
-      if (*bytes < 4096 || (*bytes & (*bytes - 1)) != 0 || *bytes > (1ull << 31)) {
-        return Usage(absl::StrFormat(
-            "--buffer-size %s: must be a power of two between 4K and 2G", *v));
-      }
-      rec.ring_buffer_bytes = *bytes;
-    } else if (name == "--max-size") {
-      auto v = TakeValue(args, &i, name, iv);
-      if (!v.ok()) return v.status();
-      auto bytes = ParseByteSize(*v);
-      if (!bytes.ok()) return bytes.status();
-      if (*bytes < 65536) return Usage(absl::StrFormat("--max-size %s: must be at least 64K", *v));
-      rec.max_file_bytes = *bytes;
-    } else if (name == "--flight-recorder") {
-      auto v = TakeValue(args, &i, name, iv);
-      if (!v.ok()) return v.status();
-      // "10m" is ten minutes, "10M" ten MiB.
-      const bool minutes = !v->empty() && v->back() == 'm';
-      auto bytes = minutes ? absl::StatusOr<uint64_t>(Usage("")) : ParseByteSize(*v);
-      if (bytes.ok()) {
-        if (*bytes < 65536) return Usage(absl::StrFormat("--flight-recorder %s: must be at least 64K", *v));
-        rec.flight_bytes = *bytes;
-      } else if (auto ns = ParseDuration(*v); ns.ok()) {
-        if (*ns < 1'000'000'000) return Usage(absl::StrFormat("--flight-recorder %s: must be at least 1s", *v));
-        rec.flight_span_ns = *ns;
-      } else {
-        return Usage(absl::StrFormat("--flight-recorder %s: expected a size (256M, 2G) or a duration (30s, 10m)", *v));
-      }
-    } else if (name == "--flight-trigger") {
-      auto v = TakeValue(args, &i, name, iv);
-      if (!v.ok()) return v.status();
-      auto factor = ParseSlowStepTrigger(*v);
-      if (!factor.ok()) return factor.status();
-      rec.flight_slow_step_factor = *factor;
-    } else if (name == "--fault-window") {
-      auto v = TakeValue(args, &i, name, iv);
-      if (!v.ok()) return v.status();
-      auto ns = ParseDuration(*v);
-      if (!ns.ok()) return ns.status();
-      if (*ns == 0) return Usage("--fault-window must be longer than 0");
-      rec.fault_window_ns = *ns;
-    } else if (name == "--syscall-slots") {
-      auto v = TakeValue(args, &i, name, iv);
-      if (!v.ok()) return v.status();
-      uint32_t slots = 0;
-      if (!absl::SimpleAtoi(*v, &slots) || slots > kMaxSyscallSlots) {
-        return Usage(absl::StrFormat("--syscall-slots %s: expected a number from 0 to %d", *v,
-                                     kMaxSyscallSlots));
-      }
-      rec.syscall_slots = slots;
-    } else if (name == "--no-cuda") {
-      rec.cuda = false;
-    } else if (name == "--no-python-hooks") {
-      rec.python_hooks = false;
-    } else if (name == "--cuda-records") {
-      auto v = TakeValue(args, &i, name, iv);
-      if (!v.ok()) return v.status();
-      auto kinds = ParseCudaRecordKinds(*v);
-      if (!kinds.ok()) return kinds.status();
-      rec.cuda_records = *kinds;
-    } else if (name == "--capture" || name == "--always-on") {
-      std::string text = gpuos_capture::kAlwaysOnSpec;
-      if (name == "--capture") {
-        auto v = TakeValue(args, &i, name, iv);
-        if (!v.ok()) return v.status();
-        text = *v;
-      } else if (has_inline) {
-        return Usage("--always-on takes no value");
-      }
-      if (!rec.capture_spec.empty()) return Usage("give one of --capture and --always-on, once");
-      gpuos_capture::CaptureSpec spec;
-      std::string error;
-      if (!gpuos_capture::ParseCaptureSpec(text, &spec, &error)) return Usage(error);
-      rec.capture_spec = spec.text;
-    } else if (name == "--shim") {
-      auto v = TakeValue(args, &i, name, iv);
-      if (!v.ok()) return v.status();
-      rec.shim_path = *v;
-    } else if (name == "--btf") {
-      auto v = TakeValue(args, &i, name, iv);
-      if (!v.ok()) return v.status();
-      rec.btf_path = *v;
-    } else if (name == "--pid") {
-      auto v = TakeValue(args, &i, name, iv);
-      if (!v.ok()) return v.status();
-      int pid = 0;
-      if (!absl::SimpleAtoi(*v, &pid) || pid <= 0) {
-        return Usage(absl::StrFormat("--pid %s: expected a process id", *v));
-      }
-      if (std::find(rec.attach_pids.begin(), rec.attach_pids.end(), pid) == rec.attach_pids.end()) {
-        rec.attach_pids.push_back(pid);
-      }
-    } else if (name == "--gpu-procs") {
-      rec.gpu_procs = true;
-    } else if (name == "--duration") {
-      auto v = TakeValue(args, &i, name, iv);
-      if (!v.ok()) return v.status();
-      auto ns = ParseDuration(*v);
-      if (!ns.ok()) return ns.status();
-      if (*ns == 0) return Usage("--duration must be longer than 0");
-      rec.duration_ns = *ns;
-    } else if (name == "--no-inject") {
-      rec.inject = false;
-    } else if (name == "--prepare") {
-      rec.prepare = true;
-    } else if (name == "-q" || name == "--quiet") {
-      rec.quiet = true;
-    } else if (name == "-v" || name == "--verbose") {
-      rec.verbose = true;
-    } else {
-      return Usage(absl::StrFormat("unknown option %s (see gpuos-trace --help)", arg));
-    }
+// One record option as read from the command line: its name, and where its
+// value comes from ("--name=value" or the next argument).
+struct RecordFlag {
+  const std::vector<std::string>& args;
+  size_t* i;
+  std::string name;
+  const std::string* inline_value;  // null: no "=value"
+
+  absl::StatusOr<std::string> Value() const { return TakeValue(args, i, name, inline_value); }
+};
+
+// The record options come in groups; each group's parser returns true when
+// `flag` is one of its options (set in `rec`), false when it is not, or the
+// option's one-line error.
+
+// "256M" or "10m" (ten minutes; "10M" is ten MiB).
+absl::Status ParseFlightRecorderBound(const std::string& v, RecordOptions& rec) {
+  const bool minutes = !v.empty() && v.back() == 'm';
+  auto bytes = minutes ? absl::StatusOr<uint64_t>(Usage("")) : ParseByteSize(v);
+  if (bytes.ok()) {
+    if (*bytes < 65536) return Usage(absl::StrFormat("--flight-recorder %s: must be at least 64K", v));
+    rec.flight_bytes = *bytes;
+  } else if (auto ns = ParseDuration(v); ns.ok()) {
+    if (*ns < 1'000'000'000) return Usage(absl::StrFormat("--flight-recorder %s: must be at least 1s", v));
+    rec.flight_span_ns = *ns;
+  } else {
+    return Usage(absl::StrFormat("--flight-recorder %s: expected a size (256M, 2G) or a duration (30s, 10m)", v));
   }
-  rec.command.assign(args.begin() + static_cast<std::ptrdiff_t>(std::min(i, args.size())), args.end());
-  if (rec.attaching()) {
-    if (!rec.command.empty()) {
-      return Usage("give either --pid/--gpu-procs or a command to launch, not both");
+  return absl::OkStatus();
+}
+
+// Where the events go and how much of them is kept.
+absl::StatusOr<bool> ParseOutputFlag(const RecordFlag& flag, RecordOptions& rec) {
+  const std::string& name = flag.name;
+  if (name != "-o" && name != "--output" && name != "--buffer-size" && name != "--max-size" &&
+      name != "--flight-recorder" && name != "--flight-trigger") {
+    return false;
+  }
+  auto v = flag.Value();
+  if (!v.ok()) return v.status();
+  if (name == "-o" || name == "--output") {
+    if (v->empty()) return Usage("option --output needs a file name");
+    rec.output_path = *v;
+  } else if (name == "--buffer-size") {
+    auto bytes = ParseByteSize(*v);
+    if (!bytes.ok()) return bytes.status();
+    if (*bytes < 4096 || (*bytes & (*bytes - 1)) != 0 || *bytes > (1ull << 31)) {
+      return Usage(absl::StrFormat("--buffer-size %s: must be a power of two between 4K and 2G", *v));
     }
+    rec.ring_buffer_bytes = *bytes;
+  } else if (name == "--max-size") {
+    auto bytes = ParseByteSize(*v);
+    if (!bytes.ok()) return bytes.status();
+    if (*bytes < 65536) return Usage(absl::StrFormat("--max-size %s: must be at least 64K", *v));
+    rec.max_file_bytes = *bytes;
+  } else if (name == "--flight-recorder") {
+    if (absl::Status s = ParseFlightRecorderBound(*v, rec); !s.ok()) return s;
+  } else {  // --flight-trigger
+    auto factor = ParseSlowStepTrigger(*v);
+    if (!factor.ok()) return factor.status();
+    rec.flight_slow_step_factor = *factor;
+  }
+  return true;
+}
+
+// How the kernel side records.
+absl::StatusOr<bool> ParseKernelFlag(const RecordFlag& flag, RecordOptions& rec) {
+  const std::string& name = flag.name;
+  if (name != "--fault-window" && name != "--syscall-slots" && name != "--btf") return false;
+  auto v = flag.Value();
+  if (!v.ok()) return v.status();
+  if (name == "--fault-window") {
+    auto ns = ParseDuration(*v);
+    if (!ns.ok()) return ns.status();
+    if (*ns == 0) return Usage("--fault-window must be longer than 0");
+    rec.fault_window_ns = *ns;
+  } else if (name == "--syscall-slots") {
+    uint32_t slots = 0;
+    if (!absl::SimpleAtoi(*v, &slots) || slots > kMaxSyscallSlots) {
+      return Usage(absl::StrFormat("--syscall-slots %s: expected a number from 0 to %d", *v, kMaxSyscallSlots));
+    }
+    rec.syscall_slots = slots;
+  } else {  // --btf
+    rec.btf_path = *v;
+  }
+  return true;
+}
+
+// --capture SPEC or --always-on (its preset), once.
+absl::Status ParseCaptureFlag(const RecordFlag& flag, RecordOptions& rec) {
+  std::string text = gpuos_capture::kAlwaysOnSpec;
+  if (flag.name == "--capture") {
+    auto v = flag.Value();
+    if (!v.ok()) return v.status();
+    text = *v;
+  } else if (flag.inline_value != nullptr) {
+    return Usage("--always-on takes no value");
+  }
+  if (!rec.capture_spec.empty()) return Usage("give one of --capture and --always-on, once");
+  gpuos_capture::CaptureSpec spec;
+  std::string error;
+  if (!gpuos_capture::ParseCaptureSpec(text, &spec, &error)) return Usage(error);
+  rec.capture_spec = spec.text;
+  return absl::OkStatus();
+}
+
+// The CUDA side: the shim, what it records and when.
+absl::StatusOr<bool> ParseCudaFlag(const RecordFlag& flag, RecordOptions& rec) {
+  const std::string& name = flag.name;
+  if (name == "--no-cuda") {
+    rec.cuda = false;
+  } else if (name == "--no-python-hooks") {
+    rec.python_hooks = false;
+  } else if (name == "--cuda-records") {
+    auto v = flag.Value();
+    if (!v.ok()) return v.status();
+    auto kinds = ParseCudaRecordKinds(*v);
+    if (!kinds.ok()) return kinds.status();
+    rec.cuda_records = *kinds;
+  } else if (name == "--capture" || name == "--always-on") {
+    if (absl::Status s = ParseCaptureFlag(flag, rec); !s.ok()) return s;
+  } else if (name == "--shim") {
+    auto v = flag.Value();
+    if (!v.ok()) return v.status();
+    rec.shim_path = *v;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+// Which job: a command run as whom, a prepared one, or running processes.
+absl::StatusOr<bool> ParseJobFlag(const RecordFlag& flag, RecordOptions& rec) {
+  const std::string& name = flag.name;
+  if (name == "--run-as-root") {
+    rec.run_as_root = true;
+  } else if (name == "--pid") {
+    auto v = flag.Value();
+    if (!v.ok()) return v.status();
+    int pid = 0;
+    if (!absl::SimpleAtoi(*v, &pid) || pid <= 0) return Usage(absl::StrFormat("--pid %s: expected a process id", *v));
+    if (std::find(rec.attach_pids.begin(), rec.attach_pids.end(), pid) == rec.attach_pids.end()) {
+      rec.attach_pids.push_back(pid);
+    }
+  } else if (name == "--gpu-procs") {
+    rec.gpu_procs = true;
+  } else if (name == "--duration") {
+    auto v = flag.Value();
+    if (!v.ok()) return v.status();
+    auto ns = ParseDuration(*v);
+    if (!ns.ok()) return ns.status();
+    if (*ns == 0) return Usage("--duration must be longer than 0");
+    rec.duration_ns = *ns;
+  } else if (name == "--no-inject") {
+    rec.inject = false;
+  } else if (name == "--prepare") {
+    rec.prepare = true;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+// Options that do not go together, and a launch without a command.
+absl::Status CheckRecordCombination(const RecordOptions& rec) {
+  if (rec.attaching()) {
+    if (!rec.command.empty()) return Usage("give either --pid/--gpu-procs or a command to launch, not both");
     if (rec.prepare) return Usage("--prepare starts a command; it does not go with --pid/--gpu-procs");
     if (!rec.cuda_records.empty()) {
       // The shim reads its choice from its environment, set at the start.
@@ -286,6 +234,51 @@ absl::StatusOr<ParsedCommandLine> ParseRecord(const std::vector<std::string>& ar
     return Usage("--max-size and --flight-recorder do not go together: the flight recorder's SIZE bounds it");
   }
   if (rec.flight_recorder() && rec.prepare) return Usage("--flight-recorder records; it does not go with --prepare");
+  return absl::OkStatus();
+}
+
+// One option of the record command; false when it is none of them.
+absl::StatusOr<bool> ParseRecordFlag(const RecordFlag& flag, RecordOptions& rec) {
+  if (flag.name == "-q" || flag.name == "--quiet") {
+    rec.quiet = true;
+    return true;
+  }
+  if (flag.name == "-v" || flag.name == "--verbose") {
+    rec.verbose = true;
+    return true;
+  }
+  for (auto* group : {&ParseOutputFlag, &ParseKernelFlag, &ParseCudaFlag, &ParseJobFlag}) {
+    auto taken = group(flag, rec);
+    if (!taken.ok() || *taken) return taken;
+  }
+  return false;
+}
+
+absl::StatusOr<ParsedCommandLine> ParseRecord(const std::vector<std::string>& args, size_t i,
+                                              const std::string& now_suffix) {
+  ParsedCommandLine parsed;
+  parsed.kind = ParsedCommandLine::Kind::kRecord;
+  RecordOptions& rec = parsed.record;
+  rec.tracer_argv = args;
+  for (; i < args.size(); ++i) {
+    const std::string arg = args[i];
+    if (arg == "--") {
+      ++i;
+      break;
+    }
+    if (!IsFlag(arg)) break;  // the command starts here
+    std::string name = arg, inline_value;
+    const bool has_inline = SplitInline(arg, &name, &inline_value);
+    if (name == "-h" || name == "--help" || name == "--version") {
+      parsed.kind = name == "--version" ? ParsedCommandLine::Kind::kVersion : ParsedCommandLine::Kind::kHelp;
+      return parsed;
+    }
+    auto taken = ParseRecordFlag(RecordFlag{args, &i, name, has_inline ? &inline_value : nullptr}, rec);
+    if (!taken.ok()) return taken.status();
+    if (!*taken) return Usage(absl::StrFormat("unknown option %s (see gpuos-trace --help)", arg));
+  }
+  rec.command.assign(args.begin() + static_cast<std::ptrdiff_t>(std::min(i, args.size())), args.end());
+  if (absl::Status s = CheckRecordCombination(rec); !s.ok()) return s;
   if (rec.output_path.empty()) rec.output_path = "gpuos-trace-" + now_suffix + ".gpuos";
   return parsed;
 }

@@ -21,7 +21,7 @@
 #include "absl/status/statusor.h"
 #include "analysis/step_options.h"
 #include "cli/scenario_options.h"
-#include "record/recorder.h"
+#include "record/record_options.h"
 
 namespace gpuos {
 

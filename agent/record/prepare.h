@@ -6,7 +6,7 @@
 // it off again.
 #pragma once
 
-#include "record/recorder.h"
+#include "record/record_options.h"
 
 namespace gpuos {
 

@@ -1,4 +1,4 @@
-// The event sink of a recording; see recording.h.
+// The trace being recorded; see recording.h.
 #include "record/recording.h"
 
 #include <sys/epoll.h>
@@ -15,7 +15,7 @@
 #include "record/event_decoder.h"
 #include "record/host_info.h"
 #include "record/rank_environment.h"
-#include "record/recorder.h"
+#include "record/record_options.h"
 
 namespace gpuos {
 namespace {

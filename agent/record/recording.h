@@ -1,10 +1,11 @@
-// The event sink of a recording, launched or attached: decodes ring-buffer
-// records, keeps the little per-thread state the stream needs (tid -> pid,
-// exited threads), writes every event to its sink (the .gpuos file, or the
-// flight recorder's ring: stream/event_sink.h), and every second
-// writes the totals kept in kernel maps (syscalls, futex wakes, drops).
-// Memory grows with the number of threads and kernel-map entries, never
-// with the number of events: events go straight to the writer.
+// The trace being recorded; the session that drives it, launched or
+// attached, is recording_session.h.  Decodes ring-buffer records, keeps the
+// little per-thread state the stream needs (tid -> pid, exited threads),
+// writes every event to its sink (the .gpuos file, or the flight
+// recorder's ring: stream/event_sink.h), and every second writes the
+// totals kept in kernel maps (syscalls, futex wakes, drops).  Memory grows
+// with the number of threads and kernel-map entries, never with the number
+// of events: events go straight to the writer.
 #pragma once
 
 #include <sys/types.h>

@@ -9,7 +9,7 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
-#include "record/recorder.h"
+#include "record/record_options.h"
 #include "stream/event_sink.h"
 #include "stream/flight_recorder.h"
 

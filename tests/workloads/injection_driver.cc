@@ -11,7 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "attach/library_injector.h"
+#include "inject/library_injector.h"
 
 int main(int argc, char** argv) {
   if (argc < 5) {

@@ -1,4 +1,4 @@
-// InjectLibrary (agent/attach) against real processes: tests/workloads/
+// InjectLibrary (agent/inject) against real processes: tests/workloads/
 // injection_target, which checks every register of the thread the injector
 // borrows and exits non-zero at the first disturbance, and
 // injection_probe_lib, whose entry records its call and unmaps the stub
@@ -27,7 +27,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "attach/library_injector.h"
+#include "inject/library_injector.h"
 #include "gtest/gtest.h"
 #include "runtime_support.h"
 
