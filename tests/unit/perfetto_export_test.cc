@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "export/timeline/event_mapper.h"
+#include "export/timeline/kinds/cuda_kinds.h"
 #include "export/perfetto/perfetto_export.h"
 #include "support/perfetto_trace_check.h"
 #include "gtest/gtest.h"
