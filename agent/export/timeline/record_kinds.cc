@@ -7,6 +7,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "export/timeline/kinds/block_io_kind.h"
 #include "export/timeline/kinds/cuda_kinds.h"
 #include "export/timeline/kinds/nvtx_kinds.h"
 #include "export/timeline/kinds/os_kinds.h"
@@ -68,6 +69,7 @@ constexpr RecordKindInfo kKinds[] = {
     Info<MunmapKind>(),
     Info<FutexWaitKind>(),
     Info<PageFaultsKind>(),
+    Info<BlockIoKind>(),
     Info<NvtxPushPopKind>(),
     Info<NvtxStartEndKind>(),
     Info<NvtxMarkKind>(),

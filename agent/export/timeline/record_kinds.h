@@ -41,6 +41,7 @@ enum class RecordKind : uint8_t {
   kMunmap,
   kFutexWait,
   kPageFaults,
+  kBlockIo,
   kNvtxPushPop,
   kNvtxStartEnd,
   kNvtxMark,
