@@ -143,6 +143,29 @@ def cuda_api_display_name(name, driver):
     return name[:tag] if len(digits) >= 4 and digits.isdigit() else name
 
 
+def block_io_name(rwbs):
+    # The exporter's BlockIoOperation: an optional F (preflush), then the
+    # operation; a lone F is a flush.
+    op = 1 if rwbs.startswith("F") else 0
+    c = rwbs[op] if op < len(rwbs) else ""
+    if c == "R":
+        return "disk read"
+    if c == "W":
+        return "disk write"
+    if c in ("D", "E"):
+        return "disk discard"
+    if op == 1 and c in ("", "N"):
+        return "disk flush"
+    return "disk I/O"
+
+
+def block_device_track(io):
+    if io.get("dev_name"):
+        return "disk " + io["dev_name"]
+    dev = int(io.get("dev", 0))
+    return f"disk {dev >> 20}:{dev & ((1 << 20) - 1)}"
+
+
 def memcpy_name(direction):
     if direction is None:
         return "Memcpy unknown"
@@ -264,6 +287,12 @@ class Expected:
                      int(s.get("duration_ns", 0)))
             if s.get("correlation_id"):
                 gpu_keys.append((pid, s["correlation_id"]))
+        if "block_io" in e:
+            # A request is drawn on its device's track under the issuing
+            # thread's process.
+            io = e["block_io"]
+            self.put(pid, 0, block_device_track(io), block_io_name(io.get("rwbs", "")),
+                     int(io.get("duration_ns", 0)))
         if "exec" in e:
             self.put(pid, 0, "(process)", "exec", 0)
             old_tid = e["exec"].get("old_tid", 0)

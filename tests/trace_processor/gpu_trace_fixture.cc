@@ -15,7 +15,9 @@
 //    process's kernels on the same GPU (not the steps' process);
 //  - NVTX step ranges (push/pop) with nested ranges, a start/end range ended
 //    on another thread, a mark; a DataLoader worker process;
-//  - off-CPU intervals, futex waits, mmap/munmap, page faults.
+//  - off-CPU intervals, futex waits, mmap/munmap, page faults;
+//  - block I/O: a worker's reads in flight together, the main thread's
+//    checkpoint writes to a device without a name.
 // The counts the checks compare against come from `gpuos-trace dump` and
 // `report` of this file, not from here.
 //
@@ -234,10 +236,32 @@ class Fixture {
     Push(unmap);
   }
 
+  // A block I/O request, pushed at its completion as the recorder writes it.
+  void BlockIo(uint64_t ts, uint32_t pid, uint32_t tid, uint64_t dur, uint32_t dev, const std::string& dev_name,
+               const std::string& rwbs, uint32_t bytes, uint64_t sector) {
+    v1::Event event = At(ts, pid, tid);
+    v1::BlockIo* io = event.mutable_block_io();
+    io->set_duration_ns(dur);
+    io->set_dev(dev);
+    io->set_dev_name(dev_name);
+    io->set_sector(sector);
+    io->set_bytes(bytes);
+    io->set_rwbs(rwbs);
+    Push(event);
+  }
+
   void Step(int step, uint64_t t) {
     const std::string name = "step " + std::to_string(step);
     // The worker prepares the next batch: a fresh buffer, a page fault burst.
     MmapPair(t + 1 * kMs, kWorker, kWorker, 6 << 20);
+    // It reads the batch's files: two requests in flight at once.
+    BlockIo(t + 1100 * kUs, kWorker, kWorker, 600 * kUs, 259u << 20, "nvme0n1", "RA", 131072, 4096 + step * 512);
+    BlockIo(t + 1200 * kUs, kWorker, kWorker, 500 * kUs, 259u << 20, "nvme0n1", "R", 65536, 8192 + step * 512);
+    // Every third step the main thread writes a checkpoint to a device
+    // whose name the recorder did not know.
+    if (step % 3 == 0) {
+      BlockIo(t + 2 * kMs, kPid, kPid, 900 * kUs, (8u << 20) | 16, "", "WS", 1 << 20, 100000 + step * 2048);
+    }
     v1::Event faults = At(t + 1500 * kUs, kWorker, kWorker);
     faults.mutable_page_faults()->set_last_ns(t + 2 * kMs);
     faults.mutable_page_faults()->set_count(1536);

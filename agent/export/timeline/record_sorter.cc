@@ -46,8 +46,7 @@ const char* GetVarint(const char* p, uint64_t* value) {
 }
 
 // Layout: ts - previous ts, dur, ordinal, track, name, pid, kind, a mask of
-// the nonzero payload words (bits 0-3: a, 4-7: b), then those words; all
-// varints but kind and mask.
+// the nonzero payload words, then those words; all varints but kind and mask.
 char* Encode(const TimelineRecord& r, uint64_t previous_ts, char* p) {
   p = PutVarint(p, r.ts - previous_ts);
   p = PutVarint(p, r.dur);
@@ -58,16 +57,10 @@ char* Encode(const TimelineRecord& r, uint64_t previous_ts, char* p) {
   *p++ = static_cast<char>(r.kind);
   char* mask = p++;
   uint8_t bits = 0;
-  for (int i = 0; i < 4; ++i) {
-    if (r.a[i] != 0) {
+  for (size_t i = 0; i < kRecordPayloadWords; ++i) {
+    if (r.payload[i] != 0) {
       bits |= 1 << i;
-      p = PutVarint(p, r.a[i]);
-    }
-  }
-  for (int i = 0; i < 4; ++i) {
-    if (r.b[i] != 0) {
-      bits |= 1 << (4 + i);
-      p = PutVarint(p, r.b[i]);
+      p = PutVarint(p, r.payload[i]);
     }
   }
   *mask = static_cast<char>(bits);
@@ -88,16 +81,9 @@ const char* DecodeRecord(const char* p, uint64_t previous_ts, TimelineRecord* r)
   r->pid = static_cast<uint32_t>(v);
   r->kind = static_cast<RecordKind>(*p++);
   const uint8_t bits = static_cast<uint8_t>(*p++);
-  for (int i = 0; i < 4; ++i) {
-    r->a[i] = 0;
-    if (bits & (1 << i)) p = GetVarint(p, &r->a[i]);
-  }
-  for (int i = 0; i < 4; ++i) {
-    r->b[i] = 0;
-    if (bits & (1 << (4 + i))) {
-      p = GetVarint(p, &v);
-      r->b[i] = static_cast<uint32_t>(v);
-    }
+  for (size_t i = 0; i < kRecordPayloadWords; ++i) {
+    r->payload[i] = 0;
+    if (bits & (1 << i)) p = GetVarint(p, &r->payload[i]);
   }
   return p;
 }

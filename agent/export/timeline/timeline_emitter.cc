@@ -75,30 +75,45 @@ uint32_t TimelineEmitter::PickLane(uint64_t ts, uint32_t base, uint64_t end) {
   return lane;
 }
 
-void TimelineEmitter::AddCounters(const TimelineRecord& record, const Track& track) {
-  switch (record.kind) {
-    case RecordKind::kGpuKernel:
-    case RecordKind::kGpuMemcpy:
-    case RecordKind::kGpuMemset: {
-      // Records come in start order, so the covered part of a device's
-      // time only grows: count what lies beyond it.
-      const uint64_t end = record.ts + record.dur;
-      uint64_t& busy_until = gpu_busy_until_[track.device];
-      const uint64_t from = std::max(record.ts, busy_until);
-      if (end > from) {
-        counters_.Add(tracks_->Counter(CounterKind::kGpuBusyPercent, track.device), from, end,
-                      static_cast<double>(end - from));
-        busy_until = end;
-      }
-      break;
+void TimelineEmitter::AddCounters(const TimelineRecord& record, const RecordKindInfo& kind,
+                                  const Track& track) {
+  if (kind.gpu_busy) {
+    // Records come in start order, so the covered part of a device's
+    // time only grows: count what lies beyond it.
+    const uint64_t end = record.ts + record.dur;
+    uint64_t& busy_until = gpu_busy_until_[track.device];
+    const uint64_t from = std::max(record.ts, busy_until);
+    if (end > from) {
+      counters_.Add(tracks_->Counter(CounterKind::kGpuBusyPercent, track.device), from, end,
+                    static_cast<double>(end - from));
+      busy_until = end;
     }
-    case RecordKind::kOffCpu:
-      counters_.Add(static_cast<uint32_t>(record.a[3]), record.ts, record.ts, 1);
+  }
+  if (kind.count != nullptr) {
+    const CounterAdd add = kind.count(record);
+    counters_.Add(add.track, add.start, add.end, add.amount);
+  }
+}
+
+void TimelineEmitter::AddFlows(const TimelineRecord& record, const RecordKindInfo& kind) {
+  flow_starts_.clear();
+  flow_ends_.clear();
+  if (kind.flow == nullptr) return;
+  const FlowEnd flow = kind.flow(record);
+  switch (flow.role) {
+    case FlowEnd::Role::kNone:
       break;
-    case RecordKind::kPageFaults:
-      counters_.Add(record.track, record.ts, record.a[0], record.b[0]);
+    case FlowEnd::Role::kCudaCall:
+      flows_->OnApiCall(record.pid, static_cast<uint32_t>(flow.id), &flow_starts_, &flow_ends_);
       break;
-    default:
+    case FlowEnd::Role::kCudaWork:
+      flows_->OnGpuWork(record.pid, static_cast<uint32_t>(flow.id), &flow_starts_, &flow_ends_);
+      break;
+    case FlowEnd::Role::kStart:
+      flow_starts_.push_back(flow.id);
+      break;
+    case FlowEnd::Role::kEnd:
+      flow_ends_.push_back(flow.id);
       break;
   }
 }
@@ -108,25 +123,17 @@ void TimelineEmitter::Add(const TimelineRecord& record) {
   counters_.AdvanceTo(record.ts, emit_counter_);
   EndSlicesUpTo(record.ts);
 
+  const RecordKindInfo& kind = KindInfo(record.kind);
   const Track& base = tracks_->at(record.track);
-  AddCounters(record, base);
-  if (record.kind == RecordKind::kPageFaults) return;
+  AddCounters(record, kind, base);
+  if (kind.shape == Shape::kCounterOnly) return;
 
-  flow_starts_.clear();
-  flow_ends_.clear();
-  if (record.kind == RecordKind::kCudaApi) {
-    flows_->OnApiCall(record.pid, record.b[0], &flow_starts_, &flow_ends_);
-  } else if (IsGpuWork(record.kind) || record.kind == RecordKind::kGpuSync) {
-    flows_->OnGpuWork(record.pid, record.b[0], &flow_starts_, &flow_ends_);
-  } else if (record.kind == RecordKind::kWakeup) {
-    // Both ends are always emitted, the waker's first (timeline/event_mapper.cc).
-    (record.b[1] == 0 ? flow_starts_ : flow_ends_).push_back(record.a[0]);
-  }
+  AddFlows(record, kind);
   describer_->Describe(record, &event_);
   event_.flow_ids = absl::MakeConstSpan(flow_starts_);
   event_.terminating_flow_ids = absl::MakeConstSpan(flow_ends_);
 
-  if (IsInstant(record.kind)) {
+  if (kind.shape == Shape::kInstant) {
     ++stats_.instants;
     for (TimelineSink* sink : sinks_) sink->Instant(record.ts, base, event_);
     return;

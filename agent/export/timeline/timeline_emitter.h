@@ -7,7 +7,9 @@
 //     slices always balance and nest whatever the input holds;
 //   - a slice's END is written when time moves past its end, innermost
 //     first, before anything that starts later;
-//   - flow ids come from FlowTable, counter values from CounterBuckets (GPU
+//   - what a record draws (slice, instant, nothing), its flow ends and its
+//     counter contributions come from its kind (timeline/record_kinds.h);
+//     CUDA flow ids from FlowTable, counter values from CounterBuckets (GPU
 //     busy time is the union of a device's kernels, copies and memsets).
 #pragma once
 
@@ -19,6 +21,7 @@
 #include "export/timeline/counter_buckets.h"
 #include "export/timeline/event_mapper.h"
 #include "export/timeline/flow_table.h"
+#include "export/timeline/record_kinds.h"
 #include "export/timeline/timeline_record.h"
 #include "export/timeline/timeline_sink.h"
 #include "export/timeline/track_table.h"
@@ -59,7 +62,9 @@ class TimelineEmitter {
   void Describe(uint64_t ts, uint32_t track);
   void EndSlicesUpTo(uint64_t ts);
   uint32_t PickLane(uint64_t ts, uint32_t base, uint64_t end);
-  void AddCounters(const TimelineRecord& record, const Track& track);
+  void AddCounters(const TimelineRecord& record, const RecordKindInfo& kind, const Track& track);
+  // Sets flow_starts_ and flow_ends_ for `record`.
+  void AddFlows(const TimelineRecord& record, const RecordKindInfo& kind);
   void EmitCounter(uint64_t ts, uint32_t track, double value);
 
   TrackTable* tracks_;

@@ -1,49 +1,21 @@
 // The unit the exporter sorts: one timeline item (a slice, an instant or a
 // counter contribution) cut down from a .gpuos event to a fixed-size POD, so
 // that millions of them can be sorted in memory, spilled to temporary files
-// and merged back without any allocation per item.  Which payload field
-// means what for each kind is decided in one place, timeline/event_mapper.cc.
+// and merged back without any allocation per item.  What the payload holds
+// is each kind's own typed struct (timeline/record_kinds.h), written and read
+// only through SetPayload/GetPayload, which check that it fits.
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 namespace gpuos {
 
-enum class RecordKind : uint8_t {
-  // Slices.
-  kOffCpu,
-  kMmap,
-  kMunmap,
-  kFutexWait,
-  kNvtxPushPop,
-  kNvtxStartEnd,
-  kCudaApi,
-  kGpuKernel,
-  kGpuMemcpy,
-  kGpuMemset,
-  kGpuSync,
-  kStep,
-  kAttachWindow,
-  kCaptureWindow,  // --capture: CUDA detail recorded inside
-  // Instants.
-  kNvtxMark,
-  kExec,
-  kProcessExit,
-  kWakeup,  // one end of a waker -> wakee flow arrow
-  // Counter contributions only: nothing is drawn for them.
-  kPageFaults,
-};
+// Enumerated in timeline/record_kinds.h, one value per kind of the table.
+enum class RecordKind : uint8_t;
 
-inline bool IsInstant(RecordKind kind) {
-  return kind == RecordKind::kNvtxMark || kind == RecordKind::kExec ||
-         kind == RecordKind::kProcessExit || kind == RecordKind::kWakeup;
-}
-
-inline bool IsGpuWork(RecordKind kind) {
-  return kind == RecordKind::kGpuKernel || kind == RecordKind::kGpuMemcpy ||
-         kind == RecordKind::kGpuMemset;
-}
+inline constexpr size_t kRecordPayloadWords = 6;
 
 struct TimelineRecord {
   uint64_t ts;       // start, CLOCK_MONOTONIC ns
@@ -54,12 +26,35 @@ struct TimelineRecord {
   uint32_t pid;
   RecordKind kind;
   uint8_t unused[3];
-  // Kind-specific payload; see timeline/event_mapper.cc.
-  uint64_t a[4];
-  uint32_t b[4];
+  // The kind's payload struct, as bytes; zero past its end.
+  uint64_t payload[kRecordPayloadWords];
 };
 static_assert(std::is_trivially_copyable<TimelineRecord>::value, "records are moved as bytes");
 static_assert(sizeof(TimelineRecord) == 88, "keep records compact: millions are sorted at once");
+
+// A kind's payload struct: plain bytes without padding (so that a record's
+// bytes are all defined and spill compactly), no larger than the payload.
+template <class Payload>
+constexpr bool IsRecordPayload() {
+  return std::is_trivially_copyable<Payload>::value &&
+         (std::is_empty<Payload>::value || std::has_unique_object_representations<Payload>::value) &&
+         sizeof(Payload) <= sizeof(TimelineRecord::payload);
+}
+
+template <class Payload>
+void SetPayload(TimelineRecord& record, const Payload& payload) {
+  static_assert(IsRecordPayload<Payload>(), "a payload is padding-free and fits 48 bytes");
+  std::memset(record.payload, 0, sizeof(record.payload));
+  if constexpr (!std::is_empty<Payload>::value) std::memcpy(record.payload, &payload, sizeof(Payload));
+}
+
+template <class Payload>
+Payload GetPayload(const TimelineRecord& record) {
+  static_assert(IsRecordPayload<Payload>(), "a payload is padding-free and fits 48 bytes");
+  Payload payload{};
+  if constexpr (!std::is_empty<Payload>::value) std::memcpy(&payload, record.payload, sizeof(Payload));
+  return payload;
+}
 
 // Start time first; at equal starts the longer slice first, so that on one
 // track a parent begins before the child that starts with it.

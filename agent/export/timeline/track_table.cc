@@ -94,6 +94,21 @@ uint32_t TrackTable::ProcessChild(uint32_t pid, TrackKind kind) {
   return index;
 }
 
+uint32_t TrackTable::NamedProcessChild(uint32_t pid, std::string_view name) {
+  auto key = std::make_tuple(pid, std::string(name));
+  auto it = named_.find(key);
+  if (it != named_.end()) return it->second;
+  const uint32_t process = Process(pid);
+  Track track;
+  track.kind = TrackKind::kNamed;
+  track.pid = pid;
+  track.name = std::string(name);
+  track.parent_uuid = tracks_[process].uuid;
+  const uint32_t index = Add(std::move(track));
+  named_.emplace(std::move(key), index);
+  return index;
+}
+
 uint32_t TrackTable::Steps(uint32_t pid) {
   if (pid != 0) return ProcessChild(pid, TrackKind::kSteps);
   const auto key = std::make_tuple(uint64_t{0}, static_cast<uint8_t>(TrackKind::kSteps));
@@ -219,6 +234,8 @@ void TrackTable::NameChild(Track& track) const {
     case TrackKind::kCaptureWindows:
       track.name = "capture windows";
       break;
+    case TrackKind::kNamed:
+      break;  // named when created
     case TrackKind::kCounter:
       switch (track.counter) {
         case CounterKind::kGpuBusyPercent:

@@ -1,9 +1,10 @@
 // The tracks of an exported timeline: one per process and per thread, child
 // tracks for what may overlap a thread's own slices (syscalls, off-CPU time),
-// one per GPU stream, per-process tracks for NVTX start/end ranges and CUDA
-// sync waits, the steps track, an attached recording's window and the
-// counter tracks.  Found while the
-// trace is read (pass 1), described to the viewers before any event (pass 2).
+// one per GPU stream, per-process tracks for NVTX start/end ranges, CUDA
+// sync waits and what a kind names itself (a block device), the steps
+// track, an attached recording's window and the counter tracks.  Found
+// while the trace is read (pass 1), described to the viewers before any
+// event (pass 2).
 //
 // A track whose slices would not nest (two kernels of one CUDA graph running
 // at once on one stream) gets overflow lanes: more tracks, created during
@@ -33,6 +34,7 @@ enum class TrackKind : uint8_t {
   kSteps,         // training steps, per process or for the whole trace
   kAttachWindow,  // an attached recording's window, for the whole trace
   kCaptureWindows,  // a process's capture windows (--capture): CUDA detail inside
+  kNamed,         // a process's track for one thing a kind draws ("disk vda"), named by the kind
   kCounter,
 };
 
@@ -75,6 +77,8 @@ class TrackTable {
   uint32_t ThreadChild(uint32_t pid, uint32_t tid, TrackKind kind);
   uint32_t GpuStream(uint32_t pid, uint32_t device, uint32_t context, uint32_t stream);
   uint32_t ProcessChild(uint32_t pid, TrackKind kind);  // kGpuSync, kNvtxAsync
+  // A kNamed track of process `pid`, one per name.
+  uint32_t NamedProcessChild(uint32_t pid, std::string_view name);
   uint32_t Steps(uint32_t pid);                         // pid 0: the whole trace
   uint32_t AttachWindow();
   uint32_t Counter(CounterKind kind, uint32_t pid_or_device);
@@ -108,6 +112,7 @@ class TrackTable {
   absl::flat_hash_map<uint32_t, uint32_t> processes_;
   absl::flat_hash_map<uint64_t, uint32_t> threads_;  // pid << 32 | tid
   absl::flat_hash_map<std::tuple<uint64_t, uint8_t>, uint32_t> children_;
+  absl::flat_hash_map<std::tuple<uint32_t, std::string>, uint32_t> named_;
   absl::flat_hash_map<std::tuple<uint32_t, uint32_t, uint32_t, uint32_t>, uint32_t> streams_;
   absl::flat_hash_map<std::tuple<uint8_t, uint32_t>, uint32_t> counters_;
   absl::flat_hash_map<std::tuple<uint32_t, uint32_t>, uint32_t> lanes_;

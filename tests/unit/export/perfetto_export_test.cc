@@ -21,7 +21,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "export/timeline/event_mapper.h"
+#include "export/timeline/kinds/block_io_kind.h"
+#include "export/timeline/kinds/cuda_kinds.h"
 #include "export/perfetto/perfetto_export.h"
 #include "support/perfetto_trace_check.h"
 #include "gtest/gtest.h"
@@ -177,6 +178,20 @@ v1::Event PageFaults(uint64_t ts, uint32_t pid, uint32_t tid, uint64_t last, uin
   v1::Event event = At(ts, pid, tid);
   event.mutable_page_faults()->set_last_ns(last);
   event.mutable_page_faults()->set_count(count);
+  return event;
+}
+
+v1::Event BlockIo(uint64_t ts, uint32_t pid, uint32_t tid, uint64_t dur, const std::string& dev_name,
+                  const std::string& rwbs, uint32_t bytes, int32_t error = 0) {
+  v1::Event event = At(ts, pid, tid);
+  v1::BlockIo* io = event.mutable_block_io();
+  io->set_duration_ns(dur);
+  io->set_dev((254u << 20) | 16);
+  io->set_dev_name(dev_name);
+  io->set_sector(2048);
+  io->set_bytes(bytes);
+  io->set_rwbs(rwbs);
+  io->set_error(error);
   return event;
 }
 
@@ -761,6 +776,86 @@ TEST_F(PerfettoExportTest, FailuresLeaveNoOutputBehind) {
   EXPECT_FALSE(ExportPerfetto(Path("in.gpuos"), Path("out.pftrace"), options_).ok());
   EXPECT_FALSE(std::filesystem::exists(Path("out.pftrace")));
   EXPECT_FALSE(std::filesystem::exists(Path("out.pftrace.partial")));
+}
+
+// Each block I/O request is a slice on its device's track under the process
+// of the thread that issued it, named after what it does, with the request
+// in its args; requests in flight together go to overflow lanes of that
+// track; a device without a name shows its major:minor.
+TEST_F(PerfettoExportTest, BlockIoRequestsAreSlicesOnTheirDeviceTrackUnderTheIssuingProcess) {
+  options_.chrome_json_path = Path("out.json");
+  std::vector<v1::Event> events = {
+      ProcessStart(kT0, 100, "python3"),
+      ThreadStart(kT0, 100, 102, "pt_data_0"),
+      ProcessStart(kT0, 200, "pt_worker"),
+      BlockIo(kT0 + 1'000, 100, 102, 2 * kMs, "vda", "R", 4096),
+      BlockIo(kT0 + 500'000, 100, 100, 3 * kMs, "vda", "WS", 65536),  // overlaps the read's end
+      BlockIo(kT0 + 1'000, 200, 200, 1 * kMs, "vda", "RA", 131072),
+      BlockIo(kT0 + 5 * kMs, 100, 0, 100'000, "", "FWS", 512, -5),  // issuer not known
+      BlockIo(kT0 + 6 * kMs, 100, 100, 100'000, "vda", "F", 0),
+  };
+  ExportSummary summary;
+  Decoded out = ExportAndCheck(events, &summary);
+  EXPECT_EQ(summary.overflow_lanes, 1u);
+
+  std::map<std::string, const DecodedTrack*> processes;
+  std::vector<const DecodedTrack*> disks;
+  for (const auto& [uuid, track] : out.tracks) {
+    if (track.process) processes[track.name] = &track;
+    if (track.name == "disk vda") disks.push_back(&track);
+  }
+  ASSERT_EQ(processes.size(), 2u);
+  ASSERT_EQ(disks.size(), 3u) << "python3's, its overflow lane, pt_worker's";
+  std::map<uint64_t, int> disks_by_parent;
+  for (const DecodedTrack* disk : disks) ++disks_by_parent[disk->parent];
+  EXPECT_EQ(disks_by_parent[processes.at("python3")->uuid], 2);
+  EXPECT_EQ(disks_by_parent[processes.at("pt_worker")->uuid], 1);
+  const DecodedTrack* by_number = out.TrackNamed("disk 254:16");
+  ASSERT_NE(by_number, nullptr);
+  EXPECT_EQ(by_number->parent, processes.at("python3")->uuid);
+
+  ASSERT_EQ(out.Named("disk read").size(), 2u);
+  const DecodedEvent* read = out.Named("disk read")[0];
+  EXPECT_EQ(read->ts, kT0 + 1'000);
+  EXPECT_EQ(read->category, "os");
+  EXPECT_EQ(read->args, (std::map<std::string, std::string>{
+                            {"bytes", "4096"}, {"rwbs", "R"}, {"sector", "2048"}, {"issuing_tid", "102"},
+                            {"error", "0"}}));
+  EXPECT_EQ(out.tracks.at(read->track).parent, processes.at("python3")->uuid);
+  ASSERT_EQ(out.Named("disk write").size(), 2u);
+  const DecodedEvent* write = out.Named("disk write")[0];
+  EXPECT_NE(write->track, read->track) << "in flight together: an overflow lane";
+  EXPECT_EQ(out.tracks.at(write->track).name, "disk vda");
+  const DecodedEvent* failed = out.Named("disk write")[1];
+  EXPECT_EQ(failed->track, by_number->uuid);
+  EXPECT_EQ(failed->args.at("error"), "-5");
+  EXPECT_EQ(failed->args.count("issuing_tid"), 0u);
+  ASSERT_EQ(out.Named("disk flush").size(), 1u);
+
+  // Chrome JSON: the device track is a made-up thread of the process.
+  const std::string json = ReadFile(Path("out.json"));
+  EXPECT_NE(json.find(R"("name":"disk read","cat":"os")"), std::string::npos);
+  EXPECT_NE(json.find(R"("pid":100,"tid":1073741)"), std::string::npos);
+  EXPECT_NE(json.find(R"({"name":"disk vda"})"), std::string::npos);
+  EXPECT_NE(json.find(R"({"name":"disk 254:16"})"), std::string::npos);
+  EXPECT_NE(json.find(R"("issuing_tid":102)"), std::string::npos);
+}
+
+TEST(BlockIoOperationTest, NamesWhatTheRequestDoesFromItsRwbs) {
+  auto name = [](const std::string& rwbs) { return std::string(BlockIoKind::kNames[BlockIoOperation(rwbs)]); };
+  EXPECT_EQ(name("R"), "disk read");
+  EXPECT_EQ(name("RA"), "disk read");
+  EXPECT_EQ(name("RSM"), "disk read");
+  EXPECT_EQ(name("W"), "disk write");
+  EXPECT_EQ(name("WS"), "disk write");
+  EXPECT_EQ(name("FWS"), "disk write");
+  EXPECT_EQ(name("WFS"), "disk write");
+  EXPECT_EQ(name("D"), "disk discard");
+  EXPECT_EQ(name("DS"), "disk discard");
+  EXPECT_EQ(name("F"), "disk flush");
+  EXPECT_EQ(name("FN"), "disk flush");
+  EXPECT_EQ(name("N"), "disk I/O");
+  EXPECT_EQ(name(""), "disk I/O");
 }
 
 TEST(CudaApiDisplayNameTest, StripsOnlyRuntimeVersionSuffixes) {

@@ -51,10 +51,7 @@ std::vector<TimelineRecord> RandomRecords(size_t count, uint64_t seed) {
     r.name = static_cast<uint32_t>(rng());
     r.pid = static_cast<uint32_t>(rng() % 4000000);
     r.kind = static_cast<RecordKind>(rng() % 16);
-    for (int k = 0; k < 4; ++k) {
-      r.a[k] = rng() % 3 == 0 ? 0 : rng() >> (rng() % 64);
-      r.b[k] = rng() % 3 == 0 ? 0 : static_cast<uint32_t>(rng());
-    }
+    for (uint64_t& word : r.payload) word = rng() % 3 == 0 ? 0 : rng() >> (rng() % 64);
   }
   return records;
 }
