@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "analysis/step_analysis.h"
+#include "analysis/trace_summary.h"
+#include "export/report/html_report.h"
 #include "export/report/json_writer.h"
 #include "export/report/step_report.h"
 #include "analysis/diagnosis.h"
@@ -247,6 +249,18 @@ TEST(CaptureDetail, OsSideIsOverAllStepsGpuSideOverTheDetailSteps) {
   EXPECT_NE(t.find("launching thread                    0.8"), std::string::npos) << t;
   // Steps without detail show no GPU-side values.
   EXPECT_NE(t.find("need CUDA detail: '-' in steps"), std::string::npos) << t;
+
+  std::ostringstream page;
+  WriteHtmlReport(TraceSummary(), a, d, page);
+  const std::string html = page.str();
+  EXPECT_NE(html.find("id=\"os-steps\">Over all 29 measured steps"), std::string::npos);
+  EXPECT_NE(html.find("is over those 5, wall time and OS costs over all 29"), std::string::npos);
+  EXPECT_NE(html.find("of 5 measured steps with CUDA detail"), std::string::npos);
+  size_t empty_gpu_bars = 0;
+  for (size_t at = html.find(" no-detail\""); at != std::string::npos; at = html.find(" no-detail\"", at + 1)) {
+    ++empty_gpu_bars;
+  }
+  EXPECT_EQ(empty_gpu_bars, 25u);  // every step but 10..14
 }
 
 }  // namespace
