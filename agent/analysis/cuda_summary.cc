@@ -89,54 +89,66 @@ struct CudaSummaryBuilder::Impl {
     return (static_cast<uint64_t>(pid) << 32) | correlation;
   }
 
+  void OnKernel(const v1::Event& e) {
+    const auto& k = e.gpu_kernel();
+    ++out.kernel_count;
+    out.kernel_total_ns += k.duration_ns();
+    NamedTotals& t = kernels[k.name()];
+    if (t.name.empty()) t.name = k.name();
+    AddTo(t, k.duration_ns());
+    uint64_t key = Key(e.pid(), k.correlation_id());
+    auto it = launch_start.find(key);
+    if (it != launch_start.end()) {
+      out.launch_delay.Add(e.ts_ns() > it->second ? e.ts_ns() - it->second : 0);
+      launch_start.erase(it);
+    } else {
+      kernel_start[key] = e.ts_ns();
+    }
+  }
+
+  void OnApi(const v1::Event& e) {
+    const auto& a = e.cuda_api();
+    if (a.from_uprobe()) ++out.uprobe_api_calls;
+    NamedTotals& t = api[a.name()];
+    if (t.name.empty()) t.name = a.name();
+    AddTo(t, a.duration_ns());
+    if (!IsLaunch(a.name())) return;
+    uint64_t key = Key(e.pid(), a.correlation_id());
+    auto it = kernel_start.find(key);
+    if (it != kernel_start.end()) {
+      out.launch_delay.Add(it->second > e.ts_ns() ? it->second - e.ts_ns() : 0);
+      kernel_start.erase(it);
+    } else {
+      launch_start[key] = e.ts_ns();
+    }
+  }
+
+  void OnMemcpy(const v1::GpuMemcpy& m) {
+    MemcpyTotals& t = memcpy[{m.direction(), m.src_kind(), m.dst_kind()}];
+    t.direction = m.direction();
+    t.src_kind = m.src_kind();
+    t.dst_kind = m.dst_kind();
+    ++t.count;
+    t.bytes += m.bytes();
+    t.total_ns += m.duration_ns();
+  }
+
+  void OnShimStats(const v1::Event& e) {
+    const auto& s = e.shim_stats();
+    ShimProcessStatus& p = shims[e.pid()];
+    p.pid = e.pid();
+    p.cupti_active = s.cupti_active();
+    p.nvtx_active = s.nvtx_active();
+    p.cupti_status = s.cupti_status();
+    p.events_sent = s.events_sent();
+    p.dropped = s.dropped_queue_full() + s.dropped_send_failed() + s.cupti_dropped_records();
+  }
+
   void Add(const v1::Event& e) {
     switch (e.payload_case()) {
-      case v1::Event::kGpuKernel: {
-        const auto& k = e.gpu_kernel();
-        ++out.kernel_count;
-        out.kernel_total_ns += k.duration_ns();
-        NamedTotals& t = kernels[k.name()];
-        if (t.name.empty()) t.name = k.name();
-        AddTo(t, k.duration_ns());
-        uint64_t key = Key(e.pid(), k.correlation_id());
-        auto it = launch_start.find(key);
-        if (it != launch_start.end()) {
-          out.launch_delay.Add(e.ts_ns() > it->second ? e.ts_ns() - it->second : 0);
-          launch_start.erase(it);
-        } else {
-          kernel_start[key] = e.ts_ns();
-        }
-        break;
-      }
-      case v1::Event::kCudaApi: {
-        const auto& a = e.cuda_api();
-        if (a.from_uprobe()) ++out.uprobe_api_calls;
-        NamedTotals& t = api[a.name()];
-        if (t.name.empty()) t.name = a.name();
-        AddTo(t, a.duration_ns());
-        if (IsLaunch(a.name())) {
-          uint64_t key = Key(e.pid(), a.correlation_id());
-          auto it = kernel_start.find(key);
-          if (it != kernel_start.end()) {
-            out.launch_delay.Add(it->second > e.ts_ns() ? it->second - e.ts_ns() : 0);
-            kernel_start.erase(it);
-          } else {
-            launch_start[key] = e.ts_ns();
-          }
-        }
-        break;
-      }
-      case v1::Event::kGpuMemcpy: {
-        const auto& m = e.gpu_memcpy();
-        MemcpyTotals& t = memcpy[{m.direction(), m.src_kind(), m.dst_kind()}];
-        t.direction = m.direction();
-        t.src_kind = m.src_kind();
-        t.dst_kind = m.dst_kind();
-        ++t.count;
-        t.bytes += m.bytes();
-        t.total_ns += m.duration_ns();
-        break;
-      }
+      case v1::Event::kGpuKernel: OnKernel(e); break;
+      case v1::Event::kCudaApi: OnApi(e); break;
+      case v1::Event::kGpuMemcpy: OnMemcpy(e.gpu_memcpy()); break;
       case v1::Event::kGpuMemset:
         ++out.memset_count;
         out.memset_bytes += e.gpu_memset().bytes();
@@ -157,22 +169,9 @@ struct CudaSummaryBuilder::Impl {
         AddTo(t, r.duration_ns());
         break;
       }
-      case v1::Event::kNvtxMark:
-        ++out.nvtx_marks;
-        break;
-      case v1::Event::kShimStats: {
-        const auto& s = e.shim_stats();
-        ShimProcessStatus& p = shims[e.pid()];
-        p.pid = e.pid();
-        p.cupti_active = s.cupti_active();
-        p.nvtx_active = s.nvtx_active();
-        p.cupti_status = s.cupti_status();
-        p.events_sent = s.events_sent();
-        p.dropped = s.dropped_queue_full() + s.dropped_send_failed() + s.cupti_dropped_records();
-        break;
-      }
-      default:
-        break;
+      case v1::Event::kNvtxMark: ++out.nvtx_marks; break;
+      case v1::Event::kShimStats: OnShimStats(e); break;
+      default: break;
     }
   }
 };

@@ -16,6 +16,11 @@ IdleCause AttributeIdleInstant(const ThreadInstant& t) {
   }
   if (t.mm == ThreadMmState::kMunmap) return IdleCause::kMunmap;
   if (t.mm == ThreadMmState::kMmap) return IdleCause::kMmap;
+  const bool blocked_not_futex = t.off_cpu == ThreadOffCpuState::kPageFault ||
+                                 t.off_cpu == ThreadOffCpuState::kSyscall || t.off_cpu == ThreadOffCpuState::kUnknown;
+  if (blocked_not_futex && t.disk != ThreadDiskState::kNone) {
+    return t.disk == ThreadDiskState::kRead ? IdleCause::kDiskRead : IdleCause::kDiskWrite;
+  }
   switch (t.off_cpu) {
     case ThreadOffCpuState::kPageFault: return IdleCause::kPageFaults;
     case ThreadOffCpuState::kPreempted:
@@ -50,6 +55,8 @@ const char* IdleCauseName(IdleCause cause) {
     case IdleCause::kOtherCudaApi: return "other CUDA API";
     case IdleCause::kMunmap: return "munmap";
     case IdleCause::kMmap: return "mmap";
+    case IdleCause::kDiskRead: return "waiting for disk (reads)";
+    case IdleCause::kDiskWrite: return "waiting for disk (writes)";
     case IdleCause::kPageFaults: return "page faults";
     case IdleCause::kPreemptedRunqueue: return "preempted / run queue";
     case IdleCause::kDataWaitFutex: return "waiting for data (futex)";
@@ -75,6 +82,8 @@ const char* IdleCauseKey(IdleCause cause) {
     case IdleCause::kOtherCudaApi: return "other_cuda_api";
     case IdleCause::kMunmap: return "munmap";
     case IdleCause::kMmap: return "mmap";
+    case IdleCause::kDiskRead: return "disk_read";
+    case IdleCause::kDiskWrite: return "disk_write";
     case IdleCause::kPageFaults: return "page_faults";
     case IdleCause::kPreemptedRunqueue: return "preempted_runqueue";
     case IdleCause::kDataWaitFutex: return "data_wait_futex";

@@ -28,6 +28,10 @@ enum class ThreadApiState : uint8_t {
 
 enum class ThreadMmState : uint8_t { kNone = 0, kMmap, kMunmap };
 
+// Block I/O requests the thread itself issued that are in flight (issued,
+// not completed); a read among them wins.
+enum class ThreadDiskState : uint8_t { kNone = 0, kWrite, kRead };
+
 enum class ThreadOffCpuState : uint8_t {
   kOnCpu = 0,
   kFutex,      // blocked in futex()
@@ -54,6 +58,7 @@ struct ThreadInstant {
   ThreadMmState mm = ThreadMmState::kNone;
   ThreadOffCpuState off_cpu = ThreadOffCpuState::kOnCpu;
   WaitOn wait_on = WaitOn::kNone;  // when blocked (futex, syscall, unknown)
+  ThreadDiskState disk = ThreadDiskState::kNone;
 };
 
 // In the order AttributeIdleInstant tests them.
@@ -67,7 +72,12 @@ enum class IdleCause : uint8_t {
   // 2. mmap/munmap, on or off the CPU.
   kMunmap,
   kMmap,
-  // 3. Off the CPU for a reason the OS owns, inside or outside a data fetch.
+  // 3. Off the CPU for a reason the OS owns, inside or outside a data fetch:
+  //    blocked (in a syscall, a page fault, or for a reason not known, not
+  //    in futex) while block I/O requests the thread issued were in flight,
+  kDiskRead,   // ... reads among them: loading data from storage
+  kDiskWrite,  // ... writes only (a checkpoint, logs)
+  //    or else
   kPageFaults,
   kPreemptedRunqueue,  // preempted, or woken and waiting for a CPU
   // 4. Inside a data-fetch range, or blocked until a data worker or the
@@ -96,9 +106,11 @@ const char* IdleCauseName(IdleCause cause);
 // "data_wait_futex": the JSON key.
 const char* IdleCauseKey(IdleCause cause);
 
+// Waiting for data: on the loader, in a data fetch, or on the thread's own
+// reads from storage.
 inline bool IsDataWait(IdleCause cause) {
   return cause == IdleCause::kDataWaitFutex || cause == IdleCause::kDataWaitBlocked ||
-         cause == IdleCause::kDataWaitRunning;
+         cause == IdleCause::kDataWaitRunning || cause == IdleCause::kDiskRead;
 }
 
 // Causes charged to a wait another thread ended (the chain is shown).

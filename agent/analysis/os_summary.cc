@@ -79,6 +79,18 @@ void AddCall(CallTotals& totals, uint64_t bytes, uint64_t duration_ns) {
   totals.max_ns = std::max(totals.max_ns, duration_ns);
 }
 
+void AddBlockIo(BlockIoTotals& totals, const v1::BlockIo& io) {
+  ++totals.requests;
+  totals.bytes += io.bytes();
+  totals.total_ns += io.duration_ns();
+}
+
+void MergeBlockIo(BlockIoTotals& into, const BlockIoTotals& from) {
+  into.requests += from.requests;
+  into.bytes += from.bytes;
+  into.total_ns += from.total_ns;
+}
+
 void MergeCalls(CallTotals& into, const CallTotals& from) {
   into.calls += from.calls;
   into.bytes += from.bytes;
@@ -104,6 +116,7 @@ void MergeThread(ThreadState& into, ThreadState&& from) {
   MergeCalls(a.mmap, b.mmap);
   MergeCalls(a.munmap, b.munmap);
   MergeCalls(a.futex_wait, b.futex_wait);
+  MergeBlockIo(a.block_io, b.block_io);
   if (from.comm.set) into.comm.Offer(from.comm.name, from.comm.ts_ns);
   for (auto& [key, snap] : from.syscalls) {
     auto [it, inserted] = into.syscalls.emplace(key, snap);
@@ -128,6 +141,9 @@ struct OsSummaryBuilder::Impl {
   bool has_tracer_stats = false;
   uint64_t tracer_stats_ts = 0;
   v1::TracerStats tracer_stats;
+
+  BlockIoTotals block_io;
+  BlockIoTotals block_io_unattributed;
 
   std::vector<ProcessState> processes;
   // pid -> index in `processes` of the current process with that pid.
@@ -220,7 +236,9 @@ struct OsSummaryBuilder::Impl {
     if (main.summary.exit_ns <= ts) main.summary.exit_ns = 0;
   }
 
-  void Add(const v1::Event& event) {
+  // Counts `event` and widens the trace's time span; false for the
+  // tracer's own accounting, which is about no traced thread.
+  bool Count(const v1::Event& event) {
     ++events;
     const uint64_t ts = event.ts_ns();
     // A zero timestamp means "not known", not the epoch of the trace.
@@ -228,49 +246,44 @@ struct OsSummaryBuilder::Impl {
       if (!first_ns || ts < first_ns) first_ns = ts;
       last_ns = std::max(last_ns, ts);
     }
-
-    // The tracer's own accounting is about no traced thread.
-    if (event.has_tracer_stats()) {
-      if (!has_tracer_stats || ts >= tracer_stats_ts) {
-        tracer_stats = event.tracer_stats();
-        tracer_stats_ts = ts;
-        has_tracer_stats = true;
-      }
-      return;
+    if (!event.has_tracer_stats()) return true;
+    if (!has_tracer_stats || ts >= tracer_stats_ts) {
+      tracer_stats = event.tracer_stats();
+      tracer_stats_ts = ts;
+      has_tracer_stats = true;
     }
+    return false;
+  }
 
-    const uint32_t pid = event.pid();
-    const uint32_t tid = event.tid() ? event.tid() : pid;
+  void OnProcessStart(const v1::Event& event, uint32_t tid) {
+    const v1::ProcessStart& start = event.process_start();
+    const uint64_t ts = event.ts_ns();
+    ProcessState& p = ProcessForStart(event.pid(), ts);
+    p.summary.ppid = start.ppid();
+    p.summary.is_root = p.summary.is_root || start.is_root();
+    p.start_comm.Offer(start.comm(), ts);
+    ThreadState& t = ThreadForStart(p, tid, ts);
+    t.comm.Offer(start.comm(), ts);
+  }
 
-    if (event.has_process_start()) {
-      const v1::ProcessStart& start = event.process_start();
-      ProcessState& p = ProcessForStart(pid, ts);
-      p.summary.ppid = start.ppid();
-      p.summary.is_root = p.summary.is_root || start.is_root();
-      p.start_comm.Offer(start.comm(), ts);
-      ThreadState& t = ThreadForStart(p, tid, ts);
-      t.comm.Offer(start.comm(), ts);
-      return;
+  static void OnOffCpu(const v1::OffCpu& off, ThreadSummary& s) {
+    if (off.voluntary()) {
+      ++s.voluntary_switches;
+    } else {
+      ++s.involuntary_switches;
     }
+    s.off_cpu_ns += off.duration_ns();
+    s.runqueue_ns += off.runqueue_ns();
+    const int cause = off.cause();
+    s.off_cpu_by_cause_ns[cause >= 0 && cause < kCauseCount ? cause : 0] += off.duration_ns();
+  }
 
-    ProcessState& p = Process(pid, ts);
-    if (event.has_thread_start()) {
-      ThreadState& t = ThreadForStart(p, tid, ts);
-      t.comm.Offer(event.thread_start().comm(), ts);
-      return;
-    }
-    if (event.has_exec()) {
-      OnExec(p, event);
-      return;
-    }
-
-    ThreadState& t = Thread(p, tid, ts);
+  // The payloads that are about thread `t` of process `p`.
+  void OnThreadEvent(ProcessState& p, ThreadState& t, const v1::Event& event, uint32_t tid) {
+    const uint64_t ts = event.ts_ns();
     ThreadSummary& s = t.summary;
-
     switch (event.payload_case()) {
-      case v1::Event::kCommChange:
-        t.comm.Offer(event.comm_change().new_comm(), ts);
-        break;
+      case v1::Event::kCommChange: t.comm.Offer(event.comm_change().new_comm(), ts); break;
       case v1::Event::kThreadExit:
         t.comm.Offer(event.thread_exit().comm(), ts);
         s.exit_ns = ts;
@@ -285,32 +298,15 @@ struct OsSummaryBuilder::Impl {
         p.summary.exit_ns = ts;
         break;
       }
-      case v1::Event::kOffCpu: {
-        const v1::OffCpu& off = event.off_cpu();
-        if (off.voluntary()) {
-          ++s.voluntary_switches;
-        } else {
-          ++s.involuntary_switches;
-        }
-        s.off_cpu_ns += off.duration_ns();
-        s.runqueue_ns += off.runqueue_ns();
-        const int cause = off.cause();
-        s.off_cpu_by_cause_ns[cause >= 0 && cause < kCauseCount ? cause : 0] += off.duration_ns();
-        break;
-      }
+      case v1::Event::kOffCpu: OnOffCpu(event.off_cpu(), s); break;
       case v1::Event::kPageFaults:
         s.page_faults += event.page_faults().count();
         s.major_page_faults += event.page_faults().major();
         break;
-      case v1::Event::kMmap:
-        AddCall(s.mmap, event.mmap().length(), event.mmap().duration_ns());
-        break;
-      case v1::Event::kMunmap:
-        AddCall(s.munmap, event.munmap().length(), event.munmap().duration_ns());
-        break;
-      case v1::Event::kFutexWait:
-        AddCall(s.futex_wait, 0, event.futex_wait().duration_ns());
-        break;
+      case v1::Event::kMmap: AddCall(s.mmap, event.mmap().length(), event.mmap().duration_ns()); break;
+      case v1::Event::kMunmap: AddCall(s.munmap, event.munmap().length(), event.munmap().duration_ns()); break;
+      case v1::Event::kFutexWait: AddCall(s.futex_wait, 0, event.futex_wait().duration_ns()); break;
+      case v1::Event::kBlockIo: AddBlockIo(s.block_io, event.block_io()); break;
       case v1::Event::kFutexWakes: {
         WakeSnapshot snap{ts, event.futex_wakes().calls(), event.futex_wakes().woken()};
         auto [it, inserted] = t.wakes.emplace(tid, snap);
@@ -331,6 +327,36 @@ struct OsSummaryBuilder::Impl {
     }
   }
 
+  void Add(const v1::Event& event) {
+    if (!Count(event)) return;
+    if (event.has_block_io()) {
+      AddBlockIo(block_io, event.block_io());
+      // Issued for no thread the recorder knew: no thread to charge.
+      if (event.pid() == 0) {
+        AddBlockIo(block_io_unattributed, event.block_io());
+        return;
+      }
+    }
+    const uint32_t pid = event.pid();
+    const uint32_t tid = event.tid() ? event.tid() : pid;
+    const uint64_t ts = event.ts_ns();
+    if (event.has_process_start()) {
+      OnProcessStart(event, tid);
+      return;
+    }
+    ProcessState& p = Process(pid, ts);
+    if (event.has_thread_start()) {
+      ThreadState& t = ThreadForStart(p, tid, ts);
+      t.comm.Offer(event.thread_start().comm(), ts);
+      return;
+    }
+    if (event.has_exec()) {
+      OnExec(p, event);
+      return;
+    }
+    OnThreadEvent(p, Thread(p, tid, ts), event, tid);
+  }
+
   OsSummary Finish() const {
     OsSummary out;
     out.header = header;
@@ -339,6 +365,8 @@ struct OsSummaryBuilder::Impl {
     out.first_event_ns = first_ns;
     out.last_event_ns = last_ns;
     out.events = events;
+    out.block_io = block_io;
+    out.block_io_unattributed = block_io_unattributed;
 
     if (has_tracer_stats) {
       for (const auto& [kind, n] : tracer_stats.ring_buffer_drops()) {

@@ -22,6 +22,14 @@ struct CallTotals {
   uint64_t max_ns = 0;
 };
 
+// Block I/O requests a thread issued (BlockIo events): total_ns adds each
+// request's issue-to-completion time, so overlapping requests add up.
+struct BlockIoTotals {
+  uint64_t requests = 0;
+  uint64_t bytes = 0;
+  uint64_t total_ns = 0;
+};
+
 struct ThreadSummary {
   uint32_t tid = 0;
   std::string comm;  // the last name seen
@@ -41,6 +49,7 @@ struct ThreadSummary {
   uint64_t futex_wake_calls = 0;
   uint64_t futex_woken = 0;
   CallTotals syscalls;  // all syscalls of this thread
+  BlockIoTotals block_io;
 };
 
 struct ProcessSummary {
@@ -80,6 +89,11 @@ struct OsSummary {
   std::string incomplete_reason;
   std::vector<ProcessSummary> processes;  // ordered by first appearance
   std::vector<SyscallRow> syscalls;       // ranked by total_ns, descending
+  // Every block I/O request of the traced tree, and those no traced thread
+  // is known to have issued (pid 0: the kernel issued them later, from a
+  // plug or a worker, for a thread it did not record).
+  BlockIoTotals block_io;
+  BlockIoTotals block_io_unattributed;
   // Set when the file was damaged: what was read is summarized, and this
   // says where reading stopped.
   std::string read_error;

@@ -40,6 +40,9 @@ StepAnalysis SummarizeSteps(const StepPlan& plan, std::vector<StepRecord> steps,
   for (const StepRecord& s : a.steps) {
     if (s.warmup && any_measured) continue;
     all_durations.push_back(static_cast<double>(s.duration_ns()));
+    ++a.all_steps;
+    AddStepTotals(a.all_steps_total, s);
+    a.all_steps_wall_ns += s.duration_ns();
     if (any_detail && !s.cuda_detail) {
       ++a.steps_without_detail;
       continue;

@@ -50,11 +50,19 @@ struct StepAnalysis {
   // Capture windows (--capture, --always-on): the spec and the windows.
   CaptureInfo capture;
   // Steps neither warmup nor left out that had no CUDA detail: kept out of
-  // the summaries below, which are then over the steps with detail only,
-  // so that GPU parts and GPU idle attribution mean what they say.  Their
-  // wall time is in all_steps_duration_ns.
+  // the measured summaries below, which are then over the steps with detail
+  // only, so that GPU parts and GPU idle attribution mean what they say.
   size_t steps_without_detail = 0;
-  DistributionStats all_steps_duration_ns;  // measured and without-detail steps
+  // The OS and CPU side needs no CUDA detail: wall time, OS costs, off-CPU
+  // time, data-fetch ranges and block I/O are summed here over every
+  // measured step, with or without detail (all_steps = measured_steps +
+  // steps_without_detail).  The GPU-side parts of all_steps_total cover the
+  // steps without detail as they were recorded (no kernels): read those
+  // from measured_total.
+  size_t all_steps = 0;
+  StepRecord all_steps_total;
+  uint64_t all_steps_wall_ns = 0;
+  DistributionStats all_steps_duration_ns;
 
   // Summaries over the measured steps: those not marked warmup, or, when
   // every step is warmup, all of them (summary_includes_warmup is then set);

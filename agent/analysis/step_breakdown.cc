@@ -32,6 +32,8 @@ enum Counter : uint8_t {
   kWaitGpuSync,
   kWaitJobThreads,
   kChainWait,  // a blocked span with a wakeup chain (Edge::chain)
+  kDiskRead,   // the thread's own block I/O in flight, reads among it
+  kDiskWrite,  // ... other requests
   kGpuKernel,
   kGpuMemcpy,
   kGpuMemset,
@@ -123,6 +125,11 @@ ThreadInstant InstantOf(const Counts& c) {
   } else if (c[kWaitJobThreads] > 0) {
     t.wait_on = WaitOn::kJobThreads;
   }
+  if (c[kDiskRead] > 0) {
+    t.disk = ThreadDiskState::kRead;
+  } else if (c[kDiskWrite] > 0) {
+    t.disk = ThreadDiskState::kWrite;
+  }
   return t;
 }
 
@@ -134,8 +141,33 @@ class Sweep {
   void SetChain(uint32_t chain) { chain_ = chain; }
   uint32_t chain() const { return chain_; }
 
+  // Charges [at, at + dt), over which the counts `c` hold, to every
+  // partition of the step.
   void Account(const Counts& c, uint64_t at, uint64_t dt) {
     const ThreadInstant t = InstantOf(c);
+    AccountCpu(t, dt);
+    AccountOffCpu(t, dt);
+    const bool kernel = c[kGpuKernel] > 0;
+    const bool copy = c[kGpuMemcpy] > 0;
+    const bool memset = c[kGpuMemset] > 0;
+    AccountGpu(kernel, copy, memset, dt);
+    if (!kernel && !memset) {
+      if (t.api == ThreadApiState::kPageableCopy) step_.exposed_pageable_copy_ns += dt;
+      if (t.api == ThreadApiState::kNone && t.mm != ThreadMmState::kNone) step_.exposed_mm_ns += dt;
+    }
+    Stage stage;
+    if (kernel || memset) {
+      stage = Stage::kGpuCompute;
+    } else if (copy) {
+      stage = Stage::kTransfer;
+    } else {
+      stage = AccountIdle(t, at, dt);
+    }
+    step_.stages[static_cast<size_t>(stage)] += dt;
+  }
+
+ private:
+  void AccountCpu(const ThreadInstant& t, uint64_t dt) {
     CpuParts& cpu = step_.cpu;
     switch (t.api) {
       case ThreadApiState::kSync: cpu.sync_ns += dt; break;
@@ -144,33 +176,31 @@ class Sweep {
       case ThreadApiState::kLaunch: cpu.launch_api_ns += dt; break;
       case ThreadApiState::kMemset:
       case ThreadApiState::kOther: cpu.other_cuda_api_ns += dt; break;
-      case ThreadApiState::kNone:
-        if (t.in_data_range) {
-          cpu.data_wait_ns += dt;
-        } else {
-          cpu.other_ns += dt;
-        }
-        break;
+      case ThreadApiState::kNone: (t.in_data_range ? cpu.data_wait_ns : cpu.other_ns) += dt; break;
     }
+  }
 
+  void AccountOffCpu(const ThreadInstant& t, uint64_t dt) {
     OffCpuParts& off = step_.off_cpu;
     if (t.off_cpu != ThreadOffCpuState::kOnCpu && t.mm != ThreadMmState::kNone) {
       off.mmap_munmap_ns += dt;
-    } else {
-      switch (t.off_cpu) {
-        case ThreadOffCpuState::kFutex: off.futex_ns += dt; break;
-        case ThreadOffCpuState::kPageFault: off.page_fault_ns += dt; break;
-        case ThreadOffCpuState::kSyscall: off.syscall_ns += dt; break;
-        case ThreadOffCpuState::kUnknown: off.unknown_ns += dt; break;
-        case ThreadOffCpuState::kPreempted: off.preempted_ns += dt; break;
-        case ThreadOffCpuState::kRunqueue: off.runqueue_ns += dt; break;
-        case ThreadOffCpuState::kOnCpu: break;
-      }
+      return;
     }
+    const bool disk_wait = t.off_cpu == ThreadOffCpuState::kPageFault || t.off_cpu == ThreadOffCpuState::kSyscall ||
+                           t.off_cpu == ThreadOffCpuState::kUnknown;
+    if (disk_wait && t.disk != ThreadDiskState::kNone) off.disk_ns += dt;
+    switch (t.off_cpu) {
+      case ThreadOffCpuState::kFutex: off.futex_ns += dt; break;
+      case ThreadOffCpuState::kPageFault: off.page_fault_ns += dt; break;
+      case ThreadOffCpuState::kSyscall: off.syscall_ns += dt; break;
+      case ThreadOffCpuState::kUnknown: off.unknown_ns += dt; break;
+      case ThreadOffCpuState::kPreempted: off.preempted_ns += dt; break;
+      case ThreadOffCpuState::kRunqueue: off.runqueue_ns += dt; break;
+      case ThreadOffCpuState::kOnCpu: break;
+    }
+  }
 
-    const bool kernel = c[kGpuKernel] > 0;
-    const bool copy = c[kGpuMemcpy] > 0;
-    const bool memset = c[kGpuMemset] > 0;
+  void AccountGpu(bool kernel, bool copy, bool memset, uint64_t dt) {
     GpuParts& gpu = step_.gpu;
     if (kernel) {
       gpu.kernel_busy_ns += dt;
@@ -192,35 +222,25 @@ class Sweep {
       gpu.longest_idle_ns = std::max(gpu.longest_idle_ns, idle_run_);
     }
     in_idle_ = idle;
-
-    if (!kernel && !memset) {
-      if (t.api == ThreadApiState::kPageableCopy) step_.exposed_pageable_copy_ns += dt;
-      if (t.api == ThreadApiState::kNone && t.mm != ThreadMmState::kNone) step_.exposed_mm_ns += dt;
-    }
-
-    Stage stage;
-    if (kernel || memset) {
-      stage = Stage::kGpuCompute;
-    } else if (copy) {
-      stage = Stage::kTransfer;
-    } else {
-      const IdleCause cause = AttributeIdleInstant(t);
-      step_.gpu_idle[static_cast<size_t>(cause)] += dt;
-      stage = StageOfIdleCause(cause);
-      if (chain_ != 0 && IsWaitOnThread(cause)) {
-        auto& slices = step_.chain_slices;
-        if (!slices.empty() && slices.back().chain == chain_ && slices.back().cause == cause &&
-            slices.back().to_ns == at) {
-          slices.back().to_ns = at + dt;
-        } else {
-          slices.push_back({chain_, cause, at, at + dt});
-        }
-      }
-    }
-    step_.stages[static_cast<size_t>(stage)] += dt;
   }
 
- private:
+  // GPU idle: the cause, and the chain slice when the cause is a wait on
+  // another thread.  Returns the instant's stage.
+  Stage AccountIdle(const ThreadInstant& t, uint64_t at, uint64_t dt) {
+    const IdleCause cause = AttributeIdleInstant(t);
+    step_.gpu_idle[static_cast<size_t>(cause)] += dt;
+    if (chain_ != 0 && IsWaitOnThread(cause)) {
+      auto& slices = step_.chain_slices;
+      if (!slices.empty() && slices.back().chain == chain_ && slices.back().cause == cause &&
+          slices.back().to_ns == at) {
+        slices.back().to_ns = at + dt;
+      } else {
+        slices.push_back({chain_, cause, at, at + dt});
+      }
+    }
+    return StageOfIdleCause(cause);
+  }
+
   StepRecord& step_;
   uint32_t chain_ = 0;
   bool in_idle_ = false;
@@ -245,129 +265,167 @@ void AddMm(MmTotals& into, const MmTotals& from) {
   into.ns += from.ns;
 }
 
+void AddBlockIoCounts(BlockIoCounts& into, const BlockIoCounts& from) {
+  into.requests += from.requests;
+  into.bytes += from.bytes;
+  into.ns += from.ns;
+}
+
 void AddSwitches(SwitchTotals& into, const SwitchTotals& from) {
   into.voluntary += from.voluntary;
   into.involuntary += from.involuntary;
   into.runqueue_ns += from.runqueue_ns;
 }
 
-}  // namespace
+// Turns the spans that overlap a step into the sweep's edges, clipped to
+// the step, and counts on the way what starts in the step.
+class EdgeBuilder {
+ public:
+  EdgeBuilder(StepRecord& step, size_t spans) : step_(step), start_(step.start_ns), end_(step.end_ns) {
+    edges_.reserve(spans * 2);
+  }
 
-StepRecord BreakDownStep(uint64_t start_ns, uint64_t end_ns, const std::vector<const TimelineSpan*>& spans) {
-  StepRecord step;
-  step.start_ns = start_ns;
-  step.end_ns = std::max(start_ns, end_ns);
-  end_ns = step.end_ns;
-
-  std::vector<Edge> edges;
-  edges.reserve(spans.size() * 2);
-  absl::flat_hash_set<uint32_t> kernel_streams;
-  auto add = [&](uint64_t from, uint64_t to, Counter counter) {
-    edges.push_back({from, +1, counter});
-    edges.push_back({to, -1, counter});
-  };
-  for (const TimelineSpan* s : spans) {
-    const uint64_t from = std::max(s->start_ns, start_ns);
-    const uint64_t to = std::min(s->end_ns, end_ns);
-    const bool starts_here = s->start_ns >= start_ns && s->start_ns < end_ns;
+  void Add(const TimelineSpan& s) {
+    const uint64_t from = std::max(s.start_ns, start_);
+    const uint64_t to = std::min(s.end_ns, end_);
+    const bool starts_here = s.start_ns >= start_ && s.start_ns < end_;
     const uint64_t clipped = to > from ? to - from : 0;
-    switch (s->kind) {
+    switch (s.kind) {
       case SpanKind::kCudaApi:
-        if (starts_here) {
-          switch (static_cast<CudaApiClass>(s->a)) {
-            case CudaApiClass::kLaunch: ++step.api.launch; break;
-            case CudaApiClass::kSync: ++step.api.sync; break;
-            case CudaApiClass::kMemcpy:
-              ++step.api.memcpy;
-              if (s->b) ++step.api.pageable_memcpy;
-              break;
-            default: break;
-          }
-        }
-        if (clipped) add(from, to, ApiCounter(*s));
+        if (starts_here) CountApiCall(s);
+        if (clipped) Open(from, to, ApiCounter(s));
         break;
       case SpanKind::kDataRange:
-        if (clipped) add(from, to, kInData);
+        if (clipped) Open(from, to, kInData);
         break;
       case SpanKind::kMunmap:
-      case SpanKind::kMmap: {
-        MmTotals& mm = s->kind == SpanKind::kMunmap ? step.os.munmap : step.os.mmap;
-        if (starts_here) {
-          ++mm.calls;
-          mm.bytes += s->bytes;
-        }
-        mm.ns += clipped;
-        if (clipped) add(from, to, s->kind == SpanKind::kMunmap ? kInMunmap : kInMmap);
-        break;
-      }
+      case SpanKind::kMmap: AddMm(s, starts_here, from, to); break;
       case SpanKind::kOffCpuBlocked:
-        if (clipped) {
-          add(from, to, BlockedCounter(s->a));
-          if (WaitOnCounter(s->c) != kCounterCount) add(from, to, WaitOnCounter(s->c));
-          if (s->bytes != 0) {
-            edges.push_back({from, +1, kChainWait, static_cast<uint32_t>(s->bytes)});
-            edges.push_back({to, -1, kChainWait, static_cast<uint32_t>(s->bytes)});
-          }
-          if (s->b == 1) add(from, to, kInMunmap);
-          if (s->b == 2) add(from, to, kInMmap);
-        }
+        if (clipped) AddBlocked(s, from, to);
         break;
       case SpanKind::kOffCpuRunqueue:
         if (clipped) {
-          add(from, to, kOffRunqueue);
-          if (s->b == 1) add(from, to, kInMunmap);
-          if (s->b == 2) add(from, to, kInMmap);
+          Open(from, to, kOffRunqueue);
+          OpenMm(s.b, from, to);
         }
         break;
       case SpanKind::kOffCpuPreempted:
-        if (clipped) add(from, to, kOffPreempted);
+        if (clipped) Open(from, to, kOffPreempted);
         break;
-      case SpanKind::kGpuKernel:
-        if (starts_here) {
-          ++step.gpu.kernels_started;
-          step.gpu.kernels_started_ns += s->end_ns - s->start_ns;
-        }
-        step.gpu.kernel_ns += clipped;
-        if (clipped) {
-          kernel_streams.insert(s->id);
-          add(from, to, kGpuKernel);
-        }
-        break;
-      case SpanKind::kGpuMemcpy: {
-        MemcpyPart part;
-        part.direction = static_cast<v1::MemcpyDirection>(s->a);
-        part.src_kind = static_cast<v1::MemoryKind>(s->b);
-        part.dst_kind = static_cast<v1::MemoryKind>(s->c);
-        part.count = starts_here ? 1 : 0;
-        part.bytes = starts_here ? s->bytes : 0;
-        part.ns = clipped;
-        if (part.count || part.ns) AddMemcpy(step.gpu.memcpy, part);
-        step.gpu.memcpy_ns += clipped;
-        if (part.direction == v1::MEMCPY_HTOD) step.gpu.htod_ns += clipped;
-        if (clipped) add(from, to, kGpuMemcpy);
-        break;
-      }
+      case SpanKind::kGpuKernel: AddKernel(s, starts_here, from, to); break;
+      case SpanKind::kGpuMemcpy: AddMemcpySpan(s, starts_here, from, to); break;
       case SpanKind::kGpuMemset:
-        step.gpu.memset_ns += clipped;
-        if (clipped) add(from, to, kGpuMemset);
+        step_.gpu.memset_ns += clipped;
+        if (clipped) Open(from, to, kGpuMemset);
+        break;
+      case SpanKind::kBlockIo:
+        if (clipped) Open(from, to, s.a ? kDiskRead : kDiskWrite);
         break;
     }
   }
-  // Needs every kernel's stream first.
-  for (const TimelineSpan* s : spans) {
-    if (s->kind != SpanKind::kGpuMemcpy || s->a != v1::MEMCPY_HTOD) continue;
-    const uint64_t from = std::max(s->start_ns, start_ns);
-    const uint64_t to = std::min(s->end_ns, end_ns);
-    if (to > from && kernel_streams.contains(s->id)) step.gpu.htod_on_kernel_stream_ns += to - from;
-  }
-  std::sort(step.gpu.memcpy.begin(), step.gpu.memcpy.end(), [](const MemcpyPart& x, const MemcpyPart& y) {
-    return x.ns != y.ns ? x.ns > y.ns : x.direction < y.direction;
-  });
 
+  // HtoD copy time on streams that also ran kernels: needs every span's
+  // stream first.
+  void AddHtodOnKernelStreams(const std::vector<const TimelineSpan*>& spans) {
+    for (const TimelineSpan* s : spans) {
+      if (s->kind != SpanKind::kGpuMemcpy || s->a != v1::MEMCPY_HTOD) continue;
+      const uint64_t from = std::max(s->start_ns, start_);
+      const uint64_t to = std::min(s->end_ns, end_);
+      if (to > from && kernel_streams_.contains(s->id)) step_.gpu.htod_on_kernel_stream_ns += to - from;
+    }
+  }
+
+  std::vector<Edge>& edges() { return edges_; }
+
+ private:
+  void Open(uint64_t from, uint64_t to, Counter counter) {
+    edges_.push_back({from, +1, counter});
+    edges_.push_back({to, -1, counter});
+  }
+  // An off-CPU span inside munmap (1) or mmap (2).
+  void OpenMm(uint8_t mm, uint64_t from, uint64_t to) {
+    if (mm == 1) Open(from, to, kInMunmap);
+    if (mm == 2) Open(from, to, kInMmap);
+  }
+
+  void CountApiCall(const TimelineSpan& s) {
+    switch (static_cast<CudaApiClass>(s.a)) {
+      case CudaApiClass::kLaunch: ++step_.api.launch; break;
+      case CudaApiClass::kSync: ++step_.api.sync; break;
+      case CudaApiClass::kMemcpy:
+        ++step_.api.memcpy;
+        if (s.b) ++step_.api.pageable_memcpy;
+        break;
+      default: break;
+    }
+  }
+
+  void AddMm(const TimelineSpan& s, bool starts_here, uint64_t from, uint64_t to) {
+    const bool munmap = s.kind == SpanKind::kMunmap;
+    MmTotals& mm = munmap ? step_.os.munmap : step_.os.mmap;
+    if (starts_here) {
+      ++mm.calls;
+      mm.bytes += s.bytes;
+    }
+    if (to <= from) return;
+    mm.ns += to - from;
+    Open(from, to, munmap ? kInMunmap : kInMmap);
+  }
+
+  void AddBlocked(const TimelineSpan& s, uint64_t from, uint64_t to) {
+    Open(from, to, BlockedCounter(s.a));
+    if (WaitOnCounter(s.c) != kCounterCount) Open(from, to, WaitOnCounter(s.c));
+    if (s.bytes != 0) {
+      edges_.push_back({from, +1, kChainWait, static_cast<uint32_t>(s.bytes)});
+      edges_.push_back({to, -1, kChainWait, static_cast<uint32_t>(s.bytes)});
+    }
+    OpenMm(s.b, from, to);
+  }
+
+  void AddKernel(const TimelineSpan& s, bool starts_here, uint64_t from, uint64_t to) {
+    if (starts_here) {
+      ++step_.gpu.kernels_started;
+      step_.gpu.kernels_started_ns += s.end_ns - s.start_ns;
+    }
+    if (to <= from) return;
+    step_.gpu.kernel_ns += to - from;
+    kernel_streams_.insert(s.id);
+    Open(from, to, kGpuKernel);
+  }
+
+  void AddMemcpySpan(const TimelineSpan& s, bool starts_here, uint64_t from, uint64_t to) {
+    const uint64_t clipped = to > from ? to - from : 0;
+    MemcpyPart part;
+    part.direction = static_cast<v1::MemcpyDirection>(s.a);
+    part.src_kind = static_cast<v1::MemoryKind>(s.b);
+    part.dst_kind = static_cast<v1::MemoryKind>(s.c);
+    part.count = starts_here ? 1 : 0;
+    part.bytes = starts_here ? s.bytes : 0;
+    part.ns = clipped;
+    if (part.count || part.ns) AddMemcpy(step_.gpu.memcpy, part);
+    step_.gpu.memcpy_ns += clipped;
+    if (part.direction == v1::MEMCPY_HTOD) step_.gpu.htod_ns += clipped;
+    if (clipped) Open(from, to, kGpuMemcpy);
+  }
+
+  StepRecord& step_;
+  const uint64_t start_;
+  const uint64_t end_;
+  std::vector<Edge> edges_;
+  absl::flat_hash_set<uint32_t> kernel_streams_;
+};
+
+bool ByNsThenDirection(const MemcpyPart& x, const MemcpyPart& y) {
+  return x.ns != y.ns ? x.ns > y.ns : x.direction < y.direction;
+}
+
+// Sweeps the edges in time order over [start_ns, end_ns), charging each
+// stretch between edges to the step.
+void SweepEdges(std::vector<Edge>& edges, StepRecord& step) {
   std::sort(edges.begin(), edges.end(), [](const Edge& x, const Edge& y) { return x.t < y.t; });
   Counts counts{};
   Sweep sweep(step);
-  uint64_t cursor = start_ns;
+  uint64_t cursor = step.start_ns;
   for (size_t i = 0; i < edges.size();) {
     const uint64_t t = edges[i].t;
     if (t > cursor) {
@@ -387,8 +445,32 @@ StepRecord BreakDownStep(uint64_t start_ns, uint64_t end_ns, const std::vector<c
       }
     }
   }
-  if (end_ns > cursor) sweep.Account(counts, cursor, end_ns - cursor);
+  if (step.end_ns > cursor) sweep.Account(counts, cursor, step.end_ns - cursor);
+}
+
+}  // namespace
+
+StepRecord BreakDownStep(uint64_t start_ns, uint64_t end_ns, const std::vector<const TimelineSpan*>& spans) {
+  StepRecord step;
+  step.start_ns = start_ns;
+  step.end_ns = std::max(start_ns, end_ns);
+  EdgeBuilder builder(step, spans.size());
+  for (const TimelineSpan* s : spans) builder.Add(*s);
+  builder.AddHtodOnKernelStreams(spans);
+  std::sort(step.gpu.memcpy.begin(), step.gpu.memcpy.end(), ByNsThenDirection);
+  SweepEdges(builder.edges(), step);
   return step;
+}
+
+StageTimes DiskPartOfStages(const StepRecord& step) {
+  StageTimes out{};
+  out[static_cast<size_t>(Stage::kDataLoading)] += step.gpu_idle[static_cast<size_t>(IdleCause::kDiskRead)];
+  out[static_cast<size_t>(StageOfIdleCause(IdleCause::kDiskWrite))] +=
+      step.gpu_idle[static_cast<size_t>(IdleCause::kDiskWrite)];
+  for (const WaitVia& v : step.via) {
+    if (v.last) out[static_cast<size_t>(StageOfIdleCause(v.cause))] += v.states[static_cast<size_t>(HopState::kDisk)];
+  }
+  return out;
 }
 
 void AddStepTotals(StepRecord& total, const StepRecord& s) {
@@ -408,6 +490,7 @@ void AddStepTotals(StepRecord& total, const StepRecord& s) {
   o.unknown_ns += s.off_cpu.unknown_ns;
   o.preempted_ns += s.off_cpu.preempted_ns;
   o.runqueue_ns += s.off_cpu.runqueue_ns;
+  o.disk_ns += s.off_cpu.disk_ns;
 
   GpuParts& g = total.gpu;
   g.kernel_busy_ns += s.gpu.kernel_busy_ns;
@@ -423,9 +506,7 @@ void AddStepTotals(StepRecord& total, const StepRecord& s) {
   g.kernels_started += s.gpu.kernels_started;
   g.kernels_started_ns += s.gpu.kernels_started_ns;
   for (const MemcpyPart& m : s.gpu.memcpy) AddMemcpy(g.memcpy, m);
-  std::sort(g.memcpy.begin(), g.memcpy.end(), [](const MemcpyPart& x, const MemcpyPart& y) {
-    return x.ns != y.ns ? x.ns > y.ns : x.direction < y.direction;
-  });
+  std::sort(g.memcpy.begin(), g.memcpy.end(), ByNsThenDirection);
   g.idle_stretches += s.gpu.idle_stretches;
   g.longest_idle_ns = std::max(g.longest_idle_ns, s.gpu.longest_idle_ns);
 
@@ -441,6 +522,9 @@ void AddStepTotals(StepRecord& total, const StepRecord& s) {
   total.os.major_faults += s.os.major_faults;
   AddMm(total.os.mmap, s.os.mmap);
   AddMm(total.os.munmap, s.os.munmap);
+  AddBlockIoCounts(total.os.block_io_launching, s.os.block_io_launching);
+  AddBlockIoCounts(total.os.block_io_workers, s.os.block_io_workers);
+  AddBlockIoCounts(total.os.block_io_others, s.os.block_io_others);
 
   for (size_t i = 0; i < kIdleCauseCount; ++i) total.gpu_idle[i] += s.gpu_idle[i];
   MergeVia(total.via, s.via);

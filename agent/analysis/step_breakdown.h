@@ -50,6 +50,10 @@ struct OffCpuParts {
   uint64_t total() const {
     return futex_ns + page_fault_ns + mmap_munmap_ns + syscall_ns + unknown_ns + preempted_ns + runqueue_ns;
   }
+  // Not a part of the partition above: of page_fault_ns, syscall_ns and
+  // unknown_ns, the time with block I/O requests the thread issued in
+  // flight -- waiting for disk.
+  uint64_t disk_ns = 0;
 };
 
 struct MemcpyPart {
@@ -97,6 +101,12 @@ struct MmTotals {  // calls that started in the step; ns clipped to the step
   uint64_t ns = 0;
 };
 
+struct BlockIoCounts {  // block I/O requests issued in the step
+  uint64_t requests = 0;
+  uint64_t bytes = 0;
+  uint64_t ns = 0;  // their issue-to-completion times, summed
+};
+
 struct SwitchTotals {  // context switches whose switch-out is in the step
   uint64_t voluntary = 0;
   uint64_t involuntary = 0;
@@ -114,6 +124,10 @@ struct StepOsCosts {
   uint64_t major_faults = 0;
   MmTotals mmap;    // launching thread
   MmTotals munmap;  // launching thread
+  // Block I/O issued by the same three roles.
+  BlockIoCounts block_io_launching;
+  BlockIoCounts block_io_workers;
+  BlockIoCounts block_io_others;
 };
 
 struct StepRecord {
@@ -164,6 +178,13 @@ struct StepRecord {
 // events, not spans: the caller fills `os.launching/workers/others` and
 // page faults.
 StepRecord BreakDownStep(uint64_t start_ns, uint64_t end_ns, const std::vector<const TimelineSpan*>& spans);
+
+// The part of each stage (GPU idle, so never GPU compute) spent waiting for
+// disk: the driving thread blocked on its own reads (data loading) or
+// writes (OS overhead), and its waits on a wakeup chain whose last thread
+// -- the one whose work was waited for -- was itself blocked on its own
+// block I/O meanwhile (a data worker reading its samples: data loading).
+StageTimes DiskPartOfStages(const StepRecord& step);
 
 // Adds every time, count and memcpy row of `step` into `total`
 // (longest_idle_ns takes the maximum).  index/start/end are left alone.

@@ -199,9 +199,35 @@ void StepCollector::Add(const v1::Event& e) {
       }
       break;
     }
+    case v1::Event::kBlockIo: AddBlockIo(e, launching); break;
     default:
       break;
   }
+}
+
+void StepCollector::AddBlockIo(const v1::Event& e, bool launching) {
+  if (e.pid() == 0) return;  // issued for no known thread
+  const v1::BlockIo& io = e.block_io();
+  const uint64_t ts = e.ts_ns();
+  if (int64_t step = StepAt(ts); step >= 0) {
+    StepOsCosts& os = os_[step];
+    BlockIoCounts& role = launching                          ? os.block_io_launching
+                          : plan_.IsWorker(e.pid(), e.tid()) ? os.block_io_workers
+                                                             : os.block_io_others;
+    ++role.requests;
+    role.bytes += io.bytes();
+    role.ns += io.duration_ns();
+  }
+  if (!InSpan(ts, io.duration_ns())) return;
+  if (roles_ != nullptr && chain_threads_.contains(e.tid())) timelines_.AddBlockIo(e.tid(), ts, ts + io.duration_ns());
+  if (!launching) return;
+  TimelineSpan s;
+  s.kind = SpanKind::kBlockIo;
+  s.start_ns = ts;
+  s.end_ns = ts + io.duration_ns();
+  s.bytes = io.bytes();
+  s.a = io.rwbs().find('R') != std::string::npos ? 1 : 0;
+  AddSpan(s);
 }
 
 void StepCollector::FollowWaits() {
@@ -274,6 +300,9 @@ std::vector<StepRecord> StepCollector::Finish() {
     r.os.others = os_[k].others;
     r.os.page_faults = os_[k].page_faults;
     r.os.major_faults = os_[k].major_faults;
+    r.os.block_io_launching = os_[k].block_io_launching;
+    r.os.block_io_workers = os_[k].block_io_workers;
+    r.os.block_io_others = os_[k].block_io_others;
     AddVia(r);
     out.push_back(std::move(r));
   }

@@ -53,6 +53,9 @@ class StepCollector {
   bool InSpan(uint64_t start, uint64_t duration) const;
   uint8_t MmKind(int32_t syscall_nr) const;
   void AddSpan(const TimelineSpan& span) { spans_.push_back(span); }
+  // A block I/O request: counted for its step by the issuer's role, kept
+  // as a span (the driving thread's) or in the chain threads' timelines.
+  void AddBlockIo(const v1::Event& e, bool launching);
   // Resolves the driving thread's blocked spans' wakers into chains.
   void FollowWaits();
   // Turns a step's chain slices into its `via` rows.

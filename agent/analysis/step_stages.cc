@@ -15,10 +15,14 @@ Stage StageOfIdleCause(IdleCause cause) {
     case IdleCause::kWaitBackward: return Stage::kDispatch;
     case IdleCause::kDataWaitFutex:
     case IdleCause::kDataWaitBlocked:
-    case IdleCause::kDataWaitRunning: return Stage::kDataLoading;
+    case IdleCause::kDataWaitRunning:
+    case IdleCause::kDiskRead: return Stage::kDataLoading;
     case IdleCause::kMunmap:
     case IdleCause::kMmap:
     case IdleCause::kPageFaults:
+    // Writes from the driving thread (a checkpoint, logs) are not input;
+    // they stay where a blocking syscall of the OS goes.
+    case IdleCause::kDiskWrite:
     case IdleCause::kPreemptedRunqueue:
     case IdleCause::kOtherSyscalls: return Stage::kOsOverhead;
     // A wait on a futex is a wait on some thread, not the kernel's cost;

@@ -8,12 +8,13 @@
 //   and the rest, when the GPU does neither, by the GPU-idle cause
 //   (gpu_idle_attribution.h):
 //   data loading  waiting for data (futex, blocked or running), in a data
-//                 fetch or woken by a data worker or the pin-memory thread;
+//                 fetch or woken by a data worker or the pin-memory thread,
+//                 or blocked on the thread's own reads from storage;
 //   dispatch      in a kernel launch call, or waiting for the autograd
 //                 thread's backward pass;
 //   OS overhead   what the kernel itself cost: munmap, mmap, page faults,
 //                 preempted / run queue, blocking syscalls no thread of the
-//                 job ended;
+//                 job ended (the thread's own storage writes among them);
 //   other         synchronizing, other CUDA API calls, other CPU work,
 //                 waiting for a CUDA thread or the job's other threads, and
 //                 futex waits no traced thread ended.

@@ -20,6 +20,7 @@ enum class SpanKind : uint8_t {
   kGpuKernel,        // id: stream
   kGpuMemcpy,        // a: v1::MemcpyDirection; b: src v1::MemoryKind; c: dst kind; id: stream; bytes
   kGpuMemset,        // id: stream; bytes
+  kBlockIo,          // a block I/O request the thread issued, issue to completion; a: 1 read, 0 other; bytes
 };
 
 struct TimelineSpan {

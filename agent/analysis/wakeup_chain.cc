@@ -15,6 +15,7 @@ const char* HopStateKey(HopState state) {
     case HopState::kPageFault: return "page_fault";
     case HopState::kMmapMunmap: return "mmap_munmap";
     case HopState::kIo: return "io";
+    case HopState::kDisk: return "disk";
     case HopState::kFutex: return "futex";
     case HopState::kUnknown:
     case HopState::kCount: break;
@@ -30,6 +31,7 @@ const char* HopStateName(HopState state) {
     case HopState::kPageFault: return "page-faulting";
     case HopState::kMmapMunmap: return "in mmap/munmap";
     case HopState::kIo: return "blocked in a syscall (I/O)";
+    case HopState::kDisk: return "waiting for disk (its own block I/O)";
     case HopState::kFutex: return "in futex";
     case HopState::kUnknown:
     case HopState::kCount: break;
@@ -70,11 +72,40 @@ absl::flat_hash_set<uint32_t> ThreadsThatCanBeOnAChain(const ThreadActivity& act
   return out;
 }
 
+void ThreadTimelines::AddBlockIo(uint32_t tid, uint64_t start_ns, uint64_t end_ns) {
+  if (end_ns > start_ns) block_io_[tid].push_back({start_ns, end_ns});
+}
+
 void ThreadTimelines::Finish() {
   for (auto& [tid, v] : by_thread_) {
     std::sort(v.begin(), v.end(),
               [](const OffCpuInterval& a, const OffCpuInterval& b) { return a.start_ns < b.start_ns; });
   }
+  // Requests overlap (a queue of them): keep their union.
+  for (auto& [tid, v] : block_io_) {
+    std::sort(v.begin(), v.end(), [](const Interval& a, const Interval& b) { return a.start_ns < b.start_ns; });
+    std::vector<Interval> merged;
+    for (const Interval& iv : v) {
+      if (!merged.empty() && iv.start_ns <= merged.back().end_ns) {
+        merged.back().end_ns = std::max(merged.back().end_ns, iv.end_ns);
+      } else {
+        merged.push_back(iv);
+      }
+    }
+    v = std::move(merged);
+  }
+}
+
+uint64_t ThreadTimelines::BlockIoOverlap(uint32_t tid, uint64_t from, uint64_t to) const {
+  auto it = block_io_.find(tid);
+  if (it == block_io_.end() || to <= from) return 0;
+  const std::vector<Interval>& v = it->second;
+  uint64_t overlap = 0;
+  auto first = std::partition_point(v.begin(), v.end(), [&](const Interval& iv) { return iv.end_ns <= from; });
+  for (auto i = first; i != v.end() && i->start_ns < to; ++i) {
+    overlap += std::min(i->end_ns, to) - std::max(i->start_ns, from);
+  }
+  return overlap;
 }
 
 size_t ThreadTimelines::size() const {
@@ -171,7 +202,18 @@ void ThreadTimelines::AddStates(uint32_t tid, uint64_t from, uint64_t to, HopSta
         continue;
       }
       const uint64_t wake = std::clamp(i->wake_ns, i->start_ns, i->end_ns);
-      part(i->start_ns, wake, BlockedState(*i));
+      // The blocked part; where the thread's own block I/O was in flight
+      // meanwhile (and it was not in futex or mmap/munmap), it waited for disk.
+      const HopState blocked = BlockedState(*i);
+      const uint64_t a = std::max(i->start_ns, from), b = std::min(wake, to);
+      if (b > a) {
+        const bool may_be_disk =
+            blocked == HopState::kIo || blocked == HopState::kPageFault || blocked == HopState::kUnknown;
+        const uint64_t disk = may_be_disk ? BlockIoOverlap(tid, a, b) : 0;
+        out[static_cast<size_t>(HopState::kDisk)] += disk;
+        out[static_cast<size_t>(blocked)] += b - a - disk;
+        off += b - a;
+      }
       part(wake, i->end_ns, i->mm != 0 ? HopState::kMmapMunmap : HopState::kRunqueue);
     }
   }

@@ -33,6 +33,7 @@ enum class HopState : uint8_t {
   kPageFault,   // blocked resolving a page fault
   kMmapMunmap,  // blocked inside mmap or munmap
   kIo,          // blocked in another syscall (read, poll, recv, nanosleep...)
+  kDisk,        // blocked (not in futex) while block I/O requests it issued were in flight
   kFutex,       // blocked in futex
   kUnknown,     // blocked, cause not known
   kCount,
@@ -88,13 +89,27 @@ class ThreadTimelines {
   WaitChain Follow(uint32_t wakee, uint64_t start_ns, uint64_t wake_ns, uint32_t waker,
                    const ThreadRoles& roles) const;
 
+  // A block I/O request `tid` issued, in flight over [start_ns, end_ns).
+  void AddBlockIo(uint32_t tid, uint64_t start_ns, uint64_t end_ns);
+
   // Adds what `tid` was doing over [from, to) to `out` (sums to to - from).
+  // Blocked time (outside futex and mmap/munmap) while its own block I/O
+  // was in flight is kDisk.
   void AddStates(uint32_t tid, uint64_t from, uint64_t to, HopStates& out) const;
 
   size_t size() const;
 
  private:
+  struct Interval {
+    uint64_t start_ns = 0;
+    uint64_t end_ns = 0;
+  };
+  // How much of [from, to) `tid` had block I/O in flight.
+  uint64_t BlockIoOverlap(uint32_t tid, uint64_t from, uint64_t to) const;
+
   absl::flat_hash_map<uint32_t, std::vector<OffCpuInterval>> by_thread_;
+  // Per thread, its requests' in-flight time; after Finish, a sorted union.
+  absl::flat_hash_map<uint32_t, std::vector<Interval>> block_io_;
 };
 
 // One hop's share of the GPU-idle time of one cause: the thread, its place

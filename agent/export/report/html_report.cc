@@ -236,7 +236,7 @@ class HtmlReport {
       out_ << "</section>\n";
       return;
     }
-    const size_t warmup = a_.steps.size() - (a_.summary_includes_warmup ? 0 : a_.measured_steps);
+    const size_t warmup = a_.steps.size() - (a_.summary_includes_warmup ? 0 : a_.all_steps);
     out_ << "<p>" << a_.steps.size() << " steps of thread " << a_.tid << " <b>" << E(a_.thread_comm) << "</b> (pid "
          << a_.pid << "), from "
          << StepSourceText(a_.source) << "; ";
@@ -255,24 +255,13 @@ class HtmlReport {
     if (StepSourceIsInferred(a_.source)) {
       out_ << "<p class=\"note\" id=\"step-source\">" << E(a_.note) << "</p>\n";
     }
-    if (a_.capture.in_use()) {
-      // --capture: which steps the GPU side below is over.
-      size_t detail = 0;
-      for (const StepRecord& s : a_.steps) detail += a_.InSummaries(s) && s.cuda_detail;
-      out_ << "<p class=\"note\" id=\"capture\">Capture windows ("
-           << E(a_.capture.spec.empty() ? std::string("on demand") : a_.capture.spec) << "): "
-           << a_.capture.windows.size() << " window(s); CUDA detail in " << detail << " of "
-           << a_.measured_steps + a_.steps_without_detail << " steps"
-           << (detail == 0 ? "; GPU parts below are empty, not measured"
-                           : ", over which the summaries below are computed")
-           << " (every step's wall time: mean " << FormatMsAutoDecimals(a_.all_steps_duration_ns.mean) << " ms).</p>\n";
-    }
-    out_ << "<div class=\"stats\">" << Stat(absl::StrCat(a_.measured_steps), "measured steps")
-         << Stat(FormatMsAutoDecimals(a_.duration_ns.mean) + " ms", "mean step")
-         << Stat(FormatMsAutoDecimals(a_.duration_ns.p50) + " ms", "p50")
-         << Stat(FormatMsAutoDecimals(a_.duration_ns.p95) + " ms", "p95")
-         << Stat(FormatMsAutoDecimals(a_.duration_ns.min) + " ms", "min")
-         << Stat(FormatMsAutoDecimals(a_.duration_ns.max) + " ms", "max")
+    CaptureNote();
+    // Wall time needs no CUDA detail: over every measured step.
+    const DistributionStats& wall = a_.all_steps_duration_ns;
+    out_ << "<div class=\"stats\">" << Stat(absl::StrCat(a_.all_steps), "measured steps")
+         << Stat(FormatMsAutoDecimals(wall.mean) + " ms", "mean step")
+         << Stat(FormatMsAutoDecimals(wall.p50) + " ms", "p50") << Stat(FormatMsAutoDecimals(wall.p95) + " ms", "p95")
+         << Stat(FormatMsAutoDecimals(wall.min) + " ms", "min") << Stat(FormatMsAutoDecimals(wall.max) + " ms", "max")
          << Stat(FormatPct1(Share(a_.measured_total.gpu.idle_ns, a_.measured_wall_ns)) + "%", "GPU idle") << "</div>\n";
 
     const size_t shown = std::min(a_.steps.size(), opt_.max_step_bars);
@@ -297,6 +286,23 @@ class HtmlReport {
     out_ << "</section>\n";
   }
 
+  // --capture: which steps the GPU side below is over.
+  void CaptureNote() {
+    if (!a_.capture.in_use()) return;
+    const size_t detail = CudaDetailSteps(a_);
+    out_ << "<p class=\"note\" id=\"capture\">Capture windows ("
+         << E(a_.capture.spec.empty() ? std::string("on demand") : a_.capture.spec) << "): "
+         << a_.capture.windows.size() << " window(s); CUDA detail in " << detail << " of " << a_.all_steps << " steps";
+    if (GpuSideOverFewerSteps(a_)) {
+      out_ << "; the GPU side below (GPU bars, stages, GPU idle, the step table's GPU and CUDA API columns) is over "
+              "those "
+           << a_.measured_steps << ", wall time and OS costs over all " << a_.all_steps;
+    } else if (detail == 0) {
+      out_ << "; GPU parts below are empty, not measured";
+    }
+    out_ << " (every step's wall time: mean " << FormatMsAutoDecimals(a_.all_steps_duration_ns.mean) << " ms).</p>\n";
+  }
+
   void StepTable() {
     const std::vector<StepColumn>& columns = StepColumns();
     // The page's own ms format (as many decimals as comparing needs).
@@ -312,7 +318,7 @@ class HtmlReport {
     for (size_t i = 0; i < rows; ++i) {
       const StepRecord& s = a_.steps[i];
       out_ << "<tr>" << Td(absl::StrCat(s.index, s.warmup ? "*" : ""));
-      for (const StepColumn& c : columns) out_ << Td(cell(c, c.value(s), /*statistic=*/false));
+      for (const StepColumn& c : columns) out_ << Td(HasValue(c, s) ? cell(c, c.value(s), /*statistic=*/false) : "-");
       out_ << "</tr>";
     }
     out_ << "</tbody><tfoot>";
@@ -320,7 +326,7 @@ class HtmlReport {
     for (const StepColumn& c : columns) {
       std::vector<double> values;
       for (const StepRecord& s : a_.steps) {
-        if (Measured(s)) values.push_back(c.value(s));
+        if (Measured(s) && HasValue(c, s)) values.push_back(c.value(s));
       }
       stats.push_back(Distribution(std::move(values)));
     }
@@ -328,19 +334,25 @@ class HtmlReport {
                                {"p50", &DistributionStats::p50},
                                {"p95", &DistributionStats::p95}}) {
       out_ << "<tr>" << Td(name);
-      for (size_t c = 0; c < columns.size(); ++c) out_ << Td(cell(columns[c], stats[c].*field, /*statistic=*/true));
+      for (size_t c = 0; c < columns.size(); ++c) {
+        out_ << Td(stats[c].count ? cell(columns[c], stats[c].*field, /*statistic=*/true) : "-");
+      }
       out_ << "</tr>";
     }
     out_ << "</tfoot></table></div>\n<p class=\"note\">data/sync/copy/launch/cuda other/other partition the step "
             "(CPU side); off-CPU overlaps them; GPU kern/copy/idle: the GPU running a kernel / only copies / "
-            "nothing; mean/p50/p95 over the measured steps.</p></details>\n";
+            "nothing; mean/p50/p95 over the measured steps"
+         << (a_.capture.in_use() ? " (for the GPU and CUDA API columns, over those with CUDA detail; '-' in steps "
+                                   "without it)"
+                                 : "")
+         << ".</p></details>\n";
   }
 
   void StageSection() {
     const StepRecord& t = a_.measured_total;
     out_ << "<section id=\"stages\">\n<h2>Where step time went</h2>\n<p class=\"note\">Each instant of the "
-         << a_.measured_steps
-         << " measured steps counted once; every stage but GPU compute is time the GPU spent without a "
+         << a_.measured_steps << (GpuSideOverFewerSteps(a_) ? " measured steps with CUDA detail" : " measured steps")
+         << " counted once; every stage but GPU compute is time the GPU spent without a "
             "kernel.</p>\n<div class=\"stagebar\">";
     for (size_t i = 0; i < kStageCount; ++i) {
       const double share = Share(t.stages[i], a_.measured_wall_ns);
@@ -358,14 +370,34 @@ class HtmlReport {
            << Td(FormatMsAutoDecimals(static_cast<double>(t.stages[i]) / std::max<size_t>(a_.measured_steps, 1)))
            << Td(FormatPct1(Share(t.stages[i], a_.measured_wall_ns))) << "</tr>";
     }
-    out_ << "</tbody></table>\n</section>\n";
+    out_ << "</tbody></table>\n";
+    DiskNote();
+    out_ << "</section>\n";
+  }
+
+  // Where the stages waited for disk, only in traces with such waits.
+  void DiskNote() {
+    const StageTimes disk = DiskPartOfStages(a_.measured_total);
+    std::vector<std::string> parts;
+    for (size_t i = 0; i < kStageCount; ++i) {
+      if (disk[i] == 0) continue;
+      parts.push_back(absl::StrFormat("%s %s ms (%s%% of the stage)", StageName(static_cast<Stage>(i)),
+                                      FormatMsAutoDecimals(disk[i]),
+                                      FormatPct1(Share(disk[i], a_.measured_total.stages[i]))));
+    }
+    if (parts.empty()) return;
+    out_ << "<p class=\"note\" id=\"stage-disk\">Waiting for disk (the driving thread's own block I/O, or a "
+            "thread it waited on blocked on its own): "
+         << E(absl::StrJoin(parts, "; ")) << ".</p>\n";
   }
 
   void IdleSection() {
     const StepRecord& t = a_.measured_total;
     out_ << "<section id=\"gpu-idle\">\n<h2>Why the GPU was idle</h2>\n<p>GPU idle for <b>"
          << FormatMsAutoDecimals(t.gpu.idle_ns) << " ms</b> of " << FormatMsAutoDecimals(a_.measured_wall_ns)
-         << " ms of measured steps (<b>" << FormatPct1(Share(t.gpu.idle_ns, a_.measured_wall_ns)) << "%</b>), in "
+         << " ms of " << (GpuSideOverFewerSteps(a_) ? absl::StrCat(a_.measured_steps, " measured steps with CUDA detail")
+                                                       : std::string("measured steps"))
+         << " (<b>" << FormatPct1(Share(t.gpu.idle_ns, a_.measured_wall_ns)) << "%</b>), in "
          << t.gpu.idle_stretches << " stretches, the longest " << FormatMsAutoDecimals(t.gpu.longest_idle_ns)
          << " ms. Each idle instant is charged to what the driving thread was doing then; a wait that another "
             "thread of the job ended is charged to the work waited for, and its wakeup chain is shown.</p>\n";
@@ -400,11 +432,17 @@ class HtmlReport {
     out_ << "</section>\n";
   }
 
+  // The OS side needs no CUDA detail: over every measured step.
   void OsCostSection() {
-    const StepRecord& t = a_.measured_total;
-    const double n = static_cast<double>(std::max<size_t>(a_.measured_steps, 1));
+    const StepRecord& t = a_.all_steps_total;
+    const double n = static_cast<double>(std::max<size_t>(a_.all_steps, 1));
     auto per = [&](double v) { return absl::StrFormat("%.1f", v / n); };
-    out_ << "<section id=\"os-costs\">\n<h2>OS costs per measured step</h2>\n<table>"
+    out_ << "<section id=\"os-costs\">\n<h2>OS costs per measured step</h2>\n";
+    if (GpuSideOverFewerSteps(a_)) {
+      out_ << "<p class=\"note\" id=\"os-steps\">Over all " << a_.all_steps
+           << " measured steps, with CUDA detail or not.</p>\n";
+    }
+    out_ << "<table>"
          << Thead({"<role", "voluntary switches", "involuntary switches", "run-queue ms"}) << "<tbody>";
     auto row = [&](const std::string& role, const SwitchTotals& s) {
       out_ << "<tr>" << Td(role, true) << Td(per(s.voluntary)) << Td(per(s.involuntary))
@@ -428,7 +466,30 @@ class HtmlReport {
          << Td(FormatMsAutoDecimals(o.mmap_munmap_ns / n)) << Td(FormatMsAutoDecimals(o.syscall_ns / n))
          << Td(FormatMsAutoDecimals(o.unknown_ns / n)) << Td(FormatMsAutoDecimals(o.preempted_ns / n))
          << Td(FormatMsAutoDecimals(o.runqueue_ns / n)) << Td(FormatMsAutoDecimals(o.total() / n))
-         << "</tr></tbody></table>\n</section>\n";
+         << "</tr></tbody></table>\n";
+    BlockIoCosts(t, n);
+    out_ << "</section>\n";
+  }
+
+  // Block I/O per step by role, only where the trace has any.
+  void BlockIoCosts(const StepRecord& t, double n) {
+    const StepOsCosts& os = t.os;
+    if (os.block_io_launching.requests + os.block_io_workers.requests + os.block_io_others.requests == 0 &&
+        t.off_cpu.disk_ns == 0) {
+      return;
+    }
+    out_ << "<h3>Block I/O issued per step</h3>\n<table id=\"step-block-io\">"
+         << Thead({"<role", "requests", "MiB", "issue to completion ms"}) << "<tbody>";
+    auto row = [&](const char* role, const BlockIoCounts& b) {
+      out_ << "<tr>" << Td(role, true) << Td(absl::StrFormat("%.1f", b.requests / n)) << Td(FormatMiB1(b.bytes / n))
+           << Td(FormatMsAutoDecimals(b.ns / n)) << "</tr>";
+    };
+    row("launching thread", os.block_io_launching);
+    row("data workers", os.block_io_workers);
+    row("other threads", os.block_io_others);
+    out_ << "</tbody></table>\n<p class=\"note\">The launching thread was blocked on its own block I/O (waiting "
+            "for disk) "
+         << FormatMsAutoDecimals(t.off_cpu.disk_ns / n) << " ms per step.</p>\n";
   }
 
   const OsSummary& os_;

@@ -52,9 +52,9 @@ ChartScale ScaleFor(const StepAnalysis& a, size_t shown) {
   double scale = measured_max > 0 ? measured_max : all_max;
   // A few spikes among many steps would squash every other bar to a
   // sliver: cut them off instead (marked, and their numbers on hover).
-  if (a.measured_steps >= 20 && a.duration_ns.p95 > 0 && scale > 4 * a.duration_ns.p95) {
-    scale = 2 * a.duration_ns.p95;
-  }
+  // (Wall time needs no CUDA detail: the statistics over every measured step.)
+  const DistributionStats& wall = a.all_steps_duration_ns;
+  if (a.all_steps >= 20 && wall.p95 > 0 && scale > 4 * wall.p95) scale = 2 * wall.p95;
   if (all_max <= 1.25 * scale) scale = all_max;
   ChartScale c;
   c.step_ms = NiceStep(scale / 1e6, 5);
@@ -103,13 +103,19 @@ std::string BarTitle(const StepRecord& s, const char* kind, const std::vector<Ba
 // off at the top.
 bool AppendBar(const StepRecord& s, const char* kind, const std::vector<BarPart>& parts, const ChartScale& c,
                double x, double bar_w, std::string& svg) {
-  std::string title = BarTitle(s, kind, parts);
+  // A step outside the capture windows has no GPU records: its GPU bar is
+  // left empty rather than drawn as all idle.
+  const bool no_detail = std::string(kind) == "gpu" && !s.cuda_detail;
+  std::string title = no_detail ? absl::StrFormat("step %d: %s ms\nno CUDA detail (outside the capture windows)",
+                                                  s.index, FormatMsAutoDecimals(s.duration_ns()))
+                                : BarTitle(s, kind, parts);
   const bool cut = static_cast<double>(s.duration_ns()) > c.top_ns;
   if (cut) title += "\n(taller than the chart: cut off at the top)";
-  absl::StrAppendFormat(&svg, "<g class=\"step-bar %s%s\" data-step=\"%d\"><title>%s</title>", kind,
-                        s.warmup ? " warmup" : "", s.index, title);
+  absl::StrAppendFormat(&svg, "<g class=\"step-bar %s%s%s\" data-step=\"%d\"><title>%s</title>", kind,
+                        s.warmup ? " warmup" : "", no_detail ? " no-detail" : "", s.index, title);
   double base = 0;
   for (const BarPart& p : parts) {
+    if (no_detail) break;
     const double ns = static_cast<double>(p.ns(s));
     if (ns <= 0) continue;
     const double y0 = c.y_of(base), y1 = c.y_of(base + ns);
@@ -127,13 +133,13 @@ bool AppendBar(const StepRecord& s, const char* kind, const std::vector<BarPart>
 }
 
 void AppendMeanAndAxis(const StepAnalysis& a, const ChartScale& c, std::string& svg) {
-  if (a.measured_steps) {
-    const double y = c.y_of(a.duration_ns.mean);
+  if (a.all_steps) {
+    const double y = c.y_of(a.all_steps_duration_ns.mean);
     absl::StrAppendFormat(&svg, "<line class=\"mean\" x1=\"%.0f\" x2=\"%.0f\" y1=\"%.1f\" y2=\"%.1f\"/>", kL,
                           kW - kR, y, y);
     absl::StrAppendFormat(&svg,
                           "<text class=\"meanlabel\" x=\"%.0f\" y=\"%.1f\" text-anchor=\"end\">mean %s ms</text>",
-                          kW - kR - 2, y - 4, FormatMsAutoDecimals(a.duration_ns.mean));
+                          kW - kR - 2, y - 4, FormatMsAutoDecimals(a.all_steps_duration_ns.mean));
   }
   absl::StrAppendFormat(&svg, "<line class=\"axis\" x1=\"%.0f\" x2=\"%.0f\" y1=\"%.1f\" y2=\"%.1f\"/>", kL, kW - kR,
                         kT + kPlotH, kT + kPlotH);

@@ -259,6 +259,33 @@ void WriteOffCpuTable(const OsSummary& s, std::ostream& out) {
   out << "\n";
 }
 
+// Block I/O by issuing thread; only for traces that have any, so that a
+// trace without the block I/O source reads as before.
+void WriteBlockIoTable(const OsSummary& s, std::ostream& out) {
+  if (s.block_io.requests == 0) return;
+  out << "Block I/O (" << s.block_io.requests << " requests, " << FormatMiB1(s.block_io.bytes) << " MiB, "
+      << FormatMs3(s.block_io.total_ns) << " ms issue to completion, summed over requests)\n";
+  TextTable table({{"pid"},
+                   {"tid"},
+                   {"comm", TextTable::Align::kLeft},
+                   {"requests"},
+                   {"MiB"},
+                   {"total ms"},
+                   {"mean us"}});
+  auto row = [&](std::string pid, std::string tid, std::string comm, const BlockIoTotals& b) {
+    table.AddRow({std::move(pid), std::move(tid), std::move(comm), Num(b.requests), FormatMiB1(b.bytes),
+                  FormatMs3(b.total_ns), FormatUs1(static_cast<double>(b.total_ns) / b.requests)});
+  };
+  for (const ProcessSummary& p : s.processes) {
+    for (const ThreadSummary& t : p.threads) {
+      if (t.block_io.requests) row(Num(p.pid), Num(t.tid), Printable(t.comm), t.block_io);
+    }
+  }
+  if (s.block_io_unattributed.requests) row("-", "-", "(issued for no known thread)", s.block_io_unattributed);
+  table.Render(out, "  ");
+  out << "\n";
+}
+
 void WriteCalls(JsonWriter& json, std::string_view name, const CallTotals& c, bool with_bytes) {
   json.Key(name);
   json.BeginObject();
@@ -266,6 +293,15 @@ void WriteCalls(JsonWriter& json, std::string_view name, const CallTotals& c, bo
   if (with_bytes) json.Field("bytes", c.bytes);
   json.Field("total_ns", c.total_ns);
   json.Field("max_ns", c.max_ns);
+  json.EndObject();
+}
+
+void WriteBlockIo(JsonWriter& json, std::string_view name, const BlockIoTotals& b) {
+  json.Key(name);
+  json.BeginObject();
+  json.Field("requests", b.requests);
+  json.Field("bytes", b.bytes);
+  json.Field("total_ns", b.total_ns);
   json.EndObject();
 }
 
@@ -293,6 +329,7 @@ void WriteActivity(JsonWriter& json, const ThreadSummary& t) {
   json.Field("woken", t.futex_woken);
   json.EndObject();
   WriteCalls(json, "syscalls", t.syscalls, false);
+  WriteBlockIo(json, "block_io", t.block_io);
 }
 
 void WriteExitStatus(JsonWriter& json, const ProcessSummary& p) {
@@ -350,33 +387,39 @@ void WriteAttach(JsonWriter& json, const OsSummary& s) {
   json.EndObject();
 }
 
-}  // namespace
-
-void WriteOsTextReport(const OsSummary& summary, std::ostream& out) {
-  WriteHeaderBlock(summary, out);
-  if (summary.processes.empty()) {
-    out << "Processes: none in the readable part of the trace\n\n";
+void NullOrString(JsonWriter& json, std::string_view key, const std::string& value) {
+  json.Key(key);
+  if (value.empty()) {
+    json.Null();
   } else {
-    WriteProcessTable(summary, out);
-    WriteThreadTable(summary, out);
-  }
-  WriteSyscallTable(summary, out);
-  if (!summary.processes.empty()) WriteOffCpuTable(summary, out);
-  if (!summary.read_error.empty()) {
-    out << "READ ERROR: " << Printable(summary.read_error) << "\n"
-        << "  Everything above covers only the part of the trace before the damage.\n";
+    json.String(value);
   }
 }
 
-// The report with more members (e.g. the CUDA side's "nvtx" and "cuda")
-// written by `extra_members` at the end of the top-level object.
-// agent/cli/main.cc calls this; report/os_report.h does not declare it yet.
-void WriteOsJsonReport(const OsSummary& s, std::ostream& out,
-                       const std::function<void(JsonWriter&)>& extra_members) {
-  JsonWriter json(out);
-  const v1::TraceHeader& h = s.header;
+void WriteFlightWindowJson(JsonWriter& json, const v1::TraceHeader& h) {
+  json.Key("flight_window");
+  if (!h.has_flight_window()) {
+    json.Null();
+    return;
+  }
+  const v1::FlightWindow& w = h.flight_window();
   json.BeginObject();
+  json.Field("start_ns", w.start_ns());
+  json.Field("end_ns", w.end_ns());
+  json.Field("recording_start_ns", w.recording_start_clock().monotonic_ns());
+  json.Field("events_recorded", w.events_recorded());
+  json.Field("events_rotated_out", w.events_rotated_out());
+  json.Field("size_limit_bytes", w.size_limit_bytes());
+  json.Field("duration_limit_ns", w.duration_limit_ns());
+  json.Field("reason", w.reason());
+  json.Field("dump_index", w.dump_index());
+  json.Field("note", FlightWindowNote(h));
+  json.EndObject();
+}
 
+// "trace": what was traced, where, when, and whether the file is whole.
+void WriteTraceJson(JsonWriter& json, const OsSummary& s) {
+  const v1::TraceHeader& h = s.header;
   json.Key("trace");
   json.BeginObject();
   json.Key("command_line");
@@ -393,34 +436,12 @@ void WriteOsJsonReport(const OsSummary& s, std::ostream& out,
   json.Field("end_ns", TraceEndNs(s));
   json.Field("duration_ns", TraceDurationNs(s));
   json.Field("complete", s.has_trailer && s.incomplete_reason.empty());
-  json.Key("incomplete_reason");
-  if (s.incomplete_reason.empty()) {
-    json.Null();
-  } else {
-    json.String(s.incomplete_reason);
-  }
-  json.Key("flight_window");
-  if (h.has_flight_window()) {
-    const v1::FlightWindow& w = h.flight_window();
-    json.BeginObject();
-    json.Field("start_ns", w.start_ns());
-    json.Field("end_ns", w.end_ns());
-    json.Field("recording_start_ns", w.recording_start_clock().monotonic_ns());
-    json.Field("events_recorded", w.events_recorded());
-    json.Field("events_rotated_out", w.events_rotated_out());
-    json.Field("size_limit_bytes", w.size_limit_bytes());
-    json.Field("duration_limit_ns", w.duration_limit_ns());
-    json.Field("reason", w.reason());
-    json.Field("dump_index", w.dump_index());
-    json.Field("note", FlightWindowNote(h));
-    json.EndObject();
-  } else {
-    json.Null();
-  }
+  NullOrString(json, "incomplete_reason", s.incomplete_reason);
+  WriteFlightWindowJson(json, h);
   json.EndObject();
-  WriteAttach(json, s);
-  WriteHostsJson(h, json);
+}
 
+void WriteEventCountsJson(JsonWriter& json, const OsSummary& s) {
   json.Field("events", s.events);
   json.Field("first_event_ns", s.first_event_ns);
   json.Field("last_event_ns", s.last_event_ns);
@@ -429,51 +450,72 @@ void WriteOsJsonReport(const OsSummary& s, std::ostream& out,
   json.BeginObject();
   for (const auto& [reason, n] : s.drops_by_reason) json.Field(reason, n);
   json.EndObject();
-  json.Key("read_error");
-  if (s.read_error.empty()) {
-    json.Null();
-  } else {
-    json.String(s.read_error);
-  }
+  NullOrString(json, "read_error", s.read_error);
+}
 
-  json.Key("processes");
+void WriteProcessJson(JsonWriter& json, const ProcessSummary& p) {
+  json.BeginObject();
+  json.Field("pid", p.pid);
+  json.Field("ppid", p.ppid);
+  json.Field("comm", p.comm);
+  NullOrString(json, "exec", p.exec_filename);
+  json.Field("is_root", p.is_root);
+  json.Field("start_ns", p.start_ns);
+  json.Field("exited", p.exited);
+  json.Field("exit_ns", p.exit_ns);
+  WriteExitStatus(json, p);
+  json.Key("totals");
+  json.BeginObject();
+  WriteActivity(json, ProcessTotals(p));
+  json.EndObject();
+  json.Key("threads");
   json.BeginArray();
-  for (const ProcessSummary& p : s.processes) {
+  for (const ThreadSummary& t : p.threads) {
     json.BeginObject();
-    json.Field("pid", p.pid);
-    json.Field("ppid", p.ppid);
-    json.Field("comm", p.comm);
-    json.Key("exec");
-    if (p.exec_filename.empty()) {
-      json.Null();
-    } else {
-      json.String(p.exec_filename);
-    }
-    json.Field("is_root", p.is_root);
-    json.Field("start_ns", p.start_ns);
-    json.Field("exited", p.exited);
-    json.Field("exit_ns", p.exit_ns);
-    WriteExitStatus(json, p);
-    json.Key("totals");
-    json.BeginObject();
-    WriteActivity(json, ProcessTotals(p));
-    json.EndObject();
-    json.Key("threads");
-    json.BeginArray();
-    for (const ThreadSummary& t : p.threads) {
-      json.BeginObject();
-      json.Field("tid", t.tid);
-      json.Field("comm", t.comm);
-      json.Field("first_seen_ns", t.first_seen_ns);
-      json.Field("exit_ns", t.exit_ns);
-      WriteActivity(json, t);
-      json.EndObject();
-    }
-    json.EndArray();
+    json.Field("tid", t.tid);
+    json.Field("comm", t.comm);
+    json.Field("first_seen_ns", t.first_seen_ns);
+    json.Field("exit_ns", t.exit_ns);
+    WriteActivity(json, t);
     json.EndObject();
   }
   json.EndArray();
+  json.EndObject();
+}
 
+}  // namespace
+
+void WriteOsTextReport(const OsSummary& summary, std::ostream& out) {
+  WriteHeaderBlock(summary, out);
+  if (summary.processes.empty()) {
+    out << "Processes: none in the readable part of the trace\n\n";
+  } else {
+    WriteProcessTable(summary, out);
+    WriteThreadTable(summary, out);
+  }
+  WriteSyscallTable(summary, out);
+  if (!summary.processes.empty()) WriteOffCpuTable(summary, out);
+  WriteBlockIoTable(summary, out);
+  if (!summary.read_error.empty()) {
+    out << "READ ERROR: " << Printable(summary.read_error) << "\n"
+        << "  Everything above covers only the part of the trace before the damage.\n";
+  }
+}
+
+// The report with more members (e.g. the CUDA side's "nvtx" and "cuda")
+// written by `extra_members` at the end of the top-level object.
+void WriteOsJsonReport(const OsSummary& s, std::ostream& out,
+                       const std::function<void(JsonWriter&)>& extra_members) {
+  JsonWriter json(out);
+  json.BeginObject();
+  WriteTraceJson(json, s);
+  WriteAttach(json, s);
+  WriteHostsJson(s.header, json);
+  WriteEventCountsJson(json, s);
+  json.Key("processes");
+  json.BeginArray();
+  for (const ProcessSummary& p : s.processes) WriteProcessJson(json, p);
+  json.EndArray();
   json.Key("syscalls");
   json.BeginArray();
   for (const SyscallRow& r : s.syscalls) {
@@ -486,7 +528,14 @@ void WriteOsJsonReport(const OsSummary& s, std::ostream& out,
     json.EndObject();
   }
   json.EndArray();
-
+  // Every request of the trace; "unattributed": issued for no known thread.
+  json.Key("block_io");
+  json.BeginObject();
+  json.Field("requests", s.block_io.requests);
+  json.Field("bytes", s.block_io.bytes);
+  json.Field("total_ns", s.block_io.total_ns);
+  WriteBlockIo(json, "unattributed", s.block_io_unattributed);
+  json.EndObject();
   if (extra_members) extra_members(json);
   json.EndObject();
 }

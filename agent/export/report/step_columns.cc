@@ -10,16 +10,16 @@ const std::vector<StepColumn>& StepColumns() {
   static const std::vector<StepColumn>* columns = new std::vector<StepColumn>{
       {"ms", [](const StepRecord& s) { return static_cast<double>(s.duration_ns()); }, true},
       {"data", [](const StepRecord& s) { return static_cast<double>(s.cpu.data_wait_ns); }, true},
-      {"sync", [](const StepRecord& s) { return static_cast<double>(s.cpu.sync_ns); }, true},
-      {"copy", [](const StepRecord& s) { return static_cast<double>(s.cpu.copy_api_ns); }, true},
-      {"launch", [](const StepRecord& s) { return static_cast<double>(s.cpu.launch_api_ns); }, true},
-      {"cuda other", [](const StepRecord& s) { return static_cast<double>(s.cpu.other_cuda_api_ns); }, true},
-      {"other", [](const StepRecord& s) { return static_cast<double>(s.cpu.other_ns); }, true},
+      {"sync", [](const StepRecord& s) { return static_cast<double>(s.cpu.sync_ns); }, true, true},
+      {"copy", [](const StepRecord& s) { return static_cast<double>(s.cpu.copy_api_ns); }, true, true},
+      {"launch", [](const StepRecord& s) { return static_cast<double>(s.cpu.launch_api_ns); }, true, true},
+      {"cuda other", [](const StepRecord& s) { return static_cast<double>(s.cpu.other_cuda_api_ns); }, true, true},
+      {"other", [](const StepRecord& s) { return static_cast<double>(s.cpu.other_ns); }, true, true},
       {"off-CPU", [](const StepRecord& s) { return static_cast<double>(s.off_cpu.total()); }, true},
-      {"GPU kern", [](const StepRecord& s) { return static_cast<double>(s.gpu.kernel_busy_ns); }, true},
-      {"GPU copy", [](const StepRecord& s) { return static_cast<double>(s.gpu.copy_only_ns); }, true},
-      {"GPU idle", [](const StepRecord& s) { return static_cast<double>(s.gpu.idle_ns); }, true},
-      {"kernels", [](const StepRecord& s) { return static_cast<double>(s.gpu.kernels_started); }, false},
+      {"GPU kern", [](const StepRecord& s) { return static_cast<double>(s.gpu.kernel_busy_ns); }, true, true},
+      {"GPU copy", [](const StepRecord& s) { return static_cast<double>(s.gpu.copy_only_ns); }, true, true},
+      {"GPU idle", [](const StepRecord& s) { return static_cast<double>(s.gpu.idle_ns); }, true, true},
+      {"kernels", [](const StepRecord& s) { return static_cast<double>(s.gpu.kernels_started); }, false, true},
       {"inv sw", [](const StepRecord& s) { return static_cast<double>(s.os.launching.involuntary); }, false},
       {"munmap", [](const StepRecord& s) { return static_cast<double>(s.os.munmap.calls); }, false},
   };
@@ -29,6 +29,12 @@ const std::vector<StepColumn>& StepColumns() {
 std::string StepCell(const StepColumn& column, double value, bool statistic) {
   if (column.is_ms) return FormatMs3(value);
   return statistic ? absl::StrFormat("%.1f", value) : absl::StrFormat("%.0f", value);
+}
+
+size_t CudaDetailSteps(const StepAnalysis& a) {
+  size_t n = 0;
+  for (const StepRecord& s : a.steps) n += s.cuda_detail && (a.summary_includes_warmup || !s.warmup);
+  return n;
 }
 
 }  // namespace gpuos

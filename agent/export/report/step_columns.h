@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "analysis/step_analysis.h"
 #include "analysis/step_breakdown.h"
 
 namespace gpuos {
@@ -16,6 +17,9 @@ struct StepColumn {
   const char* title;
   std::function<double(const StepRecord&)> value;
   bool is_ms;  // else a count
+  // Read from CUPTI's records (GPU activity, CUDA API calls), which a trace
+  // with capture windows has only for the steps with CUDA detail.
+  bool needs_detail = false;
 };
 
 // step ms, the CPU-side partition, off-CPU, GPU kernel/copy/idle, kernels,
@@ -25,5 +29,18 @@ const std::vector<StepColumn>& StepColumns();
 // A value as shown in a column: ms with 3 decimals, counts whole, or with
 // one decimal for a statistic (mean, p50, p95) over steps.
 std::string StepCell(const StepColumn& column, double value, bool statistic);
+
+// Measured steps whose GPU side the summaries use: those with CUDA detail
+// (every measured step without capture windows).
+size_t CudaDetailSteps(const StepAnalysis& a);
+
+// Whether the GPU-side summaries (measured_*) cover fewer steps than the
+// OS side (all_steps_*): a trace with capture windows.  Each summary then
+// says over how many steps it was computed.
+inline bool GpuSideOverFewerSteps(const StepAnalysis& a) { return a.steps_without_detail > 0; }
+
+// Whether `column` has a value for step `s` (not when it needs CUDA detail
+// the step lacks).
+inline bool HasValue(const StepColumn& column, const StepRecord& s) { return !column.needs_detail || s.cuda_detail; }
 
 }  // namespace gpuos

@@ -37,6 +37,9 @@ ThreadSummary SumThreads(const std::vector<ThreadSummary>& threads) {
     total.futex_wake_calls += t.futex_wake_calls;
     total.futex_woken += t.futex_woken;
     add(total.syscalls, t.syscalls);
+    total.block_io.requests += t.block_io.requests;
+    total.block_io.bytes += t.block_io.bytes;
+    total.block_io.total_ns += t.block_io.total_ns;
   }
   return total;
 }

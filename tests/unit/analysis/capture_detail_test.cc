@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "analysis/step_analysis.h"
+#include "analysis/trace_summary.h"
+#include "export/report/html_report.h"
 #include "export/report/json_writer.h"
 #include "export/report/step_report.h"
 #include "analysis/diagnosis.h"
@@ -157,8 +159,108 @@ TEST(CaptureDetail, ReportsSayWhichStepsHaveDetail) {
   EXPECT_EQ(summary.fields().at("measured_steps").number_value(), 5);
   std::ostringstream text;
   WriteStepTextReport(a, d, text, 5);
-  EXPECT_NE(text.str().find("CUDA detail in 5 of 29 steps; the summaries below are over those 5"), std::string::npos)
+  EXPECT_NE(text.str().find("CUDA detail in 5 of 29 steps; the GPU side below (stages, GPU idle, GPU and CUDA API "
+                            "columns) is over those 5, step time and OS costs over all 29"),
+            std::string::npos)
       << text.str();
+}
+
+// Steps() with OS costs in the steps without CUDA detail only: the launching
+// thread blocked in a syscall 400..900 (a voluntary switch) and two
+// involuntary switches of a data worker.  Inside the window the kernel
+// runs from 320, so the GPU side of the detail steps is as in Steps().
+std::vector<v1::Event> StepsWithOsCostsOutsideTheWindow() {
+  std::vector<v1::Event> events = Steps(true);
+  for (uint64_t i = 0; i < 30; ++i) {
+    if (i >= 10 && i <= 14) continue;
+    const uint64_t t = kT0 + i * kStep;
+    v1::Event off = Ev(t + 400);
+    off.mutable_off_cpu()->set_duration_ns(500);
+    off.mutable_off_cpu()->set_cause(v1::OFF_CPU_CAUSE_SYSCALL);
+    off.mutable_off_cpu()->set_syscall_nr(0);
+    off.mutable_off_cpu()->set_voluntary(true);
+    events.push_back(off);
+  }
+  return events;
+}
+
+TEST(CaptureDetail, OsSideIsOverAllStepsGpuSideOverTheDetailSteps) {
+  StepAnalysis a = Analyze(StepsWithOsCostsOutsideTheWindow(), "steps=10..14");
+  EXPECT_EQ(a.measured_steps, 5u);
+  EXPECT_EQ(a.all_steps, 29u);
+  // GPU side: the detail steps only, as without the OS costs.
+  EXPECT_EQ(a.measured_total.gpu.idle_ns, 5 * 320u);
+  EXPECT_EQ(a.measured_total.gpu.kernels_started, 5u);
+  EXPECT_EQ(a.measured_total.gpu_idle[static_cast<size_t>(IdleCause::kOtherSyscalls)], 0u);
+  // OS side: every measured step (step 0 is warmup), with or without
+  // detail; the detail steps alone would say there were none.
+  EXPECT_EQ(a.measured_total.off_cpu.syscall_ns, 0u);
+  EXPECT_EQ(a.measured_total.os.launching.voluntary, 0u);
+  EXPECT_EQ(a.all_steps_total.off_cpu.syscall_ns, 24 * 500u);
+  EXPECT_EQ(a.all_steps_total.os.launching.voluntary, 24u);
+  EXPECT_EQ(a.all_steps_total.cpu.data_wait_ns, 29 * 300u);
+  EXPECT_EQ(a.all_steps_wall_ns, 29 * kStep);
+
+  Diagnosis d = Diagnose(a);
+  std::ostringstream json_text;
+  JsonWriter json(json_text);
+  json.BeginObject();
+  WriteStepJsonMembers(a, d, json);
+  json.EndObject();
+  google::protobuf::Struct j;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(json_text.str(), &j).ok()) << json_text.str();
+  const google::protobuf::Struct& os = j.fields().at("step_os_summary").struct_value();
+  EXPECT_EQ(os.fields().at("steps").number_value(), 29);
+  EXPECT_EQ(os.fields().at("wall_ns").number_value(), 29 * kStep);
+  EXPECT_EQ(os.fields().at("totals").struct_value().fields().at("off_cpu_syscall").number_value(), 24 * 500);
+  EXPECT_EQ(os.fields()
+                .at("os")
+                .struct_value()
+                .fields()
+                .at("launching_thread")
+                .struct_value()
+                .fields()
+                .at("voluntary")
+                .number_value(),
+            24);
+  const google::protobuf::Struct& stages = j.fields().at("stage_summary").struct_value();
+  EXPECT_EQ(stages.fields().at("steps").number_value(), 5);
+  EXPECT_TRUE(stages.fields().at("cuda_detail_steps_only").bool_value());
+  const google::protobuf::Struct& idle = j.fields().at("gpu_idle_attribution").struct_value();
+  EXPECT_EQ(idle.fields().at("steps").number_value(), 5);
+  EXPECT_EQ(idle.fields().at("idle_ns").number_value(), 5 * 320);
+  const google::protobuf::Struct& summary = j.fields().at("step_analysis").struct_value();
+  EXPECT_EQ(summary.fields().at("all_steps").number_value(), 29);
+  EXPECT_EQ(summary.fields().at("measured_steps").number_value(), 5);
+
+  std::ostringstream text;
+  WriteStepTextReport(a, d, text, 12);
+  const std::string t = text.str();
+  EXPECT_NE(t.find("step time over 29 measured steps"), std::string::npos) << t;
+  EXPECT_NE(t.find("GPU idle time by what the driving thread was doing: 0.002 of 0.005 ms (32.0%), 5 stretches, "
+                   "longest 0.000 ms (over the 5 steps with CUDA detail)"),
+            std::string::npos)
+      << t;
+  EXPECT_NE(t.find("(over the 5 steps with CUDA detail)\n"), std::string::npos) << t;
+  EXPECT_NE(t.find("OS costs per measured step (over all 29 measured steps, with CUDA detail or not)"),
+            std::string::npos)
+      << t;
+  // 24 voluntary switches over 29 steps.
+  EXPECT_NE(t.find("launching thread                    0.8"), std::string::npos) << t;
+  // Steps without detail show no GPU-side values.
+  EXPECT_NE(t.find("need CUDA detail: '-' in steps"), std::string::npos) << t;
+
+  std::ostringstream page;
+  WriteHtmlReport(TraceSummary(), a, d, page);
+  const std::string html = page.str();
+  EXPECT_NE(html.find("id=\"os-steps\">Over all 29 measured steps"), std::string::npos);
+  EXPECT_NE(html.find("is over those 5, wall time and OS costs over all 29"), std::string::npos);
+  EXPECT_NE(html.find("of 5 measured steps with CUDA detail"), std::string::npos);
+  size_t empty_gpu_bars = 0;
+  for (size_t at = html.find(" no-detail\""); at != std::string::npos; at = html.find(" no-detail\"", at + 1)) {
+    ++empty_gpu_bars;
+  }
+  EXPECT_EQ(empty_gpu_bars, 25u);  // every step but 10..14
 }
 
 }  // namespace
