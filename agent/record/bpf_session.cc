@@ -280,15 +280,19 @@ absl::Status BpfSession::Impl::LoadOthers() {
   return absl::OkStatus();
 }
 
-// Attaches in list order (bpf_source.h), then drops the empty places.
+// Attaches those marked attach_first, then the others in list order
+// (bpf_source.h), and drops the empty places.
 absl::Status BpfSession::Impl::AttachListed() {
-  for (size_t i = 0; i < sources.size(); ++i) {
-    if (!sources[i]) continue;
-    int err = bpf_object__attach_skeleton(sources[i]->skeleton());
-    if (!err) continue;
-    absl::Status status = BpfLoadError("attach the BPF programs to their tracepoints", err);
-    if (!BpfSourceModules()[i]->optional) return status;
-    TurnOff(i, status);
+  const auto& modules = BpfSourceModules();
+  for (bool first : {true, false}) {
+    for (size_t i = 0; i < sources.size(); ++i) {
+      if (!sources[i] || modules[i]->attach_first != first) continue;
+      int err = bpf_object__attach_skeleton(sources[i]->skeleton());
+      if (!err) continue;
+      absl::Status status = BpfLoadError("attach the BPF programs to their tracepoints", err);
+      if (!modules[i]->optional) return status;
+      TurnOff(i, status);
+    }
   }
   sources.erase(std::remove(sources.begin(), sources.end(), nullptr), sources.end());
   for (const auto& source : sources) {
@@ -329,8 +333,7 @@ absl::StatusOr<std::unique_ptr<BpfSession>> BpfSession::Start(const BpfSessionOp
   impl->ring = ring_buffer__new(bpf_map__fd(bpf_object__find_map_by_name(impl->owner(), "events")),
                                 &Impl::OnRecord, impl.get(), nullptr);
   if (!impl->ring) return BpfLoadError("open the BPF ring buffer", errno);
-  // Attach last, in list order: the programs that keep per-thread state run
-  // before the ones that read it.
+  // Attach last (AttachListed says in which order).
   if (absl::Status status = impl->AttachListed(); !status.ok()) return status;
   return std::unique_ptr<BpfSession>(new BpfSession(std::move(impl)));
 }

@@ -91,11 +91,14 @@ struct BpfSourceModule {
   // Whether a failure to load or attach it (a tracepoint this kernel lacks)
   // leaves it off, with a warning, instead of failing the recording.
   bool optional = false;
+  // Attached before the others: its programs run first at a tracepoint
+  // they share with another source's.
+  bool attach_first = false;
 };
 
-// Every source, in load and attach order: the first one's object creates
-// the maps every program shares (bpf/common.bpf.h); programs attached
-// earlier run earlier at a tracepoint they share.
+// Every source, in load order, which is also the attach order but for
+// those marked attach_first: the first one's object creates the maps every
+// program shares (bpf/common.bpf.h).
 const std::vector<const BpfSourceModule*>& BpfSourceModules();
 
 // The record at `data` as a T, or null when `size` is too short for it.

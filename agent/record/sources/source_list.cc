@@ -3,15 +3,14 @@
 
 namespace gpuos {
 
-// In load and attach order.  syscalls first: its exit handler moves a
-// thread's totals out of its slot before proc tells the agent of the exit
-// (bpf/syscalls.bpf.c).  The uprobe sources last: loaded on demand.
+// In load order (bpf_source.h).  syscalls last: once its programs are
+// loaded, tracking starts soon after.  The uprobe sources: loaded on demand.
 #define GPUOS_BPF_SOURCES(X) \
-  X(kSyscallsSource)         \
   X(kProcSource)             \
   X(kOffCpuSource)           \
   X(kFaultsSource)           \
   X(kBlockIoSource)          \
+  X(kSyscallsSource)         \
   X(kCudaUprobesSource)      \
   X(kTorchUprobesSource)
 

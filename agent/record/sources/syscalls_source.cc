@@ -295,6 +295,10 @@ extern const BpfSourceModule kSyscallsSource = {
      {GPUOS_MAP_FUTEX_IN_FLIGHT, "futex_in_flight"},
      {GPUOS_MAP_FUTEX_WAKES, "futex_wakes"}},
     []() -> std::unique_ptr<BpfSource> { return std::make_unique<SyscallsSourceImpl>(); },
+    /*optional=*/false,
+    // Its exit handler moves a thread's totals out of its slot before proc
+    // tells the agent of the exit.
+    /*attach_first=*/true,
 };
 
 }  // namespace gpuos
