@@ -297,8 +297,9 @@ static long harvest_entry(__u64 i, struct slot_harvest *h)
 /* Moves thread tid's totals from its slot into syscall_stats and frees the
  * slot.  The agent reads a slot only while its seq is odd, and
  * syscall_stats before the slots, so a thread's totals are never counted
- * twice (bpf_session.cc, ReadSyscallTables).  Returns the start of the
- * syscall the thread was inside (0: none), and its number in *nr. */
+ * twice (record/sources/syscalls_source.cc, ReadTables).  Returns the
+ * start of the syscall the thread was inside (0: none), and its number in
+ * *nr. */
 static __always_inline __u64 give_back_slot(__u32 tid, __s32 *nr)
 {
 	__u16 *ref = tid_slot_ref(tid);
@@ -325,7 +326,8 @@ static __always_inline __u64 give_back_slot(__u32 tid, __s32 *nr)
 	return in_flight;
 }
 
-/* Attached before the process programs (bpf_session.cc): the totals are in
+/* Attached before the process programs (attach_first in
+ * record/sources/syscalls_source.cc): the totals are in
  * syscall_stats before the agent learns of the exit. */
 SEC("tracepoint/sched/sched_process_exit")
 int give_back_slot_at_exit(void *ctx)
