@@ -6,13 +6,18 @@
 // kernel's own I/O accounting of that thread.  The trace's BlockIo events of
 // that thread must be exactly those requests: the count and size of each,
 // their bytes against /proc/PID/task/TID/io, writes and reads of the same
-// sectors, the device the file lives on, and each request inside the
-// recording.  Needs root (eBPF).
+// sectors, the device the file lives on, each request inside the
+// recording, and (where tracefs is mounted) the device, rwbs and sector of
+// each as the kernel's own block_rq_issue tracepoint prints them.  Needs
+// root (eBPF).
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 
+#include <unistd.h>
+
 #include <filesystem>
+#include <iostream>
 #include <map>
 #include <set>
 #include <string>
@@ -60,6 +65,47 @@ std::string DiskOf(const std::string& path) {
   return real.filename().string();
 }
 
+// The kernel's own block_rq_issue lines for command `comm`, in a tracefs
+// instance of the test's own, while it lives.
+class KernelBlockTrace {
+ public:
+  explicit KernelBlockTrace(const std::string& comm) {
+    const std::string dir =
+        "/sys/kernel/tracing/instances/gpuos_block_io_test_" + std::to_string(getpid());
+    std::error_code ec;
+    if (!std::filesystem::create_directory(dir, ec)) return;
+    dir_ = dir;
+    const std::string event = dir_ + "/events/block/block_rq_issue/";
+    on_ = rt::WriteFile(event + "filter", "comm == \"" + comm + "\"") &&
+          rt::WriteFile(event + "enable", "1");
+  }
+  ~KernelBlockTrace() {
+    if (dir_.empty()) return;
+    rt::WriteFile(dir_ + "/events/block/block_rq_issue/enable", "0");
+    rmdir(dir_.c_str());
+  }
+  bool on() const { return on_; }
+  // "MAJ,MIN RWBS SECTOR" per request of thread tid, as the kernel prints
+  // them ("direct_io-TID [cpu] ... block_rq_issue: 254,0 WS 65536 () 354775808 + 128 ...").
+  std::multiset<std::string> Requests(uint32_t tid) const {
+    std::multiset<std::string> out;
+    const std::string text = rt::ReadFile(dir_ + "/trace").value_or("");
+    for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
+      if (!absl::StrContains(line, "-" + std::to_string(tid) + " ")) continue;
+      const size_t at = line.find("block_rq_issue: ");
+      if (at == absl::string_view::npos) continue;
+      std::vector<std::string> f =
+          absl::StrSplit(line.substr(at + 16), ' ', absl::SkipEmpty());
+      if (f.size() >= 5) out.insert(f[0] + " " + f[1] + " " + f[4]);
+    }
+    return out;
+  }
+
+ private:
+  std::string dir_;
+  bool on_ = false;
+};
+
 // direct_io's report line as key -> value.
 std::map<std::string, int64_t> ParseReport(const std::string& out) {
   std::map<std::string, int64_t> fields;
@@ -84,6 +130,7 @@ TEST(RecordingBlockIo, DirectWritesAndReadsAreTheThreadsRequestsAsTheKernelCount
   const std::string trace = out.File("run.gpuos");
   constexpr int kRequests = 12;
   constexpr int kBytes = 64 * 1024;
+  KernelBlockTrace kernel_trace("direct_io");
   const double start_s = rt::MonotonicSeconds();
   rt::RunResult r = rt::Run({rt::TracerPath(), "-q", "-o", trace, "--", rt::WorkloadPath("direct_io"),
                              "--dir", dir.path(), "--requests", std::to_string(kRequests), "--bytes",
@@ -110,6 +157,7 @@ TEST(RecordingBlockIo, DirectWritesAndReadsAreTheThreadsRequestsAsTheKernelCount
   ASSERT_EQ(requests.size(), 2u * kRequests) << "BlockIo events of thread " << tid;
   int64_t written = 0, read = 0;
   std::multiset<uint64_t> write_sectors, read_sectors;
+  std::multiset<std::string> as_the_kernel_prints;
   for (const v1::Event& e : requests) {
     const v1::BlockIo& b = e.block_io();
     SCOPED_TRACE(b.DebugString());
@@ -121,6 +169,9 @@ TEST(RecordingBlockIo, DirectWritesAndReadsAreTheThreadsRequestsAsTheKernelCount
     EXPECT_GT(b.duration_ns(), 0u);
     EXPECT_GT(e.ts_ns(), static_cast<uint64_t>(start_s * 1e9));
     EXPECT_LT(e.ts_ns() + b.duration_ns(), static_cast<uint64_t>(end_s * 1e9));
+    as_the_kernel_prints.insert(std::to_string(b.dev() >> 20) + "," +
+                                std::to_string(b.dev() & 0xfffff) + " " + b.rwbs() + " " +
+                                std::to_string(b.sector()));
     if (absl::StrContains(b.rwbs(), "W")) {
       written += b.bytes();
       write_sectors.insert(b.sector());
@@ -137,6 +188,11 @@ TEST(RecordingBlockIo, DirectWritesAndReadsAreTheThreadsRequestsAsTheKernelCount
   EXPECT_EQ(read_sectors, write_sectors);
   EXPECT_EQ(std::set<uint64_t>(write_sectors.begin(), write_sectors.end()).size(),
             static_cast<size_t>(kRequests));
+  if (kernel_trace.on()) {
+    EXPECT_EQ(as_the_kernel_prints, kernel_trace.Requests(tid));
+  } else {
+    std::cerr << "no tracefs instance: the kernel's own block_rq_issue lines not compared\n";
+  }
 }
 
 }  // namespace
