@@ -180,6 +180,7 @@ struct BpfSession::Impl {
     std::vector<bpf_link*> links;
     std::vector<int> link_fds;
     for (const auto& source : sources) {
+      if (!source) continue;  // a failed start leaves empty places
       if (source->skeleton()) skeletons.push_back(source->skeleton());
       source->TakeLinks(&links, &link_fds);
     }
