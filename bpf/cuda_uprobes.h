@@ -1,8 +1,9 @@
 /* CUDA driver API calls seen by uprobes on libcuda (attach mode, when the
  * CUPTI shim cannot be put into the process): which functions are probed,
  * what each probe reads from its arguments, and the record of one call.
- * Shared by cuda_uprobes.bpf.c and the agent (bpf_session.cc attaches by
- * this list, event_decoder.cc names the records by it). */
+ * Shared by cuda_uprobes.bpf.c and the agent
+ * (record/sources/cuda_uprobes_source.cc attaches by this list and names
+ * the records by it). */
 #ifndef GPUOS_BPF_CUDA_UPROBES_H
 #define GPUOS_BPF_CUDA_UPROBES_H
 #include "event_header.h"

@@ -25,7 +25,8 @@ enum gpuos_event_kind {
 	GPUOS_EV_CUDA_CALL = 12,    /* cuda_uprobes.h: struct gpuos_cuda_call_event */
 	GPUOS_EV_MM_CALLS = 13,     /* mm.h: struct gpuos_mm_calls_event (mmap and munmap calls) */
 	GPUOS_EV_TORCH_BACKWARD = 14, /* torch_uprobes.h: struct gpuos_torch_backward_event */
-	GPUOS_EV_KIND_COUNT = 15,
+	GPUOS_EV_BLOCK_IO = 15,     /* block_io.h: struct gpuos_block_io_event */
+	GPUOS_EV_KIND_COUNT = 16,
 };
 
 /* ts_ns is bpf_ktime_get_ns(): CLOCK_MONOTONIC.  pid is the thread group id
@@ -43,7 +44,7 @@ struct gpuos_event_header {
 enum gpuos_drop_reason {
 	GPUOS_DROP_RINGBUF_FULL = 0,      /* + event kind: one slot per kind */
 	GPUOS_DROP_MAP_FULL_BASE = GPUOS_EV_KIND_COUNT, /* + gpuos_map_id */
-	GPUOS_DROP_SLOTS = GPUOS_EV_KIND_COUNT + 10,
+	GPUOS_DROP_SLOTS = GPUOS_EV_KIND_COUNT + 11, /* + GPUOS_MAP_COUNT */
 };
 
 /* Maps whose insertions can fail when full; counted per map. */
@@ -58,6 +59,8 @@ enum gpuos_map_id {
 	GPUOS_MAP_FUTEX_WAKES = 7,
 	GPUOS_MAP_CUDA_IN_FLIGHT = 8,
 	GPUOS_MAP_TORCH_IN_FLIGHT = 9,
+	GPUOS_MAP_BLOCK_IO_IN_FLIGHT = 10,
+	GPUOS_MAP_COUNT = 11,
 };
 
 #endif

@@ -140,6 +140,74 @@ int BPF_PROG(handle_sys_enter, struct pt_regs *regs, long id)
 	return 0;
 }
 
+/* Ends the call sys_enter kept for a record of its own (mm.bpf.h,
+ * futex.bpf.h), in slot s or, without one, in thread state t.  Returns 1
+ * for a futex wake call, with the threads it woke in *woken. */
+static __always_inline int call_record_leave(struct gpuos_syscall_slot *s,
+					     struct gpuos_thread_state *t, long ret, __u64 now,
+					     __u64 id, __u64 *woken)
+{
+	struct gpuos_mm_call *mm = s ? &s->mm : &t->mm;
+	struct gpuos_futex_call *futex = s ? &s->futex : &t->futex;
+
+	if (mm->start_ns) {
+		if (s)
+			mm_leave_batched(s, ret, now);
+		else
+			mm_leave(mm, ret, now, id);
+	}
+	if (futex->start_ns && futex_leave(futex, ret, now, id)) {
+		*woken = ret > 0 ? ret : 0;
+		return 1;
+	}
+	return 0;
+}
+
+/* Adds one finished call to the thread's totals: its slot's entry for nr
+ * when it has one, else syscall_stats. */
+static __always_inline void add_call(struct gpuos_syscall_slot *s, __u64 id, __s32 nr, int wake,
+				     __u64 duration, __u64 woken)
+{
+	__u32 entry = slot_entry(nr, wake);
+
+	if (s) {
+		/* Keeps clang from folding the bound check into the one in
+		 * slot_entry, which leaves the verifier without the bound. */
+		barrier_var(entry);
+		if (entry < GPUOS_SLOT_ENTRIES) {
+			struct gpuos_slot_entry *e = &s->entries[entry];
+			e->calls++;
+			e->total_ns += duration;
+			if (duration > e->max_ns)
+				e->max_ns = duration;
+			if (entry == GPUOS_SLOT_WAKE_FUTEX)
+				s->woken[0] += woken;
+			else if (entry == GPUOS_SLOT_WAKE_FUTEX_WAKE)
+				s->woken[1] += woken;
+			return;
+		}
+	}
+	struct gpuos_syscall_key key = { .tid = (__u32)id, .nr = wake ? GPUOS_WAKE_STATS_NR(nr) : nr };
+	struct gpuos_syscall_stats *stats = bpf_map_lookup_elem(&syscall_stats, &key);
+	if (stats) {
+		stats->calls++;
+		stats->total_ns += duration;
+		stats->woken += woken;
+		if (duration > stats->max_ns)
+			stats->max_ns = duration;
+		return;
+	}
+	struct gpuos_syscall_stats fresh = {
+		.calls = 1,
+		.total_ns = duration,
+		.max_ns = duration,
+		.woken = woken,
+		.pid = id >> 32,
+	};
+	if (bpf_map_update_elem(&syscall_stats, &key, &fresh, BPF_NOEXIST))
+		count_map_full(GPUOS_MAP_SYSCALL_STATS);
+}
+
 SEC("tp_btf/sys_exit")
 int BPF_PROG(handle_sys_exit, struct pt_regs *regs, long ret)
 {
@@ -171,63 +239,12 @@ int BPF_PROG(handle_sys_exit, struct pt_regs *regs, long ret)
 		t->syscall.start_ns = 0;
 	}
 	__u64 now = bpf_ktime_get_ns();
-	__u64 duration = now - start_ns;
 	__u64 woken = 0;
 	int wake = 0;
-	if (nr >= 0 && has_call_record(nr)) {
-		/* Where sys_enter kept the call: t is set whenever s is not. */
-		struct gpuos_mm_call *mm = s ? &s->mm : &t->mm;
-		struct gpuos_futex_call *futex = s ? &s->futex : &t->futex;
-		if (mm->start_ns) {
-			if (s)
-				mm_leave_batched(s, ret, now);
-			else
-				mm_leave(mm, ret, now, id);
-		}
-		if (futex->start_ns && futex_leave(futex, ret, now, id)) {
-			woken = ret > 0 ? ret : 0;
-			wake = 1;
-		}
-	}
-
-	__u32 entry = slot_entry(nr, wake);
-	if (s) {
-		/* Keeps clang from folding the bound check into the one above,
-		 * which leaves the verifier without the bound. */
-		barrier_var(entry);
-		if (entry >= GPUOS_SLOT_ENTRIES)
-			goto no_entry;
-		struct gpuos_slot_entry *e = &s->entries[entry];
-		e->calls++;
-		e->total_ns += duration;
-		if (duration > e->max_ns)
-			e->max_ns = duration;
-		if (entry == GPUOS_SLOT_WAKE_FUTEX)
-			s->woken[0] += woken;
-		else if (entry == GPUOS_SLOT_WAKE_FUTEX_WAKE)
-			s->woken[1] += woken;
-		return 0;
-	}
-no_entry:;
-	struct gpuos_syscall_key key = { .tid = tid, .nr = wake ? GPUOS_WAKE_STATS_NR(nr) : nr };
-	struct gpuos_syscall_stats *stats = bpf_map_lookup_elem(&syscall_stats, &key);
-	if (stats) {
-		stats->calls++;
-		stats->total_ns += duration;
-		stats->woken += woken;
-		if (duration > stats->max_ns)
-			stats->max_ns = duration;
-		return 0;
-	}
-	struct gpuos_syscall_stats fresh = {
-		.calls = 1,
-		.total_ns = duration,
-		.max_ns = duration,
-		.woken = woken,
-		.pid = id >> 32,
-	};
-	if (bpf_map_update_elem(&syscall_stats, &key, &fresh, BPF_NOEXIST))
-		count_map_full(GPUOS_MAP_SYSCALL_STATS);
+	/* Where sys_enter kept the call: t is set whenever s is not. */
+	if (nr >= 0 && has_call_record(nr))
+		wake = call_record_leave(s, t, ret, now, id, &woken);
+	add_call(s, id, nr, wake, now - start_ns, woken);
 	return 0;
 }
 
@@ -280,8 +297,9 @@ static long harvest_entry(__u64 i, struct slot_harvest *h)
 /* Moves thread tid's totals from its slot into syscall_stats and frees the
  * slot.  The agent reads a slot only while its seq is odd, and
  * syscall_stats before the slots, so a thread's totals are never counted
- * twice (bpf_session.cc, ReadSyscallTables).  Returns the start of the
- * syscall the thread was inside (0: none), and its number in *nr. */
+ * twice (record/sources/syscalls_source.cc, ReadTables).  Returns the
+ * start of the syscall the thread was inside (0: none), and its number in
+ * *nr. */
 static __always_inline __u64 give_back_slot(__u32 tid, __s32 *nr)
 {
 	__u16 *ref = tid_slot_ref(tid);
@@ -308,7 +326,8 @@ static __always_inline __u64 give_back_slot(__u32 tid, __s32 *nr)
 	return in_flight;
 }
 
-/* Attached before the process programs (bpf_session.cc): the totals are in
+/* Attached before the process programs (attach_first in
+ * record/sources/syscalls_source.cc): the totals are in
  * syscall_stats before the agent learns of the exit. */
 SEC("tracepoint/sched/sched_process_exit")
 int give_back_slot_at_exit(void *ctx)

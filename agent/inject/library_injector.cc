@@ -16,7 +16,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
-#include "inject/elf_symbols.h"
+#include "common/elf_symbols.h"
 #include "inject/injection_debug.h"
 #include "inject/injection_guardian.h"
 #include "inject/injection_stub.h"
@@ -116,7 +116,7 @@ absl::Status CheckLibrary(const std::string& path) {
     return absl::PermissionDeniedError(
         absl::StrFormat("cannot read library %s: %s", path, strerror(err)));
   }
-  absl::Status status = inject::CheckLoadableLibrary(fd, path);
+  absl::Status status = CheckLoadableLibrary(fd, path);
   close(fd);
   return status;
 }

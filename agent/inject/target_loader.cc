@@ -14,7 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
-#include "inject/elf_symbols.h"
+#include "common/elf_symbols.h"
 
 namespace gpuos::inject {
 namespace {
@@ -89,19 +89,19 @@ absl::StatusOr<int> OpenMappedFile(pid_t pid, const MemoryMapping& m) {
   return fd;
 }
 
-absl::StatusOr<ElfDynamicSymbols> ReadSymbols(pid_t pid, const MemoryMapping& m) {
+absl::StatusOr<ElfSymbols> ReadSymbols(pid_t pid, const MemoryMapping& m) {
   auto fd = OpenMappedFile(pid, m);
   if (!fd.ok()) return fd.status();
-  auto symbols = ElfDynamicSymbols::Read(*fd, m.path);
+  auto symbols = ElfSymbols::Read(*fd, m.path);
   close(*fd);
   return symbols;
 }
 
-uint64_t LoadBias(const MemoryMapping& first, const ElfDynamicSymbols& symbols) {
+uint64_t LoadBias(const MemoryMapping& first, const ElfSymbols& symbols) {
   return first.start - (symbols.first_segment_vaddr() & ~uint64_t{0xfff});
 }
 
-absl::StatusOr<uint64_t> FunctionAddress(const ElfDynamicSymbols& symbols, uint64_t bias,
+absl::StatusOr<uint64_t> FunctionAddress(const ElfSymbols& symbols, uint64_t bias,
                                          const std::string& name, const std::string& object,
                                          const std::vector<MemoryMapping>& mappings) {
   std::optional<ElfSymbol> symbol = symbols.Find(name);
@@ -190,10 +190,10 @@ absl::StatusOr<TargetLoader> FindTargetLoader(pid_t pid) {
 
   // glibc >= 2.34 (and musl) have the dl* functions in the C library;
   // older glibc only in libdl.so.2, which the process may not have loaded.
-  const ElfDynamicSymbols* dl_symbols = &*libc_symbols;
+  const ElfSymbols* dl_symbols = &*libc_symbols;
   uint64_t dl_bias = libc_bias;
   std::string dl_object = loader.libc_path;
-  std::optional<ElfDynamicSymbols> libdl_symbols;
+  std::optional<ElfSymbols> libdl_symbols;
   if (!libc_symbols->Find("dlopen")) {
     if (libdl == nullptr) {
       return absl::FailedPreconditionError(absl::StrFormat(

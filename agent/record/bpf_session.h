@@ -1,10 +1,12 @@
-// Loads gpuos-trace's BPF programs (bpf/*.bpf.c) into the kernel, attaches
-// them, and gives the recorder what they produce: ring-buffer records as
-// they come, and the totals kept in kernel maps.  Follows libbpf's
+// Loads gpuos-trace's event sources (record/sources/: each a BPF program
+// and its user side) into the kernel, attaches them, and gives the recorder
+// what they produce: ring-buffer records as they come, and the totals kept
+// in kernel maps.  Keeps what the sources share: the ring buffer, the
+// traced set, drop counts and libbpf's messages.  Follows libbpf's
 // open -> configure -> load -> attach order; the maps every program shares
-// (traced_tgids, events, drop_counts, thread_state, the syscall slots) are created by the
-// first object and reused by the others.  Destroying the session detaches
-// everything: nothing of ours stays in the kernel.
+// (traced_tgids, events, drop_counts, thread_state, the syscall slots) are
+// created by the first object and reused by the others.  Destroying the
+// session detaches everything: nothing of ours stays in the kernel.
 #pragma once
 
 #include <sys/types.h>
@@ -19,6 +21,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "bpf/syscalls.h"
+#include "record/sources/bpf_source.h"
 
 struct bpf_object;
 
@@ -35,6 +38,8 @@ struct BpfSessionOptions {
   std::string btf_path;
   // Print libbpf's own messages.
   bool verbose = false;
+  // No warning when an optional source (bpf_source.h) is left off.
+  bool quiet = false;
   // AttachCudaUprobes: one uprobe_multi link per process where the kernel
   // has a sound one (6.10+), which detaches in a blink; false: one
   // perf-event link per function, as on older kernels (about 0.1 s each to
@@ -76,7 +81,7 @@ struct KernelDrops {
 class BpfSession {
  public:
   // Called with each raw ring-buffer record (bpf/event_header.h layout).
-  using RecordHandler = std::function<void(const void* data, size_t size)>;
+  using RecordHandler = BpfRecordHandler;
 
   static absl::StatusOr<std::unique_ptr<BpfSession>> Start(const BpfSessionOptions& options,
                                                           RecordHandler handler);
@@ -133,11 +138,10 @@ class BpfSession {
  private:
   struct Impl;
   explicit BpfSession(std::unique_ptr<Impl> impl);
-  static absl::Status MapSyscallSlots(Impl* impl);
   std::unique_ptr<Impl> impl_;
 };
 
-// Names for event kinds and kernel maps, as used in drop reports.
+// Names for event kinds, as used in drop reports (from the sources' lists).
 const char* EventKindName(uint32_t kind);
 
 }  // namespace gpuos

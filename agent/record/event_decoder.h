@@ -1,5 +1,6 @@
-// Turns one raw ring-buffer record (bpf/*.h layouts) into stream Events:
-// one for most kinds, one per call for a batch of mmap/munmap calls
+// Turns one raw ring-buffer record (bpf/*.h layouts) into stream Events,
+// through the decoder its source lists for its kind (record/sources/): one
+// event for most kinds, one per call for a batch of mmap/munmap calls
 // (GPUOS_EV_MM_CALLS).  Records are checked against their declared sizes;
 // a short or unknown record is rejected, never read past its end.
 #pragma once
@@ -18,9 +19,5 @@ enum class DecodeResult { kOk, kTooShort, kUnknownKind };
 // holds; emits nothing unless the whole record is valid.
 DecodeResult DecodeBpfRecord(const void* data, size_t size, v1::Event* event,
                              absl::FunctionRef<void(v1::Event&)> emit);
-
-// The driver function a cuda_uprobes record names (bpf/cuda_uprobes.h's
-// list), e.g. "cuLaunchKernel_ptsz"; nullptr for an id not in the list.
-const char* CudaUprobeFunctionName(uint32_t function);
 
 }  // namespace gpuos

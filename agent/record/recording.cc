@@ -103,6 +103,7 @@ absl::Status Recording::StartBpf() {
   bpf_options.syscall_slots = options_.syscall_slots;
   bpf_options.btf_path = options_.btf_path;
   bpf_options.verbose = options_.verbose;
+  bpf_options.quiet = options_.quiet;
   auto session = BpfSession::Start(
       bpf_options, [this](const void* data, size_t size) { OnRecord(data, size); });
   if (!session.ok()) return session.status();

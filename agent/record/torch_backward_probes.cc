@@ -14,8 +14,9 @@
 #include "analysis/step_options.h"
 #include "bpf/event_header.h"
 #include "bpf/torch_uprobes.h"
-#include "record/elf_function_offsets.h"
+#include "common/elf_symbols.h"
 #include "record/mapped_library.h"
+#include "record/sources/bpf_source.h"
 #include "torch_uprobes.skel.h"
 
 namespace gpuos {
@@ -162,5 +163,26 @@ void TorchBackwardProbes::CheckPending() {
     if (!found.ok() || *found) found_.insert(pid);
   }
 }
+
+}  // namespace gpuos
+
+namespace gpuos {
+namespace {
+
+bool DecodeTorchBackward(const void* data, size_t size, v1::Event* event, RecordEmit emit) {
+  if (!DecodeTorchBackwardRecord(data, size, event)) return false;
+  emit(*event);
+  return true;
+}
+
+}  // namespace
+
+// This file is the torch uprobe source's module: TorchBackwardProbes loads it.
+extern const BpfSourceModule kTorchUprobesSource = {
+    "torch_uprobes",
+    {{GPUOS_EV_TORCH_BACKWARD, "torch_backward", DecodeTorchBackward}},
+    {{GPUOS_MAP_TORCH_IN_FLIGHT, "torch_in_flight"}},
+    nullptr,  // TorchBackwardProbes::Load
+};
 
 }  // namespace gpuos

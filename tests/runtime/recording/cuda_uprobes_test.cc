@@ -36,6 +36,7 @@
 #include "record/bpf_session.h"
 #include "record/mapped_library.h"
 #include "record/event_decoder.h"
+#include "record/sources/cuda_uprobes_source.h"
 #include "runtime_support.h"
 
 namespace gpuos {

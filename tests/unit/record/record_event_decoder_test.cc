@@ -1,15 +1,22 @@
 // DecodeBpfRecord on hand-made records of the kernel side's layouts: a
 // batch of mmap/munmap calls becomes one event per call, and a damaged
-// batch becomes none.
+// batch becomes none; a block I/O request gets the kernel's rwbs string and
+// errno; every record kind has one source that decodes and names it.
 #include <cstddef>
 #include <cstring>
 #include <vector>
 
+#include <cerrno>
+#include <set>
+
+#include "bpf/block_io.h"
 #include "bpf/event_header.h"
 #include "bpf/mm.h"
 #include "bpf/offcpu.h"
 #include "gtest/gtest.h"
+#include "record/bpf_session.h"
 #include "record/event_decoder.h"
+#include "record/sources/bpf_source.h"
 
 namespace gpuos {
 namespace {
@@ -132,6 +139,74 @@ TEST(EventDecoder, AnOffCpuRecordKeepsItsWaker) {
   ASSERT_EQ(events.size(), 1u);
   EXPECT_TRUE(events[0].off_cpu().woken_from_interrupt());
   EXPECT_EQ(events[0].off_cpu().woken_by_tid(), 0u);
+}
+
+gpuos_block_io_event BlockIoRecord(uint32_t op, uint32_t flags, uint32_t status) {
+  gpuos_block_io_event b;
+  std::memset(&b, 0, sizeof(b));
+  b.hdr = {.ts_ns = 5000, .pid = 70, .tid = 71, .kind = GPUOS_EV_BLOCK_IO, .cpu = 0};
+  b.duration_ns = 250000;
+  b.sector = 123456;
+  b.bytes = 65536;
+  b.dev = (253u << 20) | 0;
+  b.op = op;
+  b.flags = flags;
+  b.status = status;
+  return b;
+}
+
+TEST(EventDecoder, ABlockIoRequestGetsTheKernelsRwbsAndErrno) {
+  struct Case {
+    uint32_t op, flags, status;
+    const char* rwbs;
+    int32_t error;
+  };
+  for (const Case& c : {Case{0, 0, 0, "R", 0}, Case{1, GPUOS_BLOCK_SYNC, 0, "WS", 0},
+                        Case{1, GPUOS_BLOCK_PREFLUSH | GPUOS_BLOCK_FUA | GPUOS_BLOCK_SYNC, 0,
+                             "FWFS", 0},
+                        Case{0, GPUOS_BLOCK_RAHEAD | GPUOS_BLOCK_META, 3, "RAM", -ENOSPC},
+                        Case{2, 0, 200, "F", -EIO}, Case{3, 0, 0, "D", 0},
+                        Case{9, 0, 0, "N", 0}}) {
+    const gpuos_block_io_event b = BlockIoRecord(c.op, c.flags, c.status);
+    DecodeResult result;
+    auto events = Decode(&b, sizeof(b), &result);
+    ASSERT_EQ(result, DecodeResult::kOk);
+    ASSERT_EQ(events.size(), 1u);
+    const v1::Event& e = events[0];
+    EXPECT_EQ(e.ts_ns(), 5000u);
+    EXPECT_EQ(e.pid(), 70u);
+    EXPECT_EQ(e.tid(), 71u);
+    ASSERT_TRUE(e.has_block_io());
+    EXPECT_EQ(e.block_io().rwbs(), c.rwbs);
+    EXPECT_EQ(e.block_io().error(), c.error);
+    EXPECT_EQ(e.block_io().duration_ns(), 250000u);
+    EXPECT_EQ(e.block_io().sector(), 123456u);
+    EXPECT_EQ(e.block_io().bytes(), 65536u);
+    EXPECT_EQ(e.block_io().dev(), 253u << 20);
+  }
+  const gpuos_block_io_event b = BlockIoRecord(1, 0, 0);
+  DecodeResult result;
+  EXPECT_TRUE(Decode(&b, sizeof(b) - 1, &result).empty());
+  EXPECT_EQ(result, DecodeResult::kTooShort);
+}
+
+TEST(EventDecoder, EveryRecordKindHasOneSourceThatDecodesAndNamesIt) {
+  std::set<uint32_t> kinds;
+  for (const BpfSourceModule* module : BpfSourceModules()) {
+    for (const BpfRecordKind& kind : module->kinds) {
+      EXPECT_TRUE(kinds.insert(kind.kind).second) << "kind " << kind.kind << " listed twice";
+      EXPECT_STRNE(EventKindName(kind.kind), "unknown");
+      EXPECT_NE(kind.decode, nullptr);
+    }
+  }
+  for (uint32_t kind = GPUOS_EV_PROCESS_START; kind < GPUOS_EV_KIND_COUNT; ++kind) {
+    EXPECT_TRUE(kinds.count(kind)) << "no source decodes record kind " << kind;
+  }
+  gpuos_event_header unknown = {.ts_ns = 1, .pid = 1, .tid = 1, .kind = GPUOS_EV_KIND_COUNT,
+                                .cpu = 0};
+  DecodeResult result;
+  EXPECT_TRUE(Decode(&unknown, sizeof(unknown), &result).empty());
+  EXPECT_EQ(result, DecodeResult::kUnknownKind);
 }
 
 }  // namespace
