@@ -135,7 +135,7 @@ std::optional<uint64_t> FindSyscallBytes(pid_t pid, uint64_t start, size_t size)
 
 // A `syscall` instruction in the C library's code: the syscall() wrapper
 // holds one; else any in its executable mappings.
-std::optional<uint64_t> FindSyscallInstruction(pid_t pid, const ElfDynamicSymbols& libc_symbols,
+std::optional<uint64_t> FindSyscallInstruction(pid_t pid, const ElfSymbols& libc_symbols,
                                                uint64_t libc_bias, const std::string& libc_path,
                                                const std::vector<MemoryMapping>& mappings) {
   std::optional<uint64_t> instruction;
