@@ -49,7 +49,12 @@ TEST(AutogradEngineExecuteOffsets, PointsAtTheFunctionsCodeInLibtorch) {
   constexpr size_t kBytes = 64;
   const std::string file = FileBytes(kLibtorchCpu, offsets->front(), kBytes);
   ASSERT_EQ(file.size(), kBytes);
-  EXPECT_EQ(memcmp(file.data(), fn, kBytes), 0);
+  // A uprobe that another tracer (or a test running beside this one) holds
+  // on the function shows in the loaded copy as an int3 (0xcc) over the first
+  // instruction's first byte: the rest must still match.
+  const auto* loaded = static_cast<const unsigned char*>(fn);
+  if (loaded[0] != 0xcc) EXPECT_EQ(static_cast<unsigned char>(file[0]), loaded[0]);
+  EXPECT_EQ(memcmp(file.data() + 1, loaded + 1, kBytes - 1), 0);
   // And not the bytes of the function beside it.
   EXPECT_NE(memcmp(FileBytes(kLibtorchCpu, offsets->front() + kBytes, kBytes).data(), fn, kBytes), 0);
 }
