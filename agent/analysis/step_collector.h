@@ -53,6 +53,12 @@ class StepCollector {
   bool InSpan(uint64_t start, uint64_t duration) const;
   uint8_t MmKind(int32_t syscall_nr) const;
   void AddSpan(const TimelineSpan& span) { spans_.push_back(span); }
+  // Add's parts: the process's kernels, copies and memsets; the driving
+  // thread's mmap/munmap calls; an off-CPU interval (switch counts, the
+  // chains' timelines, the driving thread's blocked and preempted spans).
+  void AddGpuWork(const v1::Event& e);
+  void AddMemoryMap(const v1::Event& e);
+  void AddOffCpu(const v1::Event& e, bool launching);
   // Resolves the driving thread's blocked spans' wakers into chains.
   void FollowWaits();
   // Turns a step's chain slices into its `via` rows.
