@@ -67,9 +67,10 @@ bool Qualifies(const Candidate& c, const AccumulationOptions& o) {
 
 std::string Evidence(const Candidate& c) {
   return absl::StrFormat(
-      "k=%d: the interval after backward pass %d of each group of %d was the busiest in %d of %d groups (%.0f%%), "
-      "median CPU time %.3f ms vs %.3f ms for the others",
-      c.k, c.phase, c.k, c.wins, c.groups, 100 * c.share(), c.update_median / 1e6, c.other_median / 1e6);
+      "k=%d: the interval after backward passes %d, %d, %d... (counting from 0) ran longer than the %d before it "
+      "in %d of %d groups (%.0f%%), median CPU time %.3f ms vs %.3f ms for the others",
+      c.k, c.phase, c.phase + c.k, c.phase + 2 * c.k, c.k - 1, c.wins, c.groups, 100 * c.share(),
+      c.update_median / 1e6, c.other_median / 1e6);
 }
 
 }  // namespace

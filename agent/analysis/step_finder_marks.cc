@@ -60,8 +60,8 @@ bool StepLocator::BackwardSteps(StepPlan& plan, const std::string& why, bool fro
   if (const uint32_t k = GroupBackwardSteps(plan, ends, plan.tid, grouping); k > 0) {
     plan.note = absl::StrFormat(
         "%s; steps are groups of %d backward passes (%s): the CPU work of thread %s between them repeats every %d "
-        "(%s), as when the optimizer's update follows every %d-th backward pass (gradient accumulation), so a "
-        "step is %d micro-batches and their update, from %s the first backward pass of a group to %s the next "
+        "(%s), as when the optimizer's update comes after every %d backward passes (gradient accumulation), so "
+        "a step is %d micro-batches and their update, from %s the first backward pass of a group to %s the next "
         "group's first",
         why, k, marks, ThreadText(plan.tid), k, grouping, k, k, bounds, bounds);
     return true;
@@ -94,9 +94,9 @@ bool StepLocator::BackwardSteps(StepPlan& plan, const std::string& why, bool fro
 }
 
 uint32_t StepLocator::GroupBackwardSteps(StepPlan& plan, const std::vector<uint64_t>& bounds, uint32_t tid,
-                                         std::string& why_not) {
+                                         std::string& detail) {
   if (plan.pid != tid || !cpu_.HasTimeline(tid)) {
-    why_not = absl::StrCat("how long thread ", ThreadText(tid),
+    detail = absl::StrCat("how long thread ", ThreadText(tid),
                            " ran between them is unknown (not a process's main thread, or no off-CPU records), so "
                            "they are not grouped");
     return 0;
@@ -105,7 +105,7 @@ uint32_t StepLocator::GroupBackwardSteps(StepPlan& plan, const std::vector<uint6
   for (size_t j = 0; j + 1 < bounds.size(); ++j) work.push_back(cpu_.RunningNs(tid, bounds[j], bounds[j + 1]));
   const AccumulationPeriod period = FindAccumulationPeriod(work);
   if (!period.found) {
-    why_not = period.ambiguous
+    detail = period.ambiguous
                   ? absl::StrCat("the CPU work between them repeats with two periods that do not divide each other, "
                                  "so how many make an optimizer step is ambiguous and they are not grouped: ",
                                  period.evidence)
@@ -125,12 +125,12 @@ uint32_t StepLocator::GroupBackwardSteps(StepPlan& plan, const std::vector<uint6
     steps.push_back(w);
   }
   if (steps.empty()) {
-    why_not = absl::StrCat("a period of ", period.k, " backward passes, but no whole group (", period.evidence, ")");
+    detail = absl::StrCat("a period of ", period.k, " backward passes, but no whole group (", period.evidence, ")");
     return 0;
   }
   plan.steps = std::move(steps);
   plan.source = StepSource::kBackwardGroups;
-  why_not = period.evidence;
+  detail = period.evidence;
   return period.k;
 }
 
