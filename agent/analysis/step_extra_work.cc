@@ -139,13 +139,20 @@ size_t MarkExtraCpuWorkSteps(std::vector<StepWindow>& steps, const std::vector<S
   const uint64_t median_total = Median(totals);
   if (median_total == 0) return 0;
   const std::vector<uint64_t> extra = CpuExtras(work, median_total);
-  std::vector<uint64_t> sorted = extra;
+  // Steps already left out (warm-up: its first-time work can dwarf an
+  // evaluation pass) do not set the break.
+  std::vector<uint64_t> sorted;
+  for (size_t k = 0; k < n; ++k) {
+    if (!steps[k].warmup && steps[k].left_out.empty()) sorted.push_back(extra[k]);
+  }
+  if (sorted.empty()) return 0;
   std::sort(sorted.begin(), sorted.end(), std::greater<uint64_t>());
   const double floor = kMinCpuExtraOfStep * static_cast<double>(median_total);
   // The first break from the top: the largest extras that stand apart.
   uint64_t threshold = 0;  // 0: none stands apart
-  for (size_t c = 1; c <= static_cast<size_t>(kMaxExtraShare * static_cast<double>(n)) && threshold == 0; ++c) {
-    const uint64_t next = c < n ? sorted[c] : 0;
+  const size_t most = std::min(sorted.size(), static_cast<size_t>(kMaxExtraShare * static_cast<double>(n)));
+  for (size_t c = 1; c <= most && threshold == 0; ++c) {
+    const uint64_t next = c < sorted.size() ? sorted[c] : 0;
     if (static_cast<double>(sorted[c - 1]) >= floor && static_cast<double>(sorted[c - 1]) >= kCpuExtraGap * next) {
       threshold = sorted[c - 1];
     }

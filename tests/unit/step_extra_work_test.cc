@@ -115,6 +115,9 @@ TEST(StepExtraWorkTest, CpuEvaluationPassesAreLeftOutJitterAndAGcPauseAreNot) {
     for (size_t i = 9; i < 40; i += 10) work[i].stretches_ns.back() += 25 * kMs;
     // A garbage collection: 6 ms in one stretch.
     work[4].stretches_ns[0] += 6 * kMs;
+    // The warm-up step's first-time work dwarfs them (it is left out
+    // already and sets nothing).
+    work[0].stretches_ns[0] += 300 * kMs;
     std::vector<StepWindow> steps = Windows(40);
     steps[0].warmup = true;
     EXPECT_EQ(MarkExtraCpuWorkSteps(steps, work), 4u) << k;
