@@ -17,6 +17,7 @@ constexpr double kForeignShare = 0.05;
 constexpr double kMaxExtraShare = 0.25;
 constexpr double kMinCpuExtraOfStep = 0.75;
 constexpr double kCpuExtraGap = 2.0;
+constexpr double kMinCpuExtraOfRun = 0.02;
 
 uint64_t Median(std::vector<uint64_t> v) {
   if (v.empty()) return 0;
@@ -158,6 +159,15 @@ size_t MarkExtraCpuWorkSteps(std::vector<StepWindow>& steps, const std::vector<S
     }
   }
   if (threshold == 0) return 0;
+  // Extras that would move the mean step by less than kMinCpuExtraOfRun
+  // stay in: telling so little from noise is not worth the risk.
+  double run = 0, extras = 0;
+  for (size_t k = 0; k < n; ++k) {
+    if (steps[k].warmup || !steps[k].left_out.empty()) continue;
+    run += static_cast<double>(totals[k]);
+    if (extra[k] >= threshold) extras += static_cast<double>(extra[k]);
+  }
+  if (extras < kMinCpuExtraOfRun * run) return 0;
   size_t marked = 0;
   for (size_t k = 0; k < n; ++k) {
     StepWindow& w = steps[k];

@@ -36,7 +36,9 @@
 //     the c-th is at least 3/4 of the median step's CPU time and at least
 //     twice the next one (noise, a longer batch, a garbage collection make
 //     a continuum below; an evaluation pass is most of a step's work or
-//     more, above);
+//     more, above), unless together they are less than 2% of the CPU work
+//     of the steps (the mean would move by less than that: a few spikes of
+//     a busy machine, a rare garbage collection, are not worth the risk);
 //   - fewer than 5 steps: nothing is marked.
 // Cost: O(steps log steps).
 

@@ -205,12 +205,12 @@ TEST(StepAccumulationTest, CpuEvaluationInsideOptimizerStepsIsLeftOut) {
 
 TEST(StepAccumulationTest, CpuEvaluationInsideBackwardRangeStepsIsLeftOut) {
   // A hand-written update (no optimizer.step range): steps from the hook's
-  // autograd.backward ranges; the epoch-end evaluation, 3/4 of a step's CPU
-  // work, falls into one.
+  // autograd.backward ranges; the epoch-end evaluation, 4 steps' CPU work
+  // (3% of the run), falls into one.
   CpuLoop loop(1, 0.05, 13);
   loop.hook = true;
   loop.eval_every = 100;
-  loop.eval_ns = 8 * kMs;
+  loop.eval_ns = 36 * kMs;
   std::vector<v1::Event> events;
   for (int s = 0; s < 130; ++s) loop.OptimizerStep();
   for (const v1::Event& e : loop.events) {

@@ -134,14 +134,32 @@ TEST(StepExtraWorkTest, CpuEvaluationPassesAreLeftOutJitterAndAGcPauseAreNot) {
 TEST(StepExtraWorkTest, ASmallerExtraIsLeftOutWhenItStandsApartOfTheNoise) {
   // A single-stretch step of 24 ms (word_lm-like), an epoch-end evaluation
   // of 20 ms: less than a step, but 3/4 of one and far above the jitter.
-  std::vector<StepCpuWork> work(60);
+  std::vector<StepCpuWork> work(30);
   std::mt19937 rng(2);
   std::uniform_real_distribution<double> noise(0.95, 1.05);
   for (StepCpuWork& w : work) w.stretches_ns = {static_cast<uint64_t>(24 * kMs * noise(rng))};
-  work[50].stretches_ns[0] += 20 * kMs;
-  std::vector<StepWindow> steps = Windows(60);
+  work[25].stretches_ns[0] += 20 * kMs;
+  std::vector<StepWindow> steps = Windows(30);
   EXPECT_EQ(MarkExtraCpuWorkSteps(steps, work), 1u);
-  EXPECT_FALSE(steps[50].left_out.empty());
+  EXPECT_FALSE(steps[25].left_out.empty());
+}
+
+TEST(StepExtraWorkTest, AFewSpikesInALongRunStayIn) {
+  // 500 steps of 4 ms, four spikes of 4 to 7 ms (a busy machine): they
+  // stand apart, but make under 1% of the run's CPU work.
+  std::vector<StepCpuWork> work(500);
+  std::mt19937 rng(6);
+  std::uniform_real_distribution<double> noise(0.95, 1.05);
+  for (StepCpuWork& w : work) w.stretches_ns = {static_cast<uint64_t>(4 * kMs * noise(rng))};
+  for (size_t i : {100u, 150u, 300u, 420u}) work[i].stretches_ns[0] += (4 + i % 4) * kMs;
+  std::vector<StepWindow> steps = Windows(500);
+  EXPECT_EQ(MarkExtraCpuWorkSteps(steps, work), 0u);
+  // The same spikes in a short run are 4% of it: left out.
+  work.resize(100);
+  work[60].stretches_ns[0] += 6 * kMs;
+  work[80].stretches_ns[0] += 5 * kMs;
+  steps = Windows(100);
+  EXPECT_EQ(MarkExtraCpuWorkSteps(steps, work), 2u);
 }
 
 TEST(StepExtraWorkTest, NoCpuExtraWhenNothingStandsApart) {
