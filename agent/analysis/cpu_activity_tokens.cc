@@ -35,6 +35,8 @@ void CpuActivityTokens::Add(const v1::Event& e) {
   switch (e.payload_case()) {
     case v1::Event::kOffCpu: {
       const v1::OffCpu& off = e.off_cpu();
+      off_cpu_[e.tid()].emplace_back(e.ts_ns(), e.ts_ns() + off.duration_ns());
+      off_cpu_sorted_ = false;
       if (off.cause() == v1::OFF_CPU_CAUSE_PREEMPTED || (!off.voluntary() && off.prev_state() == 0)) return;
       name = absl::StrCat(role, " blocked: ", CauseName(off.cause()));
       if (off.syscall_nr() >= 0) absl::StrAppend(&name, " in syscall ", off.syscall_nr());
@@ -90,6 +92,26 @@ std::vector<SequenceToken> CpuActivityTokens::Tokens(uint32_t pid, std::vector<s
     out.push_back(SequenceToken{d->second, t.start_ns, t.end_ns});
   }
   return out;
+}
+
+bool CpuActivityTokens::HasTimeline(uint32_t tid) const { return off_cpu_.contains(tid); }
+
+uint64_t CpuActivityTokens::RunningNs(uint32_t tid, uint64_t from, uint64_t to) const {
+  if (to <= from) return 0;
+  if (!off_cpu_sorted_) {
+    for (auto& [t, intervals] : off_cpu_) std::sort(intervals.begin(), intervals.end());
+    off_cpu_sorted_ = true;
+  }
+  auto it = off_cpu_.find(tid);
+  if (it == off_cpu_.end()) return to - from;
+  const std::vector<std::pair<uint64_t, uint64_t>>& v = it->second;
+  // The first interval that may end after `from`: intervals of one thread
+  // do not overlap, so their ends are sorted too.
+  auto k = std::lower_bound(v.begin(), v.end(), from,
+                            [](const std::pair<uint64_t, uint64_t>& iv, uint64_t ts) { return iv.second <= ts; });
+  uint64_t off = 0;
+  for (; k != v.end() && k->first < to; ++k) off += std::min(to, k->second) - std::max(from, k->first);
+  return to - from - std::min(off, to - from);
 }
 
 }  // namespace gpuos

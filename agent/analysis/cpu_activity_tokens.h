@@ -16,10 +16,14 @@
 // A loop that never blocks and reuses its memory (a single-threaded,
 // compute-bound CPU loop) leaves no tokens to repeat: then there is no
 // period to find, and the report says so.
+// It also keeps each main thread's off-CPU intervals (every cause) to say
+// how long the thread ran between two moments: the CPU work between two
+// backward passes or in a step (accumulation_period.h, step_extra_work.h).
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -39,6 +43,13 @@ class CpuActivityTokens {
   std::vector<SequenceToken> Tokens(uint32_t pid, std::vector<std::string>& names) const;
   size_t TokenCount(uint32_t pid) const;
 
+  // Whether main thread `tid` went off the CPU at all in the trace (without
+  // that, how long it ran is unknown).
+  bool HasTimeline(uint32_t tid) const;
+  // The time main thread `tid` was on the CPU in [from, to): the span less
+  // its off-CPU intervals, blocked or preempted.  After every Add.
+  uint64_t RunningNs(uint32_t tid, uint64_t from, uint64_t to) const;
+
  private:
   struct Token {
     uint64_t start_ns;
@@ -47,6 +58,10 @@ class CpuActivityTokens {
   };
   uint32_t Symbol(const std::string& name);
   absl::flat_hash_map<uint32_t, std::vector<Token>> by_pid_;
+  // Main thread -> its off-CPU intervals (start, end); sorted on first use
+  // by RunningNs (events come in any order).
+  mutable absl::flat_hash_map<uint32_t, std::vector<std::pair<uint64_t, uint64_t>>> off_cpu_;
+  mutable bool off_cpu_sorted_ = true;
   absl::flat_hash_map<std::string, uint32_t> ids_;
   std::vector<std::string> names_;
 };

@@ -13,7 +13,8 @@ namespace gpuos {
 
 bool StepsNameTheirThread(StepSource source) {
   return source == StepSource::kNvtxRanges || source == StepSource::kOptimizerSteps ||
-         source == StepSource::kBackwardRanges || source == StepSource::kBackwardUprobe;
+         source == StepSource::kBackwardRanges || source == StepSource::kBackwardUprobe ||
+         source == StepSource::kBackwardGroups;
 }
 
 DrivingChoice ChooseDrivingThread(const ThreadActivity& activity, const StepPlan& plan,

@@ -179,23 +179,11 @@ uint64_t Boundary(const std::vector<SequenceToken>& t, size_t cut, bool at_token
   return std::max(prev.start_ns, std::min(prev.end_ns, t[cut].start_ns));
 }
 
-}  // namespace
-
-PeriodResult FindRepeatingSequence(const std::vector<SequenceToken>& t, const std::vector<bool>& preferred_cut,
-                                   const PeriodOptions& options) {
-  PeriodResult r;
-  const size_t n = t.size();
-  if (n < 2 * static_cast<size_t>(options.min_iterations)) {
-    r.why_not = absl::StrFormat("%d tokens are too few to repeat %d times", n, options.min_iterations);
-    return r;
-  }
-  size_t symbols = 0;
-  for (const SequenceToken& k : t) symbols = std::max<size_t>(symbols, k.symbol + 1);
-  std::vector<uint32_t> count(symbols, 0);
-  std::vector<uint32_t> order;  // symbols by first occurrence
-  for (const SequenceToken& k : t) {
-    if (count[k.symbol]++ == 0) order.push_back(k.symbol);
-  }
+// The anchors to test: the first symbols of the count groups that hold
+// the most tokens and of those with the most symbols, and the most frequent
+// symbols.
+std::vector<std::vector<uint32_t>> AnchorSets(const std::vector<uint32_t>& count, const std::vector<uint32_t>& order,
+                                              const PeriodOptions& options) {
   // Count groups, the ones holding the most tokens first.
   absl::flat_hash_map<uint32_t, std::vector<uint32_t>> groups;
   for (uint32_t sym : order) {
@@ -226,7 +214,6 @@ PeriodResult FindRepeatingSequence(const std::vector<SequenceToken>& t, const st
       ranked.emplace_back(static_cast<uint64_t>(c) * by_symbols[i].first, c);
     }
   }
-
   // Also the most frequent symbols: one token a step (a thread that only
   // blocks for its batch) makes a group of one.
   std::vector<uint32_t> frequent;
@@ -242,6 +229,14 @@ PeriodResult FindRepeatingSequence(const std::vector<SequenceToken>& t, const st
     anchor_sets.emplace_back(syms.begin(), syms.begin() + std::min<size_t>(syms.size(), options.anchors_per_group));
   }
   anchor_sets.push_back(frequent);
+  return anchor_sets;
+}
+
+// Splits the sequence at each anchor's occurrences (each anchor once).
+std::vector<Segmentation> TryAnchors(const std::vector<SequenceToken>& t,
+                                     const std::vector<std::vector<uint32_t>>& anchor_sets,
+                                     const std::vector<uint32_t>& count, size_t symbols,
+                                     const PeriodOptions& options) {
   absl::flat_hash_map<uint32_t, bool> tested;
   std::vector<Segmentation> tried;
   for (const std::vector<uint32_t>& syms : anchor_sets) {
@@ -250,7 +245,7 @@ PeriodResult FindRepeatingSequence(const std::vector<SequenceToken>& t, const st
       const uint32_t c = count[syms[k]];
       std::vector<size_t> cuts;
       cuts.reserve(c);
-      for (size_t i = 0; i < n; ++i) {
+      for (size_t i = 0; i < t.size(); ++i) {
         if (t[i].symbol == syms[k]) cuts.push_back(i);
       }
       Segmentation s = Evaluate(t, std::move(cuts), symbols, options);
@@ -264,24 +259,19 @@ PeriodResult FindRepeatingSequence(const std::vector<SequenceToken>& t, const st
       tried.push_back(std::move(s));
     }
   }
-  r.anchors_tested = tried.size();
+  return tried;
+}
+
+// The winning segmentation among those tried (see the header's rule), or
+// nullptr when none qualifies.
+const Segmentation* ChooseSegmentation(const std::vector<SequenceToken>& t, const std::vector<Segmentation>& tried,
+                                       size_t symbols, const PeriodOptions& options) {
   const Segmentation* chosen = nullptr;
   for (const Segmentation& s : tried) {
     if (!Qualifies(s, options)) continue;
     if (chosen == nullptr || s.time_share > chosen->time_share) chosen = &s;
   }
-  if (chosen == nullptr) {
-    const Segmentation* closest = nullptr;
-    for (const Segmentation& s : tried) {
-      if (closest == nullptr || s.time_share > closest->time_share) closest = &s;
-    }
-    r.why_not = closest == nullptr
-                    ? absl::StrFormat("no symbol of %d recurs %d times or more", symbols,
-                                      options.min_iterations)
-                    : absl::StrFormat("no repeating unit: of %d anchors tried the best split %s", tried.size(),
-                                      Describe(*closest, options));
-    return r;
-  }
+  if (chosen == nullptr) return nullptr;
   // Near ties go to the one with more steady segments (a call every 2
   // iterations splits as well, into pairs), then to fewer segments (an
   // anchor that also occurs in evaluation batches splits them off too).
@@ -312,69 +302,74 @@ PeriodResult FindRepeatingSequence(const std::vector<SequenceToken>& t, const st
     absorbed |= MedianExtra(s) >= s.unit;
     if (finer == nullptr || s.time_share > finer->time_share) finer = &s;
   }
-  if (!absorbed) finer = nullptr;
-  if (finer != nullptr) chosen = finer;
-  r.anchor_symbol = chosen->anchor;
+  return absorbed && finer != nullptr ? finer : chosen;
+}
 
-  // Where in the cycle to cut.
-  const size_t rep = chosen->cuts[chosen->representative];
-  const size_t unit = chosen->unit;
-  size_t cut_pos = unit;
+// Where in the cycle to cut: before the first of a run of preferred tokens
+// (the input's copy, then the target's), the unit read as a cycle; else
+// before the position with the largest median gap (or, with
+// tokens_are_waits, the longest median token), over up to 101 steady
+// segments spread over the trace.
+size_t CutPosition(const std::vector<SequenceToken>& t, const Segmentation& chosen,
+                   const std::vector<bool>& preferred_cut, const PeriodOptions& options, bool& cut_preferred) {
+  const size_t rep = chosen.cuts[chosen.representative];
+  const size_t unit = chosen.unit;
   auto preferred = [&](size_t j) {
     const uint32_t sym = t[rep + j].symbol;
     return sym < preferred_cut.size() && preferred_cut[sym];
   };
-  // The first of a run of preferred tokens (the input's copy, then the
-  // target's), the unit read as a cycle.
   for (size_t j = 0; j < unit; ++j) {
     if (preferred(j) && (unit == 1 || !preferred((j + unit - 1) % unit))) {
+      cut_preferred = true;
+      return j;
+    }
+  }
+  std::vector<size_t> sample;
+  for (size_t i = 0; i < chosen.segments(); ++i) {
+    if (chosen.steady[i] && chosen.cuts[i + 1] - chosen.cuts[i] == unit && chosen.cuts[i] > 0) {
+      sample.push_back(chosen.cuts[i]);
+    }
+  }
+  if (sample.size() > 101) {
+    std::vector<size_t> spread;
+    for (size_t k = 0; k < 101; ++k) spread.push_back(sample[k * (sample.size() - 1) / 100]);
+    sample = std::move(spread);
+  }
+  int64_t best_gap = INT64_MIN;
+  size_t cut_pos = 0;
+  std::vector<int64_t> gaps(sample.size());
+  for (size_t j = 0; j < unit && !sample.empty(); ++j) {
+    for (size_t k = 0; k < sample.size(); ++k) {
+      const size_t i = sample[k] + j;
+      gaps[k] = options.tokens_are_waits
+                    ? static_cast<int64_t>(t[i].end_ns - t[i].start_ns)
+                    : static_cast<int64_t>(t[i].start_ns) - static_cast<int64_t>(t[i - 1].end_ns);
+    }
+    std::nth_element(gaps.begin(), gaps.begin() + gaps.size() / 2, gaps.end());
+    if (gaps[gaps.size() / 2] > best_gap) {
+      best_gap = gaps[gaps.size() / 2];
       cut_pos = j;
-      r.cut_preferred = true;
-      break;
     }
   }
-  if (cut_pos == unit) {
-    // The largest median gap before a position, over up to 101 steady
-    // segments spread over the trace.
-    std::vector<size_t> sample;
-    for (size_t i = 0; i < chosen->segments(); ++i) {
-      if (chosen->steady[i] && chosen->cuts[i + 1] - chosen->cuts[i] == unit && chosen->cuts[i] > 0) {
-        sample.push_back(chosen->cuts[i]);
-      }
-    }
-    if (sample.size() > 101) {
-      std::vector<size_t> spread;
-      for (size_t k = 0; k < 101; ++k) spread.push_back(sample[k * (sample.size() - 1) / 100]);
-      sample = std::move(spread);
-    }
-    int64_t best_gap = INT64_MIN;
-    cut_pos = 0;
-    std::vector<int64_t> gaps(sample.size());
-    for (size_t j = 0; j < unit && !sample.empty(); ++j) {
-      for (size_t k = 0; k < sample.size(); ++k) {
-        const size_t i = sample[k] + j;
-        gaps[k] = options.tokens_are_waits
-                      ? static_cast<int64_t>(t[i].end_ns - t[i].start_ns)
-                      : static_cast<int64_t>(t[i].start_ns) - static_cast<int64_t>(t[i - 1].end_ns);
-      }
-      std::nth_element(gaps.begin(), gaps.begin() + gaps.size() / 2, gaps.end());
-      if (gaps[gaps.size() / 2] > best_gap) {
-        best_gap = gaps[gaps.size() / 2];
-        cut_pos = j;
-      }
-    }
-  }
+  return cut_pos;
+}
+
+// The cuts before each segment's cut symbol (its rank-th in the unit).  A
+// segment without the cut symbol (a different iteration) gets no cut: it
+// joins the window before it, which is then left out.  Before the first
+// anchor and after the last one, the same number of cut symbols as in a
+// unit away: the first iteration (the anchor may come late in it) and the
+// last one (it may lack the anchor: a smaller batch).
+std::vector<size_t> CycleCuts(const std::vector<SequenceToken>& t, const Segmentation& chosen, size_t cut_pos) {
+  const size_t n = t.size();
+  const size_t rep = chosen.cuts[chosen.representative];
   const uint32_t cut_symbol = t[rep + cut_pos].symbol;
   size_t rank = 0;  // earlier occurrences of the cut symbol in the unit
   for (size_t j = 0; j < cut_pos; ++j) rank += t[rep + j].symbol == cut_symbol;
-  r.cut_symbol = cut_symbol;
-
-  // A segment without the cut symbol (a different iteration) gets no cut:
-  // it joins the window before it, which is then left out.
   std::vector<size_t> cuts;
-  for (size_t a = 0; a < chosen->cuts.size(); ++a) {
-    const size_t from = chosen->cuts[a];
-    const size_t to = a + 1 < chosen->cuts.size() ? chosen->cuts[a + 1] : n;
+  for (size_t a = 0; a < chosen.cuts.size(); ++a) {
+    const size_t from = chosen.cuts[a];
+    const size_t to = a + 1 < chosen.cuts.size() ? chosen.cuts[a + 1] : n;
     size_t cut = n;
     if (from + cut_pos < to && t[from + cut_pos].symbol == cut_symbol) {
       cut = from + cut_pos;
@@ -389,39 +384,53 @@ PeriodResult FindRepeatingSequence(const std::vector<SequenceToken>& t, const st
     }
     if (cut < n && (cuts.empty() || cut > cuts.back())) cuts.push_back(cut);
   }
-  // Before the first anchor and after the last one, the same number of cut
-  // symbols as in a unit away: the first iteration (the anchor may come
-  // late in it) and the last one (it may lack the anchor: a smaller batch).
   size_t per_unit = 0;
-  for (size_t j = 0; j < unit; ++j) per_unit += t[rep + j].symbol == cut_symbol;
-  if (!cuts.empty()) {
-    size_t seen = 0;
-    for (size_t i = cuts.front(); i-- > 0;) {
-      if (t[i].symbol == cut_symbol && ++seen == per_unit) {
-        cuts.insert(cuts.begin(), i);
-        break;
-      }
-    }
-    seen = 0;
-    for (size_t i = cuts.back() + 1; i < n; ++i) {
-      if (t[i].symbol == cut_symbol && ++seen == per_unit) {
-        cuts.push_back(i);
-        break;
-      }
+  for (size_t j = 0; j < chosen.unit; ++j) per_unit += t[rep + j].symbol == cut_symbol;
+  if (cuts.empty()) return cuts;
+  size_t seen = 0;
+  for (size_t i = cuts.front(); i-- > 0;) {
+    if (t[i].symbol == cut_symbol && ++seen == per_unit) {
+      cuts.insert(cuts.begin(), i);
+      break;
     }
   }
-  Segmentation fin = Evaluate(t, std::move(cuts), symbols, options);
-  if (fin.segments() == 0 || fin.steady_count < options.min_iterations) {
-    r.why_not = absl::StrFormat("the repeating unit found (%d tokens) did not survive the cut", unit);
-    return r;
+  seen = 0;
+  for (size_t i = cuts.back() + 1; i < n; ++i) {
+    if (t[i].symbol == cut_symbol && ++seen == per_unit) {
+      cuts.push_back(i);
+      break;
+    }
   }
+  return cuts;
+}
+
+// Why an irregular iteration is left out, by where it lies.
+std::string LeftOutReason(size_t i, size_t first_steady, size_t last_steady, size_t tokens, size_t unit) {
+  const std::string size = absl::StrFormat("%d tokens, the steady iteration has %d", tokens, unit);
+  if (i < first_steady) {
+    return absl::StrCat("warm-up: differs from the steady iteration (", size,
+                        "; autotuning, compilation, allocator growth)");
+  }
+  if (i > last_steady) {
+    return absl::StrCat("end of the run: differs from the steady iteration (", size, "; a smaller last batch?)");
+  }
+  if (tokens > unit) {
+    return absl::StrCat("extra work in the iteration (", size, "; an evaluation pass, checkpoint or epoch boundary?)");
+  }
+  return absl::StrCat("less work than the steady iteration (", size, "; an evaluation batch, forward only?)");
+}
+
+// The iterations of the final segmentation, each compared with the steady
+// one again.
+void FillIterations(const std::vector<SequenceToken>& t, const Segmentation& fin, const PeriodOptions& options,
+                    PeriodResult& r) {
   r.found = true;
   r.unit_tokens = fin.unit;
   r.steady = fin.steady_count;
   r.token_share = fin.token_share;
   r.time_share = fin.time_share;
   r.tokens_before = fin.cuts.front();
-  r.tokens_after = n - fin.cuts.back();
+  r.tokens_after = t.size() - fin.cuts.back();
   size_t first_steady = fin.segments(), last_steady = 0;
   for (size_t i = 0; i < fin.segments(); ++i) {
     if (!fin.steady[i]) continue;
@@ -435,24 +444,53 @@ PeriodResult FindRepeatingSequence(const std::vector<SequenceToken>& t, const st
     it.start_ns = Boundary(t, fin.cuts[i], options.tokens_are_waits);
     it.end_ns = Boundary(t, fin.cuts[i + 1], options.tokens_are_waits);
     if (!fin.steady[i]) {
-      const std::string size = absl::StrFormat("%d tokens, the steady iteration has %d", it.tokens, fin.unit);
-      if (i < first_steady) {
-        it.warmup = true;
-        it.left_out = absl::StrCat("warm-up: differs from the steady iteration (", size,
-                                   "; autotuning, compilation, allocator growth)");
-      } else if (i > last_steady) {
-        it.left_out = absl::StrCat("end of the run: differs from the steady iteration (", size,
-                                   "; a smaller last batch?)");
-      } else if (it.tokens > fin.unit) {
-        it.left_out = absl::StrCat("extra work in the iteration (", size,
-                                   "; an evaluation pass, checkpoint or epoch boundary?)");
-      } else {
-        it.left_out = absl::StrCat("less work than the steady iteration (", size,
-                                   "; an evaluation batch, forward only?)");
-      }
+      it.warmup = i < first_steady;
+      it.left_out = LeftOutReason(i, first_steady, last_steady, it.tokens, fin.unit);
     }
     r.iterations.push_back(std::move(it));
   }
+}
+
+}  // namespace
+
+PeriodResult FindRepeatingSequence(const std::vector<SequenceToken>& t, const std::vector<bool>& preferred_cut,
+                                   const PeriodOptions& options) {
+  PeriodResult r;
+  const size_t n = t.size();
+  if (n < 2 * static_cast<size_t>(options.min_iterations)) {
+    r.why_not = absl::StrFormat("%d tokens are too few to repeat %d times", n, options.min_iterations);
+    return r;
+  }
+  size_t symbols = 0;
+  for (const SequenceToken& k : t) symbols = std::max<size_t>(symbols, k.symbol + 1);
+  std::vector<uint32_t> count(symbols, 0);
+  std::vector<uint32_t> order;  // symbols by first occurrence
+  for (const SequenceToken& k : t) {
+    if (count[k.symbol]++ == 0) order.push_back(k.symbol);
+  }
+  const std::vector<Segmentation> tried = TryAnchors(t, AnchorSets(count, order, options), count, symbols, options);
+  r.anchors_tested = tried.size();
+  const Segmentation* chosen = ChooseSegmentation(t, tried, symbols, options);
+  if (chosen == nullptr) {
+    const Segmentation* closest = nullptr;
+    for (const Segmentation& s : tried) {
+      if (closest == nullptr || s.time_share > closest->time_share) closest = &s;
+    }
+    r.why_not = closest == nullptr
+                    ? absl::StrFormat("no symbol of %d recurs %d times or more", symbols, options.min_iterations)
+                    : absl::StrFormat("no repeating unit: of %d anchors tried the best split %s", tried.size(),
+                                      Describe(*closest, options));
+    return r;
+  }
+  r.anchor_symbol = chosen->anchor;
+  const size_t cut_pos = CutPosition(t, *chosen, preferred_cut, options, r.cut_preferred);
+  r.cut_symbol = t[chosen->cuts[chosen->representative] + cut_pos].symbol;
+  Segmentation fin = Evaluate(t, CycleCuts(t, *chosen, cut_pos), symbols, options);
+  if (fin.segments() == 0 || fin.steady_count < options.min_iterations) {
+    r.why_not = absl::StrFormat("the repeating unit found (%d tokens) did not survive the cut", chosen->unit);
+    return r;
+  }
+  FillIterations(t, fin, options, r);
   return r;
 }
 

@@ -57,55 +57,19 @@ uint8_t StepCollector::MmKind(int32_t nr) const {
 void StepCollector::Add(const v1::Event& e) {
   if (plan_.steps.empty()) return;
   const bool launching = e.pid() == plan_.pid && e.tid() == plan_.tid;
-  const uint64_t ts = e.ts_ns();
   switch (e.payload_case()) {
-    case v1::Event::kGpuKernel: {
-      if (e.pid() != plan_.pid || !InSpan(ts, e.gpu_kernel().duration_ns())) break;
-      TimelineSpan s;
-      s.kind = SpanKind::kGpuKernel;
-      s.start_ns = ts;
-      s.end_ns = ts + e.gpu_kernel().duration_ns();
-      s.id = e.gpu_kernel().stream();
-      AddSpan(s);
+    case v1::Event::kGpuKernel:
+    case v1::Event::kGpuMemcpy:
+    case v1::Event::kGpuMemset:
+      if (e.pid() == plan_.pid) AddGpuWork(e);
       break;
-    }
-    case v1::Event::kGpuMemcpy: {
-      if (e.pid() != plan_.pid) break;
-      const v1::GpuMemcpy& m = e.gpu_memcpy();
-      if (m.src_kind() == v1::MEMORY_PAGEABLE || m.dst_kind() == v1::MEMORY_PAGEABLE) {
-        pageable_copies_.insert(m.correlation_id());
-      }
-      if (!InSpan(ts, m.duration_ns())) break;
-      TimelineSpan s;
-      s.kind = SpanKind::kGpuMemcpy;
-      s.start_ns = ts;
-      s.end_ns = ts + m.duration_ns();
-      s.bytes = m.bytes();
-      s.id = m.stream();
-      s.a = static_cast<uint8_t>(m.direction());
-      s.b = static_cast<uint8_t>(m.src_kind());
-      s.c = static_cast<uint8_t>(m.dst_kind());
-      AddSpan(s);
-      break;
-    }
-    case v1::Event::kGpuMemset: {
-      if (e.pid() != plan_.pid || !InSpan(ts, e.gpu_memset().duration_ns())) break;
-      TimelineSpan s;
-      s.kind = SpanKind::kGpuMemset;
-      s.start_ns = ts;
-      s.end_ns = ts + e.gpu_memset().duration_ns();
-      s.bytes = e.gpu_memset().bytes();
-      s.id = e.gpu_memset().stream();
-      AddSpan(s);
-      break;
-    }
     case v1::Event::kCudaApi: {
       const v1::CudaApiCall& a = e.cuda_api();
-      if (!launching || !InSpan(ts, a.duration_ns())) break;
+      if (!launching || !InSpan(e.ts_ns(), a.duration_ns())) break;
       TimelineSpan s;
       s.kind = SpanKind::kCudaApi;
-      s.start_ns = ts;
-      s.end_ns = ts + a.duration_ns();
+      s.start_ns = e.ts_ns();
+      s.end_ns = e.ts_ns() + a.duration_ns();
       s.id = a.correlation_id();
       s.a = static_cast<uint8_t>(ClassifyCudaApi(a.name()));
       AddSpan(s);
@@ -113,93 +77,32 @@ void StepCollector::Add(const v1::Event& e) {
     }
     case v1::Event::kNvtxRange: {
       const v1::NvtxRange& r = e.nvtx_range();
-      if (!launching || !InSpan(ts, r.duration_ns()) || !data_.Matches(r.name())) break;
+      if (!launching || !InSpan(e.ts_ns(), r.duration_ns()) || !data_.Matches(r.name())) break;
       TimelineSpan s;
       s.kind = SpanKind::kDataRange;
-      s.start_ns = ts;
-      s.end_ns = ts + r.duration_ns();
+      s.start_ns = e.ts_ns();
+      s.end_ns = e.ts_ns() + r.duration_ns();
       AddSpan(s);
       break;
     }
     case v1::Event::kMmap:
-    case v1::Event::kMunmap: {
-      if (!launching) break;
-      const bool munmap = e.payload_case() == v1::Event::kMunmap;
-      const uint64_t duration = munmap ? e.munmap().duration_ns() : e.mmap().duration_ns();
-      if (!InSpan(ts, duration)) break;
-      TimelineSpan s;
-      s.kind = munmap ? SpanKind::kMunmap : SpanKind::kMmap;
-      s.start_ns = ts;
-      s.end_ns = ts + duration;
-      s.bytes = munmap ? e.munmap().length() : e.mmap().length();
-      AddSpan(s);
+    case v1::Event::kMunmap:
+      if (launching) AddMemoryMap(e);
       break;
-    }
     case v1::Event::kPageFaults: {
       if (!launching) break;
-      int64_t step = StepAt(ts);
+      int64_t step = StepAt(e.ts_ns());
       if (step < 0) break;
       os_[step].page_faults += e.page_faults().count();
       os_[step].major_faults += e.page_faults().major();
       break;
     }
-    case v1::Event::kOffCpu: {
-      const v1::OffCpu& off = e.off_cpu();
-      int64_t step = StepAt(ts);
-      if (step >= 0) {
-        StepOsCosts& os = os_[step];
-        SwitchTotals& role = launching ? os.launching : plan_.IsWorker(e.pid(), e.tid()) ? os.workers : os.others;
-        if (off.voluntary()) {
-          ++role.voluntary;
-        } else {
-          ++role.involuntary;
-        }
-        role.runqueue_ns += off.runqueue_ns();
-      }
-      if (!InSpan(ts, off.duration_ns())) break;
-      const uint64_t end = ts + off.duration_ns();
-      if (roles_ != nullptr && chain_threads_.contains(e.tid())) {
-        OffCpuInterval iv;
-        iv.start_ns = ts;
-        iv.end_ns = end;
-        iv.wake_ns = off.cause() == v1::OFF_CPU_CAUSE_PREEMPTED ? ts : end - std::min(off.runqueue_ns(), off.duration_ns());
-        iv.waker_tid = TrustedWaker(off);
-        iv.cause = static_cast<uint8_t>(off.cause());
-        iv.mm = MmKind(off.syscall_nr());
-        iv.from_interrupt = off.woken_from_interrupt();
-        timelines_.Add(e.tid(), iv);
-      }
-      if (!launching) break;
-      if (off.cause() == v1::OFF_CPU_CAUSE_PREEMPTED) {
-        TimelineSpan s;
-        s.kind = SpanKind::kOffCpuPreempted;
-        s.start_ns = ts;
-        s.end_ns = end;
-        AddSpan(s);
-        break;
-      }
-      const uint64_t runqueue = std::min(off.runqueue_ns(), off.duration_ns());
-      const uint8_t mm = MmKind(off.syscall_nr());
-      TimelineSpan blocked;
-      blocked.kind = SpanKind::kOffCpuBlocked;
-      blocked.start_ns = ts;
-      blocked.end_ns = end - runqueue;
-      blocked.a = static_cast<uint8_t>(off.cause());
-      blocked.b = mm;
-      blocked.id = static_cast<uint32_t>(off.syscall_nr());
-      blocked.bytes = TrustedWaker(off);  // the waker, until FollowWaits()
-      if (blocked.end_ns > blocked.start_ns) AddSpan(blocked);
-      if (runqueue > 0) {
-        TimelineSpan tail;
-        tail.kind = SpanKind::kOffCpuRunqueue;
-        tail.start_ns = end - runqueue;
-        tail.end_ns = end;
-        tail.b = mm;
-        AddSpan(tail);
-      }
+    case v1::Event::kOffCpu:
+      AddOffCpu(e, launching);
       break;
-    }
-    case v1::Event::kBlockIo: AddBlockIo(e, launching); break;
+    case v1::Event::kBlockIo:
+      AddBlockIo(e, launching);
+      break;
     default:
       break;
   }
@@ -228,6 +131,114 @@ void StepCollector::AddBlockIo(const v1::Event& e, bool launching) {
   s.bytes = io.bytes();
   s.a = io.rwbs().find('R') != std::string::npos ? 1 : 0;
   AddSpan(s);
+}
+
+void StepCollector::AddGpuWork(const v1::Event& e) {
+  const uint64_t ts = e.ts_ns();
+  TimelineSpan s;
+  s.start_ns = ts;
+  switch (e.payload_case()) {
+    case v1::Event::kGpuKernel:
+      if (!InSpan(ts, e.gpu_kernel().duration_ns())) return;
+      s.kind = SpanKind::kGpuKernel;
+      s.end_ns = ts + e.gpu_kernel().duration_ns();
+      s.id = e.gpu_kernel().stream();
+      break;
+    case v1::Event::kGpuMemcpy: {
+      const v1::GpuMemcpy& m = e.gpu_memcpy();
+      if (m.src_kind() == v1::MEMORY_PAGEABLE || m.dst_kind() == v1::MEMORY_PAGEABLE) {
+        pageable_copies_.insert(m.correlation_id());
+      }
+      if (!InSpan(ts, m.duration_ns())) return;
+      s.kind = SpanKind::kGpuMemcpy;
+      s.end_ns = ts + m.duration_ns();
+      s.bytes = m.bytes();
+      s.id = m.stream();
+      s.a = static_cast<uint8_t>(m.direction());
+      s.b = static_cast<uint8_t>(m.src_kind());
+      s.c = static_cast<uint8_t>(m.dst_kind());
+      break;
+    }
+    case v1::Event::kGpuMemset:
+      if (!InSpan(ts, e.gpu_memset().duration_ns())) return;
+      s.kind = SpanKind::kGpuMemset;
+      s.end_ns = ts + e.gpu_memset().duration_ns();
+      s.bytes = e.gpu_memset().bytes();
+      s.id = e.gpu_memset().stream();
+      break;
+    default:
+      return;
+  }
+  AddSpan(s);
+}
+
+void StepCollector::AddMemoryMap(const v1::Event& e) {
+  const bool munmap = e.payload_case() == v1::Event::kMunmap;
+  const uint64_t duration = munmap ? e.munmap().duration_ns() : e.mmap().duration_ns();
+  if (!InSpan(e.ts_ns(), duration)) return;
+  TimelineSpan s;
+  s.kind = munmap ? SpanKind::kMunmap : SpanKind::kMmap;
+  s.start_ns = e.ts_ns();
+  s.end_ns = e.ts_ns() + duration;
+  s.bytes = munmap ? e.munmap().length() : e.mmap().length();
+  AddSpan(s);
+}
+
+void StepCollector::AddOffCpu(const v1::Event& e, bool launching) {
+  const v1::OffCpu& off = e.off_cpu();
+  const uint64_t ts = e.ts_ns();
+  int64_t step = StepAt(ts);
+  if (step >= 0) {
+    StepOsCosts& os = os_[step];
+    SwitchTotals& role = launching ? os.launching : plan_.IsWorker(e.pid(), e.tid()) ? os.workers : os.others;
+    if (off.voluntary()) {
+      ++role.voluntary;
+    } else {
+      ++role.involuntary;
+    }
+    role.runqueue_ns += off.runqueue_ns();
+  }
+  if (!InSpan(ts, off.duration_ns())) return;
+  const uint64_t end = ts + off.duration_ns();
+  if (roles_ != nullptr && chain_threads_.contains(e.tid())) {
+    OffCpuInterval iv;
+    iv.start_ns = ts;
+    iv.end_ns = end;
+    iv.wake_ns = off.cause() == v1::OFF_CPU_CAUSE_PREEMPTED ? ts : end - std::min(off.runqueue_ns(), off.duration_ns());
+    iv.waker_tid = TrustedWaker(off);
+    iv.cause = static_cast<uint8_t>(off.cause());
+    iv.mm = MmKind(off.syscall_nr());
+    iv.from_interrupt = off.woken_from_interrupt();
+    timelines_.Add(e.tid(), iv);
+  }
+  if (!launching) return;
+  if (off.cause() == v1::OFF_CPU_CAUSE_PREEMPTED) {
+    TimelineSpan s;
+    s.kind = SpanKind::kOffCpuPreempted;
+    s.start_ns = ts;
+    s.end_ns = end;
+    AddSpan(s);
+    return;
+  }
+  const uint64_t runqueue = std::min(off.runqueue_ns(), off.duration_ns());
+  const uint8_t mm = MmKind(off.syscall_nr());
+  TimelineSpan blocked;
+  blocked.kind = SpanKind::kOffCpuBlocked;
+  blocked.start_ns = ts;
+  blocked.end_ns = end - runqueue;
+  blocked.a = static_cast<uint8_t>(off.cause());
+  blocked.b = mm;
+  blocked.id = static_cast<uint32_t>(off.syscall_nr());
+  blocked.bytes = TrustedWaker(off);  // the waker, until FollowWaits()
+  if (blocked.end_ns > blocked.start_ns) AddSpan(blocked);
+  if (runqueue > 0) {
+    TimelineSpan tail;
+    tail.kind = SpanKind::kOffCpuRunqueue;
+    tail.start_ns = end - runqueue;
+    tail.end_ns = end;
+    tail.b = mm;
+    AddSpan(tail);
+  }
 }
 
 void StepCollector::FollowWaits() {

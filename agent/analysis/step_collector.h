@@ -56,6 +56,12 @@ class StepCollector {
   // A block I/O request: counted for its step by the issuer's role, kept
   // as a span (the driving thread's) or in the chain threads' timelines.
   void AddBlockIo(const v1::Event& e, bool launching);
+  // Add's parts: the process's kernels, copies and memsets; the driving
+  // thread's mmap/munmap calls; an off-CPU interval (switch counts, the
+  // chains' timelines, the driving thread's blocked and preempted spans).
+  void AddGpuWork(const v1::Event& e);
+  void AddMemoryMap(const v1::Event& e);
+  void AddOffCpu(const v1::Event& e, bool launching);
   // Resolves the driving thread's blocked spans' wakers into chains.
   void FollowWaits();
   // Turns a step's chain slices into its `via` rows.

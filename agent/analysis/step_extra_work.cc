@@ -2,6 +2,7 @@
 #include "analysis/step_extra_work.h"
 
 #include <algorithm>
+#include <functional>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_format.h"
@@ -14,6 +15,60 @@ constexpr double kMaxWorkRatio = 1.5;
 constexpr size_t kMinForeignTokens = 16;
 constexpr double kForeignShare = 0.05;
 constexpr double kMaxExtraShare = 0.25;
+constexpr double kMinCpuExtraOfStep = 0.75;
+constexpr double kCpuExtraGap = 2.0;
+constexpr double kMinCpuExtraOfRun = 0.02;
+
+uint64_t Median(std::vector<uint64_t> v) {
+  if (v.empty()) return 0;
+  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+  return v[v.size() / 2];
+}
+
+uint64_t Sum(const std::vector<uint64_t>& v) {
+  uint64_t s = 0;
+  for (uint64_t x : v) s += x;
+  return s;
+}
+
+// Each step's CPU work beyond the steady step's (see the header).
+std::vector<uint64_t> CpuExtras(const std::vector<StepCpuWork>& work, uint64_t median_total) {
+  const size_t n = work.size();
+  // The most common number of stretches (ties: the smaller).
+  std::vector<size_t> sorted;
+  for (const StepCpuWork& w : work) sorted.push_back(w.stretches_ns.size());
+  std::sort(sorted.begin(), sorted.end());
+  size_t steady = sorted[0], run = 0, best_run = 0;
+  for (size_t i = 0; i < n; ++i) {
+    run = i > 0 && sorted[i] == sorted[i - 1] ? run + 1 : 1;
+    if (run > best_run) {
+      best_run = run;
+      steady = sorted[i];
+    }
+  }
+  std::vector<uint64_t> position_median(steady, 0);
+  for (size_t q = 0; q < steady; ++q) {
+    std::vector<uint64_t> at;
+    for (const StepCpuWork& w : work) {
+      if (w.stretches_ns.size() == steady) at.push_back(w.stretches_ns[q]);
+    }
+    position_median[q] = Median(std::move(at));
+  }
+  std::vector<uint64_t> extra(n, 0);
+  for (size_t i = 0; i < n; ++i) {
+    const StepCpuWork& w = work[i];
+    if (w.stretches_ns.size() > steady) continue;  // more backward passes: not forward-only work
+    if (w.stretches_ns.size() < steady) {
+      const uint64_t total = Sum(w.stretches_ns);
+      extra[i] = total > median_total ? total - median_total : 0;
+      continue;
+    }
+    for (size_t q = 0; q < steady; ++q) {
+      if (w.stretches_ns[q] > position_median[q]) extra[i] = std::max(extra[i], w.stretches_ns[q] - position_median[q]);
+    }
+  }
+  return extra;
+}
 
 }  // namespace
 
@@ -72,6 +127,56 @@ size_t MarkExtraWorkSteps(std::vector<StepWindow>& steps, const std::vector<Sequ
         "extra work: %d GPU operations, the median step has %d, %d of them of kinds most steps lack (an "
         "evaluation pass or checkpoint?)",
         count[k], median, foreign[k]);
+    ++marked;
+  }
+  return marked;
+}
+
+size_t MarkExtraCpuWorkSteps(std::vector<StepWindow>& steps, const std::vector<StepCpuWork>& work) {
+  const size_t n = steps.size();
+  if (n < kMinSteps || work.size() != n) return 0;
+  std::vector<uint64_t> totals;
+  for (const StepCpuWork& w : work) totals.push_back(Sum(w.stretches_ns));
+  const uint64_t median_total = Median(totals);
+  if (median_total == 0) return 0;
+  const std::vector<uint64_t> extra = CpuExtras(work, median_total);
+  // Steps already left out (warm-up: its first-time work can dwarf an
+  // evaluation pass) do not set the break.
+  std::vector<uint64_t> sorted;
+  for (size_t k = 0; k < n; ++k) {
+    if (!steps[k].warmup && steps[k].left_out.empty()) sorted.push_back(extra[k]);
+  }
+  if (sorted.empty()) return 0;
+  std::sort(sorted.begin(), sorted.end(), std::greater<uint64_t>());
+  const double floor = kMinCpuExtraOfStep * static_cast<double>(median_total);
+  // The first break from the top: the largest extras that stand apart.
+  uint64_t threshold = 0;  // 0: none stands apart
+  const size_t most = std::min(sorted.size(), static_cast<size_t>(kMaxExtraShare * static_cast<double>(n)));
+  for (size_t c = 1; c <= most && threshold == 0; ++c) {
+    const uint64_t next = c < sorted.size() ? sorted[c] : 0;
+    if (static_cast<double>(sorted[c - 1]) >= floor && static_cast<double>(sorted[c - 1]) >= kCpuExtraGap * next) {
+      threshold = sorted[c - 1];
+    }
+  }
+  if (threshold == 0) return 0;
+  // Extras that would move the mean step by less than kMinCpuExtraOfRun
+  // stay in: telling so little from noise is not worth the risk.
+  double run = 0, extras = 0;
+  for (size_t k = 0; k < n; ++k) {
+    if (steps[k].warmup || !steps[k].left_out.empty()) continue;
+    run += static_cast<double>(totals[k]);
+    if (extra[k] >= threshold) extras += static_cast<double>(extra[k]);
+  }
+  if (extras < kMinCpuExtraOfRun * run) return 0;
+  size_t marked = 0;
+  for (size_t k = 0; k < n; ++k) {
+    StepWindow& w = steps[k];
+    if (w.warmup || !w.left_out.empty() || extra[k] < threshold) continue;
+    w.warmup = true;
+    w.left_out = absl::StrFormat(
+        "extra CPU work: the loop's thread ran %.3f ms more than the steady step (%.3f ms) between two marks, with "
+        "no backward pass in that stretch (an evaluation pass or checkpoint?)",
+        extra[k] / 1e6, median_total / 1e6);
     ++marked;
   }
   return marked;

@@ -19,8 +19,30 @@
 //     steps extra by this rule (work that varies from step to step, as with
 //     dynamic shapes: no step is told apart), nothing is marked.
 // Cost: O(tokens + steps) time, O(symbols + steps) memory.
-#pragma once
+//
+// Without GPU work (a CPU job), an evaluation pass is CPU work of the
+// loop's thread with no backward pass in it.  The rule, with each step cut
+// at its backward passes' starts into stretches and the CPU time the
+// loop's thread ran (not blocked, not preempted: a data stall or a busy
+// machine does not count) in each stretch:
+//   - the steady step has the most common number of stretches; each
+//     stretch position's median is its steady CPU time;
+//   - a step's extra is its largest stretch's CPU time beyond the median of
+//     that position (a step with fewer stretches: its total beyond the
+//     median step's; one with more, i.e. more backward passes than the
+//     steady step, has none: its extra is backward work, a merged step);
+//   - the steps left out are those whose extra stands apart: the largest c
+//     extras for the smallest c (at most a quarter of the steps) such that
+//     the c-th is at least 3/4 of the median step's CPU time and at least
+//     twice the next one (noise, a longer batch, a garbage collection make
+//     a continuum below; an evaluation pass is most of a step's work or
+//     more, above), unless together they are less than 2% of the CPU work
+//     of the steps (the mean would move by less than that: a few spikes of
+//     a busy machine, a rare garbage collection, are not worth the risk);
+//   - fewer than 5 steps: nothing is marked.
+// Cost: O(steps log steps).
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -33,5 +55,16 @@ namespace gpuos {
 // (a token belongs to the step its start falls in).  Returns how many steps
 // were newly marked left out.
 size_t MarkExtraWorkSteps(std::vector<StepWindow>& steps, const std::vector<SequenceToken>& tokens);
+
+// The CPU side of one step: the CPU time the loop's thread ran in each
+// stretch between the step's bounds and the starts of the backward passes
+// strictly inside it (one stretch when none is).
+struct StepCpuWork {
+  std::vector<uint64_t> stretches_ns;
+};
+
+// `work[i]` for `steps[i]`.  Returns how many steps were newly marked left
+// out.
+size_t MarkExtraCpuWorkSteps(std::vector<StepWindow>& steps, const std::vector<StepCpuWork>& work);
 
 }  // namespace gpuos

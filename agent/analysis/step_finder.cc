@@ -43,6 +43,7 @@ const char* StepSourceName(StepSource source) {
     case StepSource::kRepeatingKernelSequence: return "repeating_kernel_sequence";
     case StepSource::kRepeatingCpuActivity: return "repeating_cpu_activity";
     case StepSource::kBackwardUprobe: return "backward_uprobe";
+    case StepSource::kBackwardGroups: return "backward_groups";
     case StepSource::kNone: break;
   }
   return "none";
@@ -58,6 +59,7 @@ const char* StepSourceText(StepSource source) {
     case StepSource::kRepeatingKernelSequence: return "the repeating sequence of GPU work";
     case StepSource::kRepeatingCpuActivity: return "the repeating pattern of CPU activity";
     case StepSource::kBackwardUprobe: return "backward passes (uprobes on the autograd engine)";
+    case StepSource::kBackwardGroups: return "groups of backward passes (gradient accumulation)";
     case StepSource::kNone: break;
   }
   return "nothing";
@@ -66,7 +68,8 @@ const char* StepSourceText(StepSource source) {
 bool StepSourceIsInferred(StepSource source) {
   return source == StepSource::kApiRhythm || source == StepSource::kFixedWindows ||
          source == StepSource::kBackwardRanges || source == StepSource::kRepeatingKernelSequence ||
-         source == StepSource::kRepeatingCpuActivity || source == StepSource::kBackwardUprobe;
+         source == StepSource::kRepeatingCpuActivity || source == StepSource::kBackwardUprobe ||
+         source == StepSource::kBackwardGroups;
 }
 
 uint32_t StepLocator::Symbol(const std::string& name) {
@@ -178,68 +181,27 @@ void StepLocator::Add(const v1::Event& e) {
   if (const std::string* comm = StatedComm(e)) SeeComm(e.ts_ns(), e.pid(), e.tid(), *comm);
 }
 
+std::pair<uint64_t, std::vector<StepLocator::Range>*> StepLocator::MostRanges(RangesByThread& by_thread) {
+  std::pair<uint64_t, std::vector<Range>*> best{0, nullptr};
+  uint64_t best_first = 0;
+  for (auto& [key, ranges] : by_thread) {
+    uint64_t first = UINT64_MAX;
+    for (const Range& r : ranges) first = std::min(first, r.start_ns);
+    if (best.second == nullptr || ranges.size() > best.second->size() ||
+        (ranges.size() == best.second->size() && (first < best_first || (first == best_first && key < best.first)))) {
+      best = {key, &ranges};
+      best_first = first;
+    }
+  }
+  return best;
+}
+
 StepPlan StepLocator::Finish() {
   StepPlan plan;
-  // The thread with the most ranges; ties go to the one that starts first.
-  auto pick = [](absl::flat_hash_map<uint64_t, std::vector<Range>>& by_thread) -> std::pair<uint64_t, std::vector<Range>*> {
-    std::pair<uint64_t, std::vector<Range>*> best{0, nullptr};
-    uint64_t best_first = 0;
-    for (auto& [key, ranges] : by_thread) {
-      uint64_t first = UINT64_MAX;
-      for (const Range& r : ranges) first = std::min(first, r.start_ns);
-      if (best.second == nullptr || ranges.size() > best.second->size() ||
-          (ranges.size() == best.second->size() && (first < best_first || (first == best_first && key < best.first)))) {
-        best = {key, &ranges};
-        best_first = first;
-      }
-    }
-    return best;
-  };
-
-  auto by_start = [](const Range& a, const Range& b) {
-    return a.start_ns != b.start_ns ? a.start_ns < b.start_ns : a.end_ns > b.end_ns;
-  };
   if (!step_ranges_.empty()) {
-    auto [key, ranges] = pick(step_ranges_);
-    plan.source = StepSource::kNvtxRanges;
-    plan.pid = static_cast<uint32_t>(key >> 32);
-    plan.tid = static_cast<uint32_t>(key);
-    plan.other_threads_with_steps = static_cast<uint32_t>(step_ranges_.size() - 1);
-    std::sort(ranges->begin(), ranges->end(), by_start);
-    // A step range inside another (a user's "step 3" inside the profiler's
-    // "ProfilerStep#3") would count the same time twice: keep the outer one.
-    uint64_t outer_end = 0;
-    for (const Range& r : *ranges) {
-      if (!plan.steps.empty() && r.end_ns <= outer_end) continue;
-      StepWindow w;
-      w.start_ns = r.start_ns;
-      w.end_ns = r.end_ns;
-      w.index = r.number >= 0 ? static_cast<uint64_t>(r.number) : plan.steps.size();
-      plan.steps.push_back(w);
-      outer_end = r.end_ns;
-    }
+    NvtxRangeSteps(plan);
   } else if (!optimizer_ranges_.empty()) {
-    auto [key, ranges] = pick(optimizer_ranges_);
-    plan.source = StepSource::kOptimizerSteps;
-    plan.pid = static_cast<uint32_t>(key >> 32);
-    plan.tid = static_cast<uint32_t>(key);
-    std::sort(ranges->begin(), ranges->end(), by_start);
-    // Step i runs from the end of optimizer step i-1 to the end of
-    // optimizer step i: fetch, forward, backward and update of one batch.
-    for (size_t i = 1; i < ranges->size(); ++i) {
-      StepWindow w;
-      w.start_ns = (*ranges)[i - 1].end_ns;
-      w.end_ns = (*ranges)[i].end_ns;
-      if (w.end_ns <= w.start_ns) continue;
-      w.index = i;
-      plan.steps.push_back(w);
-    }
-    if (plan.steps.empty()) {
-      plan.source = StepSource::kNone;
-      plan.note = absl::StrCat("only one \"", options_.optimizer_range_name,
-                               "\" range: steps are the intervals between two of them");
-      FindUnannotatedSteps(plan, absl::StrCat("only one \"", options_.optimizer_range_name, "\" range"));
-    }
+    OptimizerSteps(plan);
   } else {
     plan.note = absl::StrCat("no NVTX range is named like a training step (--step-regex \"", options_.step_regex,
                              "\") and there are no \"", options_.optimizer_range_name,
@@ -249,47 +211,86 @@ StepPlan StepLocator::Finish() {
                                          options_.optimizer_range_name, "\" ranges");
     if (!BackwardSteps(plan, why)) FindUnannotatedSteps(plan, why);
   }
-  if (attached_ && !plan.steps.empty()) {
-    // Nothing before the attach is in the trace, nothing after its end
-    // was recorded whole: a step reaching out of the window is cut to it.
-    const uint64_t lo = attach_start_ns_;
-    const uint64_t hi = attach_end_ns_ ? attach_end_ns_ : UINT64_MAX;
-    std::vector<StepWindow> kept;
-    for (StepWindow w : plan.steps) {
-      w.start_ns = std::max(w.start_ns, lo);
-      w.end_ns = std::min(w.end_ns, hi);
-      if (w.end_ns > w.start_ns) kept.push_back(w);
-    }
-    if (kept.empty()) {
-      plan.note = absl::StrCat("every step (from ", StepSourceText(plan.source),
-                               ") lies outside the attach window");
-      plan.source = StepSource::kNone;
-    }
-    plan.steps = std::move(kept);
-  }
+  if (attached_ && !plan.steps.empty()) ClipToAttachWindow(plan);
   for (size_t i = 0; i < plan.steps.size() && i < options_.warmup_steps; ++i) plan.steps[i].warmup = true;
   if (plan.source == StepSource::kOptimizerSteps || plan.source == StepSource::kBackwardRanges ||
-      plan.source == StepSource::kBackwardUprobe) {
-    // An evaluation pass or checkpoint between two marks falls into a step.
-    size_t named = 0;
-    const std::vector<SequenceToken> tokens = GpuTokens(plan.pid, named);
-    if (MarkExtraWorkSteps(plan.steps, tokens) > 0) {
-      std::vector<std::string> left;
-      size_t left_out = 0;
-      for (const StepWindow& w : plan.steps) {
-        if (w.left_out.empty()) continue;
-        if (++left_out <= 8) left.push_back(absl::StrCat("step ", w.index, ": ", w.left_out));
-      }
-      std::string out = absl::StrJoin(left, "; ");
-      if (left_out > left.size()) absl::StrAppend(&out, "; and ", left_out - left.size(), " more");
-      absl::StrAppend(&plan.note, plan.note.empty() ? "" : "; ", "left out of the summaries: ", out);
-    }
+      plan.source == StepSource::kBackwardUprobe || plan.source == StepSource::kBackwardGroups) {
+    MarkExtraWork(plan);
   }
   if (plan.source == StepSource::kNone) return plan;
-
   auto comm = comm_.find(plan.tid);
   if (comm != comm_.end()) plan.thread_comm = comm->second.second;
+  FindWorkers(plan);
+  return plan;
+}
 
+void StepLocator::NvtxRangeSteps(StepPlan& plan) {
+  auto [key, ranges] = MostRanges(step_ranges_);
+  plan.source = StepSource::kNvtxRanges;
+  plan.pid = static_cast<uint32_t>(key >> 32);
+  plan.tid = static_cast<uint32_t>(key);
+  plan.other_threads_with_steps = static_cast<uint32_t>(step_ranges_.size() - 1);
+  std::sort(ranges->begin(), ranges->end(), [](const Range& a, const Range& b) {
+    return a.start_ns != b.start_ns ? a.start_ns < b.start_ns : a.end_ns > b.end_ns;
+  });
+  // A step range inside another (a user's "step 3" inside the profiler's
+  // "ProfilerStep#3") would count the same time twice: keep the outer one.
+  uint64_t outer_end = 0;
+  for (const Range& r : *ranges) {
+    if (!plan.steps.empty() && r.end_ns <= outer_end) continue;
+    StepWindow w;
+    w.start_ns = r.start_ns;
+    w.end_ns = r.end_ns;
+    w.index = r.number >= 0 ? static_cast<uint64_t>(r.number) : plan.steps.size();
+    plan.steps.push_back(w);
+    outer_end = r.end_ns;
+  }
+}
+
+void StepLocator::OptimizerSteps(StepPlan& plan) {
+  auto [key, ranges] = MostRanges(optimizer_ranges_);
+  plan.source = StepSource::kOptimizerSteps;
+  plan.pid = static_cast<uint32_t>(key >> 32);
+  plan.tid = static_cast<uint32_t>(key);
+  std::sort(ranges->begin(), ranges->end(), [](const Range& a, const Range& b) {
+    return a.start_ns != b.start_ns ? a.start_ns < b.start_ns : a.end_ns > b.end_ns;
+  });
+  // Step i runs from the end of optimizer step i-1 to the end of
+  // optimizer step i: fetch, forward, backward and update of one batch.
+  for (size_t i = 1; i < ranges->size(); ++i) {
+    StepWindow w;
+    w.start_ns = (*ranges)[i - 1].end_ns;
+    w.end_ns = (*ranges)[i].end_ns;
+    if (w.end_ns <= w.start_ns) continue;
+    w.index = i;
+    plan.steps.push_back(w);
+  }
+  if (!plan.steps.empty()) return;
+  plan.source = StepSource::kNone;
+  plan.note = absl::StrCat("only one \"", options_.optimizer_range_name,
+                           "\" range: steps are the intervals between two of them");
+  FindUnannotatedSteps(plan, absl::StrCat("only one \"", options_.optimizer_range_name, "\" range"));
+}
+
+void StepLocator::ClipToAttachWindow(StepPlan& plan) {
+  // Nothing before the attach is in the trace, nothing after its end
+  // was recorded whole: a step reaching out of the window is cut to it.
+  const uint64_t lo = attach_start_ns_;
+  const uint64_t hi = attach_end_ns_ ? attach_end_ns_ : UINT64_MAX;
+  std::vector<StepWindow> kept;
+  for (StepWindow w : plan.steps) {
+    w.start_ns = std::max(w.start_ns, lo);
+    w.end_ns = std::min(w.end_ns, hi);
+    if (w.end_ns > w.start_ns) kept.push_back(w);
+  }
+  if (kept.empty()) {
+    plan.note = absl::StrCat("every step (from ", StepSourceText(plan.source), ") lies outside the attach window");
+    plan.source = StepSource::kNone;
+  }
+  plan.steps = std::move(kept);
+}
+
+void StepLocator::FindWorkers(StepPlan& plan) const {
   // Descendants of the launching process: DataLoader workers are its children.
   absl::flat_hash_map<uint32_t, std::vector<uint32_t>> children;
   for (const auto& [pid, ppid] : parent_) {
@@ -318,7 +319,6 @@ StepPlan StepLocator::Finish() {
     if (pid != plan.pid) worker_processes.insert(pid);
   }
   plan.worker_processes = static_cast<uint32_t>(worker_processes.size());
-  return plan;
 }
 
 std::string StepLocator::ThreadText(uint32_t tid) const {
@@ -327,11 +327,8 @@ std::string StepLocator::ThreadText(uint32_t tid) const {
   return absl::StrCat(tid, " \"", comm->second.second, "\"");
 }
 
-void StepLocator::FindUnannotatedSteps(StepPlan& plan, const std::string& why) {
-  // The launching thread: the most kernel launches, then the most calls,
-  // then the earliest first call.
+const StepLocator::ThreadApi* StepLocator::LaunchingThread(uint64_t& best_key) const {
   const ThreadApi* best = nullptr;
-  uint64_t best_key = 0;
   for (const auto& [key, t] : api_) {
     bool better = best == nullptr;
     if (!better && t.launches != best->launches) {
@@ -346,6 +343,12 @@ void StepLocator::FindUnannotatedSteps(StepPlan& plan, const std::string& why) {
       best_key = key;
     }
   }
+  return best;
+}
+
+void StepLocator::FindUnannotatedSteps(StepPlan& plan, const std::string& why) {
+  uint64_t best_key = 0;
+  const ThreadApi* best = LaunchingThread(best_key);
   std::string detail;
   if (best != nullptr) {
     plan.pid = static_cast<uint32_t>(best_key >> 32);
@@ -361,42 +364,7 @@ void StepLocator::FindUnannotatedSteps(StepPlan& plan, const std::string& why) {
     // rhythm of API calls is a guess from their timing.
     if (KernelSequenceSteps(plan, plan.pid, why, no_period)) return;
     if (BackwardSteps(plan, absl::StrCat(why, "; ", no_period), /*from_uprobe=*/true)) return;
-    RhythmChoice choice = best->rhythm.Choose();
-    if (choice.found()) {
-      const RhythmCandidate& a = choice.anchor();
-      std::vector<StepWindow> steps;
-      for (size_t i = 1; i < a.times.size(); ++i) {
-        if (a.times[i] <= a.times[i - 1]) continue;
-        StepWindow w;
-        w.start_ns = a.times[i - 1];
-        w.end_ns = a.times[i];
-        w.index = i - 1;
-        steps.push_back(w);
-      }
-      if (!steps.empty()) {
-        plan.source = StepSource::kApiRhythm;
-        plan.anchor_name = a.name;
-        plan.steps = std::move(steps);
-        plan.note = absl::StrFormat(
-            "%s; %s; steps run from the end of one %s call to the next on %s: %d calls, one every %s on average, "
-            "CV of the intervals %.3f%s; %s is the most frequent CUDA API call of that thread that recurs at "
-            "near-constant intervals (>= %d calls, mean interval >= %s, CV <= %.2f, the longest %.0f%% of "
-            "intervals set aside as pauses)",
-            why, no_period, a.name, thread, a.calls, Ms(a.mean_interval_ns), a.cv,
-            a.excused ? absl::StrFormat(" (the %d longest of %d intervals set aside as pauses)", a.excused,
-                                        a.intervals)
-                      : std::string(),
-            a.name, options_.rhythm_min_calls, Ms(static_cast<double>(options_.rhythm_min_interval_ns)),
-            options_.rhythm_max_cv, 100 * options_.rhythm_excused_fraction);
-        return;
-      }
-    }
-    const RhythmCandidate* closest = choice.closest_irregular();
-    detail = absl::StrCat(no_period, "; no CUDA API call of ", thread, " recurs regularly enough to mark steps");
-    if (closest != nullptr) {
-      absl::StrAppendFormat(&detail, " (the closest: %s, %d calls, %s)", closest->name, closest->calls,
-                            closest->why_not);
-    }
+    if (RhythmSteps(plan, *best, thread, why, no_period, detail)) return;
   } else {
     // Backward passes before the CPU activity's period: they are the job's
     // own calls, where blocking points are a guess (a CPU loop's intra-op
@@ -415,6 +383,46 @@ void StepLocator::FindUnannotatedSteps(StepPlan& plan, const std::string& why) {
                           ThreadText(first_target_), " (", no_period, ")");
   }
   FixedWindows(plan, absl::StrCat(why, "; ", detail));
+}
+
+bool StepLocator::RhythmSteps(StepPlan& plan, const ThreadApi& api, const std::string& thread,
+                              const std::string& why, const std::string& no_period, std::string& detail) {
+  RhythmChoice choice = api.rhythm.Choose();
+  if (choice.found()) {
+    const RhythmCandidate& a = choice.anchor();
+    std::vector<StepWindow> steps;
+    for (size_t i = 1; i < a.times.size(); ++i) {
+      if (a.times[i] <= a.times[i - 1]) continue;
+      StepWindow w;
+      w.start_ns = a.times[i - 1];
+      w.end_ns = a.times[i];
+      w.index = i - 1;
+      steps.push_back(w);
+    }
+    if (!steps.empty()) {
+      plan.source = StepSource::kApiRhythm;
+      plan.anchor_name = a.name;
+      plan.steps = std::move(steps);
+      plan.note = absl::StrFormat(
+          "%s; %s; steps run from the end of one %s call to the next on %s: %d calls, one every %s on average, "
+          "CV of the intervals %.3f%s; %s is the most frequent CUDA API call of that thread that recurs at "
+          "near-constant intervals (>= %d calls, mean interval >= %s, CV <= %.2f, the longest %.0f%% of "
+          "intervals set aside as pauses)",
+          why, no_period, a.name, thread, a.calls, Ms(a.mean_interval_ns), a.cv,
+          a.excused ? absl::StrFormat(" (the %d longest of %d intervals set aside as pauses)", a.excused, a.intervals)
+                    : std::string(),
+          a.name, options_.rhythm_min_calls, Ms(static_cast<double>(options_.rhythm_min_interval_ns)),
+          options_.rhythm_max_cv, 100 * options_.rhythm_excused_fraction);
+      return true;
+    }
+  }
+  const RhythmCandidate* closest = choice.closest_irregular();
+  detail = absl::StrCat(no_period, "; no CUDA API call of ", thread, " recurs regularly enough to mark steps");
+  if (closest != nullptr) {
+    absl::StrAppendFormat(&detail, " (the closest: %s, %d calls, %s)", closest->name, closest->calls,
+                          closest->why_not);
+  }
+  return false;
 }
 
 void StepLocator::FixedWindows(StepPlan& plan, const std::string& why) {
@@ -456,53 +464,6 @@ void StepLocator::FixedWindows(StepPlan& plan, const std::string& why) {
       "%s; so steps are fixed windows of %s%s over %s on thread %s (%d windows%s): each is a slice of time, "
       "not a training step",
       why, Ms(static_cast<double>(width)), widened, over, ThreadText(plan.tid), n, rest);
-}
-
-bool StepLocator::BackwardSteps(StepPlan& plan, const std::string& why, bool from_uprobe) {
-  const std::vector<Range>* ranges = nullptr;
-  uint64_t key = 0;
-  for (const auto& [k, r] : from_uprobe ? backward_uprobe_starts_ : backward_ranges_) {
-    if (ranges == nullptr || r.size() > ranges->size() || (r.size() == ranges->size() && k < key)) {
-      ranges = &r;
-      key = k;
-    }
-  }
-  if (ranges == nullptr || ranges->size() < 2) return false;
-  std::vector<uint64_t> ends;
-  for (const Range& r : *ranges) ends.push_back(r.end_ns);
-  std::sort(ends.begin(), ends.end());
-  std::vector<StepWindow> steps;
-  for (size_t i = 1; i < ends.size(); ++i) {
-    if (ends[i] <= ends[i - 1]) continue;
-    StepWindow w;
-    w.start_ns = ends[i - 1];
-    w.end_ns = ends[i];
-    w.index = i;
-    steps.push_back(w);
-  }
-  if (steps.empty()) return false;
-  plan.source = from_uprobe ? StepSource::kBackwardUprobe : StepSource::kBackwardRanges;
-  plan.pid = static_cast<uint32_t>(key >> 32);
-  plan.tid = static_cast<uint32_t>(key);
-  plan.steps = std::move(steps);
-  if (from_uprobe) {
-    // Nothing here marks the optimizer step (a Python optimizer has no
-    // C++ entry point to probe), so k backward passes per update are not
-    // grouped: guessing k from timing would be confidently wrong when it
-    // misses.
-    plan.note = absl::StrFormat(
-        "%s; steps run from the start of one backward pass to the start of the next (gpuos-trace's uprobe on "
-        "torch::autograd::Engine::execute, every loss.backward() of Python or C++: %d on thread %s); one "
-        "backward pass is one step, so with gradient accumulation a step here is one micro-batch",
-        why, ranges->size(), ThreadText(plan.tid));
-    return true;
-  }
-  plan.note = absl::StrFormat(
-      "%s; steps run from the end of one \"%s\" range to the end of the next (the Python start-up hook's marks "
-      "of loss.backward(): %d on thread %s), as a loop that updates its parameters by hand makes one backward "
-      "pass a step (with gradient accumulation by hand, a step here is one micro-batch)",
-      why, options_.backward_range_name, ranges->size(), ThreadText(plan.tid));
-  return true;
 }
 
 std::vector<SequenceToken> StepLocator::GpuTokens(uint32_t pid, size_t& named) const {

@@ -16,6 +16,9 @@
 //      the domain kBackwardUprobeDomain, record/torch_backward_probes.h),
 //      on the thread with the most: any PyTorch job, C++ or Python,
 //      launched or attached, without the Python hook;
+//   3 and 5 group k backward passes into one step when the CPU work between
+//      them has a period of k (gradient accumulation: the interval after
+//      every k-th holds the optimizer's update, accumulation_period.h);
 //   6. the rhythm of the launching thread's CUDA API calls (the thread with
 //      the most kernel launches): one call name that recurs once a step at
 //      near-constant intervals (api_rhythm.h);
@@ -52,6 +55,8 @@
 
 namespace gpuos {
 
+struct StepCpuWork;  // step_extra_work.h
+
 enum class StepSource {
   kNone,            // no steps found
   kNvtxRanges,      // NVTX ranges matching StepOptions::step_regex
@@ -62,11 +67,13 @@ enum class StepSource {
   kRepeatingKernelSequence,  // the repeating unit of the GPU work's sequence
   kRepeatingCpuActivity,     // the repeating unit of the CPU threads' activity
   kBackwardUprobe,           // between consecutive backward-pass starts from the autograd uprobe
+  kBackwardGroups,           // groups of k backward passes (marks of 3 or 5), by the period of the CPU work
 };
 
 // For programs: "nvtx_step_ranges", "optimizer_step_ranges",
 // "backward_ranges", "repeating_kernel_sequence", "cuda_api_rhythm",
-// "repeating_cpu_activity", "backward_uprobe", "fixed_windows", "none".
+// "repeating_cpu_activity", "backward_uprobe", "backward_groups",
+// "fixed_windows", "none".
 const char* StepSourceName(StepSource source);
 // For people: "NVTX step ranges", "optimizer.step ranges", "the rhythm of
 // CUDA API calls", "fixed time windows", "nothing"...
@@ -145,13 +152,46 @@ class StepLocator {
     uint64_t first_ns = UINT64_MAX;
     ApiRhythm rhythm;
   };
+  using RangesByThread = absl::flat_hash_map<uint64_t, std::vector<Range>>;
   void SeeComm(uint64_t ts, uint32_t pid, uint32_t tid, const std::string& comm);
-  // Sources 3 and 4; `why` says why sources 1 and 2 found nothing.
+  // The thread with the most ranges (ties: the one that starts first).
+  static std::pair<uint64_t, std::vector<Range>*> MostRanges(RangesByThread& by_thread);
+  // Sources 1 and 2.
+  void NvtxRangeSteps(StepPlan& plan);
+  void OptimizerSteps(StepPlan& plan);
+  // Cuts every step to the attach window.
+  void ClipToAttachWindow(StepPlan& plan);
+  // Steps from marks holding extra work (an evaluation pass, a checkpoint):
+  // by their GPU work, or without any, by the loop's CPU work.
+  void MarkExtraWork(StepPlan& plan);
+  // The CPU work of each step of `plan` (stretches between backward
+  // passes); empty when the loop's thread is not a main thread with a
+  // timeline.
+  std::vector<StepCpuWork> CpuWork(const StepPlan& plan) const;
+  // The backward passes' starts on thread `key` (the uprobe's, else the
+  // Python hook's), sorted.
+  std::vector<uint64_t> BackwardStarts(uint64_t key) const;
+  // The data workers of the plan's process.
+  void FindWorkers(StepPlan& plan) const;
+  // Sources 3 to 8 without annotations; `why` says why sources 1 and 2
+  // found nothing.
   void FindUnannotatedSteps(StepPlan& plan, const std::string& why);
+  // The launching thread (the most kernel launches, then the most calls,
+  // then the earliest first call), or nullptr without CUDA calls.
+  const ThreadApi* LaunchingThread(uint64_t& key) const;
+  // Source 6 on `api`; false (with `detail`) when no call is regular.
+  bool RhythmSteps(StepPlan& plan, const ThreadApi& api, const std::string& thread, const std::string& why,
+                   const std::string& no_period, std::string& detail);
   void FixedWindows(StepPlan& plan, const std::string& why);
   // Source 3 (the Python hook's ranges), or source 5 with from_uprobe
-  // (gpuos-trace's uprobes); false when there are fewer than two.
+  // (gpuos-trace's uprobes), grouped k at a time when the CPU work between
+  // them has a period; false when there are fewer than two.
   bool BackwardSteps(StepPlan& plan, const std::string& why, bool from_uprobe = false);
+  // Steps of k backward marks each (`bounds`, sorted, on main thread `tid`)
+  // when the CPU work between them has a period of k
+  // (accumulation_period.h): returns k and the evidence in `detail`, or 0
+  // and why not.
+  uint32_t GroupBackwardSteps(StepPlan& plan, const std::vector<uint64_t>& bounds, uint32_t tid, std::string& detail);
   // Source 4 on process `pid`; false (with `why_not`) when it has no period.
   bool KernelSequenceSteps(StepPlan& plan, uint32_t pid, const std::string& why, std::string& why_not);
   // Source 6; false (with `why_not`) when nothing repeats.

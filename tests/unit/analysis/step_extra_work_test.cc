@@ -2,10 +2,15 @@
 // (more work) and a checkpoint (kinds of work steady steps lack) are left
 // out with the reason; a data stall (slower, same work), an occasional
 // loss.item() and a warm-up step keep what they had; work that varies
-// from step to step (dynamic shapes) marks nothing.
+// from step to step (dynamic shapes) marks nothing.  MarkExtraCpuWorkSteps
+// on the CPU work of constructed steps: evaluation passes (a stretch
+// between two marks running far longer, no backward pass in it) are left
+// out, jitter, a garbage collection and a merged step (more backward
+// passes) are not, nor anything in a loop whose work varies.
 #include "analysis/step_extra_work.h"
 
 #include <cstdint>
+#include <random>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -77,6 +82,106 @@ TEST(StepExtraWorkTest, WorkThatVariesFromStepToStepMarksNothing) {
   for (uint32_t i = 0; i < 30; ++i) t.Step(Work(1000 + 20 * (i % 3), 1020 + 20 * (i % 3), Work(0, 100)));
   EXPECT_EQ(MarkExtraWorkSteps(t.steps, t.tokens), 0u);
   for (const StepWindow& w : t.steps) EXPECT_TRUE(w.left_out.empty()) << w.left_out;
+}
+
+// `n` steps of `k` stretches (a step cut at its backward passes), each
+// stretch about 7 ms of CPU work (+-`jitter`), the last 2 ms more (the
+// update).
+std::vector<StepCpuWork> CpuSteps(size_t n, size_t k, double jitter, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> noise(1 - jitter, 1 + jitter);
+  std::vector<StepCpuWork> work(n);
+  for (StepCpuWork& w : work) {
+    for (size_t q = 0; q < k; ++q) w.stretches_ns.push_back(static_cast<uint64_t>((q + 1 == k ? 9 : 7) * kMs * noise(rng)));
+  }
+  return work;
+}
+
+std::vector<StepWindow> Windows(size_t n) {
+  std::vector<StepWindow> steps(n);
+  for (size_t i = 0; i < n; ++i) {
+    steps[i].index = i;
+    steps[i].start_ns = (i + 1) * 100 * kMs;
+    steps[i].end_ns = (i + 2) * 100 * kMs;
+  }
+  return steps;
+}
+
+TEST(StepExtraWorkTest, CpuEvaluationPassesAreLeftOutJitterAndAGcPauseAreNot) {
+  for (size_t k : {1u, 3u, 4u}) {
+    std::vector<StepCpuWork> work = CpuSteps(40, k, 0.15, static_cast<uint32_t>(k));
+    // An evaluation pass after every 10th optimizer step: 25 ms of forward
+    // work in the stretch after the last backward pass.
+    for (size_t i = 9; i < 40; i += 10) work[i].stretches_ns.back() += 25 * kMs;
+    // A garbage collection: 6 ms in one stretch.
+    work[4].stretches_ns[0] += 6 * kMs;
+    // The warm-up step's first-time work dwarfs them (it is left out
+    // already and sets nothing).
+    work[0].stretches_ns[0] += 300 * kMs;
+    std::vector<StepWindow> steps = Windows(40);
+    steps[0].warmup = true;
+    EXPECT_EQ(MarkExtraCpuWorkSteps(steps, work), 4u) << k;
+    for (size_t i = 0; i < steps.size(); ++i) {
+      const bool eval = i % 10 == 9;
+      EXPECT_EQ(!steps[i].left_out.empty(), eval) << k << " " << i << ": " << steps[i].left_out;
+      EXPECT_EQ(steps[i].warmup, eval || i == 0) << i;
+    }
+    EXPECT_NE(steps[9].left_out.find("extra CPU work"), std::string::npos) << steps[9].left_out;
+    EXPECT_NE(steps[9].left_out.find("no backward pass"), std::string::npos) << steps[9].left_out;
+  }
+}
+
+TEST(StepExtraWorkTest, ASmallerExtraIsLeftOutWhenItStandsApartOfTheNoise) {
+  // A single-stretch step of 24 ms (word_lm-like), an epoch-end evaluation
+  // of 20 ms: less than a step, but 3/4 of one and far above the jitter.
+  std::vector<StepCpuWork> work(30);
+  std::mt19937 rng(2);
+  std::uniform_real_distribution<double> noise(0.95, 1.05);
+  for (StepCpuWork& w : work) w.stretches_ns = {static_cast<uint64_t>(24 * kMs * noise(rng))};
+  work[25].stretches_ns[0] += 20 * kMs;
+  std::vector<StepWindow> steps = Windows(30);
+  EXPECT_EQ(MarkExtraCpuWorkSteps(steps, work), 1u);
+  EXPECT_FALSE(steps[25].left_out.empty());
+}
+
+TEST(StepExtraWorkTest, AFewSpikesInALongRunStayIn) {
+  // 500 steps of 4 ms, four spikes of 4 to 7 ms (a busy machine): they
+  // stand apart, but make under 1% of the run's CPU work.
+  std::vector<StepCpuWork> work(500);
+  std::mt19937 rng(6);
+  std::uniform_real_distribution<double> noise(0.95, 1.05);
+  for (StepCpuWork& w : work) w.stretches_ns = {static_cast<uint64_t>(4 * kMs * noise(rng))};
+  for (size_t i : {100u, 150u, 300u, 420u}) work[i].stretches_ns[0] += (4 + i % 4) * kMs;
+  std::vector<StepWindow> steps = Windows(500);
+  EXPECT_EQ(MarkExtraCpuWorkSteps(steps, work), 0u);
+  // The same spikes in a short run are 4% of it: left out.
+  work.resize(100);
+  work[60].stretches_ns[0] += 6 * kMs;
+  work[80].stretches_ns[0] += 5 * kMs;
+  steps = Windows(100);
+  EXPECT_EQ(MarkExtraCpuWorkSteps(steps, work), 2u);
+}
+
+TEST(StepExtraWorkTest, NoCpuExtraWhenNothingStandsApart) {
+  // Extras that form a continuum (variable-length batches: 0.5x to 3x the
+  // work) mark nothing, however large the largest: 5 to 44 ms around 24.
+  std::vector<StepCpuWork> work(50);
+  for (size_t i = 0; i < work.size(); ++i) work[i].stretches_ns = {(5 + (i * 7) % 40) * kMs};
+  std::vector<StepWindow> steps = Windows(50);
+  EXPECT_EQ(MarkExtraCpuWorkSteps(steps, work), 0u);
+  // A step with more backward passes (a missed mark merged two) is not
+  // extra work, however long.
+  std::vector<StepCpuWork> merged = CpuSteps(30, 2, 0.05, 8);
+  merged[12].stretches_ns = {7 * kMs, 7 * kMs, 7 * kMs, 9 * kMs};
+  steps = Windows(30);
+  EXPECT_EQ(MarkExtraCpuWorkSteps(steps, merged), 0u);
+  // Too few steps, or no CPU work known.
+  steps = Windows(4);
+  std::vector<StepCpuWork> four = CpuSteps(4, 1, 0, 1);
+  four[2].stretches_ns[0] *= 5;
+  EXPECT_EQ(MarkExtraCpuWorkSteps(steps, four), 0u);
+  steps = Windows(10);
+  EXPECT_EQ(MarkExtraCpuWorkSteps(steps, {}), 0u);
 }
 
 }  // namespace

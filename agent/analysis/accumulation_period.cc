@@ -1,0 +1,119 @@
+// Backward passes grouped by the period of the CPU work between them; see
+// accumulation_period.h.
+#include "analysis/accumulation_period.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace gpuos {
+namespace {
+
+struct Candidate {
+  uint32_t k = 0;
+  uint32_t phase = 0;
+  size_t groups = 0;
+  size_t wins = 0;
+  double chance = 1;
+  uint64_t update_median = 0;
+  uint64_t other_median = 0;
+  double ratio = 0;
+  double share() const { return groups == 0 ? 0 : static_cast<double>(wins) / static_cast<double>(groups); }
+};
+
+uint64_t Median(std::vector<uint64_t> v) {
+  if (v.empty()) return 0;
+  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+  return v[v.size() / 2];
+}
+
+// P(X >= wins) for X ~ Binomial(groups, q), in log space (groups can be
+// thousands).
+double BinomialTail(size_t groups, size_t wins, double q) {
+  double tail = 0;
+  for (size_t x = wins; x <= groups; ++x) {
+    const double log_p = std::lgamma(groups + 1.0) - std::lgamma(x + 1.0) - std::lgamma(groups - x + 1.0) +
+                         x * std::log(q) + (groups - x) * std::log1p(-q);
+    tail += std::exp(log_p);
+  }
+  return std::min(1.0, tail);
+}
+
+Candidate Score(const std::vector<uint64_t>& w, uint32_t k, uint32_t phase) {
+  Candidate c;
+  c.k = k;
+  c.phase = phase;
+  std::vector<uint64_t> update, other;
+  for (size_t j = 0; j < w.size(); ++j) (j % k == phase ? update : other).push_back(w[j]);
+  for (size_t j = phase; j < w.size(); j += k) {
+    if (j + 1 < k) continue;
+    ++c.groups;
+    bool busiest = true;
+    for (size_t i = j + 1 - k; i < j && busiest; ++i) busiest = w[j] > w[i];
+    c.wins += busiest;
+  }
+  c.chance = BinomialTail(c.groups, c.wins, 1.0 / k);
+  c.update_median = Median(std::move(update));
+  c.other_median = Median(std::move(other));
+  c.ratio = c.other_median > 0 ? static_cast<double>(c.update_median) / static_cast<double>(c.other_median) : 0;
+  return c;
+}
+
+bool Qualifies(const Candidate& c, const AccumulationOptions& o) {
+  return c.groups > 0 && c.share() >= o.min_win_share && c.chance <= o.max_chance && c.ratio >= o.min_ratio;
+}
+
+std::string Evidence(const Candidate& c) {
+  return absl::StrFormat(
+      "k=%d: the interval after backward passes %d, %d, %d... (counting from 0) ran longer than the %d before it "
+      "in %d of %d groups (%.0f%%), median CPU time %.3f ms vs %.3f ms for the others",
+      c.k, c.phase, c.phase + c.k, c.phase + 2 * c.k, c.k - 1, c.wins, c.groups, 100 * c.share(),
+      c.update_median / 1e6, c.other_median / 1e6);
+}
+
+}  // namespace
+
+AccumulationPeriod FindAccumulationPeriod(const std::vector<uint64_t>& work_ns, const AccumulationOptions& options) {
+  AccumulationPeriod r;
+  std::vector<Candidate> all;
+  for (uint32_t k = 2; k <= options.max_k; ++k) {
+    if (work_ns.size() < 2 * static_cast<size_t>(k)) break;
+    for (uint32_t p = 0; p < k; ++p) all.push_back(Score(work_ns, k, p));
+  }
+  const Candidate* best = nullptr;  // the smallest qualifying k, its best phase
+  const Candidate* closest = nullptr;
+  for (const Candidate& c : all) {
+    if (closest == nullptr || c.share() > closest->share()) closest = &c;
+    if (!Qualifies(c, options)) continue;
+    if (best == nullptr || c.k < best->k || (c.k == best->k && c.share() > best->share())) best = &c;
+  }
+  if (best == nullptr) {
+    r.evidence = closest == nullptr
+                     ? absl::StrFormat("%d intervals are too few to compare groups", work_ns.size())
+                     : absl::StrCat("no k from 2 to ", options.max_k,
+                                    " makes one interval of each group the busiest (the closest, ",
+                                    Evidence(*closest), ")");
+    return r;
+  }
+  r.k = best->k;
+  r.phase = best->phase;
+  r.groups = best->groups;
+  r.wins = best->wins;
+  r.ratio = best->ratio;
+  r.update_median_ns = best->update_median;
+  r.other_median_ns = best->other_median;
+  r.evidence = Evidence(*best);
+  for (const Candidate& c : all) {
+    if (Qualifies(c, options) && c.k % best->k != 0) {
+      r.ambiguous = true;
+      r.evidence = absl::StrCat(r.evidence, "; but also ", Evidence(c));
+      return r;
+    }
+  }
+  r.found = true;
+  return r;
+}
+
+}  // namespace gpuos

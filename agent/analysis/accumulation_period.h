@@ -1,0 +1,66 @@
+// Gradient accumulation seen from the CPU: whether backward passes come k at
+// a time, one optimizer update after every k-th, for steps from backward
+// marks (the autograd uprobe's, the Python hook's) where nothing marks the
+// optimizer step.  The evidence is the work between consecutive backward
+// passes: the interval after the k-th backward pass of a group also runs
+// the update (gradient clipping, the optimizer, zero_grad), so it is the
+// busiest of its group, group after group, at the same position.
+//
+// The rule, given the CPU time the loop's thread ran (on-CPU, not blocked,
+// not preempted: a data stall or a busy machine does not count) in each
+// interval between consecutive backward passes:
+//   - for every k in 2..max_k and phase p in 0..k-1, each interval j with
+//     j % k == p and j >= k-1 closes a group of k (j-k+1..j); the group
+//     "wins" when interval j ran longer than every other interval of it;
+//   - (k, p) qualifies when at least min_win_share of its groups win, when
+//     that many wins are unlikely by chance (a binomial tail, each group
+//     winning with probability 1/k, below max_chance: enough groups), and
+//     when the median of the phase-p intervals is at least min_ratio times
+//     the others' median (the update is real work, not a tie broken by
+//     noise);
+//   - the smallest qualifying k wins, with its best phase (a larger k that
+//     qualifies too must be a multiple of it: a second periodic extra, such
+//     as logging every other optimizer step); a qualifying k that is not a
+//     multiple makes the grouping ambiguous, and then nothing is grouped;
+//   - no qualifying k: one backward pass is one step (no accumulation, or
+//     an update too small to tell apart from the noise).
+// Evaluation passes and checkpoints fall into update intervals (they run
+// after an optimizer step) and only make those busier.  A loop without
+// accumulation that does much more CPU work every k-th iteration (costly
+// logging every other step) looks the same from the CPU and would be
+// grouped too: the note shows the evidence.
+// Cost: O(n * max_k) time for n intervals, O(n) memory.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace gpuos {
+
+struct AccumulationOptions {
+  uint32_t max_k = 8;
+  double min_win_share = 0.8;
+  double max_chance = 1e-3;
+  double min_ratio = 1.05;
+};
+
+struct AccumulationPeriod {
+  bool found = false;
+  bool ambiguous = false;  // two periods that do not divide each other both qualify
+  uint32_t k = 1;          // backward passes per optimizer step
+  uint32_t phase = 0;      // interval j (after backward pass j) holds the update when j % k == phase
+  size_t groups = 0;       // of the chosen (or, not found, the closest) period
+  size_t wins = 0;
+  double ratio = 0;                // median CPU time, update intervals vs the others
+  uint64_t update_median_ns = 0;   // median CPU time of the update intervals
+  uint64_t other_median_ns = 0;    // of the others
+  std::string evidence;            // for the note: the numbers, found or not
+};
+
+// `work_ns[j]`: the CPU time of the interval after backward pass j (to the
+// next one), in time order.
+AccumulationPeriod FindAccumulationPeriod(const std::vector<uint64_t>& work_ns,
+                                          const AccumulationOptions& options = AccumulationOptions());
+
+}  // namespace gpuos

@@ -1,0 +1,177 @@
+// The step locator's steps from backward marks (the Python hook's
+// autograd.backward ranges, gpuos-trace's uprobe on the autograd engine),
+// grouped k at a time under gradient accumulation, and the steps from
+// marks that hold extra work; see step_finder.h.
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "analysis/accumulation_period.h"
+#include "analysis/step_extra_work.h"
+#include "analysis/step_finder.h"
+
+namespace gpuos {
+namespace {
+
+uint64_t ThreadKey(uint32_t pid, uint32_t tid) { return (static_cast<uint64_t>(pid) << 32) | tid; }
+
+// Appends "left out of the summaries: step i: why; ..." for the steps
+// marked left out, eight at most.
+void NoteLeftOut(StepPlan& plan) {
+  std::vector<std::string> left;
+  size_t left_out = 0;
+  for (const StepWindow& w : plan.steps) {
+    if (w.left_out.empty()) continue;
+    if (++left_out <= 8) left.push_back(absl::StrCat("step ", w.index, ": ", w.left_out));
+  }
+  std::string out = absl::StrJoin(left, "; ");
+  if (left_out > left.size()) absl::StrAppend(&out, "; and ", left_out - left.size(), " more");
+  absl::StrAppend(&plan.note, plan.note.empty() ? "" : "; ", "left out of the summaries: ", out);
+}
+
+}  // namespace
+
+bool StepLocator::BackwardSteps(StepPlan& plan, const std::string& why, bool from_uprobe) {
+  const std::vector<Range>* ranges = nullptr;
+  uint64_t key = 0;
+  for (const auto& [k, r] : from_uprobe ? backward_uprobe_starts_ : backward_ranges_) {
+    if (ranges == nullptr || r.size() > ranges->size() || (r.size() == ranges->size() && k < key)) {
+      ranges = &r;
+      key = k;
+    }
+  }
+  if (ranges == nullptr || ranges->size() < 2) return false;
+  std::vector<uint64_t> ends;
+  for (const Range& r : *ranges) ends.push_back(r.end_ns);
+  std::sort(ends.begin(), ends.end());
+  ends.erase(std::unique(ends.begin(), ends.end()), ends.end());
+  if (ends.size() < 2) return false;
+  plan.pid = static_cast<uint32_t>(key >> 32);
+  plan.tid = static_cast<uint32_t>(key);
+  const std::string marks =
+      from_uprobe ? absl::StrFormat("gpuos-trace's uprobe on torch::autograd::Engine::execute, every "
+                                    "loss.backward() of Python or C++: %d on thread %s",
+                                    ranges->size(), ThreadText(plan.tid))
+                  : absl::StrFormat("the Python start-up hook's marks of loss.backward(): %d on thread %s",
+                                    ranges->size(), ThreadText(plan.tid));
+  const std::string bounds = from_uprobe ? "the start of" : "the end of";
+  std::string grouping;
+  if (const uint32_t k = GroupBackwardSteps(plan, ends, plan.tid, grouping); k > 0) {
+    plan.note = absl::StrFormat(
+        "%s; steps are groups of %d backward passes (%s): the CPU work of thread %s between them repeats every %d "
+        "(%s), as when the optimizer's update comes after every %d backward passes (gradient accumulation), so "
+        "a step is %d micro-batches and their update, from %s the first backward pass of a group to %s the next "
+        "group's first",
+        why, k, marks, ThreadText(plan.tid), k, grouping, k, k, bounds, bounds);
+    return true;
+  }
+  plan.steps.clear();
+  for (size_t i = 1; i < ends.size(); ++i) {
+    StepWindow w;
+    w.start_ns = ends[i - 1];
+    w.end_ns = ends[i];
+    w.index = i;
+    plan.steps.push_back(w);
+  }
+  plan.source = from_uprobe ? StepSource::kBackwardUprobe : StepSource::kBackwardRanges;
+  if (from_uprobe) {
+    // Nothing here marks the optimizer step (a Python optimizer has no
+    // C++ entry point to probe): only the period of the CPU work between
+    // backward passes groups them.
+    plan.note = absl::StrFormat(
+        "%s; steps run from the start of one backward pass to the start of the next (%s); one backward pass is "
+        "one step, so with gradient accumulation a step here is one micro-batch (%s)",
+        why, marks, grouping);
+    return true;
+  }
+  plan.note = absl::StrFormat(
+      "%s; steps run from the end of one \"%s\" range to the end of the next (%s), as a loop that updates its "
+      "parameters by hand makes one backward pass a step (with gradient accumulation by hand, a step here is one "
+      "micro-batch: %s)",
+      why, options_.backward_range_name, marks, grouping);
+  return true;
+}
+
+uint32_t StepLocator::GroupBackwardSteps(StepPlan& plan, const std::vector<uint64_t>& bounds, uint32_t tid,
+                                         std::string& detail) {
+  if (plan.pid != tid || !cpu_.HasTimeline(tid)) {
+    detail = absl::StrCat("how long thread ", ThreadText(tid),
+                           " ran between them is unknown (not a process's main thread, or no off-CPU records), so "
+                           "they are not grouped");
+    return 0;
+  }
+  std::vector<uint64_t> work;
+  for (size_t j = 0; j + 1 < bounds.size(); ++j) work.push_back(cpu_.RunningNs(tid, bounds[j], bounds[j + 1]));
+  const AccumulationPeriod period = FindAccumulationPeriod(work);
+  if (!period.found) {
+    detail = period.ambiguous
+                  ? absl::StrCat("the CPU work between them repeats with two periods that do not divide each other, "
+                                 "so how many make an optimizer step is ambiguous and they are not grouped: ",
+                                 period.evidence)
+                  : absl::StrCat("the CPU work between them shows no period of gradient accumulation: ",
+                                 period.evidence);
+    return 0;
+  }
+  // Interval j (after backward pass j) holds the update when j % k ==
+  // phase: a group starts with backward pass phase + 1 (mod k).
+  const size_t first = (period.phase + 1) % period.k;
+  std::vector<StepWindow> steps;
+  for (size_t i = first; i + period.k < bounds.size(); i += period.k) {
+    StepWindow w;
+    w.start_ns = bounds[i];
+    w.end_ns = bounds[i + period.k];
+    w.index = steps.size();
+    steps.push_back(w);
+  }
+  if (steps.empty()) {
+    detail = absl::StrCat("a period of ", period.k, " backward passes, but no whole group (", period.evidence, ")");
+    return 0;
+  }
+  plan.steps = std::move(steps);
+  plan.source = StepSource::kBackwardGroups;
+  detail = period.evidence;
+  return period.k;
+}
+
+std::vector<uint64_t> StepLocator::BackwardStarts(uint64_t key) const {
+  std::vector<uint64_t> starts;
+  auto uprobe = backward_uprobe_starts_.find(key);
+  if (uprobe != backward_uprobe_starts_.end()) {
+    for (const Range& r : uprobe->second) starts.push_back(r.start_ns);
+  } else if (auto hook = backward_ranges_.find(key); hook != backward_ranges_.end()) {
+    for (const Range& r : hook->second) starts.push_back(r.start_ns);
+  }
+  std::sort(starts.begin(), starts.end());
+  starts.erase(std::unique(starts.begin(), starts.end()), starts.end());
+  return starts;
+}
+
+std::vector<StepCpuWork> StepLocator::CpuWork(const StepPlan& plan) const {
+  std::vector<StepCpuWork> out;
+  if (plan.tid != plan.pid || !cpu_.HasTimeline(plan.tid)) return out;
+  const std::vector<uint64_t> starts = BackwardStarts(ThreadKey(plan.pid, plan.tid));
+  for (const StepWindow& w : plan.steps) {
+    StepCpuWork work;
+    uint64_t from = w.start_ns;
+    auto it = std::upper_bound(starts.begin(), starts.end(), w.start_ns);
+    for (; it != starts.end() && *it < w.end_ns; ++it) {
+      work.stretches_ns.push_back(cpu_.RunningNs(plan.tid, from, *it));
+      from = *it;
+    }
+    work.stretches_ns.push_back(cpu_.RunningNs(plan.tid, from, w.end_ns));
+    out.push_back(std::move(work));
+  }
+  return out;
+}
+
+void StepLocator::MarkExtraWork(StepPlan& plan) {
+  // An evaluation pass or checkpoint between two marks falls into a step.
+  size_t named = 0;
+  const std::vector<SequenceToken> tokens = GpuTokens(plan.pid, named);
+  const size_t marked =
+      tokens.empty() ? MarkExtraCpuWorkSteps(plan.steps, CpuWork(plan)) : MarkExtraWorkSteps(plan.steps, tokens);
+  if (marked > 0) NoteLeftOut(plan);
+}
+
+}  // namespace gpuos

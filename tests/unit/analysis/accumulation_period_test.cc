@@ -1,0 +1,122 @@
+// FindAccumulationPeriod on constructed series of the CPU time between
+// consecutive backward passes: gradient accumulation with k = 2, 3, 4 and 8
+// (jittered, evaluation passes every few optimizer steps, a slow first
+// interval), no accumulation (jittered, and with a rare extra), random
+// work, too few intervals, and two periods that do not divide each other.
+// (A loop without accumulation that does extra CPU work every k-th
+// iteration, such as expensive logging, looks the same as accumulation of
+// k: the header says so.)
+#include "analysis/accumulation_period.h"
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace gpuos {
+namespace {
+
+constexpr uint64_t kMs = 1'000'000;
+
+// `optimizer_steps` groups of k micro-batches of about 7 ms each (jitter
+// +-`jitter` of it), the interval after the k-th also running the update
+// (`update` more) and, after every `eval_every`-th optimizer step, an
+// evaluation pass of 30 ms.  The first interval is slow (warm-up).
+std::vector<uint64_t> Accumulation(uint32_t k, size_t optimizer_steps, uint64_t update, size_t eval_every,
+                                   double jitter, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> noise(1 - jitter, 1 + jitter);
+  std::vector<uint64_t> w;
+  for (size_t s = 1; s <= optimizer_steps; ++s) {
+    for (uint32_t m = 0; m < k; ++m) {
+      double ns = 7.0 * kMs * noise(rng);
+      if (m + 1 == k) ns += static_cast<double>(update);
+      if (m + 1 == k && eval_every > 0 && s % eval_every == 0) ns += 30.0 * kMs;
+      w.push_back(static_cast<uint64_t>(ns));
+    }
+  }
+  w[0] += 40 * kMs;
+  return w;
+}
+
+TEST(AccumulationPeriodTest, FindsKWithItsPhaseDespiteJitterAndEvaluation) {
+  for (uint32_t k : {2u, 3u, 4u, 8u}) {
+    // Enough optimizer steps to tell (a 3 s attach window of a fast loop).
+    const size_t steps = k == 2 ? 60 : 40;
+    const std::vector<uint64_t> w = Accumulation(k, steps, 2 * kMs, 10, 0.08, k);
+    const AccumulationPeriod p = FindAccumulationPeriod(w);
+    ASSERT_TRUE(p.found) << k << ": " << p.evidence;
+    EXPECT_FALSE(p.ambiguous);
+    EXPECT_EQ(p.k, k);
+    EXPECT_EQ(p.phase, k - 1) << p.evidence;  // the interval after the k-th backward pass
+    EXPECT_GE(p.wins, p.groups * 9 / 10) << p.evidence;
+    EXPECT_GT(p.ratio, 1.2);
+    EXPECT_NE(p.evidence.find("ran longer than the"), std::string::npos);
+  }
+}
+
+TEST(AccumulationPeriodTest, TheGroupsCanStartAnywhere) {
+  // The trace starts in the middle of an optimizer step (attached).
+  std::vector<uint64_t> w = Accumulation(3, 40, 2 * kMs, 0, 0.05, 7);
+  w.erase(w.begin());  // now the update follows intervals 1, 4, 7...
+  const AccumulationPeriod p = FindAccumulationPeriod(w);
+  ASSERT_TRUE(p.found) << p.evidence;
+  EXPECT_EQ(p.k, 3u);
+  EXPECT_EQ(p.phase, 1u);
+}
+
+TEST(AccumulationPeriodTest, NoAccumulationIsNoPeriod) {
+  // One backward pass an optimizer step, jittered, an evaluation pass
+  // every 10 and a few extras at random (a garbage collection): no k
+  // qualifies.
+  std::vector<uint64_t> w = Accumulation(1, 130, 2 * kMs, 10, 0.1, 3);
+  std::mt19937 rng(4);
+  for (int i = 0; i < 8; ++i) w[rng() % w.size()] += 5 * kMs;
+  const AccumulationPeriod p = FindAccumulationPeriod(w);
+  EXPECT_FALSE(p.found) << p.evidence;
+  EXPECT_FALSE(p.ambiguous);
+  EXPECT_NE(p.evidence.find("no k from 2 to 8"), std::string::npos) << p.evidence;
+}
+
+TEST(AccumulationPeriodTest, IrregularWorkIsNoPeriod) {
+  std::mt19937 rng(13);
+  std::uniform_int_distribution<uint64_t> work(2 * kMs, 20 * kMs);
+  for (int trial = 0; trial < 20; ++trial) {
+    std::vector<uint64_t> w;
+    for (int j = 0; j < 200; ++j) w.push_back(work(rng));
+    const AccumulationPeriod p = FindAccumulationPeriod(w);
+    EXPECT_FALSE(p.found) << trial << ": " << p.evidence;
+  }
+}
+
+TEST(AccumulationPeriodTest, AnUpdateLostInTheNoiseIsNoPeriod) {
+  // An update of 1% of a micro-batch under 10% jitter: not told apart.
+  const AccumulationPeriod p = FindAccumulationPeriod(Accumulation(3, 40, kMs / 14, 0, 0.1, 5));
+  EXPECT_FALSE(p.found) << p.evidence;
+}
+
+TEST(AccumulationPeriodTest, TooFewGroupsAreNotEnoughEvidence) {
+  // 4 optimizer steps of 2: chance could do as well.
+  const AccumulationPeriod p = FindAccumulationPeriod(Accumulation(2, 4, 3 * kMs, 0, 0.02, 9));
+  EXPECT_FALSE(p.found) << p.evidence;
+  EXPECT_FALSE(FindAccumulationPeriod({}).found);
+  EXPECT_FALSE(FindAccumulationPeriod({kMs, 2 * kMs, kMs}).found);
+}
+
+TEST(AccumulationPeriodTest, TwoPeriodsThatDoNotDivideEachOtherAreAmbiguous) {
+  // Every other interval is busier than the one before it, and every third
+  // than the two before it: k=2 and k=3 both fit.
+  const std::vector<uint64_t> cycle = {10, 11, 12, 13, 10, 14};
+  std::vector<uint64_t> w;
+  for (int i = 0; i < 30; ++i) {
+    for (uint64_t x : cycle) w.push_back(x * kMs);
+  }
+  const AccumulationPeriod p = FindAccumulationPeriod(w);
+  EXPECT_FALSE(p.found);
+  EXPECT_TRUE(p.ambiguous);
+  EXPECT_NE(p.evidence.find("but also"), std::string::npos) << p.evidence;
+}
+
+}  // namespace
+}  // namespace gpuos

@@ -1,0 +1,226 @@
+// Steps of CPU training loops through StepLocator on constructed event
+// streams (the main thread's off-CPU intervals, gpuos-trace's backward
+// uprobe marks, the Python hook's ranges): gradient accumulation of k = 2,
+// 3, 4 micro-batches grouped into optimizer steps by the period of the CPU
+// work between backward passes, with evaluation passes every 10 optimizer
+// steps left out; no accumulation (one backward pass a step, evaluation
+// left out); irregular work (not grouped, and why); a loop off the main
+// thread (not grouped: its CPU time is unknown); and the Python hook's
+// optimizer.step and autograd.backward ranges with CPU evaluation passes
+// inside their steps, left out.
+#include <algorithm>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "analysis/step_finder.h"
+#include "analysis/step_options.h"
+#include "gtest/gtest.h"
+
+namespace gpuos {
+namespace {
+
+constexpr uint64_t kUs = 1'000;
+constexpr uint64_t kMs = 1'000'000;
+constexpr uint64_t kT0 = 9'000 * kMs;
+constexpr uint32_t kPid = 8100;
+
+StepPlan Locate(const std::vector<v1::Event>& events) {
+  auto locator = StepLocator::Create(StepOptions());
+  EXPECT_TRUE(locator.ok()) << locator.status();
+  for (const v1::Event& e : events) (*locator)->Add(e);
+  return (*locator)->Finish();
+}
+
+// A CPU training loop on thread `tid` of process kPid: per micro-batch a
+// wait for data (blocked), a forward pass, loss.backward() (the uprobe's
+// mark at its start; with `hook`, the Python hook's range around it), and
+// after every k-th the optimizer's update (with `hook`, its
+// optimizer.step range) and, every `eval_every` optimizer steps, an
+// evaluation pass: forward work only.  CPU times jittered by +-`jitter`,
+// random preemptions (not CPU work of the loop).
+class CpuLoop {
+ public:
+  CpuLoop(uint32_t k, double jitter, uint32_t seed, uint32_t tid = kPid)
+      : k_(k), tid_(tid), rng_(seed), noise_(1 - jitter, 1 + jitter) {}
+  bool hook = false;
+  size_t eval_every = 10;
+  uint64_t update_ns = 2 * kMs;
+  uint64_t eval_ns = 40 * kMs;
+
+  void OptimizerStep() {
+    ++steps_;
+    for (uint32_t m = 0; m < k_; ++m) {
+      Off(Jitter(1 * kMs), v1::OFF_CPU_CAUSE_FUTEX);  // waiting for the batch
+      Run(Jitter(3 * kMs));                           // forward
+      if (rng_() % 4 == 0) Off(Jitter(kMs / 2), v1::OFF_CPU_CAUSE_PREEMPTED);
+      backward_starts.push_back(now_);
+      const uint64_t backward = Jitter(4 * kMs);
+      events.push_back(Mark(now_));
+      if (hook) events.push_back(Range("autograd.backward", now_, backward));
+      Run(backward);
+    }
+    const uint64_t update = Jitter(update_ns);
+    if (hook) events.push_back(Range("optimizer.step", now_, update));
+    Run(update);
+    if (eval_every > 0 && steps_ % eval_every == 0) {
+      eval_starts.push_back(now_);
+      Run(Jitter(eval_ns));
+    }
+  }
+  std::vector<v1::Event> events;
+  std::vector<uint64_t> backward_starts;
+  std::vector<uint64_t> eval_starts;
+
+ private:
+  uint64_t Jitter(uint64_t ns) { return static_cast<uint64_t>(static_cast<double>(ns) * noise_(rng_)); }
+  void Run(uint64_t ns) { now_ += ns; }  // on the CPU
+  void Off(uint64_t ns, v1::OffCpuCause cause) {
+    v1::Event e = Base(now_);
+    e.mutable_off_cpu()->set_duration_ns(ns);
+    e.mutable_off_cpu()->set_cause(cause);
+    e.mutable_off_cpu()->set_voluntary(cause != v1::OFF_CPU_CAUSE_PREEMPTED);
+    e.mutable_off_cpu()->set_prev_state(cause != v1::OFF_CPU_CAUSE_PREEMPTED ? 1 : 0);
+    e.mutable_off_cpu()->set_syscall_nr(cause == v1::OFF_CPU_CAUSE_FUTEX ? 202 : -1);
+    events.push_back(e);
+    now_ += ns;
+  }
+  v1::Event Base(uint64_t ts) const {
+    v1::Event e;
+    e.set_ts_ns(ts);
+    e.set_pid(kPid);
+    e.set_tid(tid_);
+    return e;
+  }
+  v1::Event Mark(uint64_t ts) const {
+    v1::Event e = Base(ts);
+    e.mutable_nvtx_mark()->set_name(kDefaultBackwardRangeName);
+    e.mutable_nvtx_mark()->set_domain(kBackwardUprobeDomain);
+    return e;
+  }
+  v1::Event Range(const std::string& name, uint64_t ts, uint64_t duration) const {
+    v1::Event e = Base(ts);
+    e.mutable_nvtx_range()->set_name(name);
+    e.mutable_nvtx_range()->set_domain("gpuos.python");
+    e.mutable_nvtx_range()->set_duration_ns(duration);
+    return e;
+  }
+
+  uint32_t k_;
+  uint32_t tid_;
+  std::mt19937 rng_;
+  std::uniform_real_distribution<double> noise_;
+  uint64_t now_ = kT0;
+  size_t steps_ = 0;
+};
+
+bool HoldsEval(const StepWindow& w, const std::vector<uint64_t>& evals) {
+  return std::any_of(evals.begin(), evals.end(), [&](uint64_t t) { return t >= w.start_ns && t < w.end_ns; });
+}
+
+void ExpectEvalStepsLeftOut(const StepPlan& plan, const std::vector<uint64_t>& evals) {
+  size_t left_out = 0;
+  for (size_t i = 1; i < plan.steps.size(); ++i) {
+    const StepWindow& w = plan.steps[i];
+    EXPECT_EQ(!w.left_out.empty(), HoldsEval(w, evals)) << "step " << i << ": " << w.left_out << "\n" << plan.note;
+    left_out += !w.left_out.empty();
+    if (!w.left_out.empty()) {
+      EXPECT_TRUE(w.warmup);
+      EXPECT_NE(w.left_out.find("extra CPU work"), std::string::npos) << w.left_out;
+    }
+  }
+  EXPECT_GT(left_out, 0u);
+  EXPECT_NE(plan.note.find("left out of the summaries"), std::string::npos) << plan.note;
+}
+
+TEST(StepAccumulationTest, BackwardPassesAreGroupedIntoOptimizerSteps) {
+  for (uint32_t k : {2u, 3u, 4u}) {
+    CpuLoop loop(k, 0.1, k);
+    for (int s = 0; s < 40; ++s) loop.OptimizerStep();
+    const StepPlan plan = Locate(loop.events);
+    ASSERT_EQ(plan.source, StepSource::kBackwardGroups) << k << ": " << plan.note;
+    EXPECT_STREQ(StepSourceName(plan.source), "backward_groups");
+    EXPECT_TRUE(StepSourceIsInferred(plan.source));
+    EXPECT_EQ(plan.pid, kPid);
+    EXPECT_EQ(plan.tid, kPid);
+    // Each step starts at the first backward pass of an optimizer step; the
+    // last group has no next start to end at.
+    ASSERT_EQ(plan.steps.size(), 39u) << k;
+    for (size_t i = 0; i < plan.steps.size(); ++i) {
+      EXPECT_EQ(plan.steps[i].start_ns, loop.backward_starts[i * k]) << k << " " << i;
+      EXPECT_EQ(plan.steps[i].end_ns, loop.backward_starts[(i + 1) * k]) << k << " " << i;
+    }
+    EXPECT_NE(plan.note.find("groups of " + std::to_string(k) + " backward passes"), std::string::npos)
+        << plan.note;
+    ExpectEvalStepsLeftOut(plan, loop.eval_starts);
+  }
+}
+
+TEST(StepAccumulationTest, OneBackwardPassAStepStaysOneStepWithItsEvaluationLeftOut) {
+  CpuLoop loop(1, 0.1, 5);
+  for (int s = 0; s < 60; ++s) loop.OptimizerStep();
+  const StepPlan plan = Locate(loop.events);
+  ASSERT_EQ(plan.source, StepSource::kBackwardUprobe) << plan.note;
+  EXPECT_EQ(plan.steps.size(), 59u);
+  EXPECT_NE(plan.note.find("a step here is one micro-batch"), std::string::npos) << plan.note;
+  EXPECT_NE(plan.note.find("no period of gradient accumulation"), std::string::npos) << plan.note;
+  ExpectEvalStepsLeftOut(plan, loop.eval_starts);
+}
+
+TEST(StepAccumulationTest, IrregularWorkIsNotGrouped) {
+  // An update lost in the jitter: one backward pass a step, and the note
+  // says why they were not grouped.
+  CpuLoop loop(3, 0.4, 7);
+  loop.update_ns = kMs / 10;
+  loop.eval_every = 0;
+  for (int s = 0; s < 30; ++s) loop.OptimizerStep();
+  const StepPlan plan = Locate(loop.events);
+  ASSERT_EQ(plan.source, StepSource::kBackwardUprobe) << plan.note;
+  EXPECT_EQ(plan.steps.size(), 89u);
+  EXPECT_NE(plan.note.find("no k from 2 to 8"), std::string::npos) << plan.note;
+}
+
+TEST(StepAccumulationTest, ALoopOffTheMainThreadIsNotGrouped) {
+  CpuLoop loop(3, 0.1, 3, kPid + 5);
+  for (int s = 0; s < 30; ++s) loop.OptimizerStep();
+  const StepPlan plan = Locate(loop.events);
+  ASSERT_EQ(plan.source, StepSource::kBackwardUprobe) << plan.note;
+  EXPECT_EQ(plan.tid, kPid + 5);
+  EXPECT_EQ(plan.steps.size(), 89u);
+  EXPECT_NE(plan.note.find("is unknown"), std::string::npos) << plan.note;
+}
+
+TEST(StepAccumulationTest, CpuEvaluationInsideOptimizerStepsIsLeftOut) {
+  // Launched with the Python hook: steps from optimizer.step ranges, each
+  // holding 3 backward passes; an evaluation every 10 falls into a step.
+  CpuLoop loop(3, 0.1, 11);
+  loop.hook = true;
+  for (int s = 0; s < 40; ++s) loop.OptimizerStep();
+  const StepPlan plan = Locate(loop.events);
+  ASSERT_EQ(plan.source, StepSource::kOptimizerSteps) << plan.note;
+  EXPECT_EQ(plan.steps.size(), 39u);
+  ExpectEvalStepsLeftOut(plan, loop.eval_starts);
+}
+
+TEST(StepAccumulationTest, CpuEvaluationInsideBackwardRangeStepsIsLeftOut) {
+  // A hand-written update (no optimizer.step range): steps from the hook's
+  // autograd.backward ranges; the epoch-end evaluation, 4 steps' CPU work
+  // (3% of the run), falls into one.
+  CpuLoop loop(1, 0.05, 13);
+  loop.hook = true;
+  loop.eval_every = 100;
+  loop.eval_ns = 36 * kMs;
+  std::vector<v1::Event> events;
+  for (int s = 0; s < 130; ++s) loop.OptimizerStep();
+  for (const v1::Event& e : loop.events) {
+    if (!e.has_nvtx_range() || e.nvtx_range().name() != "optimizer.step") events.push_back(e);
+  }
+  const StepPlan plan = Locate(events);
+  ASSERT_EQ(plan.source, StepSource::kBackwardRanges) << plan.note;
+  EXPECT_EQ(plan.steps.size(), 129u);
+  ExpectEvalStepsLeftOut(plan, loop.eval_starts);
+}
+
+}  // namespace
+}  // namespace gpuos
