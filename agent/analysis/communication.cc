@@ -94,6 +94,20 @@ bool IsNetworkWait(const CommunicationInput& in, const ThreadWait& w) {
   return w.from_interrupt && in.network_syscalls.contains(w.syscall_nr);
 }
 
+bool IsWaitOnCommThread(const ThreadWait& w, const absl::flat_hash_set<uint32_t>& comm) {
+  return w.blocked && w.waker_tid != w.tid && comm.contains(w.waker_tid);
+}
+
+// Sorted ends of the driving thread's waits ended by a comm thread.
+std::vector<uint64_t> CollectiveWaitEnds(const CommunicationInput& in, const absl::flat_hash_set<uint32_t>& comm) {
+  std::vector<uint64_t> ends;
+  for (const ThreadWait& w : in.waits) {
+    if (w.tid == in.driving_tid && IsWaitOnCommThread(w, comm)) ends.push_back(w.end_ns);
+  }
+  std::sort(ends.begin(), ends.end());
+  return ends;
+}
+
 }  // namespace
 
 CommunicationThreads ClassifyCommunicationThreads(const CommunicationInput& in) {
@@ -146,8 +160,7 @@ CommunicationAnalysis AnalyzeCommunication(const CommunicationInput& in,
   for (const ThreadWait& w : in.waits) {
     if (w.tid == in.driving_tid) {
       driving_off.emplace_back(w.start_ns, w.end_ns);
-      const bool on_comm_thread = w.blocked && w.waker_tid != w.tid && comm.contains(w.waker_tid);
-      if (on_comm_thread || is_network_wait(w)) comm_spans.emplace_back(w.start_ns, w.end_ns);
+      if (IsWaitOnCommThread(w, comm) || is_network_wait(w)) comm_spans.emplace_back(w.start_ns, w.end_ns);
     } else if (w.blocked && comm.contains(w.tid) && !network.contains(w.tid) && network.contains(w.waker_tid)) {
       comm_spans.emplace_back(w.start_ns, w.end_ns);
     }
@@ -157,9 +170,13 @@ CommunicationAnalysis AnalyzeCommunication(const CommunicationInput& in,
   // non-communication kernel running.
   const Spans no_compute = Minus(Merge(std::move(driving_off)), Merge(std::move(other_kernels)));
   const Spans exposed = Intersect(all_comm, no_compute);
+  const std::vector<uint64_t> ends = CollectiveWaitEnds(in, comm);
   out.steps.reserve(steps.size());
   for (const auto& [s, e] : steps) {
-    out.steps.push_back({Measure(all_comm, s, e), Measure(exposed, s, e)});
+    StepCommunication step{Measure(all_comm, s, e), Measure(exposed, s, e), {}};
+    step.collective_ends_ns.assign(std::lower_bound(ends.begin(), ends.end(), s),
+                                   std::lower_bound(ends.begin(), ends.end(), e));
+    out.steps.push_back(std::move(step));
   }
   return out;
 }

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <map>
 
 namespace gpuos {
 namespace {
@@ -62,6 +63,122 @@ std::vector<int64_t> Residuals(const std::vector<uint64_t>& ref, const std::vect
     if (best_distance <= tolerance) residuals.push_back(best);
   }
   return residuals;
+}
+
+
+int64_t Median(std::vector<int64_t> values) {
+  std::nth_element(values.begin(), values.begin() + values.size() / 2, values.end());
+  return values[values.size() / 2];
+}
+
+using StepsByIndex = std::map<uint64_t, const StepCollectiveEnds*>;
+
+const StepCollectiveEnds* PairedStep(const StepsByIndex& reference, const StepCollectiveEnds& host, int64_t offset) {
+  if (host.ends_ns.empty()) return nullptr;
+  const int64_t index = static_cast<int64_t>(host.step) + offset;
+  if (index < 0) return nullptr;
+  auto it = reference.find(static_cast<uint64_t>(index));
+  return it == reference.end() || it->second->ends_ns.empty() ? nullptr : it->second;
+}
+
+// How well host step k + `offset` = reference step pairs: the steps paired
+// and the median difference of their last ends.
+struct StepOffset {
+  int64_t offset = 0;
+  size_t pairs = 0;
+  int64_t median_ns = 0;
+};
+
+StepOffset ScoreStepOffset(const StepsByIndex& reference, const std::vector<StepCollectiveEnds>& host,
+                           int64_t offset) {
+  StepOffset out;
+  out.offset = offset;
+  std::vector<int64_t> differences;
+  for (const StepCollectiveEnds& h : host) {
+    if (const StepCollectiveEnds* r = PairedStep(reference, h, offset)) {
+      differences.push_back(static_cast<int64_t>(r->ends_ns.back()) - static_cast<int64_t>(h.ends_ns.back()));
+    }
+  }
+  out.pairs = differences.size();
+  if (!differences.empty()) out.median_ns = Median(std::move(differences));
+  return out;
+}
+
+// The step offset: candidates around the reference step that `coarse`
+// puts the middle host step's last end nearest to.
+std::optional<int64_t> ChooseStepOffset(const StepsByIndex& reference, const std::vector<StepCollectiveEnds>& host,
+                                        int64_t coarse_ns) {
+  std::vector<const StepCollectiveEnds*> with_ends;
+  for (const StepCollectiveEnds& h : host) {
+    if (!h.ends_ns.empty()) with_ends.push_back(&h);
+  }
+  if (with_ends.empty()) return std::nullopt;
+  const StepCollectiveEnds& middle = *with_ends[with_ends.size() / 2];
+  const int64_t target = static_cast<int64_t>(middle.ends_ns.back()) + coarse_ns;
+  std::optional<int64_t> nearest;
+  uint64_t nearest_distance = ~0ull;
+  for (const auto& [index, r] : reference) {
+    if (r->ends_ns.empty()) continue;
+    const uint64_t distance = AbsDiff(static_cast<int64_t>(r->ends_ns.back()), target);
+    if (distance < nearest_distance) {
+      nearest_distance = distance;
+      nearest = static_cast<int64_t>(index) - static_cast<int64_t>(middle.step);
+    }
+  }
+  if (!nearest) return std::nullopt;
+  std::vector<StepOffset> scores;
+  size_t most = 0;
+  for (int64_t offset = *nearest - 2; offset <= *nearest + 2; ++offset) {
+    scores.push_back(ScoreStepOffset(reference, host, offset));
+    most = std::max(most, scores.back().pairs);
+  }
+  const StepOffset* chosen = nullptr;
+  for (const StepOffset& s : scores) {
+    if (s.pairs == 0 || s.pairs * 10 < most * 9) continue;
+    if (chosen == nullptr || AbsDiff(s.median_ns, coarse_ns) < AbsDiff(chosen->median_ns, coarse_ns)) chosen = &s;
+  }
+  if (chosen == nullptr) return std::nullopt;
+  return chosen->offset;
+}
+
+constexpr size_t kLeaveNoneOut = ~size_t{0};
+
+// reference - host of each pair of ends, in order, leaving out the
+// reference's end `skip_reference` and the host's end `skip_host`.
+void AddOrderedDifferences(const std::vector<uint64_t>& reference, const std::vector<uint64_t>& host,
+                           size_t skip_reference, size_t skip_host, std::vector<int64_t>* out) {
+  for (size_t i = 0, j = 0;; ++i, ++j) {
+    if (i == skip_reference) ++i;
+    if (j == skip_host) ++j;
+    if (i >= reference.size() || j >= host.size()) break;
+    out->push_back(static_cast<int64_t>(reference[i]) - static_cast<int64_t>(host[j]));
+  }
+}
+
+// The differences of one pair of steps whose counts differ by one: the
+// pairing whose differences lie nearest `around`.
+void AddDifferencesLeavingOneOut(const std::vector<uint64_t>& reference, const std::vector<uint64_t>& host,
+                                 int64_t around, std::vector<int64_t>* out) {
+  const bool host_longer = host.size() > reference.size();
+  const size_t longer = std::max(host.size(), reference.size());
+  std::vector<int64_t> best;
+  uint64_t best_cost = ~0ull;
+  for (size_t k = 0; k < longer; ++k) {
+    std::vector<int64_t> candidate;
+    AddOrderedDifferences(reference, host, host_longer ? kLeaveNoneOut : k, host_longer ? k : kLeaveNoneOut,
+                          &candidate);
+    uint64_t cost = 0;
+    for (int64_t d : candidate) cost += AbsDiff(d, around);
+    if (cost < best_cost) best_cost = cost, best = std::move(candidate);
+  }
+  out->insert(out->end(), best.begin(), best.end());
+}
+
+std::vector<uint64_t> AllEnds(const std::vector<StepCollectiveEnds>& steps) {
+  std::vector<uint64_t> ends;
+  for (const StepCollectiveEnds& s : steps) ends.insert(ends.end(), s.ends_ns.begin(), s.ends_ns.end());
+  std::sort(ends.begin(), ends.end());
+  return ends;
 }
 
 }  // namespace
@@ -150,6 +267,50 @@ std::optional<SkewEstimate> RefineSkewFromCollectives(std::vector<uint64_t> refe
   out.bound_ns = spread;
   out.basis = "collectives";
   out.collectives_matched = static_cast<uint32_t>(residuals.size());
+  return out;
+}
+
+std::optional<SkewEstimate> RefineSkewFromStepCollectives(const std::vector<StepCollectiveEnds>& reference,
+                                                          const std::vector<StepCollectiveEnds>& host,
+                                                          const SkewEstimate& coarse) {
+  constexpr size_t kMinMatched = 3;
+  StepsByIndex by_index;
+  for (const StepCollectiveEnds& r : reference) by_index[r.step] = &r;
+  const std::optional<int64_t> offset = ChooseStepOffset(by_index, host, coarse.skew_ns);
+  if (!offset) return std::nullopt;
+  // Steps with as many ends on both sides first: their median judges the
+  // pairings of the steps that have one more on a side.
+  std::vector<int64_t> differences;
+  for (const StepCollectiveEnds& h : host) {
+    const StepCollectiveEnds* r = PairedStep(by_index, h, *offset);
+    if (r != nullptr && r->ends_ns.size() == h.ends_ns.size()) {
+      AddOrderedDifferences(r->ends_ns, h.ends_ns, kLeaveNoneOut, kLeaveNoneOut, &differences);
+    }
+  }
+  const int64_t around = differences.empty() ? ScoreStepOffset(by_index, host, *offset).median_ns : Median(differences);
+  for (const StepCollectiveEnds& h : host) {
+    const StepCollectiveEnds* r = PairedStep(by_index, h, *offset);
+    if (r != nullptr && AbsDiff(static_cast<int64_t>(r->ends_ns.size()), static_cast<int64_t>(h.ends_ns.size())) == 1) {
+      AddDifferencesLeavingOneOut(r->ends_ns, h.ends_ns, around, &differences);
+    }
+  }
+  if (differences.size() < kMinMatched) return std::nullopt;
+  const uint64_t gap = std::min(MedianGap(AllEnds(reference)), MedianGap(AllEnds(host)));
+  const uint64_t tolerance = std::max<uint64_t>(gap / 4, 1);
+  const int64_t first_median = Median(differences);
+  std::vector<int64_t> kept;
+  for (int64_t d : differences) {
+    if (AbsDiff(d, first_median) <= tolerance) kept.push_back(d);
+  }
+  if (kept.size() < kMinMatched) return std::nullopt;
+  const int64_t median = Median(kept);
+  uint64_t spread = 0;
+  for (int64_t d : kept) spread = std::max(spread, AbsDiff(d, median));
+  SkewEstimate out;
+  out.skew_ns = median;
+  out.bound_ns = spread;
+  out.basis = "cpu_collectives";
+  out.collectives_matched = static_cast<uint32_t>(kept.size());
   return out;
 }
 

@@ -32,7 +32,8 @@ WallClockOffset WallClockOffsetOf(const v1::ClockPair& start, const v1::ClockPai
 struct SkewEstimate {
   int64_t skew_ns = 0;
   uint64_t bound_ns = 0;
-  // "reference", "wall_clock" or "collectives" (see MergedHost in the proto).
+  // "reference", "wall_clock", "collectives" (NCCL kernels) or
+  // "cpu_collectives" (gloo's waits; see MergedHost in the proto).
   std::string basis;
   uint32_t collectives_matched = 0;
 };
@@ -55,5 +56,31 @@ SkewEstimate SkewFromWallClocks(const WallClockOffset& reference, const WallCloc
 std::optional<SkewEstimate> RefineSkewFromCollectives(std::vector<uint64_t> reference_ends,
                                                       std::vector<uint64_t> host_ends,
                                                       const SkewEstimate& coarse);
+
+// The ends of the CPU collectives (gloo) one rank waited for in one of its
+// steps, in its host's clock, sorted.
+struct StepCollectiveEnds {
+  uint64_t step = 0;  // the step's index
+  std::vector<uint64_t> ends_ns;
+};
+
+// Refines `coarse` from CPU collectives: a rank waiting in an allreduce is
+// woken when the last rank's data has arrived, so every rank's wait ends
+// within a message latency and a wakeup of the others'.  Steps pair first:
+// host step k with reference step k + d, d the offset that pairs the most
+// steps, the one whose ends line up nearest `coarse` among near-equals (so
+// `coarse` must be within half a step of the truth).  Within paired steps
+// the ends pair by order; where one side has one more (a wait the other
+// rank did not need, a collective missed at a trace's edge), the pairing
+// that leaves out the one that lines up worst.  The skew is the median of
+// the paired differences (reference end - host end); pairs farther from it
+// than a quarter of the usual spacing between ends are mismatches, dropped.
+// The bound is the largest distance of the kept differences from the
+// median: it covers the jitter of the ends, not a delay that is the same
+// for every collective of one host (a host that wakes its threads later
+// every time reads as a clock shift).  nullopt when fewer than 3 pair up.
+std::optional<SkewEstimate> RefineSkewFromStepCollectives(const std::vector<StepCollectiveEnds>& reference,
+                                                          const std::vector<StepCollectiveEnds>& host,
+                                                          const SkewEstimate& coarse);
 
 }  // namespace gpuos

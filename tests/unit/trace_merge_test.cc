@@ -111,6 +111,48 @@ TEST(ClockAlignment, TooFewCollectivesLeaveTheWallClockEstimate) {
                    .has_value());
 }
 
+// Two gloo allreduce waits per 80 ms step, ending together on both ranks
+// up to 50 us of wakeup jitter.  The host's trace starts 5 steps later
+// (its step 0 is the reference's step 5), misses the first wait of one
+// step and has an extra wait in another; the wall clocks are 12 ms off.
+TEST(ClockAlignment, CpuCollectivesPairByStepThenByOrder) {
+  const int64_t true_skew = -3'210'987'654;  // host time + true_skew = reference time
+  std::mt19937 random(7);
+  std::uniform_int_distribution<int> jitter(-50'000, 50'000);
+  std::vector<StepCollectiveEnds> reference, host;
+  for (uint64_t step = 0; step < 60; ++step) {
+    const uint64_t start = 10'000'000'000 + step * 80'000'000;
+    StepCollectiveEnds r{step, {}}, h{step >= 5 ? step - 5 : 0, {}};
+    for (uint64_t at : {30'000'000u, 70'000'000u}) {
+      r.ends_ns.push_back(start + at + jitter(random));
+      h.ends_ns.push_back(static_cast<uint64_t>(static_cast<int64_t>(start + at + jitter(random)) - true_skew));
+    }
+    reference.push_back(r);
+    if (step < 5) continue;
+    if (step == 20) h.ends_ns.erase(h.ends_ns.begin());
+    if (step == 30) h.ends_ns.insert(h.ends_ns.begin() + 1, h.ends_ns[0] + 9'000'000);
+    host.push_back(h);
+  }
+  SkewEstimate coarse;
+  coarse.skew_ns = true_skew + 12'000'000;
+  coarse.bound_ns = 100;
+  auto refined = RefineSkewFromStepCollectives(reference, host, coarse);
+  ASSERT_TRUE(refined.has_value());
+  EXPECT_EQ(refined->basis, "cpu_collectives");
+  EXPECT_EQ(refined->collectives_matched, 109u) << "55 steps of 2, one missing; the extra one left out";
+  EXPECT_LE(AbsDiff(refined->skew_ns, true_skew), refined->bound_ns);
+  EXPECT_LE(refined->bound_ns, 100'000u);  // two jitters of 50 us
+  EXPECT_GT(refined->bound_ns, 0u);
+}
+
+TEST(ClockAlignment, TooFewCpuCollectivesLeaveTheWallClockEstimate) {
+  SkewEstimate coarse;
+  EXPECT_FALSE(RefineSkewFromStepCollectives({{0, {1000, 2000}}}, {{0, {1000, 2000}}}, coarse).has_value());
+  EXPECT_FALSE(RefineSkewFromStepCollectives({}, {{0, {1000, 2000, 3000}}}, coarse).has_value());
+  // Steps with no ends pair with nothing.
+  EXPECT_FALSE(RefineSkewFromStepCollectives({{0, {}}, {1, {}}}, {{0, {}}, {1, {}}}, coarse).has_value());
+}
+
 // The merged file's events by (ts, pid, tid, kind).
 struct MergedContents {
   v1::TraceHeader header;
