@@ -98,11 +98,18 @@ bool IsWaitOnCommThread(const ThreadWait& w, const absl::flat_hash_set<uint32_t>
   return w.blocked && w.waker_tid != w.tid && comm.contains(w.waker_tid);
 }
 
-// Sorted ends of the driving thread's waits ended by a comm thread.
-std::vector<uint64_t> CollectiveWaitEnds(const CommunicationInput& in, const absl::flat_hash_set<uint32_t>& comm) {
+// (b): a comm thread (not a network thread) woken by a network thread.
+bool IsWaitForPeers(const ThreadWait& w, const absl::flat_hash_set<uint32_t>& comm,
+                    const absl::flat_hash_set<uint32_t>& network) {
+  return w.blocked && comm.contains(w.tid) && !network.contains(w.tid) && network.contains(w.waker_tid);
+}
+
+// Sorted ends of the waits for peers.
+std::vector<uint64_t> WaitForPeersEnds(const CommunicationInput& in, const absl::flat_hash_set<uint32_t>& comm,
+                                       const absl::flat_hash_set<uint32_t>& network) {
   std::vector<uint64_t> ends;
   for (const ThreadWait& w : in.waits) {
-    if (w.tid == in.driving_tid && IsWaitOnCommThread(w, comm)) ends.push_back(w.end_ns);
+    if (w.tid != in.driving_tid && IsWaitForPeers(w, comm, network)) ends.push_back(w.end_ns);
   }
   std::sort(ends.begin(), ends.end());
   return ends;
@@ -161,7 +168,7 @@ CommunicationAnalysis AnalyzeCommunication(const CommunicationInput& in,
     if (w.tid == in.driving_tid) {
       driving_off.emplace_back(w.start_ns, w.end_ns);
       if (IsWaitOnCommThread(w, comm) || is_network_wait(w)) comm_spans.emplace_back(w.start_ns, w.end_ns);
-    } else if (w.blocked && comm.contains(w.tid) && !network.contains(w.tid) && network.contains(w.waker_tid)) {
+    } else if (IsWaitForPeers(w, comm, network)) {
       comm_spans.emplace_back(w.start_ns, w.end_ns);
     }
   }
@@ -170,7 +177,7 @@ CommunicationAnalysis AnalyzeCommunication(const CommunicationInput& in,
   // non-communication kernel running.
   const Spans no_compute = Minus(Merge(std::move(driving_off)), Merge(std::move(other_kernels)));
   const Spans exposed = Intersect(all_comm, no_compute);
-  const std::vector<uint64_t> ends = CollectiveWaitEnds(in, comm);
+  const std::vector<uint64_t> ends = WaitForPeersEnds(in, comm, network);
   out.steps.reserve(steps.size());
   for (const auto& [s, e] : steps) {
     StepCommunication step{Measure(all_comm, s, e), Measure(exposed, s, e), {}};

@@ -1,8 +1,8 @@
 // The CPU collectives (gloo) of a trace, as `gpuos-trace merge` aligns
-// hosts' clocks by them: per step of one rank, the ends of the waits in
-// which its driving thread waited for a collective (communication.h).
-// Every rank's such wait ends when the last rank's data has arrived, so the
-// same collective ends at about the same instant on every host.
+// hosts' clocks by them: per step of one rank, the ends of its comm
+// threads' waits for peers' data (communication.h, (b)).  The same
+// collective ends at about the same instant on every rank (when the data
+// arrives), which is what RefineSkewFromStepCollectives pairs.
 #pragma once
 
 #include <string>
@@ -14,9 +14,9 @@
 
 namespace gpuos {
 
-// The rank with the most collective ends (the ranks of one trace share its
+// The rank with the most such ends (the ranks of one trace share its
 // clock, so one is enough); empty when the trace has no ranks or none
-// waited in a collective.  Each step of the rank's own step analysis (warm-up
+// waited for peers.  Each step of the rank's own step analysis (warm-up
 // included) that has ends, with its index.
 std::vector<StepCollectiveEnds> CpuCollectiveEndsOf(const RankAnalysis& analysis);
 

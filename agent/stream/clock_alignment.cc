@@ -141,39 +141,6 @@ std::optional<int64_t> ChooseStepOffset(const StepsByIndex& reference, const std
   return chosen->offset;
 }
 
-constexpr size_t kLeaveNoneOut = ~size_t{0};
-
-// reference - host of each pair of ends, in order, leaving out the
-// reference's end `skip_reference` and the host's end `skip_host`.
-void AddOrderedDifferences(const std::vector<uint64_t>& reference, const std::vector<uint64_t>& host,
-                           size_t skip_reference, size_t skip_host, std::vector<int64_t>* out) {
-  for (size_t i = 0, j = 0;; ++i, ++j) {
-    if (i == skip_reference) ++i;
-    if (j == skip_host) ++j;
-    if (i >= reference.size() || j >= host.size()) break;
-    out->push_back(static_cast<int64_t>(reference[i]) - static_cast<int64_t>(host[j]));
-  }
-}
-
-// The differences of one pair of steps whose counts differ by one: the
-// pairing whose differences lie nearest `around`.
-void AddDifferencesLeavingOneOut(const std::vector<uint64_t>& reference, const std::vector<uint64_t>& host,
-                                 int64_t around, std::vector<int64_t>* out) {
-  const bool host_longer = host.size() > reference.size();
-  const size_t longer = std::max(host.size(), reference.size());
-  std::vector<int64_t> best;
-  uint64_t best_cost = ~0ull;
-  for (size_t k = 0; k < longer; ++k) {
-    std::vector<int64_t> candidate;
-    AddOrderedDifferences(reference, host, host_longer ? kLeaveNoneOut : k, host_longer ? k : kLeaveNoneOut,
-                          &candidate);
-    uint64_t cost = 0;
-    for (int64_t d : candidate) cost += AbsDiff(d, around);
-    if (cost < best_cost) best_cost = cost, best = std::move(candidate);
-  }
-  out->insert(out->end(), best.begin(), best.end());
-}
-
 std::vector<uint64_t> AllEnds(const std::vector<StepCollectiveEnds>& steps) {
   std::vector<uint64_t> ends;
   for (const StepCollectiveEnds& s : steps) ends.insert(ends.end(), s.ends_ns.begin(), s.ends_ns.end());
@@ -273,44 +240,16 @@ std::optional<SkewEstimate> RefineSkewFromCollectives(std::vector<uint64_t> refe
 std::optional<SkewEstimate> RefineSkewFromStepCollectives(const std::vector<StepCollectiveEnds>& reference,
                                                           const std::vector<StepCollectiveEnds>& host,
                                                           const SkewEstimate& coarse) {
-  constexpr size_t kMinMatched = 3;
   StepsByIndex by_index;
   for (const StepCollectiveEnds& r : reference) by_index[r.step] = &r;
   const std::optional<int64_t> offset = ChooseStepOffset(by_index, host, coarse.skew_ns);
   if (!offset) return std::nullopt;
-  // Steps with as many ends on both sides first: their median judges the
-  // pairings of the steps that have one more on a side.
-  std::vector<int64_t> differences;
-  for (const StepCollectiveEnds& h : host) {
-    const StepCollectiveEnds* r = PairedStep(by_index, h, *offset);
-    if (r != nullptr && r->ends_ns.size() == h.ends_ns.size()) {
-      AddOrderedDifferences(r->ends_ns, h.ends_ns, kLeaveNoneOut, kLeaveNoneOut, &differences);
-    }
-  }
-  const int64_t around = differences.empty() ? ScoreStepOffset(by_index, host, *offset).median_ns : Median(differences);
-  for (const StepCollectiveEnds& h : host) {
-    const StepCollectiveEnds* r = PairedStep(by_index, h, *offset);
-    if (r != nullptr && AbsDiff(static_cast<int64_t>(r->ends_ns.size()), static_cast<int64_t>(h.ends_ns.size())) == 1) {
-      AddDifferencesLeavingOneOut(r->ends_ns, h.ends_ns, around, &differences);
-    }
-  }
-  if (differences.size() < kMinMatched) return std::nullopt;
-  const uint64_t gap = std::min(MedianGap(AllEnds(reference)), MedianGap(AllEnds(host)));
-  const uint64_t tolerance = std::max<uint64_t>(gap / 4, 1);
-  const int64_t first_median = Median(differences);
-  std::vector<int64_t> kept;
-  for (int64_t d : differences) {
-    if (AbsDiff(d, first_median) <= tolerance) kept.push_back(d);
-  }
-  if (kept.size() < kMinMatched) return std::nullopt;
-  const int64_t median = Median(kept);
-  uint64_t spread = 0;
-  for (int64_t d : kept) spread = std::max(spread, AbsDiff(d, median));
-  SkewEstimate out;
-  out.skew_ns = median;
-  out.bound_ns = spread;
-  out.basis = "cpu_collectives";
-  out.collectives_matched = static_cast<uint32_t>(kept.size());
+  // The steps' last ends put the skew within the jitter of one end of the
+  // truth, close enough for every end to pair with its nearest.
+  SkewEstimate by_steps = coarse;
+  by_steps.skew_ns = ScoreStepOffset(by_index, host, *offset).median_ns;
+  std::optional<SkewEstimate> out = RefineSkewFromCollectives(AllEnds(reference), AllEnds(host), by_steps);
+  if (out) out->basis = "cpu_collectives";
   return out;
 }
 

@@ -65,20 +65,20 @@ struct StepCollectiveEnds {
 };
 
 // Refines `coarse` from CPU collectives: a rank waiting in an allreduce is
-// woken when the last rank's data has arrived, so every rank's wait ends
-// within a message latency and a wakeup of the others'.  Steps pair first:
-// host step k with reference step k + d, d the offset that pairs the most
-// steps, the one whose ends line up nearest `coarse` among near-equals (so
-// `coarse` must be within half a step of the truth).  Within paired steps
-// the ends pair by order; where one side has one more (a wait the other
-// rank did not need, a collective missed at a trace's edge), the pairing
-// that leaves out the one that lines up worst.  The skew is the median of
-// the paired differences (reference end - host end); pairs farther from it
-// than a quarter of the usual spacing between ends are mismatches, dropped.
-// The bound is the largest distance of the kept differences from the
-// median: it covers the jitter of the ends, not a delay that is the same
-// for every collective of one host (a host that wakes its threads later
-// every time reads as a clock shift).  nullopt when fewer than 3 pair up.
+// woken when a peer's data arrives, and the step's collectives end on every
+// rank within a message latency and a wakeup of the others'.  The ranks'
+// counts of waits differ (a rank waiting for a straggler blocks in every
+// phase, the straggler finds most data there), so ends are not paired by
+// order.  Steps pair first: host step k with reference step k + d, d the
+// offset that pairs the most steps, the one whose last ends line up nearest
+// `coarse` among near-equals (so `coarse` must be within half a step of the
+// truth); the median difference of the paired steps' last ends is then
+// within an end's jitter of the truth, and from there every end pairs with
+// its nearest as in RefineSkewFromCollectives (skew: median difference;
+// bound: the largest distance from it).  The bound covers the jitter of the
+// ends, not a lag common to every collective (the last rank to send gets
+// its data one message latency before the others: tens of microseconds on
+// a LAN).  nullopt when fewer than 3 ends pair up.
 std::optional<SkewEstimate> RefineSkewFromStepCollectives(const std::vector<StepCollectiveEnds>& reference,
                                                           const std::vector<StepCollectiveEnds>& host,
                                                           const SkewEstimate& coarse);

@@ -111,11 +111,12 @@ TEST(ClockAlignment, TooFewCollectivesLeaveTheWallClockEstimate) {
                    .has_value());
 }
 
-// Two gloo allreduce waits per 80 ms step, ending together on both ranks
-// up to 50 us of wakeup jitter.  The host's trace starts 5 steps later
-// (its step 0 is the reference's step 5), misses the first wait of one
-// step and has an extra wait in another; the wall clocks are 12 ms off.
-TEST(ClockAlignment, CpuCollectivesPairByStepThenByOrder) {
+// Two gloo allreduce waits per 80 ms step, 40 ms apart, ending together on
+// both ranks up to 50 us of wakeup jitter.  The host's trace starts 5 steps
+// later (its step 0 is the reference's step 5), misses the first wait of
+// one step and has an extra wait in another; the wall clocks are 25 ms off:
+// more than half the spacing of the ends, less than half a step.
+TEST(ClockAlignment, CpuCollectivesPairByStepThenByNearestEnd) {
   const int64_t true_skew = -3'210'987'654;  // host time + true_skew = reference time
   std::mt19937 random(7);
   std::uniform_int_distribution<int> jitter(-50'000, 50'000);
@@ -134,15 +135,22 @@ TEST(ClockAlignment, CpuCollectivesPairByStepThenByOrder) {
     host.push_back(h);
   }
   SkewEstimate coarse;
-  coarse.skew_ns = true_skew + 12'000'000;
+  coarse.skew_ns = true_skew + 25'000'000;
   coarse.bound_ns = 100;
   auto refined = RefineSkewFromStepCollectives(reference, host, coarse);
   ASSERT_TRUE(refined.has_value());
   EXPECT_EQ(refined->basis, "cpu_collectives");
-  EXPECT_EQ(refined->collectives_matched, 109u) << "55 steps of 2, one missing; the extra one left out";
+  EXPECT_EQ(refined->collectives_matched, 109u) << "55 steps of 2, one missing; the extra one pairs with none";
   EXPECT_LE(AbsDiff(refined->skew_ns, true_skew), refined->bound_ns);
   EXPECT_LE(refined->bound_ns, 100'000u);  // two jitters of 50 us
   EXPECT_GT(refined->bound_ns, 0u);
+  // Without the steps, the ends alone pair one collective off.
+  std::vector<uint64_t> flat_reference, flat_host;
+  for (const auto& r : reference) flat_reference.insert(flat_reference.end(), r.ends_ns.begin(), r.ends_ns.end());
+  for (const auto& h : host) flat_host.insert(flat_host.end(), h.ends_ns.begin(), h.ends_ns.end());
+  auto flat = RefineSkewFromCollectives(flat_reference, flat_host, coarse);
+  ASSERT_TRUE(flat.has_value());
+  EXPECT_GT(AbsDiff(flat->skew_ns, true_skew), 30'000'000u);
 }
 
 TEST(ClockAlignment, TooFewCpuCollectivesLeaveTheWallClockEstimate) {
