@@ -39,8 +39,9 @@ struct MergeOptions {
   // The ends of the CPU collectives in one input, per step of one of its
   // ranks (the analysis finds them: analysis/cpu_collectives.h, a layer
   // above this one).  Asked only for inputs whose skew NCCL kernels did not
-  // refine, and for the first input then; an error or no ends leaves the
-  // wall-clock estimate.  Unset: not used.
+  // refine, and for the first input then (each costs the rank analysis's
+  // passes over that file); an error or no ends leaves the wall-clock
+  // estimate.  Unset: not used.
   std::function<absl::StatusOr<std::vector<StepCollectiveEnds>>(const std::string& path)> cpu_collectives;
 };
 

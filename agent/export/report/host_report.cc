@@ -12,8 +12,8 @@ std::string BasisText(const v1::MergedHost& host) {
     return absl::StrFormat("from %d allreduce ends shared with the first host", host.collectives_matched());
   }
   if (host.skew_basis() == "cpu_collectives") {
-    return absl::StrFormat("from %d CPU collective (gloo) wait ends shared with the first host; plus any lag "
-                           "common to all of one host's wakeups", host.collectives_matched());
+    return absl::StrFormat("from the gloo collective waits of %d steps shared with the first host",
+                           host.collectives_matched());
   }
   // The files cannot tell how far the hosts' wall clocks disagree.
   return "from wall clocks; plus however far the hosts' wall clocks disagree (NTP: ~0.1-10 ms)";
