@@ -94,6 +94,27 @@ bool IsNetworkWait(const CommunicationInput& in, const ThreadWait& w) {
   return w.from_interrupt && in.network_syscalls.contains(w.syscall_nr);
 }
 
+bool IsWaitOnCommThread(const ThreadWait& w, const absl::flat_hash_set<uint32_t>& comm) {
+  return w.blocked && w.waker_tid != w.tid && comm.contains(w.waker_tid);
+}
+
+// (b): a comm thread (not a network thread) woken by a network thread.
+bool IsWaitForPeers(const ThreadWait& w, const absl::flat_hash_set<uint32_t>& comm,
+                    const absl::flat_hash_set<uint32_t>& network) {
+  return w.blocked && comm.contains(w.tid) && !network.contains(w.tid) && network.contains(w.waker_tid);
+}
+
+// Sorted ends of the waits for peers.
+std::vector<uint64_t> WaitForPeersEnds(const CommunicationInput& in, const absl::flat_hash_set<uint32_t>& comm,
+                                       const absl::flat_hash_set<uint32_t>& network) {
+  std::vector<uint64_t> ends;
+  for (const ThreadWait& w : in.waits) {
+    if (w.tid != in.driving_tid && IsWaitForPeers(w, comm, network)) ends.push_back(w.end_ns);
+  }
+  std::sort(ends.begin(), ends.end());
+  return ends;
+}
+
 }  // namespace
 
 CommunicationThreads ClassifyCommunicationThreads(const CommunicationInput& in) {
@@ -146,9 +167,8 @@ CommunicationAnalysis AnalyzeCommunication(const CommunicationInput& in,
   for (const ThreadWait& w : in.waits) {
     if (w.tid == in.driving_tid) {
       driving_off.emplace_back(w.start_ns, w.end_ns);
-      const bool on_comm_thread = w.blocked && w.waker_tid != w.tid && comm.contains(w.waker_tid);
-      if (on_comm_thread || is_network_wait(w)) comm_spans.emplace_back(w.start_ns, w.end_ns);
-    } else if (w.blocked && comm.contains(w.tid) && !network.contains(w.tid) && network.contains(w.waker_tid)) {
+      if (IsWaitOnCommThread(w, comm) || is_network_wait(w)) comm_spans.emplace_back(w.start_ns, w.end_ns);
+    } else if (IsWaitForPeers(w, comm, network)) {
       comm_spans.emplace_back(w.start_ns, w.end_ns);
     }
   }
@@ -157,9 +177,13 @@ CommunicationAnalysis AnalyzeCommunication(const CommunicationInput& in,
   // non-communication kernel running.
   const Spans no_compute = Minus(Merge(std::move(driving_off)), Merge(std::move(other_kernels)));
   const Spans exposed = Intersect(all_comm, no_compute);
+  const std::vector<uint64_t> ends = WaitForPeersEnds(in, comm, network);
   out.steps.reserve(steps.size());
   for (const auto& [s, e] : steps) {
-    out.steps.push_back({Measure(all_comm, s, e), Measure(exposed, s, e)});
+    StepCommunication step{Measure(all_comm, s, e), Measure(exposed, s, e), {}};
+    step.collective_ends_ns.assign(std::lower_bound(ends.begin(), ends.end(), s),
+                                   std::lower_bound(ends.begin(), ends.end(), e));
+    out.steps.push_back(std::move(step));
   }
   return out;
 }

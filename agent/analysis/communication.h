@@ -86,6 +86,11 @@ struct CommunicationInput {
 struct StepCommunication {
   uint64_t comm_ns = 0;
   uint64_t exposed_ns = 0;
+  // The ends, within the step, of the comm threads' waits ended by a
+  // network thread (b): a collective's worker receiving a peer's data, at
+  // about the same instant on every rank for the collective's last
+  // exchange (what a merge aligns hosts' clocks by).  Sorted.
+  std::vector<uint64_t> collective_ends_ns;
 };
 
 struct CommunicationAnalysis {

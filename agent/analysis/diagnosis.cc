@@ -136,71 +136,60 @@ void RankByGain(std::vector<Finding>& findings) {
   });
 }
 
-}  // namespace
-
-Diagnosis Diagnose(const StepAnalysis& a, const Straggler* straggler) {
-  Diagnosis d;
-  if (!a.has_steps()) {
-    d.primary.bottleneck = Bottleneck::kNoSteps;
-    d.primary.evidence = a.note;
-    d.primary.gain_model = "not estimated: no steps";
-    d.primary.recommendation =
-        "Mark each training step with an NVTX range (e.g. nvtx.annotate(f\"step {i}\")), or pass --step-regex.";
-    d.headline = BottleneckTitle(d.primary.bottleneck);
-    return d;
-  }
-  d.stalls = FindIntermittentStalls(a);
-  const DiagnosisInputs in{a, d.stalls, straggler};
+// A trace without GPU records: that finding first, then the rules that do
+// not need the GPU side.
+void DiagnoseWithoutGpuRecords(const DiagnosisInputs& in, Diagnosis& d) {
+  const StepAnalysis& a = in.analysis;
   const StepRecord& t = a.measured_total;
-
-  if (t.gpu.kernel_ns + t.gpu.memcpy_ns + t.gpu.memset_ns == 0) {
-    const double data_wait = in.Share(t.cpu.data_wait_ns);
-    Finding f;
-    f.bottleneck = Bottleneck::kNoGpuActivity;
-    f.score = 1;
-    f.gain_model = "not estimated: no GPU records";
-    f.evidence = absl::StrFormat(
-        "no kernels, copies or memsets of pid %u in %zu measured steps (%.3f ms each); the launching thread "
-        "waited for data %s of step time",
-        a.pid, in.steps(), in.steps() ? in.wall_ns() / 1e6 / in.steps() : 0.0, Pct(data_wait));
+  const double data_wait = in.Share(t.cpu.data_wait_ns);
+  Finding f;
+  f.bottleneck = Bottleneck::kNoGpuActivity;
+  f.score = 1;
+  f.gain_model = "not estimated: no GPU records";
+  f.evidence = absl::StrFormat(
+      "no kernels, copies or memsets of pid %u in %zu measured steps (%.3f ms each); the launching thread "
+      "waited for data %s of step time",
+      a.pid, in.steps(), in.steps() ? in.wall_ns() / 1e6 / in.steps() : 0.0, Pct(data_wait));
+  f.recommendation =
+      "Check the report's CUDA shim status (CUPTI may be inactive or taken by another profiler), or the job "
+      "ran on the CPU; GPU idle time cannot be attributed without GPU records.";
+  const JobPractices& p = a.practices;
+  if (p.kernel_launches + p.graph_launches > 0) {
+    // The job did launch GPU work: what is missing is the record of it,
+    // and the report must not read as if the GPU sat unused.
+    absl::StrAppendFormat(&f.evidence,
+                          "; yet the job made %.1f kernel launch and %.1f graph launch calls per step: its GPU "
+                          "work ran but was not recorded",
+                          in.PerStep(p.kernel_launches), in.PerStep(p.graph_launches));
     f.recommendation =
-        "Check the report's CUDA shim status (CUPTI may be inactive or taken by another profiler), or the job "
-        "ran on the CPU; GPU idle time cannot be attributed without GPU records.";
-    const JobPractices& p = a.practices;
-    if (p.kernel_launches + p.graph_launches > 0) {
-      // The job did launch GPU work: what is missing is the record of it,
-      // and the report must not read as if the GPU sat unused.
-      absl::StrAppendFormat(&f.evidence,
-                            "; yet the job made %.1f kernel launch and %.1f graph launch calls per step: its GPU "
-                            "work ran but was not recorded",
-                            in.PerStep(p.kernel_launches), in.PerStep(p.graph_launches));
-      f.recommendation =
-          "The GPU side of this trace is missing, not idle: the CUDA calls were seen from the CPU only (an attach "
-          "that could not load the shim falls back to uprobes on libcuda; the report's CUDA status says why) or "
-          "CUPTI was inactive. Record again with the shim: attach when the job's threads wait (or start it with "
-          "gpuos-trace --prepare), or launch it under gpuos-trace.";
-    }
-    d.primary = f;
-    if (data_wait >= kDataWaitShare) {
-      Finding g;
-      g.bottleneck = Bottleneck::kDataLoader;
-      g.score = data_wait;
-      g.gain = data_wait;
-      g.gain_model = "the thread's data waits removed from every step";
-      g.evidence = absl::StrFormat("the launching thread waited for data %s of step time; %s", Pct(data_wait),
-                                   a.worker_processes == 0
-                                       ? std::string("no data worker processes (loading runs in the training thread)")
-                                       : absl::StrFormat("%u data worker processes", a.worker_processes));
-      g.recommendation = "Load and preprocess batches in more DataLoader worker processes (num_workers).";
-      d.secondary.push_back(g);
-    }
-    if (auto stalls = IntermittentStallsRule(in)) d.secondary.push_back(*stalls);
-    if (auto s = StragglerRule(in)) d.secondary.push_back(*s);
-    RankByGain(d.secondary);
-    d.headline = Headline(d);
-    return d;
+        "The GPU side of this trace is missing, not idle: the CUDA calls were seen from the CPU only (an attach "
+        "that could not load the shim falls back to uprobes on libcuda; the report's CUDA status says why) or "
+        "CUPTI was inactive. Record again with the shim: attach when the job's threads wait (or start it with "
+        "gpuos-trace --prepare), or launch it under gpuos-trace.";
   }
+  d.primary = f;
+  if (data_wait >= kDataWaitShare) {
+    Finding g;
+    g.bottleneck = Bottleneck::kDataLoader;
+    g.score = data_wait;
+    g.gain = data_wait;
+    g.gain_model = "the thread's data waits removed from every step";
+    g.evidence = absl::StrFormat("the launching thread waited for data %s of step time; %s", Pct(data_wait),
+                                 a.worker_processes == 0
+                                     ? std::string("no data worker processes (loading runs in the training thread)")
+                                     : absl::StrFormat("%u data worker processes", a.worker_processes));
+    g.recommendation = "Load and preprocess batches in more DataLoader worker processes (num_workers).";
+    d.secondary.push_back(g);
+  }
+  if (auto stalls = IntermittentStallsRule(in)) d.secondary.push_back(*stalls);
+  if (auto s = StragglerRule(in)) d.secondary.push_back(*s);
+  RankByGain(d.secondary);
+}
 
+// The rules' findings in the order they are reported: steady-state ones by
+// score (a GPU-bound finding after the serialized copies it sits in), then
+// the tail's.
+std::vector<Finding> FiredRules(const DiagnosisInputs& in) {
   std::vector<Finding> steady;
   std::vector<Finding> tail;
   for (const DiagnosisRule& rule : DiagnosisRules()) {
@@ -221,6 +210,31 @@ Diagnosis Diagnose(const StepAnalysis& a, const Straggler* straggler) {
   }
   std::vector<Finding> fired = std::move(steady);
   fired.insert(fired.end(), tail.begin(), tail.end());
+  return fired;
+}
+
+}  // namespace
+
+Diagnosis Diagnose(const StepAnalysis& a, const Straggler* straggler) {
+  Diagnosis d;
+  if (!a.has_steps()) {
+    d.primary.bottleneck = Bottleneck::kNoSteps;
+    d.primary.evidence = a.note;
+    d.primary.gain_model = "not estimated: no steps";
+    d.primary.recommendation =
+        "Mark each training step with an NVTX range (e.g. nvtx.annotate(f\"step {i}\")), or pass --step-regex.";
+    d.headline = BottleneckTitle(d.primary.bottleneck);
+    return d;
+  }
+  d.stalls = FindIntermittentStalls(a);
+  const DiagnosisInputs in{a, d.stalls, straggler};
+  const StepRecord& t = a.measured_total;
+  if (t.gpu.kernel_ns + t.gpu.memcpy_ns + t.gpu.memset_ns == 0) {
+    DiagnoseWithoutGpuRecords(in, d);
+    d.headline = Headline(d);
+    return d;
+  }
+  std::vector<Finding> fired = FiredRules(in);
   if (fired.empty()) {
     d.primary = Fallback(a, d.headline);
   } else {

@@ -56,28 +56,28 @@ bool SameRank(const v1::RankInfo& a, const v1::RankInfo& b) {
   return a.host() == b.host() && RankNumber(a) == RankNumber(b) && a.has_rank() == b.has_rank();
 }
 
-absl::StatusOr<RankAnalysis> Analyze(const v1::TraceHeader& header, const EachEvent& each, const StepsOf& steps_of) {
-  RankAnalysis out;
-  TreeScan tree;
-  if (absl::Status s = each([&](const v1::Event& e) { tree.Add(e); }); !s.ok()) out.read_error = std::string(s.message());
-  if (tree.rank_info.empty()) return out;
+using RanksByPid = std::map<uint32_t, RankSummary>;
 
-  // The rank each process belongs to: its nearest ancestor-or-self that is
-  // a rank process.  A process with a RankInfo is a rank process unless an
-  // ancestor carries the same rank.
-  auto ancestors = [&](uint32_t pid, const std::function<bool(uint32_t)>& visit) {
-    absl::flat_hash_set<uint32_t> seen;
-    for (auto it = tree.parent.find(pid); it != tree.parent.end() && seen.insert(it->second).second;
-         it = tree.parent.find(it->second)) {
-      if (visit(it->second)) return;
-    }
-  };
-  std::map<uint32_t, RankSummary> by_pid;
+// Calls `visit` on each ancestor of `pid` in the tree, nearest first, until
+// it returns true.
+void VisitAncestors(const TreeScan& tree, uint32_t pid, const std::function<bool(uint32_t)>& visit) {
+  absl::flat_hash_set<uint32_t> seen;
+  for (auto it = tree.parent.find(pid); it != tree.parent.end() && seen.insert(it->second).second;
+       it = tree.parent.find(it->second)) {
+    if (visit(it->second)) return;
+  }
+}
+
+// The rank processes: a process with a RankInfo is one unless an ancestor
+// carries the same rank.  At most kMaxRanksAnalyzed, the lowest ranks;
+// `note` says how many more were left out.
+RanksByPid FindRankProcesses(const TreeScan& tree, std::string* note) {
+  RanksByPid by_pid;
   for (const auto& [pid, rank_info] : tree.rank_info) {
     // Lambdas cannot capture structured bindings in C++17 (clang refuses).
     const auto& info = rank_info;
     bool inherited = false;
-    ancestors(pid, [&](uint32_t a) {
+    VisitAncestors(tree, pid, [&](uint32_t a) {
       auto it = tree.rank_info.find(a);
       inherited = it != tree.rank_info.end() && SameRank(it->second, info);
       return inherited;
@@ -93,13 +93,19 @@ absl::StatusOr<RankAnalysis> Analyze(const v1::TraceHeader& header, const EachEv
     for (const auto& [pid, r] : by_pid) order.emplace_back(RankNumber(r.info), pid);
     std::sort(order.begin(), order.end());
     for (size_t i = kMaxRanksAnalyzed; i < order.size(); ++i) by_pid.erase(order[i].second);
-    out.note = absl::StrFormat("%zu more ranks in the trace were left out of the analysis (at most %zu)",
-                               order.size() - kMaxRanksAnalyzed, kMaxRanksAnalyzed);
+    *note = absl::StrFormat("%zu more ranks in the trace were left out of the analysis (at most %zu)",
+                            order.size() - kMaxRanksAnalyzed, kMaxRanksAnalyzed);
   }
+  return by_pid;
+}
+
+// Every process to the rank it belongs to (its nearest ancestor-or-self
+// that is a rank process); fills each rank's pids and GPU.
+absl::flat_hash_map<uint32_t, RankSummary*> AssignProcesses(const TreeScan& tree, RanksByPid& by_pid) {
   auto owner = [&](uint32_t pid) -> RankSummary* {
     if (auto it = by_pid.find(pid); it != by_pid.end()) return &it->second;
     RankSummary* found = nullptr;
-    ancestors(pid, [&](uint32_t a) {
+    VisitAncestors(tree, pid, [&](uint32_t a) {
       auto it = by_pid.find(a);
       if (it != by_pid.end()) found = &it->second;
       return found != nullptr;
@@ -124,18 +130,24 @@ absl::StatusOr<RankAnalysis> Analyze(const v1::TraceHeader& header, const EachEv
       if (absl::SimpleAtoi(head, &first)) r.gpu = first;
     }
   }
+  return pid_rank;
+}
 
-  // Pass 2: the ranks' off-CPU intervals and kernels, for communication.
-  absl::flat_hash_map<RankSummary*, CommunicationInput> inputs;
+using CommunicationInputs = absl::flat_hash_map<RankSummary*, CommunicationInput>;
+
+// Pass 2: the ranks' off-CPU intervals and kernels, for communication.
+absl::Status CollectCommunicationInputs(const v1::TraceHeader& header, const EachEvent& each, RanksByPid& by_pid,
+                                        const absl::flat_hash_map<uint32_t, RankSummary*>& pid_rank,
+                                        CommunicationInputs* inputs) {
   const absl::flat_hash_set<int32_t> network = NetworkWaitSyscalls(header);
   for (auto& [pid, r] : by_pid) {
-    CommunicationInput& in = inputs[&r];
+    CommunicationInput& in = (*inputs)[&r];
     in.network_syscalls = network;
     for (const auto& [p, other] : pid_rank) {
       if (other != &r) in.peer_pids.insert(p);
     }
   }
-  absl::Status read = each([&](const v1::Event& e) {
+  return each([&](const v1::Event& e) {
     auto it = pid_rank.find(e.pid());
     if (it == pid_rank.end()) return;
     if (e.has_off_cpu()) {
@@ -149,15 +161,17 @@ absl::StatusOr<RankAnalysis> Analyze(const v1::TraceHeader& header, const EachEv
       w.waker_pid = o.waker_pid();
       w.blocked = o.voluntary();
       w.from_interrupt = o.waker_context_known() && o.woken_from_interrupt();
-      inputs[it->second].waits.push_back(w);
+      (*inputs)[it->second].waits.push_back(w);
     } else if (e.has_gpu_kernel()) {
-      inputs[it->second].kernels.push_back(
+      (*inputs)[it->second].kernels.push_back(
           {e.ts_ns(), e.ts_ns() + e.gpu_kernel().duration_ns(), IsNcclKernel(e.gpu_kernel().name())});
     }
   });
-  if (!read.ok() && out.read_error.empty()) out.read_error = std::string(read.message());
+}
 
-  // Each rank's own steps and diagnosis.
+// Each rank's own steps and diagnosis.
+absl::Status AnalyzeRankSteps(const StepsOf& steps_of, RanksByPid& by_pid, CommunicationInputs& inputs,
+                              std::string* read_error) {
   for (auto& [pid, r] : by_pid) {
     absl::flat_hash_set<uint32_t> pids(r.pids.begin(), r.pids.end());
     // Its communication threads are helpers, never the driving thread.
@@ -165,54 +179,61 @@ absl::StatusOr<RankAnalysis> Analyze(const v1::TraceHeader& header, const EachEv
     auto steps = steps_of(pids, comm.comm);
     if (!steps.ok()) return steps.status();
     r.steps = std::move(*steps);
-    if (!r.steps.read_error.empty() && out.read_error.empty()) out.read_error = r.steps.read_error;
+    if (!r.steps.read_error.empty() && read_error->empty()) *read_error = r.steps.read_error;
     r.diagnosis = Diagnose(r.steps);
     const GpuParts& g = r.steps.measured_total.gpu;
     r.has_gpu_work = g.kernel_ns + g.memcpy_ns + g.memset_ns > 0;
   }
-
   for (auto& [pid, r] : by_pid) inputs[&r].driving_tid = r.steps.tid;
+  return absl::OkStatus();
+}
 
-  std::vector<RankLoad> loads;
-  for (auto& [pid, r] : by_pid) {
-    std::vector<std::pair<uint64_t, uint64_t>> spans;
-    std::vector<bool> measured;
-    const bool all = r.steps.summary_includes_warmup;
-    for (const StepRecord& s : r.steps.steps) {
-      spans.emplace_back(s.start_ns, s.end_ns);
-      measured.push_back(all || !s.warmup);
-    }
-    r.comm = AnalyzeCommunication(inputs[&r], spans);
-    for (size_t i = 0; i < spans.size(); ++i) {
-      if (!measured[i]) continue;
-      r.comm_ns += r.comm.steps[i].comm_ns;
-      r.exposed_comm_ns += r.comm.steps[i].exposed_ns;
-    }
-    RankLoad load;
-    load.rank = RankNumber(r.info);
-    load.pid = r.pid;
-    load.steps = r.steps.measured_steps;
-    load.step_ns = r.steps.duration_ns.mean;
-    load.exposed_comm_ns = r.PerStep(r.exposed_comm_ns);
-    const RankSummary& rank = r;  // lambdas cannot capture structured bindings in C++17
-    auto per = [&rank](uint64_t v) { return static_cast<uint64_t>(rank.PerStep(v)); };
-    const CpuParts& c = r.steps.measured_total.cpu;
-    load.cpu.data_wait_ns = per(c.data_wait_ns);
-    load.cpu.sync_ns = per(c.sync_ns);
-    load.cpu.copy_api_ns = per(c.copy_api_ns);
-    load.cpu.launch_api_ns = per(c.launch_api_ns);
-    load.cpu.other_cuda_api_ns = per(c.other_cuda_api_ns);
-    load.cpu.other_ns = per(c.other_ns);
-    const OffCpuParts& o = r.steps.measured_total.off_cpu;
-    load.off_cpu.preempted_ns = per(o.preempted_ns);
-    load.off_cpu.runqueue_ns = per(o.runqueue_ns);
-    load.off_cpu.page_fault_ns = per(o.page_fault_ns);
-    load.off_cpu.mmap_munmap_ns = per(o.mmap_munmap_ns);
-    load.off_cpu.syscall_ns = per(o.syscall_ns);
-    load.bottleneck = BottleneckKey(r.diagnosis.primary.bottleneck);
-    loads.push_back(load);
+// The rank's communication per step, summed over its measured steps.
+void AnalyzeRankCommunication(const CommunicationInput& input, RankSummary& r) {
+  std::vector<std::pair<uint64_t, uint64_t>> spans;
+  std::vector<bool> measured;
+  const bool all = r.steps.summary_includes_warmup;
+  for (const StepRecord& s : r.steps.steps) {
+    spans.emplace_back(s.start_ns, s.end_ns);
+    measured.push_back(all || !s.warmup);
   }
-  out.straggler = FindStraggler(loads);
+  r.comm = AnalyzeCommunication(input, spans);
+  for (size_t i = 0; i < spans.size(); ++i) {
+    if (!measured[i]) continue;
+    r.comm_ns += r.comm.steps[i].comm_ns;
+    r.exposed_comm_ns += r.comm.steps[i].exposed_ns;
+  }
+}
+
+// What the straggler rule compares of a rank, per measured step.
+RankLoad LoadOf(const RankSummary& rank) {
+  RankLoad load;
+  load.rank = RankNumber(rank.info);
+  load.pid = rank.pid;
+  load.steps = rank.steps.measured_steps;
+  load.step_ns = rank.steps.duration_ns.mean;
+  load.exposed_comm_ns = rank.PerStep(rank.exposed_comm_ns);
+  auto per = [&rank](uint64_t v) { return static_cast<uint64_t>(rank.PerStep(v)); };
+  const CpuParts& c = rank.steps.measured_total.cpu;
+  load.cpu.data_wait_ns = per(c.data_wait_ns);
+  load.cpu.sync_ns = per(c.sync_ns);
+  load.cpu.copy_api_ns = per(c.copy_api_ns);
+  load.cpu.launch_api_ns = per(c.launch_api_ns);
+  load.cpu.other_cuda_api_ns = per(c.other_cuda_api_ns);
+  load.cpu.other_ns = per(c.other_ns);
+  const OffCpuParts& o = rank.steps.measured_total.off_cpu;
+  load.off_cpu.preempted_ns = per(o.preempted_ns);
+  load.off_cpu.runqueue_ns = per(o.runqueue_ns);
+  load.off_cpu.page_fault_ns = per(o.page_fault_ns);
+  load.off_cpu.mmap_munmap_ns = per(o.mmap_munmap_ns);
+  load.off_cpu.syscall_ns = per(o.syscall_ns);
+  load.bottleneck = BottleneckKey(rank.diagnosis.primary.bottleneck);
+  return load;
+}
+
+// Added to `note` when the ranks' step counts disagree where their steps
+// were inferred (see RankAnalysis::note).
+void NoteStepCountSpread(const RanksByPid& by_pid, std::string* note) {
   size_t fewest = SIZE_MAX, most = 0;
   bool inferred = false;
   for (const auto& [pid, r] : by_pid) {
@@ -221,14 +242,34 @@ absl::StatusOr<RankAnalysis> Analyze(const v1::TraceHeader& header, const EachEv
     most = std::max(most, r.steps.measured_steps);
     inferred |= StepSourceIsInferred(r.steps.source);
   }
-  if (inferred && most > 0 && fewest < (1 - kRankStepCountSpread) * most) {
-    if (!out.note.empty()) out.note += "; ";
-    out.note += absl::StrFormat(
-        "the ranks' step counts differ (%zu to %zu) where their steps were inferred from the work: in a "
-        "synchronous job they take the same steps, so some were split or merged; per-step figures of those ranks "
-        "are not reliable (mark the steps, e.g. launch under gpuos-trace for the Python hooks, or NVTX ranges)",
-        fewest, most);
+  if (!inferred || most == 0 || fewest >= (1 - kRankStepCountSpread) * most) return;
+  if (!note->empty()) *note += "; ";
+  *note += absl::StrFormat(
+      "the ranks' step counts differ (%zu to %zu) where their steps were inferred from the work: in a "
+      "synchronous job they take the same steps, so some were split or merged; per-step figures of those ranks "
+      "are not reliable (mark the steps, e.g. launch under gpuos-trace for the Python hooks, or NVTX ranges)",
+      fewest, most);
+}
+
+absl::StatusOr<RankAnalysis> Analyze(const v1::TraceHeader& header, const EachEvent& each, const StepsOf& steps_of) {
+  RankAnalysis out;
+  TreeScan tree;
+  if (absl::Status s = each([&](const v1::Event& e) { tree.Add(e); }); !s.ok()) out.read_error = std::string(s.message());
+  if (tree.rank_info.empty()) return out;
+  RanksByPid by_pid = FindRankProcesses(tree, &out.note);
+  const absl::flat_hash_map<uint32_t, RankSummary*> pid_rank = AssignProcesses(tree, by_pid);
+  CommunicationInputs inputs;
+  absl::Status read = CollectCommunicationInputs(header, each, by_pid, pid_rank, &inputs);
+  if (!read.ok() && out.read_error.empty()) out.read_error = std::string(read.message());
+  if (absl::Status s = AnalyzeRankSteps(steps_of, by_pid, inputs, &out.read_error); !s.ok()) return s;
+
+  std::vector<RankLoad> loads;
+  for (auto& [pid, r] : by_pid) {
+    AnalyzeRankCommunication(inputs[&r], r);
+    loads.push_back(LoadOf(r));
   }
+  out.straggler = FindStraggler(loads);
+  NoteStepCountSpread(by_pid, &out.note);
 
   for (auto& [pid, r] : by_pid) out.ranks.push_back(std::move(r));
   std::stable_sort(out.ranks.begin(), out.ranks.end(), [](const RankSummary& a, const RankSummary& b) {

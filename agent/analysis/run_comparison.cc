@@ -66,6 +66,34 @@ std::optional<uint64_t> BatchSizeFromCommand(const std::vector<std::string>& arg
   return found;
 }
 
+namespace {
+
+// Whole-trace totals, per step found.
+void AddWholeTraceTotals(const TraceSummary& summary, const StepAnalysis& steps, RunFacts& run) {
+  const double found = static_cast<double>(steps.steps.size());
+  std::map<uint32_t, bool> descendants = DescendantsOf(summary.os, steps.pid);
+  auto worker_comm = StepNameMatcher::Create(steps.options.worker_comm_regex, "worker comm regex");
+  uint64_t futex_calls = 0, futex_ns = 0, worker_faults = 0;
+  for (const ProcessSummary& p : summary.os.processes) {
+    const bool worker_process = descendants[p.pid];
+    for (const ThreadSummary& t : p.threads) {
+      futex_calls += t.futex_wait.calls;
+      futex_ns += t.futex_wait.total_ns;
+      if (worker_process || (worker_comm.ok() && worker_comm->Matches(t.comm))) worker_faults += t.page_faults;
+    }
+  }
+  run.os.futex_waits = static_cast<double>(futex_calls) / found;
+  run.os.futex_wait_ns = static_cast<double>(futex_ns) / found;
+  run.os.worker_page_faults = static_cast<double>(worker_faults) / found;
+  for (const SyscallRow& row : summary.os.syscalls) {
+    if (run.top_syscalls.size() == kTopSyscalls) break;
+    run.top_syscalls.push_back(
+        {row.name, static_cast<double>(row.calls) / found, static_cast<double>(row.total_ns) / found});
+  }
+}
+
+}  // namespace
+
 RunFacts ReduceRun(const std::string& name, const std::string& path, const TraceSummary& summary,
                    const StepAnalysis& steps, const Diagnosis& diagnosis, std::optional<uint64_t> batch_size) {
   RunFacts run;
@@ -122,29 +150,7 @@ RunFacts ReduceRun(const std::string& name, const std::string& path, const Trace
     run.kernels_per_step = static_cast<double>(total.gpu.kernels_started) / n;
   }
 
-  // Whole-trace totals, per step found.
-  if (!steps.steps.empty()) {
-    const double found = static_cast<double>(steps.steps.size());
-    std::map<uint32_t, bool> descendants = DescendantsOf(summary.os, steps.pid);
-    auto worker_comm = StepNameMatcher::Create(steps.options.worker_comm_regex, "worker comm regex");
-    uint64_t futex_calls = 0, futex_ns = 0, worker_faults = 0;
-    for (const ProcessSummary& p : summary.os.processes) {
-      const bool worker_process = descendants[p.pid];
-      for (const ThreadSummary& t : p.threads) {
-        futex_calls += t.futex_wait.calls;
-        futex_ns += t.futex_wait.total_ns;
-        if (worker_process || (worker_comm.ok() && worker_comm->Matches(t.comm))) worker_faults += t.page_faults;
-      }
-    }
-    run.os.futex_waits = static_cast<double>(futex_calls) / found;
-    run.os.futex_wait_ns = static_cast<double>(futex_ns) / found;
-    run.os.worker_page_faults = static_cast<double>(worker_faults) / found;
-    for (const SyscallRow& row : summary.os.syscalls) {
-      if (run.top_syscalls.size() == kTopSyscalls) break;
-      run.top_syscalls.push_back(
-          {row.name, static_cast<double>(row.calls) / found, static_cast<double>(row.total_ns) / found});
-    }
-  }
+  if (!steps.steps.empty()) AddWholeTraceTotals(summary, steps, run);
   if (summary.cuda.launch_delay.count() > 0) {
     run.launch_delay_p50_ns = summary.cuda.launch_delay.Quantile(0.5);
     run.launch_delay_p95_ns = summary.cuda.launch_delay.Quantile(0.95);

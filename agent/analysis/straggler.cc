@@ -46,6 +46,16 @@ constexpr Cause kOsCauses[4] = {{"preemption", "preemption and run-queue waits o
                                 {"mmap_munmap", "mmap/munmap calls of its training thread"},
                                 {"blocking_syscalls", "blocking syscalls of its training thread"}};
 
+// Every per-step figure of `r` times `scale`.
+void Rescale(double scale, RankLoad& r) {
+  auto rescale = [&](uint64_t& v) { v = static_cast<uint64_t>(v * scale); };
+  r.exposed_comm_ns *= scale;
+  rescale(r.cpu.data_wait_ns), rescale(r.cpu.sync_ns), rescale(r.cpu.copy_api_ns), rescale(r.cpu.launch_api_ns);
+  rescale(r.cpu.other_cuda_api_ns), rescale(r.cpu.other_ns);
+  rescale(r.off_cpu.preempted_ns), rescale(r.off_cpu.runqueue_ns), rescale(r.off_cpu.page_fault_ns);
+  rescale(r.off_cpu.mmap_munmap_ns), rescale(r.off_cpu.syscall_ns);
+}
+
 }  // namespace
 
 std::optional<Straggler> FindStraggler(const std::vector<RankLoad>& all) {
@@ -62,15 +72,7 @@ std::optional<Straggler> FindStraggler(const std::vector<RankLoad>& all) {
     return a.exposed_comm_ns / a.step_ns < b.exposed_comm_ns / b.step_ns;
   });
   const double ref = ranks[0].step_ns;
-  for (RankLoad& r : ranks) {
-    const double scale = ref / r.step_ns;
-    auto rescale = [&](uint64_t& v) { v = static_cast<uint64_t>(v * scale); };
-    r.exposed_comm_ns *= scale;
-    rescale(r.cpu.data_wait_ns), rescale(r.cpu.sync_ns), rescale(r.cpu.copy_api_ns), rescale(r.cpu.launch_api_ns);
-    rescale(r.cpu.other_cuda_api_ns), rescale(r.cpu.other_ns);
-    rescale(r.off_cpu.preempted_ns), rescale(r.off_cpu.runqueue_ns), rescale(r.off_cpu.page_fault_ns);
-    rescale(r.off_cpu.mmap_munmap_ns), rescale(r.off_cpu.syscall_ns);
-  }
+  for (RankLoad& r : ranks) Rescale(ref / r.step_ns, r);
   const RankLoad& low = ranks[0];
   double others_comm = 0;
   for (size_t i = 1; i < ranks.size(); ++i) others_comm += ranks[i].exposed_comm_ns / (ranks.size() - 1);

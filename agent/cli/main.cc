@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "analysis/cpu_collectives.h"
 #include "analysis/diagnosis.h"
 #include "analysis/rank_analysis.h"
 #include "analysis/step_analysis.h"
@@ -130,7 +131,9 @@ int RunExport(const gpuos::ExportCommand& command) {
 // Input errors (a missing or foreign file, too few traces) exit 2, like
 // command-line errors; a failure writing the output exits 1.
 int RunMerge(const gpuos::MergeCommand& command) {
-  auto merged = gpuos::MergeTraces(command.inputs, command.output);
+  gpuos::MergeOptions options;
+  options.cpu_collectives = gpuos::CpuCollectiveEnds;
+  auto merged = gpuos::MergeTraces(command.inputs, command.output, options);
   if (!merged.ok()) {
     fprintf(stderr, "gpuos-trace: %s\n", std::string(merged.status().message()).c_str());
     return merged.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;

@@ -38,95 +38,88 @@ def _shim_ranges():
     return push, pop
 
 
-def _install():
-    # A launched trace, or a job started with `gpuos-trace --prepare` (the
-    # shim drops the ranges until an attach switches it on).
-    if not (os.environ.get("GPUOS_SHIM_SOCKET") or os.environ.get("GPUOS_SHIM_PREPARED") == "1"):
-        return
-    try:
-        push, pop = _shim_ranges()
-    except (OSError, AttributeError):
-        return  # the shim is not in this process
+def _ranged(push, pop, name, fn):
+    """fn, wrapped to run inside an NVTX range named `name`."""
     import functools
+    label = name.encode()
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        push(label)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            pop()
+    wrapper._gpuos_wrapped = True
+    return wrapper
+
+
+def _patch_dataloader(ranged, module):
+    cls = getattr(module, "_BaseDataLoaderIter", None)
+    if cls is not None and not getattr(cls.__next__, "_gpuos_wrapped", False):
+        cls.__next__ = ranged("DataLoader fetch", cls.__next__)
+
+
+def _patch_optimizers(ranged, module):
+    base = getattr(module, "Optimizer", None)
+    if base is None:
+        return
+
+    def wrap_class(cls):
+        step = cls.__dict__.get("step")
+        if step is not None and not getattr(step, "_gpuos_wrapped", False):
+            cls.step = ranged("optimizer.step", step)
+
+    # Optimizers defined later (torch.optim.SGD, user classes) are
+    # wrapped as they are created.
+    previous = base.__dict__.get("__init_subclass__")
+
+    @classmethod
+    def init_subclass(cls, **kwargs):
+        if previous is not None:
+            previous.__func__(cls, **kwargs)
+        else:
+            super(base, cls).__init_subclass__(**kwargs)
+        wrap_class(cls)
+    base.__init_subclass__ = init_subclass
+    for cls in list(base.__subclasses__()):
+        wrap_class(cls)
+
+
+def _patch_autograd(push, pop, module):
+    # Tensor.backward() calls torch.autograd.backward() by attribute, so
+    # wrapping the module's function marks both.  Only the loop's own
+    # call is marked: not one nested in a backward pass (reentrant
+    # checkpointing), on this thread or on an autograd engine thread
+    # (a thread Python did not start).
+    import functools
+    backward = getattr(module, "backward", None)
+    if backward is None or getattr(backward, "_gpuos_wrapped", False):
+        return
+    label = b"autograd.backward"
+    import threading  # not at start-up: a script may monkey-patch it first (gevent)
+    marking = threading.local()
+    foreign = getattr(threading, "_DummyThread", ())
+
+    @functools.wraps(backward)
+    def wrapper(*args, **kwargs):
+        if getattr(marking, "active", False) or isinstance(threading.current_thread(), foreign):
+            return backward(*args, **kwargs)
+        marking.active = True
+        push(label)
+        try:
+            return backward(*args, **kwargs)
+        finally:
+            pop()
+            marking.active = False
+    wrapper._gpuos_wrapped = True
+    module.backward = wrapper
+
+
+def _patching_finder(patches):
+    """A meta path finder that runs patches[name](module) right after the
+    module `name` is executed, wherever it is found."""
     import importlib.abc
-    import importlib.util
-
-    def ranged(name, fn):
-        label = name.encode()
-
-        @functools.wraps(fn)
-        def wrapper(*args, **kwargs):
-            push(label)
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                pop()
-        wrapper._gpuos_wrapped = True
-        return wrapper
-
-    def patch_dataloader(module):
-        cls = getattr(module, "_BaseDataLoaderIter", None)
-        if cls is not None and not getattr(cls.__next__, "_gpuos_wrapped", False):
-            cls.__next__ = ranged("DataLoader fetch", cls.__next__)
-
-    def patch_optimizers(module):
-        base = getattr(module, "Optimizer", None)
-        if base is None:
-            return
-
-        def wrap_class(cls):
-            step = cls.__dict__.get("step")
-            if step is not None and not getattr(step, "_gpuos_wrapped", False):
-                cls.step = ranged("optimizer.step", step)
-
-        # Optimizers defined later (torch.optim.SGD, user classes) are
-        # wrapped as they are created.
-        previous = base.__dict__.get("__init_subclass__")
-
-        @classmethod
-        def init_subclass(cls, **kwargs):
-            if previous is not None:
-                previous.__func__(cls, **kwargs)
-            else:
-                super(base, cls).__init_subclass__(**kwargs)
-            wrap_class(cls)
-        base.__init_subclass__ = init_subclass
-        for cls in list(base.__subclasses__()):
-            wrap_class(cls)
-
-    def patch_autograd(module):
-        # Tensor.backward() calls torch.autograd.backward() by attribute, so
-        # wrapping the module's function marks both.  Only the loop's own
-        # call is marked: not one nested in a backward pass (reentrant
-        # checkpointing), on this thread or on an autograd engine thread
-        # (a thread Python did not start).
-        backward = getattr(module, "backward", None)
-        if backward is None or getattr(backward, "_gpuos_wrapped", False):
-            return
-        label = b"autograd.backward"
-        import threading  # not at start-up: a script may monkey-patch it first (gevent)
-        marking = threading.local()
-        foreign = getattr(threading, "_DummyThread", ())
-
-        @functools.wraps(backward)
-        def wrapper(*args, **kwargs):
-            if getattr(marking, "active", False) or isinstance(threading.current_thread(), foreign):
-                return backward(*args, **kwargs)
-            marking.active = True
-            push(label)
-            try:
-                return backward(*args, **kwargs)
-            finally:
-                pop()
-                marking.active = False
-        wrapper._gpuos_wrapped = True
-        module.backward = wrapper
-
-    patches = {
-        "torch.utils.data.dataloader": patch_dataloader,
-        "torch.optim.optimizer": patch_optimizers,
-        "torch.autograd": patch_autograd,
-    }
 
     class Finder(importlib.abc.MetaPathFinder):
         def find_spec(self, fullname, path, target=None):
@@ -150,7 +143,26 @@ def _install():
                     return spec
             return None
 
-    sys.meta_path.insert(0, Finder())
+    return Finder()
+
+
+def _install():
+    # A launched trace, or a job started with `gpuos-trace --prepare` (the
+    # shim drops the ranges until an attach switches it on).
+    if not (os.environ.get("GPUOS_SHIM_SOCKET") or os.environ.get("GPUOS_SHIM_PREPARED") == "1"):
+        return
+    try:
+        push, pop = _shim_ranges()
+    except (OSError, AttributeError):
+        return  # the shim is not in this process
+    import functools
+    ranged = functools.partial(_ranged, push, pop)
+    patches = {
+        "torch.utils.data.dataloader": functools.partial(_patch_dataloader, ranged),
+        "torch.optim.optimizer": functools.partial(_patch_optimizers, ranged),
+        "torch.autograd": functools.partial(_patch_autograd, push, pop),
+    }
+    sys.meta_path.insert(0, _patching_finder(patches))
 
 
 try:

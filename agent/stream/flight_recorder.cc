@@ -223,28 +223,12 @@ std::string FlightRecorder::DumpPath(uint32_t n) const {
   return absl::StrFormat("%s.dump-%d.gpuos", stem, n);
 }
 
-absl::StatusOr<FlightRecorder::DumpResult> FlightRecorder::Dump(const std::string& path, v1::TraceTrailer trailer,
-                                                               const std::string& reason) {
-  if (!has_header_ || segments_.empty()) {
-    return absl::FailedPreconditionError("the flight recorder has nothing to write yet");
-  }
-  if (current_) current_->Flush().IgnoreError();  // a failure is in failure()
-  const Segment& oldest = segments_.front();
+v1::TraceHeader FlightRecorder::WindowHeader(uint64_t start_ns, uint64_t end_ns, const std::string& reason) {
   const uint64_t recording_start = header_.start_clock().monotonic_ns();
-  uint64_t start_ns = recording_start;
-  // Since the oldest segment opened, every event is here.  Some of its
-  // events may begin a little earlier (an off-CPU interval is written at its
-  // end; CPUs and the shim deliver out of order): they stay, as they are.
-  if (events_rotated_out_ != 0) start_ns = std::max(oldest.open_ns, recording_start);
-  DumpResult result;
-  result.path = path;
-  result.start_ns = start_ns;
-  result.end_ns = std::max(latest_ns_, start_ns);
-
   v1::TraceHeader header = header_;
   v1::FlightWindow* window = header.mutable_flight_window();
-  window->set_start_ns(result.start_ns);
-  window->set_end_ns(result.end_ns);
+  window->set_start_ns(start_ns);
+  window->set_end_ns(end_ns);
   *window->mutable_recording_start_clock() = header_.start_clock();
   window->set_events_recorded(events_received_);
   window->set_events_rotated_out(events_rotated_out_);
@@ -259,20 +243,14 @@ absl::StatusOr<FlightRecorder::DumpResult> FlightRecorder::Dump(const std::strin
     clock->set_monotonic_ns(start_ns);
     if (header.has_attach() && header.attach().start_ns() < start_ns) header.mutable_attach()->set_start_ns(start_ns);
   }
+  return header;
+}
 
-  const std::string partial = path + ".partial";
-  auto out = TraceWriter::Create(partial);
-  if (!out.ok()) return out.status();
-  auto fail = [&](absl::Status status) {
-    (*out)->Close().IgnoreError();
-    ::unlink(partial.c_str());
-    return status;
-  };
-  if (absl::Status s = (*out)->WriteHeader(header); !s.ok()) return fail(s);
+absl::Status FlightRecorder::CopySegments(uint64_t start_ns, TraceWriter& out, uint64_t* events) const {
   for (size_t i = 0; i < segments_.size(); ++i) {
     const Segment& segment = segments_[i];
     auto reader = TraceReader::Open(segment.path);
-    if (!reader.ok()) return fail(reader.status());
+    if (!reader.ok()) return reader.status();
     // Every segment after the oldest repeats a table the oldest's already
     // gave (or the events since gave): only the oldest's is kept.
     uint64_t skip = i == 0 ? 0 : segment.table_events;
@@ -290,16 +268,48 @@ absl::StatusOr<FlightRecorder::DumpResult> FlightRecorder::Dump(const std::strin
         --table_left;
         retimed = event;
         retimed.set_ts_ns(start_ns);
-        write_status = (*out)->Append(retimed);
+        write_status = out.Append(retimed);
       } else {
-        write_status = (*out)->Append(event);
+        write_status = out.Append(event);
       }
-      if (write_status.ok()) ++result.events;
+      if (write_status.ok()) ++*events;
     });
-    if (!write_status.ok()) return fail(write_status);
+    if (!write_status.ok()) return write_status;
     // A damaged segment ends its part early; the rest of the window follows.
     (void)read_status;
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<FlightRecorder::DumpResult> FlightRecorder::Dump(const std::string& path, v1::TraceTrailer trailer,
+                                                               const std::string& reason) {
+  if (!has_header_ || segments_.empty()) {
+    return absl::FailedPreconditionError("the flight recorder has nothing to write yet");
+  }
+  if (current_) current_->Flush().IgnoreError();  // a failure is in failure()
+  const Segment& oldest = segments_.front();
+  const uint64_t recording_start = header_.start_clock().monotonic_ns();
+  uint64_t start_ns = recording_start;
+  // Since the oldest segment opened, every event is here.  Some of its
+  // events may begin a little earlier (an off-CPU interval is written at its
+  // end; CPUs and the shim deliver out of order): they stay, as they are.
+  if (events_rotated_out_ != 0) start_ns = std::max(oldest.open_ns, recording_start);
+  DumpResult result;
+  result.path = path;
+  result.start_ns = start_ns;
+  result.end_ns = std::max(latest_ns_, start_ns);
+  const v1::TraceHeader header = WindowHeader(result.start_ns, result.end_ns, reason);
+
+  const std::string partial = path + ".partial";
+  auto out = TraceWriter::Create(partial);
+  if (!out.ok()) return out.status();
+  auto fail = [&](absl::Status status) {
+    (*out)->Close().IgnoreError();
+    ::unlink(partial.c_str());
+    return status;
+  };
+  if (absl::Status s = (*out)->WriteHeader(header); !s.ok()) return fail(s);
+  if (absl::Status s = CopySegments(start_ns, **out, &result.events); !s.ok()) return fail(s);
   trailer.set_events_written(result.events);
   if (const v1::TraceWriteFailure* f = failure(); f != nullptr && !trailer.has_write_failure()) {
     *trailer.mutable_write_failure() = *f;

@@ -105,6 +105,10 @@ class FlightRecorder : public EventSink {
   absl::Status OpenSegment();
   absl::Status RotateIfDue();
   void NoteFailure(const absl::Status& status);
+  // The header of a dump of the window [start_ns, end_ns]; counts the dump.
+  v1::TraceHeader WindowHeader(uint64_t start_ns, uint64_t end_ns, const std::string& reason);
+  // The segments' events, appended to `out`; counts them in *events.
+  absl::Status CopySegments(uint64_t start_ns, TraceWriter& out, uint64_t* events) const;
 
   Options options_;
   size_t batch_bytes_ = 0;

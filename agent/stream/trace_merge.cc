@@ -181,20 +181,26 @@ absl::StatusOr<std::vector<uint64_t>> AllreduceKernelEnds(const std::string& pat
   return std::move(scan->allreduce_ends);
 }
 
-absl::StatusOr<MergeResult> MergeTraces(const std::vector<std::string>& inputs,
-                                        const std::string& output) {
-  if (inputs.size() < 2) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "merge needs at least two traces to join (got %d)", inputs.size()));
+namespace {
+
+absl::Status CheckInputCount(size_t n) {
+  if (n < 2) {
+    return absl::InvalidArgumentError(absl::StrFormat("merge needs at least two traces to join (got %d)", n));
   }
-  if (inputs.size() > kMaxMergedInputs) {
+  if (n > kMaxMergedInputs) {
     return absl::InvalidArgumentError(
-        absl::StrFormat("merge joins at most %d traces (got %d)", kMaxMergedInputs, inputs.size()));
+        absl::StrFormat("merge joins at most %d traces (got %d)", kMaxMergedInputs, n));
   }
+  return absl::OkStatus();
+}
+
+// The inputs opened and prescanned; none of them is the output.
+absl::Status OpenInputs(const std::vector<std::string>& inputs, const std::string& output,
+                        std::vector<Cursor>* cursors, std::vector<Prescan>* scans) {
   struct stat out_st;
   const bool output_exists = ::stat(output.c_str(), &out_st) == 0;
-  std::vector<Cursor> cursors(inputs.size());
-  std::vector<Prescan> scans(inputs.size());
+  cursors->resize(inputs.size());
+  scans->resize(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) {
     struct stat in_st;
     if (output_exists && ::stat(inputs[i].c_str(), &in_st) == 0 && in_st.st_dev == out_st.st_dev &&
@@ -204,64 +210,79 @@ absl::StatusOr<MergeResult> MergeTraces(const std::vector<std::string>& inputs,
     }
     absl::StatusOr<std::unique_ptr<TraceReader>> reader = TraceReader::Open(inputs[i]);
     if (!reader.ok()) return absl::InvalidArgumentError(reader.status().message());
-    cursors[i].reader = std::move(*reader);
+    (*cursors)[i].reader = std::move(*reader);
     absl::StatusOr<Prescan> scan = PrescanTrace(inputs[i]);
     if (!scan.ok()) return absl::InvalidArgumentError(scan.status().message());
-    scans[i] = std::move(*scan);
+    (*scans)[i] = std::move(*scan);
   }
+  return absl::OkStatus();
+}
 
-  // Skews: wall clocks first, then collectives where every host has them.
-  MergeResult result;
-  std::vector<WallClockOffset> offsets;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    const v1::TraceHeader& h = cursors[i].reader->header();
-    const v1::ClockPair* end = scans[i].trailer ? &scans[i].trailer->end_clock() : nullptr;
-    offsets.push_back(WallClockOffsetOf(h.start_clock(), end));
-  }
-  std::vector<int64_t> skews(inputs.size(), 0);
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    const v1::TraceHeader& h = cursors[i].reader->header();
+// The inputs' skews: from the wall clocks, refined from NCCL allreduce
+// kernels where both hosts have them, else from CPU collectives.
+class SkewFinder {
+ public:
+  SkewFinder(const std::vector<std::string>& inputs, const MergeOptions& options) : inputs_(inputs), options_(options) {}
+
+  SkewEstimate Find(size_t i, const std::vector<WallClockOffset>& offsets, const std::vector<Prescan>& scans) {
     SkewEstimate skew;
     skew.basis = "reference";
-    if (i > 0) {
-      skew = SkewFromWallClocks(offsets[0], offsets[i]);
-      if (auto refined = RefineSkewFromCollectives(scans[0].allreduce_ends, scans[i].allreduce_ends, skew)) {
-        skew = *refined;
-      }
+    if (i == 0) return skew;
+    skew = SkewFromWallClocks(offsets[0], offsets[i]);
+    if (auto refined = RefineSkewFromCollectives(scans[0].allreduce_ends, scans[i].allreduce_ends, skew)) {
+      return *refined;
     }
-    skews[i] = skew.skew_ns;
-    v1::MergedHost host;
-    host.set_hostname(h.hostname());
-    host.set_source(inputs[i]);
-    host.set_skew_ns(skew.skew_ns);
-    host.set_skew_bound_ns(skew.bound_ns);
-    host.set_skew_basis(skew.basis);
-    host.set_collectives_matched(skew.collectives_matched);
-    *host.mutable_start_clock() = h.start_clock();
-    if (scans[i].trailer) *host.mutable_end_clock() = scans[i].trailer->end_clock();
-    host.set_root_pid(NamespacedId(h.root_pid(), i));
-    *host.mutable_command_line() = h.command_line();
-    result.hosts.push_back(std::move(host));
+    if (!options_.cpu_collectives) return skew;
+    if (!reference_cpu_) reference_cpu_ = CpuCollectives(0);
+    if (auto refined = RefineSkewFromStepCollectives(*reference_cpu_, CpuCollectives(i), skew)) return *refined;
+    return skew;
   }
 
-  // The header: the first input's, spanning every input, ids namespaced.
+ private:
+  std::vector<StepCollectiveEnds> CpuCollectives(size_t i) {
+    absl::StatusOr<std::vector<StepCollectiveEnds>> ends = options_.cpu_collectives(inputs_[i]);
+    return ends.ok() ? std::move(*ends) : std::vector<StepCollectiveEnds>();
+  }
+
+  const std::vector<std::string>& inputs_;
+  const MergeOptions& options_;
+  std::optional<std::vector<StepCollectiveEnds>> reference_cpu_;
+};
+
+v1::MergedHost MergedHostOf(const std::string& input, size_t i, const v1::TraceHeader& h, const Prescan& scan,
+                            const SkewEstimate& skew) {
+  v1::MergedHost host;
+  host.set_hostname(h.hostname());
+  host.set_source(input);
+  host.set_skew_ns(skew.skew_ns);
+  host.set_skew_bound_ns(skew.bound_ns);
+  host.set_skew_basis(skew.basis);
+  host.set_collectives_matched(skew.collectives_matched);
+  *host.mutable_start_clock() = h.start_clock();
+  if (scan.trailer) *host.mutable_end_clock() = scan.trailer->end_clock();
+  host.set_root_pid(NamespacedId(h.root_pid(), i));
+  *host.mutable_command_line() = h.command_line();
+  return host;
+}
+
+// The header: the first input's, spanning every input, ids namespaced.
+v1::TraceHeader MergedHeader(const std::vector<Cursor>& cursors, const std::vector<int64_t>& skews,
+                             int64_t reference_offset, const std::vector<v1::MergedHost>& hosts) {
   v1::TraceHeader header = cursors[0].reader->header();
   header.clear_flight_window();  // a window's span is no longer the file's
-  const int64_t reference_offset = offsets[0].offset_ns;
   uint64_t start_ns = ~0ull;
   bool any_attach = false;
   uint64_t attach_start = ~0ull;
   v1::AttachInfo attach;
-  for (size_t i = 0; i < inputs.size(); ++i) {
+  for (size_t i = 0; i < cursors.size(); ++i) {
     const v1::TraceHeader& h = cursors[i].reader->header();
     start_ns = std::min(start_ns, Shifted(h.start_clock().monotonic_ns(), skews[i]));
-    if (h.has_attach()) {
-      any_attach = true;
-      attach_start = std::min(attach_start, Shifted(h.attach().start_ns(), skews[i]));
-      for (uint32_t pid : h.attach().target_pids()) attach.add_target_pids(NamespacedId(pid, i));
-      attach.set_gpu_procs(attach.gpu_procs() || h.attach().gpu_procs());
-      attach.set_requested_duration_ns(std::max(attach.requested_duration_ns(), h.attach().requested_duration_ns()));
-    }
+    if (!h.has_attach()) continue;
+    any_attach = true;
+    attach_start = std::min(attach_start, Shifted(h.attach().start_ns(), skews[i]));
+    for (uint32_t pid : h.attach().target_pids()) attach.add_target_pids(NamespacedId(pid, i));
+    attach.set_gpu_procs(attach.gpu_procs() || h.attach().gpu_procs());
+    attach.set_requested_duration_ns(std::max(attach.requested_duration_ns(), h.attach().requested_duration_ns()));
   }
   header.mutable_start_clock()->set_monotonic_ns(start_ns);
   header.mutable_start_clock()->set_realtime_ns(static_cast<uint64_t>(static_cast<int64_t>(start_ns) + reference_offset));
@@ -271,18 +292,16 @@ absl::StatusOr<MergeResult> MergeTraces(const std::vector<std::string>& inputs,
   }
   v1::MergedTrace* merged = header.mutable_merged();
   merged->set_pid_stride(kMergedPidStride);
-  for (const v1::MergedHost& host : result.hosts) *merged->add_hosts() = host;
+  for (const v1::MergedHost& host : hosts) *merged->add_hosts() = host;
+  return header;
+}
 
-  TraceWriter::Options writer_options;
-  absl::StatusOr<std::unique_ptr<TraceWriter>> writer = TraceWriter::Create(output, writer_options);
-  if (!writer.ok()) return writer.status();
-  absl::Status status = (*writer)->WriteHeader(header);
-  if (!status.ok()) return status;
-
-  // The k-way merge.  TracerStats are cumulative per recording and the
-  // report takes the latest one, so each input's last is held back and one
-  // sum of them written at the end.
-  std::vector<std::optional<v1::TracerStats>> tracer_stats(inputs.size());
+// The k-way merge.  TracerStats are cumulative per recording and the
+// report takes the latest one, so each input's last is held back and one
+// sum of them written at the end.
+absl::Status MergeEvents(std::vector<Cursor>& cursors, const std::vector<int64_t>& skews, TraceWriter& writer,
+                         uint64_t* events) {
+  std::vector<std::optional<v1::TracerStats>> tracer_stats(cursors.size());
   uint64_t last_ts = 0;
   using Entry = std::pair<uint64_t, size_t>;  // (shifted ts, input)
   std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> heap;
@@ -300,81 +319,118 @@ absl::StatusOr<MergeResult> MergeTraces(const std::vector<std::string>& inputs,
     if (event->has_tracer_stats()) {
       tracer_stats[i] = event->tracer_stats();
     } else {
-      status = (*writer)->Append(*event);
-      if (!status.ok()) return status;
-      ++result.events;
+      if (absl::Status status = writer.Append(*event); !status.ok()) return status;
+      ++*events;
     }
     ++cursor.next;
     if (v1::Event* e = cursor.Peek()) heap.emplace(Shifted(e->ts_ns(), skews[i]), i);
   }
-
   v1::Event stats_event;
-  bool any_stats = false;
   for (const auto& stats : tracer_stats) {
     if (!stats) continue;
-    any_stats = true;
     v1::TracerStats* sum = stats_event.mutable_tracer_stats();
     AddMaps(stats->ring_buffer_drops(), sum->mutable_ring_buffer_drops());
     AddMaps(stats->map_full_drops(), sum->mutable_map_full_drops());
     sum->set_events_written(sum->events_written() + stats->events_written());
   }
-  if (any_stats) {
-    stats_event.set_ts_ns(last_ts);
-    status = (*writer)->Append(stats_event);
-    if (!status.ok()) return status;
-    ++result.events;
-  }
+  if (!stats_event.has_tracer_stats()) return absl::OkStatus();
+  stats_event.set_ts_ns(last_ts);
+  ++*events;
+  return writer.Append(stats_event);
+}
 
-  // The trailer, only when every input ended cleanly.
+// Warnings for the inputs that did not end cleanly; true when all did.
+bool AllEndedCleanly(const std::vector<std::string>& inputs, const std::vector<Cursor>& cursors,
+                     std::vector<std::string>* warnings) {
   bool all_clean = true;
   for (size_t i = 0; i < cursors.size(); ++i) {
     if (!cursors[i].reader->status().ok()) {
       all_clean = false;
-      result.warnings.push_back(absl::StrFormat(
-          "%s is damaged; merged what was read before the damage: %s", inputs[i],
-          cursors[i].reader->status().message()));
+      warnings->push_back(absl::StrFormat("%s is damaged; merged what was read before the damage: %s", inputs[i],
+                                          cursors[i].reader->status().message()));
     } else if (!cursors[i].trailer) {
       all_clean = false;
-      result.warnings.push_back(
-          absl::StrFormat("%s has no trailer (its recording did not end cleanly)", inputs[i]));
+      warnings->push_back(absl::StrFormat("%s has no trailer (its recording did not end cleanly)", inputs[i]));
     }
   }
-  if (all_clean) {
-    v1::TraceTrailer trailer = *cursors[0].trailer;
-    trailer.clear_cuda_attach();
-    uint64_t end_ns = 0, attach_end = 0, dropped = 0;
-    std::optional<v1::TraceWriteFailure> failure;
-    for (size_t i = 0; i < cursors.size(); ++i) {
-      const v1::TraceTrailer& t = *cursors[i].trailer;
-      end_ns = std::max(end_ns, Shifted(t.end_clock().monotonic_ns(), skews[i]));
-      attach_end = std::max(attach_end, Shifted(t.attach_end_ns(), skews[i]));
-      dropped += t.dropped_events();
-      for (const v1::CudaAttachStatus& cuda : t.cuda_attach()) {
-        v1::CudaAttachStatus* out = trailer.add_cuda_attach();
-        *out = cuda;
-        out->set_pid(NamespacedId(cuda.pid(), i));
-      }
-      if (t.has_write_failure()) {
-        if (!failure) {
-          failure = t.write_failure();
-          failure->set_at_ns(Shifted(failure->at_ns(), skews[i]));
-          failure->set_error(absl::StrFormat("%s (%s)", failure->error(), result.hosts[i].hostname()));
-        } else {
-          failure->set_lost_events(failure->lost_events() + t.write_failure().lost_events());
-          AddMaps(t.write_failure().lost_by_kind(), failure->mutable_lost_by_kind());
-        }
-      }
-    }
-    trailer.mutable_end_clock()->set_monotonic_ns(end_ns);
-    trailer.mutable_end_clock()->set_realtime_ns(static_cast<uint64_t>(static_cast<int64_t>(end_ns) + reference_offset));
-    trailer.set_attach_end_ns(attach_end);
-    // What this file holds (the inputs' TracerStats are one sum here).
-    trailer.set_events_written(result.events);
-    trailer.set_dropped_events(dropped);
-    if (failure) *trailer.mutable_write_failure() = *failure;
-    status = (*writer)->WriteTrailer(trailer);
-    if (!status.ok()) return status;
+  return all_clean;
+}
+
+// The first input's write failure, with the others' losses added.
+void AddWriteFailure(const v1::TraceTrailer& t, int64_t skew, const std::string& hostname,
+                     std::optional<v1::TraceWriteFailure>* failure) {
+  if (!t.has_write_failure()) return;
+  if (!*failure) {
+    *failure = t.write_failure();
+    (*failure)->set_at_ns(Shifted((*failure)->at_ns(), skew));
+    (*failure)->set_error(absl::StrFormat("%s (%s)", (*failure)->error(), hostname));
+  } else {
+    (*failure)->set_lost_events((*failure)->lost_events() + t.write_failure().lost_events());
+    AddMaps(t.write_failure().lost_by_kind(), (*failure)->mutable_lost_by_kind());
   }
+}
+
+// The trailer of inputs that all ended cleanly.
+v1::TraceTrailer MergedTrailer(const std::vector<Cursor>& cursors, const std::vector<int64_t>& skews,
+                               int64_t reference_offset, const MergeResult& result) {
+  v1::TraceTrailer trailer = *cursors[0].trailer;
+  trailer.clear_cuda_attach();
+  uint64_t end_ns = 0, attach_end = 0, dropped = 0;
+  std::optional<v1::TraceWriteFailure> failure;
+  for (size_t i = 0; i < cursors.size(); ++i) {
+    const v1::TraceTrailer& t = *cursors[i].trailer;
+    end_ns = std::max(end_ns, Shifted(t.end_clock().monotonic_ns(), skews[i]));
+    attach_end = std::max(attach_end, Shifted(t.attach_end_ns(), skews[i]));
+    dropped += t.dropped_events();
+    for (const v1::CudaAttachStatus& cuda : t.cuda_attach()) {
+      v1::CudaAttachStatus* out = trailer.add_cuda_attach();
+      *out = cuda;
+      out->set_pid(NamespacedId(cuda.pid(), i));
+    }
+    AddWriteFailure(t, skews[i], result.hosts[i].hostname(), &failure);
+  }
+  trailer.mutable_end_clock()->set_monotonic_ns(end_ns);
+  trailer.mutable_end_clock()->set_realtime_ns(static_cast<uint64_t>(static_cast<int64_t>(end_ns) + reference_offset));
+  trailer.set_attach_end_ns(attach_end);
+  // What this file holds (the inputs' TracerStats are one sum here).
+  trailer.set_events_written(result.events);
+  trailer.set_dropped_events(dropped);
+  if (failure) *trailer.mutable_write_failure() = *failure;
+  return trailer;
+}
+
+}  // namespace
+
+absl::StatusOr<MergeResult> MergeTraces(const std::vector<std::string>& inputs, const std::string& output,
+                                        const MergeOptions& options) {
+  if (absl::Status s = CheckInputCount(inputs.size()); !s.ok()) return s;
+  std::vector<Cursor> cursors;
+  std::vector<Prescan> scans;
+  if (absl::Status s = OpenInputs(inputs, output, &cursors, &scans); !s.ok()) return s;
+
+  MergeResult result;
+  std::vector<WallClockOffset> offsets;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const v1::ClockPair* end = scans[i].trailer ? &scans[i].trailer->end_clock() : nullptr;
+    offsets.push_back(WallClockOffsetOf(cursors[i].reader->header().start_clock(), end));
+  }
+  std::vector<int64_t> skews;
+  SkewFinder finder(inputs, options);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const SkewEstimate skew = finder.Find(i, offsets, scans);
+    skews.push_back(skew.skew_ns);
+    result.hosts.push_back(MergedHostOf(inputs[i], i, cursors[i].reader->header(), scans[i], skew));
+  }
+  const int64_t reference_offset = offsets[0].offset_ns;
+
+  absl::StatusOr<std::unique_ptr<TraceWriter>> writer = TraceWriter::Create(output, TraceWriter::Options());
+  if (!writer.ok()) return writer.status();
+  absl::Status status = (*writer)->WriteHeader(MergedHeader(cursors, skews, reference_offset, result.hosts));
+  if (status.ok()) status = MergeEvents(cursors, skews, **writer, &result.events);
+  if (status.ok() && AllEndedCleanly(inputs, cursors, &result.warnings)) {
+    status = (*writer)->WriteTrailer(MergedTrailer(cursors, skews, reference_offset, result));
+  }
+  if (!status.ok()) return status;
   status = (*writer)->Close();
   if (!status.ok()) return status;
   return result;

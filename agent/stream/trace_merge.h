@@ -1,7 +1,8 @@
 // `gpuos-trace merge`: joins traces of one job recorded on several hosts into
 // one trace on the first host's clock.  Each input's skew comes from the
 // hosts' monotonic/realtime pairs, refined from NCCL allreduce kernels when
-// every host has them (clock_alignment.h); ids are namespaced per host so
+// both hosts have them, else from CPU collectives (gloo) when the caller
+// can find them (clock_alignment.h); ids are namespaced per host so
 // two hosts' pid 4242 stay two processes.  The merge streams: one batch per
 // input in memory, events interleaved by timestamp (each input's own order
 // is kept; a trace is written in arrival order, which is time order only
@@ -9,11 +10,13 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "gpuos_trace.pb.h"
+#include "stream/clock_alignment.h"
 
 namespace gpuos {
 
@@ -32,10 +35,20 @@ struct MergeResult {
   std::vector<std::string> warnings;
 };
 
+struct MergeOptions {
+  // The ends of the CPU collectives in one input, per step of one of its
+  // ranks (the analysis finds them: analysis/cpu_collectives.h, a layer
+  // above this one).  Asked only for inputs whose skew NCCL kernels did not
+  // refine, and for the first input then (each costs the rank analysis's
+  // passes over that file); an error or no ends leaves the wall-clock
+  // estimate.  Unset: not used.
+  std::function<absl::StatusOr<std::vector<StepCollectiveEnds>>(const std::string& path)> cpu_collectives;
+};
+
 // Fails (InvalidArgument, one line) for fewer than two inputs, an input
 // that cannot be opened or is not a trace, or output equal to an input.
-absl::StatusOr<MergeResult> MergeTraces(const std::vector<std::string>& inputs,
-                                        const std::string& output);
+absl::StatusOr<MergeResult> MergeTraces(const std::vector<std::string>& inputs, const std::string& output,
+                                        const MergeOptions& options = {});
 
 // The end times of one series of NCCL allreduce kernels in a trace (the
 // process and device with the most), in that host's clock: the collectives

@@ -20,9 +20,11 @@
 #include <sstream>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "google/protobuf/util/json_util.h"
 #include "stream/record_framing.h"
 #include "stream/trace_reader.h"
 
@@ -302,6 +304,20 @@ std::vector<GroundTruthLine> ReadGroundTruthReport(const std::string& path) {
     lines.push_back(std::move(line));
   }
   return lines;
+}
+
+absl::StatusOr<google::protobuf::Struct> JsonReport(const std::string& trace, double timeout_s) {
+  RunOptions options;
+  options.timeout_s = timeout_s;
+  RunResult r = Run({TracerPath(), "report", "--format", "json", trace}, options);
+  if (r.exit_code != 0) return absl::InternalError(absl::StrFormat("report failed: %s", r.Describe()));
+  google::protobuf::Struct json;
+  auto status = google::protobuf::util::JsonStringToMessage(r.out, &json);
+  if (!status.ok()) {
+    return absl::InternalError(absl::StrFormat("report --format json is not JSON (%s): %s", status.ToString(),
+                                               r.out.substr(0, 2000)));
+  }
+  return json;
 }
 
 absl::StatusOr<TraceContents> ReadTrace(const std::string& path) {

@@ -1,7 +1,7 @@
 // What the root-only runtime tests share: running the real gpuos-trace (and
 // other programs) with a timeout and captured output, temporary
-// directories, reading a recorded trace event by event, and parsing the
-// report file of tests/workloads/ground_truth.cc.
+// directories, reading a recorded trace event by event, the JSON report
+// parsed, and parsing the report file of tests/workloads/ground_truth.cc.
 #pragma once
 
 #include <sys/types.h>
@@ -16,6 +16,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "google/protobuf/struct.pb.h"
 #include "gpuos_trace.pb.h"
 
 namespace gpuos::rt {
@@ -136,6 +137,13 @@ struct TraceContents {
   absl::Status status;
 };
 absl::StatusOr<TraceContents> ReadTrace(const std::string& path);
+
+// `gpuos-trace report --format json TRACE`, run and parsed into a protobuf
+// Struct (the repository's C++ has no other JSON reader; numbers read as
+// doubles).  An error when the report does not exit 0 (with its exit and
+// stderr) or its output is not JSON.
+absl::StatusOr<google::protobuf::Struct> JsonReport(const std::string& trace, double timeout_s = 120);
+using JsonFields = google::protobuf::Map<std::string, google::protobuf::Value>;
 
 // The latest cumulative kernel totals per (tid, syscall nr).
 std::map<std::pair<uint32_t, int32_t>, v1::SyscallStats> LatestSyscallStats(

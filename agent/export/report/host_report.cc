@@ -11,6 +11,10 @@ std::string BasisText(const v1::MergedHost& host) {
   if (host.skew_basis() == "collectives") {
     return absl::StrFormat("from %d allreduce ends shared with the first host", host.collectives_matched());
   }
+  if (host.skew_basis() == "cpu_collectives") {
+    return absl::StrFormat("from the gloo collective waits of %d steps shared with the first host",
+                           host.collectives_matched());
+  }
   // The files cannot tell how far the hosts' wall clocks disagree.
   return "from wall clocks; plus however far the hosts' wall clocks disagree (NTP: ~0.1-10 ms)";
 }

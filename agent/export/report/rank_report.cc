@@ -21,6 +21,102 @@ void OptionalInt(JsonWriter& json, std::string_view key, bool has, int64_t value
   }
 }
 
+// Every step's communication (warm-up and left-out steps included).
+void WriteStepCommJson(const RankSummary& r, JsonWriter& json) {
+  json.Key("step_comm");
+  json.BeginArray();
+  for (size_t i = 0; i < r.steps.steps.size() && i < r.comm.steps.size(); ++i) {
+    const StepRecord& s = r.steps.steps[i];
+    json.BeginObject();
+    json.Field("index", s.index);
+    json.Field("start_ns", s.start_ns);
+    json.Field("duration_ns", s.duration_ns());
+    json.Field("warmup", s.warmup);
+    json.Field("comm_ns", r.comm.steps[i].comm_ns);
+    json.Field("exposed_comm_ns", r.comm.steps[i].exposed_ns);
+    json.EndObject();
+  }
+  json.EndArray();
+}
+
+void WriteRankJson(const RankSummary& r, JsonWriter& json) {
+  json.BeginObject();
+  OptionalInt(json, "rank", r.info.has_rank(), r.info.rank());
+  OptionalInt(json, "local_rank", r.info.has_local_rank(), r.info.local_rank());
+  OptionalInt(json, "world_size", r.info.has_world_size(), r.info.world_size());
+  OptionalInt(json, "local_world_size", r.info.has_local_world_size(), r.info.local_world_size());
+  OptionalInt(json, "group_rank", r.info.has_group_rank(), r.info.group_rank());
+  json.Field("host", r.info.host());
+  json.Field("pid", r.pid);
+  OptionalInt(json, "gpu", r.gpu.has_value(), r.gpu.value_or(0));
+  json.Key("cuda_visible_devices");
+  if (r.info.has_cuda_visible_devices()) {
+    json.String(r.info.cuda_visible_devices());
+  } else {
+    json.Null();
+  }
+  json.Field("master_addr", r.info.master_addr());
+  json.Field("master_port", r.info.master_port());
+  json.Key("pids");
+  json.BeginArray();
+  for (uint32_t p : r.pids) json.Uint(p);
+  json.EndArray();
+  json.Field("driving_tid", r.steps.tid);
+  json.Field("step_source", StepSourceName(r.steps.source));
+  json.Field("steps", static_cast<uint64_t>(r.steps.measured_steps));
+  json.Key("step_ns");
+  json.BeginObject();
+  json.Field("mean", r.steps.duration_ns.mean);
+  json.Field("p50", r.steps.duration_ns.p50);
+  json.Field("p95", r.steps.duration_ns.p95);
+  json.EndObject();
+  json.Field("comm_ns", r.PerStep(r.comm_ns));
+  json.Field("exposed_comm_ns", r.PerStep(r.exposed_comm_ns));
+  json.Field("overlapped_comm_ns", r.PerStep(r.comm_ns - r.exposed_comm_ns));
+  json.Field("data_wait_ns", r.PerStep(DataWait(r)));
+  json.Key("gpu_idle_ns");
+  if (r.has_gpu_work) {
+    json.Double(r.PerStep(r.steps.measured_total.gpu.idle_ns));
+  } else {
+    json.Null();
+  }
+  // The rank's stages per step, and its communication beside them (it
+  // overlaps them: exposed communication lies within the other stages).
+  json.Key("stage_ns");
+  json.BeginObject();
+  for (size_t i = 0; i < kStageCount; ++i) {
+    json.Field(StageKey(static_cast<Stage>(i)), r.PerStep(r.steps.measured_total.stages[i]));
+  }
+  json.Field("communication", r.PerStep(r.exposed_comm_ns));
+  json.EndObject();
+  WriteStepCommJson(r, json);
+  json.Key("comm_threads");
+  json.BeginArray();
+  for (uint32_t t : r.comm.comm_threads) json.Uint(t);
+  json.EndArray();
+  json.Field("bottleneck", BottleneckKey(r.diagnosis.primary.bottleneck));
+  json.Field("headline", r.diagnosis.headline);
+  json.EndObject();
+}
+
+void WriteStragglerJson(const std::optional<Straggler>& straggler, JsonWriter& json) {
+  json.Key("straggler");
+  if (!straggler) {
+    json.Null();
+    return;
+  }
+  const Straggler& s = *straggler;
+  json.BeginObject();
+  json.Field("rank", s.rank);
+  json.Field("pid", s.pid);
+  json.Field("cause", s.cause);
+  json.Field("cause_detail", s.cause_detail);
+  json.Field("cost_ns_per_step", s.cost_ns_per_step);
+  json.Field("excess_ns_per_step", s.excess_ns_per_step);
+  json.Field("bottleneck", s.bottleneck);
+  json.EndObject();
+}
+
 }  // namespace
 
 void WriteRankTextReport(const RankAnalysis& a, std::ostream& out, uint32_t report_pid) {
@@ -69,96 +165,10 @@ void WriteRankTextReport(const RankAnalysis& a, std::ostream& out, uint32_t repo
 void WriteRankJsonMembers(const RankAnalysis& a, JsonWriter& json) {
   json.Key("ranks");
   json.BeginArray();
-  for (const RankSummary& r : a.ranks) {
-    json.BeginObject();
-    OptionalInt(json, "rank", r.info.has_rank(), r.info.rank());
-    OptionalInt(json, "local_rank", r.info.has_local_rank(), r.info.local_rank());
-    OptionalInt(json, "world_size", r.info.has_world_size(), r.info.world_size());
-    OptionalInt(json, "local_world_size", r.info.has_local_world_size(), r.info.local_world_size());
-    OptionalInt(json, "group_rank", r.info.has_group_rank(), r.info.group_rank());
-    json.Field("host", r.info.host());
-    json.Field("pid", r.pid);
-    OptionalInt(json, "gpu", r.gpu.has_value(), r.gpu.value_or(0));
-    json.Key("cuda_visible_devices");
-    if (r.info.has_cuda_visible_devices()) {
-      json.String(r.info.cuda_visible_devices());
-    } else {
-      json.Null();
-    }
-    json.Field("master_addr", r.info.master_addr());
-    json.Field("master_port", r.info.master_port());
-    json.Key("pids");
-    json.BeginArray();
-    for (uint32_t p : r.pids) json.Uint(p);
-    json.EndArray();
-    json.Field("driving_tid", r.steps.tid);
-    json.Field("step_source", StepSourceName(r.steps.source));
-    json.Field("steps", static_cast<uint64_t>(r.steps.measured_steps));
-    json.Key("step_ns");
-    json.BeginObject();
-    json.Field("mean", r.steps.duration_ns.mean);
-    json.Field("p50", r.steps.duration_ns.p50);
-    json.Field("p95", r.steps.duration_ns.p95);
-    json.EndObject();
-    json.Field("comm_ns", r.PerStep(r.comm_ns));
-    json.Field("exposed_comm_ns", r.PerStep(r.exposed_comm_ns));
-    json.Field("overlapped_comm_ns", r.PerStep(r.comm_ns - r.exposed_comm_ns));
-    json.Field("data_wait_ns", r.PerStep(DataWait(r)));
-    json.Key("gpu_idle_ns");
-    if (r.has_gpu_work) {
-      json.Double(r.PerStep(r.steps.measured_total.gpu.idle_ns));
-    } else {
-      json.Null();
-    }
-    // The rank's stages per step, and its communication beside them (it
-    // overlaps them: exposed communication lies within the other stages).
-    json.Key("stage_ns");
-    json.BeginObject();
-    for (size_t i = 0; i < kStageCount; ++i) {
-      json.Field(StageKey(static_cast<Stage>(i)), r.PerStep(r.steps.measured_total.stages[i]));
-    }
-    json.Field("communication", r.PerStep(r.exposed_comm_ns));
-    json.EndObject();
-    // Every step's communication (warm-up and left-out steps included).
-    json.Key("step_comm");
-    json.BeginArray();
-    for (size_t i = 0; i < r.steps.steps.size() && i < r.comm.steps.size(); ++i) {
-      const StepRecord& s = r.steps.steps[i];
-      json.BeginObject();
-      json.Field("index", s.index);
-      json.Field("start_ns", s.start_ns);
-      json.Field("duration_ns", s.duration_ns());
-      json.Field("warmup", s.warmup);
-      json.Field("comm_ns", r.comm.steps[i].comm_ns);
-      json.Field("exposed_comm_ns", r.comm.steps[i].exposed_ns);
-      json.EndObject();
-    }
-    json.EndArray();
-    json.Key("comm_threads");
-    json.BeginArray();
-    for (uint32_t t : r.comm.comm_threads) json.Uint(t);
-    json.EndArray();
-    json.Field("bottleneck", BottleneckKey(r.diagnosis.primary.bottleneck));
-    json.Field("headline", r.diagnosis.headline);
-    json.EndObject();
-  }
+  for (const RankSummary& r : a.ranks) WriteRankJson(r, json);
   json.EndArray();
   json.Field("ranks_note", a.note);
-  json.Key("straggler");
-  if (!a.straggler) {
-    json.Null();
-    return;
-  }
-  const Straggler& s = *a.straggler;
-  json.BeginObject();
-  json.Field("rank", s.rank);
-  json.Field("pid", s.pid);
-  json.Field("cause", s.cause);
-  json.Field("cause_detail", s.cause_detail);
-  json.Field("cost_ns_per_step", s.cost_ns_per_step);
-  json.Field("excess_ns_per_step", s.excess_ns_per_step);
-  json.Field("bottleneck", s.bottleneck);
-  json.EndObject();
+  WriteStragglerJson(a.straggler, json);
 }
 
 }  // namespace gpuos

@@ -9,16 +9,18 @@
 // near the extra time.  Needs root (eBPF) and python3-torch; skips without.
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdlib>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/struct.pb.h"
-#include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "runtime_support.h"
+#include "stream/trace_writer.h"
 
 namespace gpuos {
 namespace {
@@ -33,15 +35,12 @@ const char* kPython = "/usr/bin/python3";
 const std::string kDdp = std::string(GPUOS_SOURCE_DIR) + "/workloads/ddp";
 constexpr double kExtraMs = 40;
 
-using Fields = google::protobuf::Map<std::string, google::protobuf::Value>;
+using Fields = rt::JsonFields;
 
 google::protobuf::Struct JsonReport(const std::string& trace) {
-  google::protobuf::Struct j;
-  rt::RunResult r = rt::Run({rt::TracerPath(), "report", "--format", "json", trace}, Within(120));
-  EXPECT_EQ(r.exit_code, 0) << r.Describe();
-  auto status = google::protobuf::util::JsonStringToMessage(r.out, &j);
-  EXPECT_TRUE(status.ok()) << status.ToString();
-  return j;
+  absl::StatusOr<google::protobuf::Struct> j = rt::JsonReport(trace);
+  EXPECT_TRUE(j.ok()) << j.status();
+  return j.ok() ? *std::move(j) : google::protobuf::Struct();
 }
 
 std::vector<std::string> Job(int nproc, int steps, int slow_rank, const std::string& ready_file = "") {
@@ -107,6 +106,49 @@ void ExpectRanks(const google::protobuf::Struct& report, int nproc, int slow_ran
   EXPECT_TRUE(named) << "the diagnosis has the straggler finding";
 }
 
+// One rank's part of a trace of the whole job, written as if that rank had
+// been traced on a host of its own: the rank's processes (and those of no
+// rank, the launcher), every timestamp `shift_ns` later, and the clock
+// pairs `pair_shift_ns` later (a host whose wall clock is off by the
+// difference).  Returns "" or what failed.
+std::string WriteRankTrace(const rt::TraceContents& job, int rank, const std::string& hostname, int64_t shift_ns,
+                           int64_t pair_shift_ns, const std::string& path) {
+  std::map<uint32_t, uint32_t> parent;
+  std::map<uint32_t, int> rank_of;
+  for (const v1::Event& e : job.events) {
+    if (e.has_process_start()) parent[e.pid()] = e.process_start().ppid();
+    if (e.has_rank_info() && e.rank_info().has_rank()) rank_of[e.pid()] = e.rank_info().rank();
+  }
+  auto owner = [&](uint32_t pid) {
+    for (int hops = 0; pid != 0 && hops < 64; ++hops) {
+      if (auto it = rank_of.find(pid); it != rank_of.end()) return it->second;
+      auto up = parent.find(pid);
+      if (up == parent.end()) break;
+      pid = up->second;
+    }
+    return -1;
+  };
+  auto shifted = [](uint64_t ns, int64_t by) { return ns ? static_cast<uint64_t>(static_cast<int64_t>(ns) + by) : 0; };
+  auto writer = TraceWriter::Create(path);
+  if (!writer.ok()) return std::string(writer.status().message());
+  v1::TraceHeader header = job.header;
+  header.set_hostname(hostname);
+  header.mutable_start_clock()->set_monotonic_ns(shifted(header.start_clock().monotonic_ns(), pair_shift_ns));
+  if (!(*writer)->WriteHeader(header).ok()) return "header";
+  for (v1::Event e : job.events) {
+    const int r = owner(e.pid());
+    if (r != -1 && r != rank) continue;
+    e.set_ts_ns(shifted(e.ts_ns(), shift_ns));
+    if (e.has_page_faults()) e.mutable_page_faults()->set_last_ns(shifted(e.page_faults().last_ns(), shift_ns));
+    if (!(*writer)->Append(e).ok()) return "append";
+  }
+  if (!job.has_trailer) return "the job's trace has no trailer";
+  v1::TraceTrailer trailer = job.trailer;
+  trailer.mutable_end_clock()->set_monotonic_ns(shifted(trailer.end_clock().monotonic_ns(), pair_shift_ns));
+  if (!(*writer)->WriteTrailer(trailer).ok() || !(*writer)->Close().ok()) return "trailer";
+  return "";
+}
+
 class RanksTraceTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -149,6 +191,44 @@ TEST_F(RanksTraceTest, AttachedToTheLauncher) {
   job.Signal(SIGTERM);
   job.Wait(60);
   ExpectRanks(JsonReport(dir_.File("attached.gpuos")), 2, 0, 10, {"data_loader", "cpu_work"}, 0.25);
+}
+
+// `gpuos-trace merge` of two ranks' traces of one gloo job, the second
+// rank's clock 5.015 s ahead while its clock pairs say 5 s: the wall clocks
+// alone are 15 ms off, and the ends of the ranks' waits in the allreduce
+// must recover the shift within the bound the merge states.  The two
+// "hosts" are one real recording split by rank (both ran here, so the true
+// shift is exactly the one applied).
+TEST_F(RanksTraceTest, MergedRanksAlignFromTheirGlooCollectives) {
+  const std::string job_trace = dir_.File("ddp.gpuos");
+  std::vector<std::string> argv = {rt::TracerPath(), "-q", "-o", job_trace, "--", kPython,
+                                   kDdp + "/launch_ranks.py", "--nproc", "2", "--", kDdp + "/train_ddp.py",
+                                   "--steps", "40", "--slow-rank", "1", "--extra-preprocess-ms", "80"};
+  rt::RunResult run = rt::Run(argv, Within(240));
+  ASSERT_EQ(run.exit_code, 0) << run.Describe();
+  absl::StatusOr<rt::TraceContents> job = rt::ReadTrace(job_trace);
+  ASSERT_TRUE(job.ok()) << job.status();
+  constexpr int64_t kShift = 5'015'000'000;
+  constexpr int64_t kPairShift = 5'000'000'000;
+  ASSERT_EQ(WriteRankTrace(*job, 0, "host-a", 0, 0, dir_.File("a.gpuos")), "");
+  ASSERT_EQ(WriteRankTrace(*job, 1, "host-b", kShift, kPairShift, dir_.File("b.gpuos")), "");
+  rt::RunResult merge = rt::Run(
+      {rt::TracerPath(), "merge", dir_.File("a.gpuos"), dir_.File("b.gpuos"), "-o", dir_.File("job.gpuos")},
+      Within(120));
+  ASSERT_EQ(merge.exit_code, 0) << merge.Describe();
+
+  const google::protobuf::Struct report = JsonReport(dir_.File("job.gpuos"));
+  const auto& hosts = report.fields().at("hosts").list_value().values();
+  ASSERT_EQ(hosts.size(), 2u);
+  const Fields& b = hosts[1].struct_value().fields();
+  SCOPED_TRACE(merge.err);
+  EXPECT_EQ(b.at("skew_basis").string_value(), "cpu_collectives");
+  EXPECT_GE(b.at("collectives_matched").number_value(), 20) << "about one allreduce wait per step";
+  const double skew = b.at("skew_ns").number_value();
+  const double bound = b.at("skew_bound_ns").number_value();
+  EXPECT_LE(std::abs(skew + kShift), bound) << "the true shift within the stated bound";
+  EXPECT_LT(bound, kShift - kPairShift) << "better than the wall clocks";
+  EXPECT_EQ(report.fields().at("ranks").list_value().values_size(), 2) << "the merged trace reports both ranks";
 }
 
 }  // namespace

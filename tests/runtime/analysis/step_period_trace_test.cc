@@ -25,7 +25,6 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/struct.pb.h"
-#include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "runtime_support.h"
 
@@ -45,12 +44,10 @@ struct Steps {
 
 Steps Report(const std::string& trace) {
   Steps s;
-  rt::RunResult r = rt::Run({rt::TracerPath(), "report", "--format", "json", trace});
-  EXPECT_EQ(r.exit_code, 0) << r.Describe();
-  google::protobuf::Struct j;
-  auto status = google::protobuf::util::JsonStringToMessage(r.out, &j);
-  EXPECT_TRUE(status.ok()) << status.ToString();
-  const auto& a = j.fields().at("step_analysis").struct_value().fields();
+  absl::StatusOr<google::protobuf::Struct> j = rt::JsonReport(trace);
+  EXPECT_TRUE(j.ok()) << j.status();
+  if (!j.ok()) return s;
+  const auto& a = j->fields().at("step_analysis").struct_value().fields();
   s.source = a.at("source").string_value();
   s.note = a.at("note").string_value();
   s.steps = a.at("steps").number_value();

@@ -5,6 +5,7 @@
 // line and exit 2, leaving no output.
 #include <sys/stat.h>
 
+#include <cstdint>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -25,23 +26,18 @@ bool Exists(const std::string& path) {
   return stat(path.c_str(), &st) == 0;
 }
 
-// report --format json's "hosts" as "name skew_ns skew_bound_ns basis" lines
-// (python3 reads the JSON; the repository has no C++ JSON reader).
-std::vector<std::string> HostsOfReport(const rt::TempDir& dir, const std::string& trace) {
-  rt::RunResult report = rt::Run({rt::TracerPath(), "report", trace, "--format", "json"});
-  EXPECT_EQ(report.exit_code, 0) << report.Describe();
-  const std::string json = dir.File("report.json");
-  std::ofstream(json) << report.out;
-  rt::RunResult parsed = rt::Run(
-      {"/usr/bin/python3", "-c",
-       "import json,sys\n"
-       "for h in json.load(open(sys.argv[1]))['hosts']:\n"
-       "  print(h['name'], h['skew_ns'], h['skew_bound_ns'], h['skew_basis'])\n",
-       json});
-  EXPECT_EQ(parsed.exit_code, 0) << parsed.Describe();
+// report --format json's "hosts" as "name skew_ns skew_bound_ns basis" lines.
+std::vector<std::string> HostsOfReport(const std::string& trace) {
+  absl::StatusOr<google::protobuf::Struct> report = rt::JsonReport(trace);
+  EXPECT_TRUE(report.ok()) << report.status();
   std::vector<std::string> lines;
-  std::istringstream in(parsed.out);
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  if (!report.ok()) return lines;
+  for (const google::protobuf::Value& host : report->fields().at("hosts").list_value().values()) {
+    const rt::JsonFields& h = host.struct_value().fields();
+    lines.push_back(absl::StrCat(h.at("name").string_value(), " ", static_cast<int64_t>(h.at("skew_ns").number_value()),
+                                 " ", static_cast<uint64_t>(h.at("skew_bound_ns").number_value()), " ",
+                                 h.at("skew_basis").string_value()));
+  }
   return lines;
 }
 
@@ -55,7 +51,7 @@ TEST(MergeCli, KnownClockShiftIsRecoveredAndTheResultReportsAndExports) {
   ASSERT_EQ(merge.exit_code, 0) << merge.Describe();
   EXPECT_TRUE(absl::StrContains(merge.err, "host-b")) << merge.err;
 
-  const std::vector<std::string> hosts = HostsOfReport(dir, dir.File("job.gpuos"));
+  const std::vector<std::string> hosts = HostsOfReport(dir.File("job.gpuos"));
   ASSERT_EQ(hosts.size(), 2u) << absl::StrJoin(hosts, "\n");
   EXPECT_EQ(hosts[0], "host-a 0 0 reference");
   std::istringstream b(hosts[1]);
@@ -106,7 +102,7 @@ TEST(MergeCli, TwoRealRecordingsKeepTheirProcessesApart) {
   EXPECT_TRUE(job->has_trailer);
   // One host twice: the wall clocks agree with themselves, so the skew is
   // what NTP moved the clock between the recordings, within the bound.
-  const std::vector<std::string> hosts = HostsOfReport(dir, dir.File("job.gpuos"));
+  const std::vector<std::string> hosts = HostsOfReport(dir.File("job.gpuos"));
   ASSERT_EQ(hosts.size(), 2u);
   std::istringstream second(hosts[1]);
   std::string name, basis;

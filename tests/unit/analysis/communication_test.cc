@@ -55,6 +55,10 @@ TEST(Communication, GlooThreadsAndExposedWait) {
     // Only while the training thread was off the CPU: [60,90).
     EXPECT_EQ(s.exposed_ns, 30 * kMs);
   }
+  // The ends of the worker's waits for the peer, each in its step (what a
+  // merge aligns clocks by); not its wait for work, not the loop's own.
+  EXPECT_EQ(c.steps[0].collective_ends_ns, std::vector<uint64_t>{88 * kMs});
+  EXPECT_EQ(c.steps[1].collective_ends_ns, std::vector<uint64_t>{188 * kMs});
 }
 
 TEST(Communication, AFewStoreReadsDoNotMakeTheTrainingThreadANetworkThread) {

@@ -709,5 +709,31 @@ TEST(DiagnosisThresholdTest, CpuContentionNeedsWorkers) {
   EXPECT_FALSE(HasFinding(build(400, 1), Bottleneck::kCpuContention));
 }
 
+// The straggler rule on its own: it fires for a named straggler, scored by
+// the others' wait as a share of their step (at most the whole step), and
+// not without one or without the others' step to weigh the wait against.
+TEST(DiagnosisThresholdTest, StragglerNeedsANamedRankAndTheOthersStep) {
+  const StepAnalysis a;
+  const IntermittentStalls none;
+  Straggler s;
+  s.rank = 1;
+  s.pid = 77;
+  s.cause = "preemption";
+  s.cost_ns_per_step = 30;
+  s.others_step_ns = 100;
+  auto f = StragglerRule(DiagnosisInputs{a, none, &s});
+  ASSERT_TRUE(f.has_value());
+  EXPECT_EQ(f->bottleneck, Bottleneck::kStraggler);
+  EXPECT_DOUBLE_EQ(f->score, 0.3);
+  EXPECT_NE(f->recommendation.find("pin each rank"), std::string::npos) << f->recommendation;
+  s.cost_ns_per_step = 250;
+  f = StragglerRule(DiagnosisInputs{a, none, &s});
+  ASSERT_TRUE(f.has_value());
+  EXPECT_DOUBLE_EQ(f->score, 1.0);
+  EXPECT_FALSE(StragglerRule(DiagnosisInputs{a, none, nullptr}).has_value());
+  s.others_step_ns = 0;
+  EXPECT_FALSE(StragglerRule(DiagnosisInputs{a, none, &s}).has_value());
+}
+
 }  // namespace
 }  // namespace gpuos

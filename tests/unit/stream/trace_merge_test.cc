@@ -111,6 +111,57 @@ TEST(ClockAlignment, TooFewCollectivesLeaveTheWallClockEstimate) {
                    .has_value());
 }
 
+// Two gloo allreduce waits per 80 ms step, 40 ms apart, ending together on
+// both ranks up to 50 us of wakeup jitter.  The host's trace starts 5 steps
+// later (its step 0 is the reference's step 5), misses the last wait of one
+// step and has an extra wait in another; the wall clocks are 25 ms off:
+// more than half the spacing of the ends, less than half a step.
+TEST(ClockAlignment, CpuCollectivesPairByStepThenByTheDifferenceTheStepsShare) {
+  const int64_t true_skew = -3'210'987'654;  // host time + true_skew = reference time
+  std::mt19937 random(7);
+  std::uniform_int_distribution<int> jitter(-50'000, 50'000);
+  std::vector<StepCollectiveEnds> reference, host;
+  for (uint64_t step = 0; step < 60; ++step) {
+    const uint64_t start = 10'000'000'000 + step * 80'000'000;
+    StepCollectiveEnds r{step, {}}, h{step >= 5 ? step - 5 : 0, {}};
+    for (uint64_t at : {30'000'000u, 70'000'000u}) {
+      r.ends_ns.push_back(start + at + jitter(random));
+      h.ends_ns.push_back(static_cast<uint64_t>(static_cast<int64_t>(start + at + jitter(random)) - true_skew));
+    }
+    reference.push_back(r);
+    if (step < 5) continue;
+    if (step == 20) h.ends_ns.pop_back();
+    if (step == 30) h.ends_ns.insert(h.ends_ns.begin() + 1, h.ends_ns[0] + 9'000'000);
+    host.push_back(h);
+  }
+  SkewEstimate coarse;
+  coarse.skew_ns = true_skew + 25'000'000;
+  coarse.bound_ns = 100;
+  auto refined = RefineSkewFromStepCollectives(reference, host, coarse);
+  ASSERT_TRUE(refined.has_value());
+  EXPECT_EQ(refined->basis, "cpu_collectives");
+  EXPECT_EQ(refined->collectives_matched, 55u) << "every paired step, the one missing a wait included";
+  EXPECT_LE(AbsDiff(refined->skew_ns, true_skew), refined->bound_ns);
+  // Two jitters of 50 us either way, and the allowance for a common lag.
+  EXPECT_GT(refined->bound_ns, kSameExchangeNs);
+  EXPECT_LE(refined->bound_ns, kSameExchangeNs + 200'000u);
+  // Without the steps, the ends alone pair one collective off.
+  std::vector<uint64_t> flat_reference, flat_host;
+  for (const auto& r : reference) flat_reference.insert(flat_reference.end(), r.ends_ns.begin(), r.ends_ns.end());
+  for (const auto& h : host) flat_host.insert(flat_host.end(), h.ends_ns.begin(), h.ends_ns.end());
+  auto flat = RefineSkewFromCollectives(flat_reference, flat_host, coarse);
+  ASSERT_TRUE(flat.has_value());
+  EXPECT_GT(AbsDiff(flat->skew_ns, true_skew), 30'000'000u);
+}
+
+TEST(ClockAlignment, TooFewCpuCollectivesLeaveTheWallClockEstimate) {
+  SkewEstimate coarse;
+  EXPECT_FALSE(RefineSkewFromStepCollectives({{0, {1000, 2000}}}, {{0, {1000, 2000}}}, coarse).has_value());
+  EXPECT_FALSE(RefineSkewFromStepCollectives({}, {{0, {1000, 2000, 3000}}}, coarse).has_value());
+  // Steps with no ends pair with nothing.
+  EXPECT_FALSE(RefineSkewFromStepCollectives({{0, {}}, {1, {}}}, {{0, {}}, {1, {}}}, coarse).has_value());
+}
+
 // The merged file's events by (ts, pid, tid, kind).
 struct MergedContents {
   v1::TraceHeader header;
