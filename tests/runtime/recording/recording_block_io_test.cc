@@ -8,8 +8,9 @@
 // their bytes against /proc/PID/task/TID/io, writes and reads of the same
 // sectors, the device the file lives on, each request inside the
 // recording, and (where tracefs is mounted) the device, rwbs and sector of
-// each as the kernel's own block_rq_issue tracepoint prints them.  Needs
-// root (eBPF).
+// each as the kernel's own block_rq_issue tracepoint prints them; then the
+// same requests in the report's per-thread block_io and as slices on the
+// process's "disk <name>" track of the export.  Needs root (eBPF).
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -19,11 +20,14 @@
 #include <filesystem>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "google/protobuf/struct.pb.h"
+#include "google/protobuf/util/json_util.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
@@ -120,6 +124,59 @@ std::map<std::string, int64_t> ParseReport(const std::string& out) {
   return fields;
 }
 
+// The report's per-thread block_io of `tid` holds exactly the recorded
+// requests: the analysis and the JSON, end to end.
+void ExpectReportCounts(const std::string& trace, uint32_t tid, size_t requests, int64_t bytes,
+                        uint64_t total_ns) {
+  absl::StatusOr<google::protobuf::Struct> report = rt::JsonReport(trace);
+  ASSERT_TRUE(report.ok()) << report.status();
+  const google::protobuf::Value* found = nullptr;
+  for (const google::protobuf::Value& p : report->fields().at("processes").list_value().values()) {
+    for (const google::protobuf::Value& t : p.struct_value().fields().at("threads").list_value().values()) {
+      if (static_cast<uint32_t>(t.struct_value().fields().at("tid").number_value()) == tid) found = &t;
+    }
+  }
+  ASSERT_NE(found, nullptr) << "thread " << tid << " not in the report";
+  const rt::JsonFields& io = found->struct_value().fields().at("block_io").struct_value().fields();
+  EXPECT_EQ(io.at("requests").number_value(), static_cast<double>(requests));
+  EXPECT_EQ(io.at("bytes").number_value(), static_cast<double>(bytes));
+  EXPECT_EQ(io.at("total_ns").number_value(), static_cast<double>(total_ns));
+}
+
+// The Chrome JSON export (written with the Perfetto file) draws each of the
+// thread's requests as one slice named after its operation on a "disk
+// <name>" track of its process: kRequests writes and kRequests reads.
+void ExpectExportedSlices(const std::string& trace, const rt::TempDir& out, uint32_t tid,
+                          const std::string& disk, int requests) {
+  const std::string pftrace = out.File("run.pftrace");
+  rt::RunResult r = rt::Run({rt::TracerPath(), "export", trace, "-o", pftrace, "--format", "json"});
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  std::optional<std::string> json = rt::ReadFile(out.File("run.json"));
+  ASSERT_TRUE(json.has_value());
+  google::protobuf::Struct doc;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(*json, &doc).ok());
+  std::set<double> disk_tracks;
+  std::map<std::string, int> slices;
+  const auto& events = doc.fields().at("traceEvents").list_value().values();
+  for (const google::protobuf::Value& v : events) {
+    const rt::JsonFields& e = v.struct_value().fields();
+    if (e.at("ph").string_value() == "M" && e.at("name").string_value() == "thread_name" &&
+        e.at("args").struct_value().fields().at("name").string_value() == "disk " + disk) {
+      disk_tracks.insert(e.at("tid").number_value());
+    }
+  }
+  for (const google::protobuf::Value& v : events) {
+    const rt::JsonFields& e = v.struct_value().fields();
+    if (e.at("ph").string_value() != "B" || !disk_tracks.count(e.at("tid").number_value())) continue;
+    const rt::JsonFields& args = e.at("args").struct_value().fields();
+    if (args.count("issuing_tid") && args.at("issuing_tid").number_value() == tid) {
+      ++slices[e.at("name").string_value()];
+    }
+  }
+  EXPECT_EQ(slices["disk write"], requests);
+  EXPECT_EQ(slices["disk read"], requests);
+}
+
 TEST(RecordingBlockIo, DirectWritesAndReadsAreTheThreadsRequestsAsTheKernelCountsThem) {
   GPUOS_REQUIRE_ROOT();
   BuildTreeDir dir;
@@ -193,6 +250,10 @@ TEST(RecordingBlockIo, DirectWritesAndReadsAreTheThreadsRequestsAsTheKernelCount
   } else {
     std::cerr << "no tracefs instance: the kernel's own block_rq_issue lines not compared\n";
   }
+  uint64_t total_ns = 0;
+  for (const v1::Event& e : requests) total_ns += e.block_io().duration_ns();
+  ExpectReportCounts(trace, tid, requests.size(), written + read, total_ns);
+  ExpectExportedSlices(trace, out, tid, disk, kRequests);
 }
 
 }  // namespace
