@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/median.h"
 
 namespace gpuos {
 namespace {
@@ -22,12 +23,6 @@ struct Candidate {
   double ratio = 0;
   double share() const { return groups == 0 ? 0 : static_cast<double>(wins) / static_cast<double>(groups); }
 };
-
-uint64_t Median(std::vector<uint64_t> v) {
-  if (v.empty()) return 0;
-  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
-  return v[v.size() / 2];
-}
 
 // P(X >= wins) for X ~ Binomial(groups, q), in log space (groups can be
 // thousands).

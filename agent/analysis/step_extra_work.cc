@@ -6,6 +6,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_format.h"
+#include "common/median.h"
 
 namespace gpuos {
 namespace {
@@ -18,12 +19,6 @@ constexpr double kMaxExtraShare = 0.25;
 constexpr double kMinCpuExtraOfStep = 0.75;
 constexpr double kCpuExtraGap = 2.0;
 constexpr double kMinCpuExtraOfRun = 0.02;
-
-uint64_t Median(std::vector<uint64_t> v) {
-  if (v.empty()) return 0;
-  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
-  return v[v.size() / 2];
-}
 
 uint64_t Sum(const std::vector<uint64_t>& v) {
   uint64_t s = 0;

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <utility>
 
+#include "common/path_name.h"
 #include "common/valid_utf8.h"
 #include "record/host_info.h"
 #include "record/install_paths.h"
@@ -15,11 +16,6 @@
 
 namespace gpuos {
 namespace {
-
-std::string Basename(const std::string& path) {
-  size_t slash = path.rfind('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
-}
 
 }  // namespace
 

@@ -31,6 +31,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "common/fd_write.h"
 
 extern char** environ;
 
@@ -142,17 +143,6 @@ absl::StatusOr<ChildPlan> BuildPlan(const LaunchOptions& options) {
 }
 
 // Async-signal-safe write of the whole buffer.
-void WriteAll(int fd, const void* data, size_t size) {
-  const char* p = static_cast<const char*>(data);
-  while (size > 0) {
-    const ssize_t n = write(fd, p, size);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
-    p += n;
-    size -= static_cast<size_t>(n);
-  }
-}
-
 [[noreturn]] void ChildFail(int err_fd, int32_t stage, int err, const char* argv0) {
   ChildError record{stage, err, static_cast<uint32_t>(strlen(argv0))};
   WriteAll(err_fd, &record, sizeof(record));

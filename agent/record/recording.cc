@@ -11,6 +11,7 @@
 #include <climits>
 #include <string>
 
+#include "common/path_name.h"
 #include "common/valid_utf8.h"
 #include "record/event_decoder.h"
 #include "record/host_info.h"
@@ -19,11 +20,6 @@
 
 namespace gpuos {
 namespace {
-
-std::string Basename(const std::string& path) {
-  size_t slash = path.rfind('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
-}
 
 }  // namespace
 

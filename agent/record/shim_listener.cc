@@ -17,6 +17,7 @@
 #include <string>
 
 #include "absl/strings/str_format.h"
+#include "common/monotonic_clock.h"
 #include "stream/text_repairing_parse.h"
 
 namespace gpuos {
@@ -30,12 +31,6 @@ constexpr int kMaxMessagesPerPump = 1024;
 // given up: a peer left running (a daemon of the job's) that never stops
 // sending must not keep gpuos-trace from finishing.
 constexpr int64_t kMaxFinalReadNs = 10'000'000'000;
-
-int64_t MonotonicNs() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
 
 pid_t ParentOf(pid_t pid) {
   std::ifstream stat(absl::StrFormat("/proc/%d/stat", pid));
@@ -150,10 +145,10 @@ bool ShimListener::ReadConnection(int fd, pid_t pid, bool until_closed) {
   // At the end of a recording the tree is gone, so every peer has closed
   // or is about to; never wait on one for more than a moment.
   int idle_waits = 0;
-  const int64_t give_up_ns = until_closed ? MonotonicNs() + kMaxFinalReadNs : 0;
+  const int64_t give_up_ns = until_closed ? static_cast<int64_t>(MonotonicNs()) + kMaxFinalReadNs : 0;
   for (int messages = 0;; ++messages) {
     if (!until_closed && messages >= kMaxMessagesPerPump) return true;  // more next time
-    if (until_closed && messages % 256 == 255 && MonotonicNs() > give_up_ns) return false;
+    if (until_closed && messages % 256 == 255 && static_cast<int64_t>(MonotonicNs()) > give_up_ns) return false;
     // MSG_TRUNC: the message's real length, so that an oversized one is
     // rejected whole instead of parsed cut short.
     ssize_t n = recv(fd, buffer_.data(), buffer_.size(), MSG_TRUNC | (until_closed ? 0 : MSG_DONTWAIT));

@@ -15,6 +15,7 @@
 #include "bpf/event_header.h"
 #include "bpf/torch_uprobes.h"
 #include "common/elf_symbols.h"
+#include "common/path_name.h"
 #include "record/mapped_library.h"
 #include "record/sources/bpf_source.h"
 #include "torch_uprobes.skel.h"
@@ -23,11 +24,6 @@ namespace gpuos {
 namespace {
 
 constexpr char kEngineExecutePrefix[] = "_ZN5torch8autograd6Engine7executeE";
-
-std::string Basename(const std::string& path) {
-  size_t slash = path.rfind('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
-}
 
 }  // namespace
 

@@ -6,6 +6,8 @@
 #include <map>
 #include <utility>
 
+#include "common/median.h"
+
 namespace gpuos {
 namespace {
 
@@ -70,11 +72,6 @@ std::vector<int64_t> Residuals(const std::vector<uint64_t>& ref, const std::vect
     if (best_distance <= tolerance) residuals.push_back(best);
   }
   return residuals;
-}
-
-int64_t Median(std::vector<int64_t> values) {
-  std::nth_element(values.begin(), values.begin() + values.size() / 2, values.end());
-  return values[values.size() / 2];
 }
 
 using StepsByIndex = std::map<uint64_t, const StepCollectiveEnds*>;

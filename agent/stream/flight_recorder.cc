@@ -14,6 +14,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/monotonic_clock.h"
 #include "stream/trace_reader.h"
 
 namespace gpuos {
@@ -22,12 +23,6 @@ namespace {
 // The smallest batch a size-bound segment's writer fills before writing
 // (1/16 of a segment otherwise, so a segment ends within 1/16 of its cap).
 constexpr size_t kMinBatchBytes = 1024;
-
-uint64_t MonotonicNs() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
 
 std::string EventKind(const v1::Event& event) {
   const auto* field = v1::Event::descriptor()->FindFieldByNumber(event.payload_case());

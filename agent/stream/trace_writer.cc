@@ -15,6 +15,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/fd_write.h"
+#include "common/monotonic_clock.h"
 #include "stream/record_framing.h"
 
 namespace gpuos {
@@ -29,26 +31,6 @@ constexpr size_t kRecordOverhead = 16;
 
 // Writes all of `data`, retrying after signals and short writes.  Returns the
 // errno of the failure, or 0.
-int WriteAll(int fd, const char* data, size_t size) {
-  while (size > 0) {
-    ssize_t n = ::write(fd, data, size);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return errno;
-    }
-    if (n == 0) return EIO;  // not expected for regular files; avoid spinning
-    data += n;
-    size -= static_cast<size_t>(n);
-  }
-  return 0;
-}
-
-uint64_t MonotonicNs() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
-
 // "off_cpu", "gpu_kernel": the payload's field name.
 std::string EventKind(const v1::Event& event) {
   const auto* field = v1::Event::descriptor()->FindFieldByNumber(event.payload_case());

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/fd_write.h"
 
 namespace gpuos {
 namespace {
@@ -88,17 +89,10 @@ const char* DecodeRecord(const char* p, uint64_t previous_ts, TimelineRecord* r)
   return p;
 }
 
-absl::Status WriteAll(int fd, const char* p, size_t size) {
-  while (size > 0) {
-    ssize_t n = write(fd, p, size);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      return absl::InternalError(absl::StrCat(
-          "cannot write a temporary sort file: ", strerror(errno),
-          " (set TMPDIR to a directory with more free space)"));
-    }
-    p += n;
-    size -= static_cast<size_t>(n);
+absl::Status WriteSpill(int fd, const char* p, size_t size) {
+  if (int err = WriteAll(fd, p, size); err != 0) {
+    return absl::InternalError(absl::StrCat("cannot write a temporary sort file: ", strerror(err),
+                                            " (set TMPDIR to a directory with more free space)"));
   }
   return absl::OkStatus();
 }
@@ -163,13 +157,13 @@ absl::Status RecordSorter::Spill() {
     p = Encode(r, previous_ts, p);
     previous_ts = r.ts;
     if (static_cast<size_t>(p - chunk.data()) >= kWriteChunkBytes) {
-      absl::Status status = WriteAll(fd, chunk.data(), p - chunk.data());
+      absl::Status status = WriteSpill(fd, chunk.data(), p - chunk.data());
       if (!status.ok()) return status;
       run.unread += p - chunk.data();
       p = chunk.data();
     }
   }
-  absl::Status status = WriteAll(fd, chunk.data(), p - chunk.data());
+  absl::Status status = WriteSpill(fd, chunk.data(), p - chunk.data());
   if (!status.ok()) return status;
   run.unread += p - chunk.data();
   if (lseek(fd, 0, SEEK_SET) != 0) {
