@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # What --always-on costs (issue #19, point 3), side by side in one run on the
-# GPU machine: rounds of [untraced, gpuos-trace with no options ("default"),
-# gpuos-trace --always-on, the same with CUPTI finalized between windows
-# ("always-on-finalize"), torch.profiler with a schedule of the same duty
-# cycle (one recorded step in 20)] in rotating order, on the small MLP loop
-# and on ResNet-18 steps (bench/capture_workload.py), then per workload the
-# median step rate of each variant and its loss against untraced.  Target:
-# --always-on within 1% of untraced, and below torch.profiler.
+# GPU machine: rounds of [untraced, gpuos-trace --no-cuda ("os-only"),
+# gpuos-trace --always-on, the same with our API timing callbacks kept on
+# outside windows ("always-on-callbacks": GPUOS_CAPTURE_API_CALLBACKS=always),
+# torch.profiler with a schedule of the same duty cycle (one recorded step
+# in 20)] in rotating order, on the small MLP loop and on ResNet-18 steps
+# (bench/capture_workload.py), then per workload the median step rate of
+# each variant and its loss against untraced.  Also selectable: gpuos-trace
+# with no options ("default") and --always-on with CUPTI finalized between
+# windows ("always-on-finalize").  Target: --always-on within 1% of
+# untraced, and below torch.profiler.
 #   bench/always_on_overhead.sh [BIN_DIR] [ROUNDS]
 # BIN_DIR holds gpuos-trace and libgpuos_shim.so (default build-gpu); ROUNDS
 # at least 5 (default 5).  ALWAYS_ON_WORKLOADS="mlp resnet18" picks
@@ -17,7 +20,12 @@
 # they cost.  always-on-finalize runs with GPUOS_CAPTURE_FINALIZE_GAP=1
 # (CUPTI taken out of the process at every gap between windows, and
 # subscribed again at the next one); ALWAYS_ON_FINALIZE_GAP overrides it
-# (e.g. 10s).  ALWAYS_ON_VARIANTS picks variants (default all six).
+# (e.g. 10s).  The shim times API calls by callbacks only with
+# GPUOS_CUPTI_API_TIMING=callback in the environment (else by CUPTI's
+# records, and always-on and always-on-callbacks run the same shim):
+# set it to see what switching those callbacks off between windows saves.
+# ALWAYS_ON_VARIANTS picks variants (default "untraced os-only always-on
+# always-on-callbacks profiler", which fits one 10-minute call).
 set -u
 BIN_DIR=${1:-build-gpu}
 ROUNDS=${2:-5}
@@ -46,6 +54,11 @@ run() {  # run VARIANT WORKLOAD
       else
         line=$("$TRACE" -q --always-on -o "$OUT/$workload.always.gpuos" -- "${cmd[@]}" 2>>"$OUT/stderr.log" | tail -1)
       fi ;;
+    always-on-callbacks)
+      local capture=(--always-on)
+      [ -n "$SPEC" ] && capture=(--capture "$SPEC")
+      line=$(GPUOS_CAPTURE_API_CALLBACKS=always "$TRACE" -q "${capture[@]}" \
+        -o "$OUT/$workload.callbacks.gpuos" -- "${cmd[@]}" 2>>"$OUT/stderr.log" | tail -1) ;;
     always-on-finalize)
       local capture=(--always-on)
       [ -n "$SPEC" ] && capture=(--capture "$SPEC")
@@ -62,7 +75,7 @@ run() {  # run VARIANT WORKLOAD
   echo "{\"variant\": \"$variant\", \"workload\": \"$workload\", \"result\": $line}" >>"$RESULTS"
 }
 
-read -r -a VARIANTS <<<"${ALWAYS_ON_VARIANTS:-untraced default os-only always-on always-on-finalize profiler}"
+read -r -a VARIANTS <<<"${ALWAYS_ON_VARIANTS:-untraced os-only always-on always-on-callbacks profiler}"
 for round in $(seq "$ROUNDS"); do
   shift_by=$(( (round - 1) % ${#VARIANTS[@]} ))
   for workload in ${ALWAYS_ON_WORKLOADS:-mlp resnet18}; do
@@ -72,17 +85,19 @@ for round in $(seq "$ROUNDS"); do
   done
 done
 
-python3 - "$RESULTS" "${SPEC:-every=20,steps=1 (--always-on)}" "${ALWAYS_ON_FINALIZE_GAP:-1}" <<'PY'
+python3 - "$RESULTS" "${SPEC:-every=20,steps=1 (--always-on)}" "${ALWAYS_ON_FINALIZE_GAP:-1}" \
+  "${GPUOS_CUPTI_API_TIMING:-records}" <<'PY'
 import json, statistics, sys
 runs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-variants = ("untraced", "default", "os-only", "always-on", "always-on-finalize", "profiler")
+variants = ("untraced", "default", "os-only", "always-on", "always-on-callbacks", "always-on-finalize",
+            "profiler")
 present = [v for v in variants if any(r["variant"] == v for r in runs)]
 workloads = {r["workload"] for r in runs}
 rounds = max(1, len(runs) // max(1, len(present) * len(workloads)))
 print("always-on overhead: medians of step rate over %d rounds; capture %s; always-on-finalize: "
-      "GPUOS_CAPTURE_FINALIZE_GAP=%s; profiler schedule wait/warmup/active of the same cycle"
-      % (rounds, sys.argv[2], sys.argv[3]))
-print("%-9s %-18s %10s %8s %-17s %s" % ("workload", "variant", "steps/s", "loss", "loss min..max", "runs"))
+      "GPUOS_CAPTURE_FINALIZE_GAP=%s; API timing: %s; profiler schedule wait/warmup/active of the "
+      "same cycle" % (rounds, sys.argv[2], sys.argv[3], sys.argv[4]))
+print("%-9s %-20s %10s %8s %-17s %s" % ("workload", "variant", "steps/s", "loss", "loss min..max", "runs"))
 for workload in sorted({r["workload"] for r in runs}):
     rates = {}
     for r in runs:
@@ -92,10 +107,10 @@ for workload in sorted({r["workload"] for r in runs}):
     for variant in present:
         got = rates.get(variant, [])
         if not got:
-            print("%-9s %-18s %10s %8s 0 (failed: see stderr.log)" % (workload, variant, "-", "-"))
+            print("%-9s %-20s %10s %8s 0 (failed: see stderr.log)" % (workload, variant, "-", "-"))
             continue
         median = statistics.median(got)
         loss = "%+.1f%%" % (100 * (1 - median / base)) if base else "-"
         spread = "%+.1f..%+.1f%%" % (100 * (1 - max(got) / base), 100 * (1 - min(got) / base)) if base else "-"
-        print("%-9s %-18s %10.1f %8s %-17s %d" % (workload, variant, median, loss, spread, len(got)))
+        print("%-9s %-20s %10.1f %8s %-17s %d" % (workload, variant, median, loss, spread, len(got)))
 PY

@@ -1,7 +1,8 @@
 // Capture windows in a traced process (gpuos-trace --capture, --always-on,
 // `gpuos-trace ctl --pid PID capture N`): full CUDA detail (CUPTI's
 // records: kernels, copies, memsets, syncs, and CUDA API calls unless
-// GPUOS_CAPTURE_API_RECORDS=always) only inside windows, the rest of the
+// GPUOS_CAPTURE_API_RECORDS=always, or GPUOS_CAPTURE_API_CALLBACKS=always
+// where our callbacks time them) only inside windows, the rest of the
 // recording (OS side, NVTX, the Python hook's marks) all the time.
 //
 // The spec comes from GPUOS_CAPTURE (set by gpuos-trace for launched and

@@ -118,7 +118,7 @@ void RememberDeviceKinds(CUpti_ActivityKind kernel_kind, bool copies, bool memse
   // GPUOS_CAPTURE_API_RECORDS=always.  Switched back on mid-run, a kind
   // records every call (CUPTI's per-call switches are set before cuInit
   // only) and the parser keeps the traced ones.  API calls timed by our
-  // callbacks stay on.
+  // callbacks are switched apart (SwitchGatedApiCallbacksLocked).
   const char* api_setting = getenv("GPUOS_CAPTURE_API_RECORDS");
   const bool gate_api = api_setting == nullptr || strcmp(api_setting, "always") != 0;
   if (gate_api && !s.api_by_callbacks.load()) {
@@ -274,6 +274,7 @@ void SetDeviceActivityEnabled(bool enabled) {
       s.api->ActivityDisable(kind);
     }
   }
+  SwitchGatedApiCallbacksLocked(enabled);
   s.device_on = enabled;
   // The window's records go to the parser now rather than at the next
   // periodic flush; not forced, so the job's thread does not wait.

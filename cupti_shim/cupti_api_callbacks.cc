@@ -4,6 +4,8 @@
 // cupti_api_callbacks.h.
 #include "cupti_api_callbacks.h"
 
+#include <cstdlib>
+#include <cstring>
 #include <new>
 #include <utility>
 
@@ -24,6 +26,10 @@ constexpr size_t kApiRingRecords = size_t{1} << 15;
 // Entry: the start time goes where CUPTI keeps it for the exit (the top
 // bit marks it ours: a call already under way when the callbacks were
 // switched on has no entry).  Exit: one record into the thread's ring.
+// Nothing is kept per thread between the two, so a call whose exit never
+// comes (switched off outside a capture window) leaves nothing behind; one
+// whose entry came before the last switch-on (it spanned a time off) is
+// not timed, like one with no entry.
 constexpr uint64_t kEnteredMark = uint64_t{1} << 63;
 void TimeApiCall(State& s, bool driver, CUpti_CallbackId cbid, const CUpti_CallbackData& call) {
   if (!IsTracedApi(s, driver, cbid)) return;
@@ -34,7 +40,10 @@ void TimeApiCall(State& s, bool driver, CUpti_CallbackId cbid, const CUpti_Callb
   const uint64_t entered = *call.correlationData;
   const uint64_t end = MonotonicNs();
   const uint64_t start = entered & ~kEnteredMark;
-  if ((entered & kEnteredMark) == 0 || start > end) return;
+  if ((entered & kEnteredMark) == 0 || start > end ||
+      start < s.api_callbacks_on_ns.load(std::memory_order_acquire)) {
+    return;
+  }
   TimedApiCall timed;
   timed.start_ns = start;
   timed.end_ns = end;
@@ -74,6 +83,25 @@ bool OneOf(const CUpti_CallbackId (&ids)[N], CUpti_CallbackId cbid) {
     if (id == cbid) return true;
   }
   return false;
+}
+
+// Our callbacks that serve more than timing, and so stay on outside capture
+// windows (and when timing gives up) even where they time a traced call:
+// the flush at cudaDeviceReset and the count of streams being captured
+// into graphs, which the finalize safety reads.
+bool StaysOnOutsideWindows(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
+  if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) {
+    return cbid == CUPTI_RUNTIME_TRACE_CBID_cudaDeviceReset_v3020 ||
+           OneOf(kRuntimeCaptureBegins, cbid) || OneOf(kRuntimeCaptureEnds, cbid);
+  }
+  return OneOf(kDriverCaptureBegins, cbid) || OneOf(kDriverCaptureEnds, cbid);
+}
+
+// GPUOS_CAPTURE_API_CALLBACKS=always: the timing callbacks stay on outside
+// capture windows too (to measure what they cost there).
+bool GateApiCallbacks() {
+  const char* setting = getenv("GPUOS_CAPTURE_API_CALLBACKS");
+  return setting == nullptr || strcmp(setting, "always") != 0;
 }
 
 // Counts the streams being captured, at the exit of a capture's begin (that
@@ -197,7 +225,7 @@ bool EnableApiCallbacks(const CuptiApi& api, bool want_runtime, bool want_driver
     // counted so.
     AddShimDroppedEvents(rings->Drain([](const TimedApiCall&) {}));
   }
-  std::vector<std::pair<CUpti_CallbackDomain, uint32_t>> enabled;
+  std::vector<std::pair<CUpti_CallbackDomain, CUpti_CallbackId>> enabled;
   auto enable_domain = [&](CUpti_CallbackDomain domain, const std::vector<bool>& traced) {
     for (uint32_t cbid = 0; cbid < traced.size(); ++cbid) {
       if (!traced[cbid]) continue;
@@ -207,15 +235,42 @@ bool EnableApiCallbacks(const CuptiApi& api, bool want_runtime, bool want_driver
     return true;
   };
   s.api_by_callbacks = true;
-  if ((!want_runtime || enable_domain(CUPTI_CB_DOMAIN_RUNTIME_API, s.runtime_traced)) &&
-      (!want_driver || enable_domain(CUPTI_CB_DOMAIN_DRIVER_API, s.driver_traced))) {
-    return true;
+  s.api_callbacks_on_ns.store(MonotonicNs(), std::memory_order_release);
+  const bool all_on =
+      (!want_runtime || enable_domain(CUPTI_CB_DOMAIN_RUNTIME_API, s.runtime_traced)) &&
+      (!want_driver || enable_domain(CUPTI_CB_DOMAIN_DRIVER_API, s.driver_traced));
+  if (!all_on) {
+    s.api_by_callbacks = false;
+    for (const auto& [domain, cbid] : enabled) {
+      if (!StaysOnOutsideWindows(domain, cbid)) api.EnableCallback(0, s.subscriber, domain, cbid);
+    }
   }
-  s.api_by_callbacks = false;
-  for (const auto& [domain, cbid] : enabled) api.EnableCallback(0, s.subscriber, domain, cbid);
+  std::vector<std::pair<CUpti_CallbackDomain, CUpti_CallbackId>> gated;
+  for (const auto& [domain, cbid] : enabled) {
+    if (all_on && GateApiCallbacks() && !StaysOnOutsideWindows(domain, cbid)) {
+      gated.emplace_back(domain, cbid);
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(s.device_mu);
+    s.gated_api_callbacks = std::move(gated);
+  }
+  if (all_on) return true;
   ReportProblem("API callbacks", "cuptiEnableCallback failed for a traced API call: API calls "
                                  "recorded through activity records instead");
   return false;
+}
+
+void SwitchGatedApiCallbacksLocked(bool on) {
+  State& s = S();
+  if (s.gated_api_callbacks.empty()) return;
+  if (on) s.api_callbacks_on_ns.store(MonotonicNs(), std::memory_order_release);
+  CUptiResult failed = CUPTI_SUCCESS;
+  for (const auto& [domain, cbid] : s.gated_api_callbacks) {
+    const CUptiResult result = s.api->EnableCallback(on ? 1 : 0, s.subscriber, domain, cbid);
+    if (result != CUPTI_SUCCESS) failed = result;
+  }
+  if (failed != CUPTI_SUCCESS) CuptiOk("cuptiEnableCallback (capture window)", failed);
 }
 
 }  // namespace gpuos_shim

@@ -41,6 +41,18 @@ void EnableGraphCaptureCallbacks(const CuptiApi& api);
 // Turns on our entry/exit callbacks for every traced call id of the wanted
 // domains.  All or nothing: on a failure the ones turned on are turned off
 // again, and the caller falls back to activity records.
+// Those turned on are remembered for capture windows to switch
+// (SwitchGatedApiCallbacksLocked), but for the ones that must stay on
+// (cudaDeviceReset, a graph capture's begin and end); none are with
+// GPUOS_CAPTURE_API_CALLBACKS=always.
 bool EnableApiCallbacks(const CuptiApi& api, bool want_runtime, bool want_driver);
+
+// Capture windows: switches the callbacks EnableApiCallbacks remembered
+// off outside windows and on again at a window's start, so that CUPTI has
+// no callback of ours on the launch path between windows.  Called with
+// device_mu held, with the device kinds' switch (SetDeviceActivityEnabled):
+// CUPTI asks a subscriber to serialize its cuptiEnableCallback calls, and
+// none of CUPTI's callbacks into the shim takes device_mu.
+void SwitchGatedApiCallbacksLocked(bool on);
 
 }  // namespace gpuos_shim

@@ -21,6 +21,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "cupti_api_call_rings.h"
@@ -136,6 +137,13 @@ struct State {
   std::mutex device_mu;
   std::vector<CUpti_ActivityKind> device_kinds;
   bool device_on = false;
+  // The same for our per-call timing callbacks (GPUOS_CUPTI_API_TIMING=
+  // callback): the (domain, cbid) pairs switched with the kinds (empty with
+  // GPUOS_CAPTURE_API_CALLBACKS=always); under device_mu.
+  std::vector<std::pair<CUpti_CallbackDomain, CUpti_CallbackId>> gated_api_callbacks;
+  // When they were last switched on (CLOCK_MONOTONIC ns): a call whose
+  // entry came before that is not timed (cupti_api_callbacks.cc).
+  std::atomic<uint64_t> api_callbacks_on_ns{0};
 };
 
 // Never destroyed: CUPTI and our thread may still use it while static

@@ -66,7 +66,9 @@ void StopCuptiForDetach();
 
 // Capture windows (capture_control.h): switches the kinds this collection
 // enabled (kernels, copies, memsets, syncs, and the runtime/driver API
-// records unless GPUOS_CAPTURE_API_RECORDS=always) on or off.  Switching off also asks CUPTI to hand over
+// records unless GPUOS_CAPTURE_API_RECORDS=always) on or off, and our
+// per-call timing callbacks of GPUOS_CUPTI_API_TIMING=callback unless
+// GPUOS_CAPTURE_API_CALLBACKS=always.  Switching off also asks CUPTI to hand over
 // what it holds, without waiting.  A no-op while collection is not running.
 void SetDeviceActivityEnabled(bool enabled);
 

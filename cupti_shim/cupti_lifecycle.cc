@@ -64,6 +64,7 @@ bool StopCollection(bool allow_finalize, std::string* how) {
   {
     std::lock_guard<std::mutex> lock(s.device_mu);
     s.device_kinds.clear();
+    s.gated_api_callbacks.clear();
     s.device_on = false;
   }
   KeepParserOutOfCupti();

@@ -1,7 +1,8 @@
 // The shim's CUPTI collection lifecycle (cupti_lifecycle.cc), run for real:
-// launch-mode start at InitializeInjection, device kinds switched at capture
-// window edges, stepping aside for another CUPTI client, and CUPTI taken out
-// of the process between far windows and subscribed again at the next one
+// launch-mode start at InitializeInjection, device kinds and API timing
+// callbacks switched at capture window edges, stepping aside for another
+// CUPTI client, and CUPTI taken out of the process between far windows and
+// subscribed again at the next one
 // (GPUOS_CAPTURE_FINALIZE_GAP: the cuptiFinalize handshake in an API exit
 // callback, a new subscription per window, the refusal while a stream is
 // being captured into a CUDA graph).  There is no GPU or driver on the
@@ -46,6 +47,7 @@ std::string FakeLibrary() { return SelfDir() + "/workloads/fake_cupti/libcuda.so
 
 struct Outcome {
   std::map<int, std::string> steps;  // step -> "kernels=K subscribed=S"
+  std::map<int, std::string> api;    // step -> "launch=R,D keep=C,X,G" (callbacks on)
   int subscribes = -1, finalizes = -1;
   std::string output;
 };
@@ -72,6 +74,12 @@ Outcome RunChild(const std::string& env) {
       in >> step;
       std::getline(in, rest);
       outcome.steps[step] = rest.substr(rest.find_first_not_of(' '));
+    } else if (word == "api") {
+      int step = -1;
+      std::string rest;
+      in >> step;
+      std::getline(in, rest);
+      outcome.api[step] = rest.substr(rest.find_first_not_of(' '));
     } else if (word == "counts") {
       in >> outcome.subscribes >> outcome.finalizes;
     }
@@ -178,6 +186,56 @@ TEST(CuptiLifecycle, AttachDetachAndAttachAgainAroundSuspensions) {
   EXPECT_EQ(got.finalizes, 5) << got.output;   // after 1, 11, 21, 35, 41
 }
 
+// GPUOS_CUPTI_API_TIMING=callback: the per-call timing callbacks (of
+// cudaLaunchKernel and cuLaunchKernel) go off outside capture windows, and
+// ours for context teardown, cudaDeviceReset and graph captures stay on.
+TEST(CuptiLifecycle, TimingCallbacksAreOnInsideWindowsOnly) {
+  const Outcome got = RunChild("GPUOS_CUPTI_API_TIMING=callback GPUOS_CAPTURE=every=10,steps=2 "
+                               "GPUOS_CAPTURE_FINALIZE_GAP=off");
+  ASSERT_EQ(got.api.size(), static_cast<size_t>(kSteps)) << got.output;
+  for (int step = 0; step < kSteps; ++step) {
+    EXPECT_EQ(got.steps.at(step), InWindow(step) ? "kernels=1 subscribed=1" : "kernels=0 subscribed=1")
+        << "step " << step << "\n" << got.output;
+    EXPECT_EQ(got.api.at(step), InWindow(step) ? "launch=1,1 keep=1,1,1" : "launch=0,0 keep=1,1,1")
+        << "step " << step << "\n" << got.output;
+  }
+  // Subscribed again for each window: on there too.
+  const Outcome far = RunChild("GPUOS_CUPTI_API_TIMING=callback GPUOS_CAPTURE=every=10,steps=2 "
+                               "GPUOS_CAPTURE_FINALIZE_GAP=1");
+  ASSERT_EQ(far.api.size(), static_cast<size_t>(kSteps)) << far.output;
+  for (int step = 0; step < kSteps; ++step) {
+    EXPECT_EQ(far.api.at(step), InWindow(step) ? "launch=1,1 keep=1,1,1" : "launch=0,0 keep=0,0,0")
+        << "step " << step << "\n" << far.output;
+  }
+}
+
+TEST(CuptiLifecycle, AlwaysKeepsTheTimingCallbacksOn) {
+  const Outcome got = RunChild("GPUOS_CUPTI_API_TIMING=callback GPUOS_CAPTURE=every=10,steps=2 "
+                               "GPUOS_CAPTURE_FINALIZE_GAP=off GPUOS_CAPTURE_API_CALLBACKS=always");
+  ASSERT_EQ(got.api.size(), static_cast<size_t>(kSteps)) << got.output;
+  for (int step = 0; step < kSteps; ++step) {
+    EXPECT_EQ(got.steps.at(step), InWindow(step) ? "kernels=1 subscribed=1" : "kernels=0 subscribed=1")
+        << "step " << step << "\n" << got.output;
+    EXPECT_EQ(got.api.at(step), "launch=1,1 keep=1,1,1") << "step " << step << "\n" << got.output;
+  }
+  // Without a spec there is no window to leave: on all the time.
+  const Outcome no_spec = RunChild("GPUOS_CUPTI_API_TIMING=callback");
+  ASSERT_EQ(no_spec.api.size(), static_cast<size_t>(kSteps)) << no_spec.output;
+  for (int step = 0; step < kSteps; ++step) {
+    EXPECT_EQ(no_spec.api.at(step), "launch=1,1 keep=1,1,0") << "step " << step << "\n" << no_spec.output;
+  }
+}
+
+TEST(CuptiLifecycle, ApiRecordsNeedNoPerCallCallbacks) {
+  // The default API timing (CUPTI's records): no callback of ours on a
+  // launch at all, in windows or out.
+  const Outcome got = RunChild("GPUOS_CAPTURE=every=10,steps=2 GPUOS_CAPTURE_FINALIZE_GAP=off");
+  ASSERT_EQ(got.api.size(), static_cast<size_t>(kSteps)) << got.output;
+  for (int step = 0; step < kSteps; ++step) {
+    EXPECT_EQ(got.api.at(step), "launch=0,0 keep=1,1,1") << "step " << step << "\n" << got.output;
+  }
+}
+
 void CUPTIAPI OtherClientCallback(void*, CUpti_CallbackDomain, CUpti_CallbackId, const void*) {}
 
 // The child: CUDA "initializes" (the driver calls InitializeInjection),
@@ -193,6 +251,7 @@ TEST(CuptiLifecycleChild, Steps) {
   auto begin_capture = reinterpret_cast<void (*)()>(dlsym(fake, "fake_cupti_begin_graph_capture"));
   auto end_capture = reinterpret_cast<void (*)()>(dlsym(fake, "fake_cupti_end_graph_capture"));
   auto driver_call = reinterpret_cast<int (*)(void**)>(dlsym(fake, "cuCtxGetCurrent"));
+  auto callback_on = reinterpret_cast<int (*)(int, uint32_t)>(dlsym(fake, "fake_cupti_callback_enabled"));
   int capture_begin = -1, capture_end = -1, other_client = -1;
   if (const char* step = getenv("FAKE_OTHER_CLIENT_STEP")) other_client = atoi(step);
   int detach = -1, attach_again = -1;
@@ -228,6 +287,12 @@ TEST(CuptiLifecycleChild, Steps) {
     }
     printf("step %d kernels=%d subscribed=%d\n", step,
            kind_enabled(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), subscribed());
+    printf("api %d launch=%d,%d keep=%d,%d,%d\n", step,
+           callback_on(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000),
+           callback_on(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel),
+           callback_on(CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING),
+           callback_on(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaDeviceReset_v3020),
+           callback_on(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_v2));
     CaptureOnRangeEnd("", name, MonotonicNs(), tid);
   }
   printf("counts %d %d\n", subscribes(), finalizes());

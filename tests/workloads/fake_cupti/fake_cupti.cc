@@ -7,6 +7,7 @@
 // a library that keeps CUPTI's rules that matter there:
 //  - one subscriber at a time (MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED);
 //  - callbacks only for what is enabled, domain-wide or per call id;
+//  - names for a few call ids (cuptiGetCallbackName);
 //  - cuptiFinalize forgets everything (subscriber, callbacks, kinds,
 //    buffer and timestamp callbacks).
 // No records are ever produced (buffers stay empty).  It is not CUPTI: the
@@ -76,7 +77,29 @@ CUptiResult cuptiGetResultString(CUptiResult, const char** str) {
   *str = "fake CUPTI error";
   return CUPTI_SUCCESS;
 }
-CUptiResult cuptiGetCallbackName(CUpti_CallbackDomain, uint32_t, const char** name) {
+// A few of CUPTI's names (launches the shim traces, and calls it does
+// not), so that its traced-call tables are not empty.
+CUptiResult cuptiGetCallbackName(CUpti_CallbackDomain domain, uint32_t cbid, const char** name) {
+  static const struct {
+    CUpti_CallbackDomain domain;
+    uint32_t cbid;
+    const char* name;
+  } kNames[] = {
+      {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
+       "cudaLaunchKernel_v7000"},
+      {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaDeviceReset_v3020,
+       "cudaDeviceReset_v3020"},
+      {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, "cuLaunchKernel"},
+      {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuCtxGetCurrent, "cuCtxGetCurrent"},
+      {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_v2,
+       "cuStreamBeginCapture_v2"},
+  };
+  for (const auto& known : kNames) {
+    if (known.domain == domain && known.cbid == cbid) {
+      *name = known.name;
+      return CUPTI_SUCCESS;
+    }
+  }
   *name = nullptr;
   return CUPTI_ERROR_INVALID_PARAMETER;
 }
@@ -194,6 +217,13 @@ int fake_cupti_kind_enabled(int kind) {
   Fake& f = F();
   std::lock_guard<std::mutex> lock(f.mu);
   return f.kinds.count(kind) > 0;
+}
+// Whether CUPTI would call the subscriber for this call (its domain or
+// the call id enabled), as cuptiGetCallbackState says.
+int fake_cupti_callback_enabled(int domain, uint32_t cbid) {
+  Fake& f = F();
+  std::lock_guard<std::mutex> lock(f.mu);
+  return f.subscribed && (f.domains.count(domain) > 0 || f.callbacks.count({domain, cbid}) > 0);
 }
 int fake_cupti_subscribed() {
   Fake& f = F();
