@@ -1,4 +1,4 @@
-// The text protocol of the shim's control socket (attach_control.h), kept
+// The text protocol of the shim's control socket (shim_control_server.h), kept
 // apart from the sockets so it can be tested on its own.  One request or
 // reply per SOCK_SEQPACKET message, no newline:
 //   agent -> shim   "attach <agent socket path>"   "detach"

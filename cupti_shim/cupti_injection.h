@@ -6,7 +6,7 @@
 // (cupti_record_encoder.h) for the event channel (event_channel.h).
 //
 // Collection can also start and stop while the process runs, for attach
-// (attach_control.h): in a process whose CUDA is already up, a start
+// (shim_control_server.h): in a process whose CUDA is already up, a start
 // subscribes, registers the timestamp and buffer callbacks and enables the
 // same kinds and API filtering as a launched trace; a stop disables every
 // kind, flushes every buffer through the parser and the event channel, and

@@ -15,7 +15,7 @@
 #include <string>
 #include <thread>
 
-#include "attach_control.h"
+#include "shim_control_server.h"
 #include "capture_control.h"
 #include "cupti_activity_api.h"
 #include "cupti_api_callbacks.h"

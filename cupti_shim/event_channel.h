@@ -9,7 +9,7 @@
 //  - launch mode: GPUOS_SHIM_SOCKET, read once when the shim loads; the
 //    channel stays open for the life of the process, and a fork child keeps
 //    it (with an empty queue and its own connection);
-//  - attach mode (attach_control.h): OpenChannel() at "attach",
+//  - attach mode (shim_control_server.h): OpenChannel() at "attach",
 //    CloseChannel() at "detach"; a fork child starts closed.
 // While the channel is closed every event is discarded at the door, and the
 // sender thread is gone.

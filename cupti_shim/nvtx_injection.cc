@@ -5,7 +5,7 @@
 // no CUPTI and no code change.  Timestamps are CLOCK_MONOTONIC, like every
 // other event.
 //
-// In a process prepared for attach (attach_control.h) the handlers are
+// In a process prepared for attach (shim_control_server.h) the handlers are
 // installed but record nothing until an agent attaches: a detached call
 // costs an atomic load (and, for push/pop, keeping the nesting straight).
 // A range is recorded when the shim was attached both when it began and
@@ -22,7 +22,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "attach_control.h"
+#include "shim_control_server.h"
 #include "capture_control.h"
 #include "event_channel.h"
 #include "wire_encoder.h"
@@ -106,7 +106,7 @@ struct OpenRange {
 };
 
 // Whether to record now; in a fork child of a prepared process, the first
-// NVTX call also brings its control listener up (attach_control.h).
+// NVTX call also brings its control listener up (shim_control_server.h).
 bool Recording() {
   if (ChannelConfigured()) return true;
   RestartListenerIfForked();

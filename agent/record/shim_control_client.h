@@ -1,4 +1,4 @@
-// The agent's side of the shim's control socket (cupti_shim/attach_control.h):
+// The agent's side of the shim's control socket (cupti_shim/shim_control_server.h):
 // in a process started with `gpuos-trace --prepare` or injected during an
 // attach, the shim listens on the abstract Unix socket "gpuos-shim.<pid>";
 // "attach <agent socket>" switches its NVTX and CUPTI recording on and

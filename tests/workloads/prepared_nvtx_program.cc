@@ -1,5 +1,5 @@
 // A program whose NVTX ranges are counted by phase, for the attach tests of
-// the shim (tests/runtime/shim/shim_attach_control_test.cc).  It does nothing on
+// the shim (tests/runtime/shim/shim_control_server_test.cc).  It does nothing on
 // its own: it reads commands on stdin, one a line, and answers each on
 // stdout once it is done, so the test knows exactly which ranges were made
 // between its attach and its detach.

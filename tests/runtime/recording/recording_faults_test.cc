@@ -3,7 +3,7 @@
 // hurt and that the tracer notices and says so.  (A full file system and
 // --max-size: trace_write_failure_test.cc; SIGKILL of the tracer:
 // damaged_trace_test.cc and tracer_lifecycle_test.cc; a hostile peer on a
-// shim's control socket: shim_attach_control_test.cc.)
+// shim's control socket: shim_control_server_test.cc.)
 //  - the trace file removed mid-recording: the tracer stops writing into
 //    the unreachable file, the job runs to its end, and stderr says so;
 //  - the tracer stopped (SIGSTOP) for seconds: the job's own step rate

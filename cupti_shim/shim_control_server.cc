@@ -1,5 +1,5 @@
-// The control listener and the injector's entry point; see attach_control.h.
-#include "attach_control.h"
+// The control listener and the injector's entry point; see shim_control_server.h.
+#include "shim_control_server.h"
 
 #include <dlfcn.h>
 #include <poll.h>
