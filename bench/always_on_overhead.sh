@@ -24,8 +24,10 @@
 # GPUOS_CUPTI_API_TIMING=callback in the environment (else by CUPTI's
 # records, and always-on and always-on-callbacks run the same shim):
 # set it to see what switching those callbacks off between windows saves.
+# always-on-subscribed runs --always-on with GPUOS_CAPTURE_FINALIZE_GAP=off
+# (CUPTI stays subscribed between windows, its device kinds off).
 # ALWAYS_ON_VARIANTS picks variants (default "untraced os-only always-on
-# always-on-callbacks profiler", which fits one 10-minute call).
+# always-on-subscribed profiler", which fits one 10-minute call).
 set -u
 BIN_DIR=${1:-build-gpu}
 ROUNDS=${2:-5}
@@ -36,7 +38,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 WORKLOAD="$HERE/capture_workload.py"
 RESULTS="$OUT/always_on_runs.jsonl"
 SPEC=${ALWAYS_ON_SPEC:-}
-EVERY=20
+EVERY=200  # --always-on: every=200,steps=2 (the profiler gets one active step in 200)
 [ -n "$SPEC" ] && EVERY=$(sed -n 's/.*every=\([0-9]*\).*/\1/p' <<<"$SPEC")
 : >"$RESULTS"
 
@@ -59,6 +61,13 @@ run() {  # run VARIANT WORKLOAD
       [ -n "$SPEC" ] && capture=(--capture "$SPEC")
       line=$(GPUOS_CAPTURE_API_CALLBACKS=always "$TRACE" -q "${capture[@]}" \
         -o "$OUT/$workload.callbacks.gpuos" -- "${cmd[@]}" 2>>"$OUT/stderr.log" | tail -1) ;;
+    # CUPTI left subscribed between windows, device kinds off (no finalize):
+    # what --always-on did before it took CUPTI out at far gaps.
+    always-on-subscribed)
+      local capture=(--always-on)
+      [ -n "$SPEC" ] && capture=(--capture "$SPEC")
+      line=$(GPUOS_CAPTURE_FINALIZE_GAP=off "$TRACE" -q "${capture[@]}" \
+        -o "$OUT/$workload.subscribed.gpuos" -- "${cmd[@]}" 2>>"$OUT/stderr.log" | tail -1) ;;
     always-on-finalize)
       local capture=(--always-on)
       [ -n "$SPEC" ] && capture=(--capture "$SPEC")
@@ -75,7 +84,7 @@ run() {  # run VARIANT WORKLOAD
   echo "{\"variant\": \"$variant\", \"workload\": \"$workload\", \"result\": $line}" >>"$RESULTS"
 }
 
-read -r -a VARIANTS <<<"${ALWAYS_ON_VARIANTS:-untraced os-only always-on always-on-callbacks profiler}"
+read -r -a VARIANTS <<<"${ALWAYS_ON_VARIANTS:-untraced os-only always-on always-on-subscribed profiler}"
 for round in $(seq "$ROUNDS"); do
   shift_by=$(( (round - 1) % ${#VARIANTS[@]} ))
   for workload in ${ALWAYS_ON_WORKLOADS:-mlp resnet18}; do
@@ -85,7 +94,7 @@ for round in $(seq "$ROUNDS"); do
   done
 done
 
-python3 - "$RESULTS" "${SPEC:-every=20,steps=1 (--always-on)}" "${ALWAYS_ON_FINALIZE_GAP:-1}" \
+python3 - "$RESULTS" "${SPEC:-every=200,steps=2 (--always-on)}" "${ALWAYS_ON_FINALIZE_GAP:-1}" \
   "${GPUOS_CUPTI_API_TIMING:-records}" <<'PY'
 import json, statistics, sys
 runs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]

@@ -11,7 +11,8 @@
 //   nvtx=NAME           while an NVTX range named NAME is open
 //   after=60s,for=10s   one window, from 60 s after the start for 10 s
 //   on-demand           none until `gpuos-trace ctl --pid PID capture N`
-// `--always-on` is every=20,steps=1.
+// `--always-on` is every=200,steps=2: 1% of the steps, with CUPTI taken out
+// of the process between windows (capture_windows.h, kDefaultFinalizeGap).
 #pragma once
 
 #include <cstdint>
@@ -33,7 +34,7 @@ struct CaptureSpec {
   bool WantsStep(uint64_t index) const;
 };
 
-inline constexpr char kAlwaysOnSpec[] = "every=20,steps=1";
+inline constexpr char kAlwaysOnSpec[] = "every=200,steps=2";
 
 // Returns false with one line in *error ("--capture steps=5..2: the last
 // step is before the first") when `text` is not a spec.

@@ -60,7 +60,10 @@ struct FinalizeGapPolicy {
   uint64_t min_ns = 0;     // 0: no time threshold
   std::string text;
 };
-inline constexpr char kDefaultFinalizeGap[] = "500,10s";
+// 200 ms: on an H100 taking CUPTI out and subscribing again cost about 20 ms
+// a cycle, while staying subscribed cost a 1 ms-step loop about 20% of every
+// step (docs/capture-results.md); far gaps are where finalizing wins.
+inline constexpr char kDefaultFinalizeGap[] = "200ms";
 // Unset or empty text: the default.  False with one line in *error.
 bool ParseFinalizeGap(std::string_view text, FinalizeGapPolicy* policy, std::string* error);
 // Whether `gap` is far enough: no later window, or at least min_steps steps

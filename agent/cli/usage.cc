@@ -57,7 +57,7 @@ const char kUsage[] =
     "      --capture SPEC      full CUDA detail (kernels, copies) only in windows, the OS side all the time:\n"
     "                          steps=100..119, every=200,steps=10, nvtx=NAME, after=60s,for=10s, on-demand\n"
     "                          (and `gpuos-trace ctl --pid PID capture N` for the next N steps)\n"
-    "      --always-on         the OS side, and full CUDA detail for one step in 20 (every=20,steps=1)\n"
+    "      --always-on         the OS side, and full CUDA detail for 2 steps in 200 (every=200,steps=2)\n"
     "      --btf FILE          kernel BTF to use instead of /sys/kernel/btf/vmlinux\n"
     "      --duration DUR      attach mode: stop after DUR (30s, 5m, 1h); default: Ctrl-C or the job's end\n"
     "      --no-inject         attach mode: never ptrace; CUDA API calls through uprobes only (CPU side)\n"

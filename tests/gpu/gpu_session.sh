@@ -16,9 +16,9 @@
 # capture: tests/gpu/capture_check.py (kernels only inside --capture
 # windows, exactly kernels per step x window steps; step time outside
 # windows vs untraced; the overhead table).  always-on:
-# bench/always_on_overhead.sh (untraced, default, --always-on, torch.profiler
-# of the same duty cycle; GPUOS_ALWAYS_ON_ROUNDS, default 5).  Each about 4
-# minutes.
+# bench/always_on_overhead.sh (untraced, OS side only, --always-on, --always-on
+# with CUPTI left subscribed between windows, torch.profiler of the same duty
+# cycle; GPUOS_ALWAYS_ON_ROUNDS, default 5).  Each about 4-7 minutes.
 # corpus: tests/corpus/check_corpus.py --profile gpu (the un-annotated
 # scripts of workloads/corpus/ and gpuos-trainer, launched, un-annotated
 # and attached; one row per run).  GPUOS_CORPUS_ONLY=REGEX picks scripts,

@@ -46,8 +46,8 @@ TEST(CaptureSpec, ParsesEachKind) {
 
   CaptureSpec always = Parse(kAlwaysOnSpec);
   int wanted = 0;
-  for (uint64_t i = 0; i < 200; ++i) wanted += always.WantsStep(i);
-  EXPECT_EQ(wanted, 10);  // one step in 20
+  for (uint64_t i = 0; i < 2000; ++i) wanted += always.WantsStep(i);
+  EXPECT_EQ(wanted, 20);  // two steps in 200: 1% of the steps
 
   CaptureSpec nvtx = Parse("nvtx=train step");
   EXPECT_EQ(nvtx.kind, CaptureSpec::kNvtx);
@@ -117,7 +117,7 @@ TEST(CaptureWindows, EveryNOpensKStepsInEachPeriod) {
   CaptureWindows w(Parse("every=20,steps=2"));
   EXPECT_EQ(RunSteps(w, 0, 59),
             (std::vector<std::string>{"open 0", "close 1", "open 20", "close 21", "open 40", "close 41"}));
-  CaptureWindows always(Parse(kAlwaysOnSpec));
+  CaptureWindows always(Parse("every=20,steps=1"));
   EXPECT_EQ(RunSteps(always, 1, 45), (std::vector<std::string>{"open 20", "close 20", "open 40", "close 40"}));
 }
 
@@ -134,7 +134,7 @@ TEST(CaptureWindows, OnDemandCapturesTheNextNStepsFromTheNextStart) {
   EXPECT_EQ(w.StepEnds().kind, CaptureEdge::kNone);
   EXPECT_EQ(RunSteps(w, 7, 12), (std::vector<std::string>{"close 8"}));
   // A request joins a spec's window: always-on's step 20 plus two more.
-  CaptureWindows both(Parse(kAlwaysOnSpec));
+  CaptureWindows both(Parse("every=20,steps=1"));
   RunSteps(both, 0, 18);
   both.RequestSteps(3);
   EXPECT_EQ(RunSteps(both, 19, 25), (std::vector<std::string>{"open 19", "close 21"}));
@@ -189,8 +189,8 @@ TEST(FinalizeGap, ParsesStepsDurationsOffAndTheDefault) {
   FinalizeGapPolicy fallback = Gap("");
   EXPECT_TRUE(fallback.enabled);
   EXPECT_EQ(fallback.text, kDefaultFinalizeGap);
-  EXPECT_EQ(fallback.min_steps, 500u);
-  EXPECT_EQ(fallback.min_ns, 10'000'000'000u);
+  EXPECT_EQ(fallback.min_steps, 0u);
+  EXPECT_EQ(fallback.min_ns, 200'000'000u);
   FinalizeGapPolicy steps = Gap("1");
   EXPECT_EQ(steps.min_steps, 1u);
   EXPECT_EQ(steps.min_ns, 0u);
@@ -207,15 +207,21 @@ TEST(FinalizeGap, ParsesStepsDurationsOffAndTheDefault) {
 }
 
 TEST(FinalizeGap, EveryNLeavesNMinusKStepsBetweenWindows) {
-  CaptureWindows always(Parse(kAlwaysOnSpec));
+  CaptureWindows always(Parse("every=20,steps=1"));
   // 19 steps of 1 ms between windows: far for "1" and "10", not for the
-  // default nor for 19 steps < 50 ms.
+  // default (200 ms) nor for 19 steps < 50 ms.
   EXPECT_EQ(GapsAtCloses(always, 0, 45, Gap("1"), 1'000'000),
             (std::vector<std::string>{"0:19 far", "20:19 far", "40:19 far"}));
   EXPECT_EQ(GapsAtCloses(always, 46, 65, Gap(""), 1'000'000), (std::vector<std::string>{"60:19"}));
   EXPECT_EQ(GapsAtCloses(always, 66, 85, Gap("50ms"), 1'000'000), (std::vector<std::string>{"80:19"}));
   EXPECT_EQ(GapsAtCloses(always, 86, 105, Gap("50ms"), 3'000'000), (std::vector<std::string>{"100:19 far"}));
   EXPECT_EQ(GapsAtCloses(always, 106, 125, Gap("off"), 1'000'000), (std::vector<std::string>{"120:19"}));
+  // --always-on's 198 steps between windows: far for the default once a
+  // step takes about 1 ms or more (198 ms + the step's own), not at 0.5 ms.
+  CaptureWindows preset(Parse(kAlwaysOnSpec));
+  EXPECT_EQ(GapsAtCloses(preset, 0, 250, Gap(""), 1'100'000), (std::vector<std::string>{"1:198 far", "201:198 far"}));
+  CaptureWindows fast(Parse(kAlwaysOnSpec));
+  EXPECT_EQ(GapsAtCloses(fast, 0, 50, Gap(""), 500'000), (std::vector<std::string>{"1:198"}));
   CaptureWindows two(Parse("every=10,steps=3"));
   EXPECT_EQ(GapsAtCloses(two, 0, 15, Gap("7"), 0), (std::vector<std::string>{"2:7 far", "12:7 far"}));
   EXPECT_EQ(GapsAtCloses(two, 16, 25, Gap("8"), 0), (std::vector<std::string>{"22:7"}));
