@@ -98,9 +98,8 @@ python3 - "$RESULTS" "${SPEC:-every=200,steps=2 (--always-on)}" "${ALWAYS_ON_FIN
   "${GPUOS_CUPTI_API_TIMING:-records}" <<'PY'
 import json, statistics, sys
 runs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-variants = ("untraced", "default", "os-only", "always-on", "always-on-callbacks", "always-on-finalize",
-            "profiler")
-present = [v for v in variants if any(r["variant"] == v for r in runs)]
+# Every variant that ran, in the order first run (the table must not drop one).
+present = list(dict.fromkeys(r["variant"] for r in runs))
 workloads = {r["workload"] for r in runs}
 rounds = max(1, len(runs) // max(1, len(present) * len(workloads)))
 print("always-on overhead: medians of step rate over %d rounds; capture %s; always-on-finalize: "
