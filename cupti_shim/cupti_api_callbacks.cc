@@ -73,6 +73,12 @@ constexpr CUpti_CallbackId kDriverCaptureBegins[] = {
     CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCaptureToGraph_ptsz};
 constexpr CUpti_CallbackId kDriverCaptureEnds[] = {CUPTI_DRIVER_TRACE_CBID_cuStreamEndCapture,
                                                    CUPTI_DRIVER_TRACE_CBID_cuStreamEndCapture_ptsz};
+// The calls that replay a CUDA graph: a process that ran one never gets
+// cuptiFinalize (cupti_finalize.h says why).
+constexpr CUpti_CallbackId kRuntimeGraphLaunches[] = {CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000,
+                                                      CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000};
+constexpr CUpti_CallbackId kDriverGraphLaunches[] = {CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch,
+                                                     CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz};
 // cudaErrorStreamCaptureInvalidated and CUDA_ERROR_STREAM_CAPTURE_INVALIDATED:
 // the capture ended all the same.
 constexpr int kCaptureInvalidated = 901;
@@ -92,9 +98,11 @@ bool OneOf(const CUpti_CallbackId (&ids)[N], CUpti_CallbackId cbid) {
 bool StaysOnOutsideWindows(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
   if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) {
     return cbid == CUPTI_RUNTIME_TRACE_CBID_cudaDeviceReset_v3020 ||
-           OneOf(kRuntimeCaptureBegins, cbid) || OneOf(kRuntimeCaptureEnds, cbid);
+           OneOf(kRuntimeCaptureBegins, cbid) || OneOf(kRuntimeCaptureEnds, cbid) ||
+           OneOf(kRuntimeGraphLaunches, cbid);
   }
-  return OneOf(kDriverCaptureBegins, cbid) || OneOf(kDriverCaptureEnds, cbid);
+  return OneOf(kDriverCaptureBegins, cbid) || OneOf(kDriverCaptureEnds, cbid) ||
+         OneOf(kDriverGraphLaunches, cbid);
 }
 
 // GPUOS_CAPTURE_API_CALLBACKS=always: the timing callbacks stay on outside
@@ -108,6 +116,10 @@ bool GateApiCallbacks() {
 // succeeded) and end (that ended it).
 void CountGraphCapture(State& s, bool driver, CUpti_CallbackId cbid, const CUpti_CallbackData& call) {
   if (call.callbackSite != CUPTI_API_EXIT) return;
+  if (driver ? OneOf(kDriverGraphLaunches, cbid) : OneOf(kRuntimeGraphLaunches, cbid)) {
+    s.graphs_launched.store(true, std::memory_order_relaxed);
+    return;
+  }
   const bool begins = driver ? OneOf(kDriverCaptureBegins, cbid) : OneOf(kRuntimeCaptureBegins, cbid);
   const bool ends = driver ? OneOf(kDriverCaptureEnds, cbid) : OneOf(kRuntimeCaptureEnds, cbid);
   if (!begins && !ends) return;
@@ -208,6 +220,12 @@ void EnableGraphCaptureCallbacks(const CuptiApi& api) {
     api.EnableCallback(1, s.subscriber, CUPTI_CB_DOMAIN_DRIVER_API, cbid);
   }
   for (CUpti_CallbackId cbid : kDriverCaptureEnds) {
+    api.EnableCallback(1, s.subscriber, CUPTI_CB_DOMAIN_DRIVER_API, cbid);
+  }
+  for (CUpti_CallbackId cbid : kRuntimeGraphLaunches) {
+    api.EnableCallback(1, s.subscriber, CUPTI_CB_DOMAIN_RUNTIME_API, cbid);
+  }
+  for (CUpti_CallbackId cbid : kDriverGraphLaunches) {
     api.EnableCallback(1, s.subscriber, CUPTI_CB_DOMAIN_DRIVER_API, cbid);
   }
 }

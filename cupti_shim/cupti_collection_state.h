@@ -80,6 +80,8 @@ struct State {
   // CUPTI is not taken out of the process then.
   std::atomic<int> runtime_graph_captures{0};
   std::atomic<int> driver_graph_captures{0};
+  // A CUDA graph was launched since CUPTI was subscribed: never finalize.
+  std::atomic<bool> graphs_launched{false};
   std::atomic<bool> context_torn_down{false};
   // The parser may call CUPTI on its own (periodic flush, drop counts);
   // parser_in_cupti lets a stop or exit wait out a call it began (set, then

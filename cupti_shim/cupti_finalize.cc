@@ -67,6 +67,14 @@ bool FinalizeCupti(std::string* why_not) {
                " predates CUDA 12.6, before which cuptiFinalize could crash CUDA graphs";
     return false;
   }
+  // Seen on an H100 with CUDA 13.0's CUPTI (2026-11-25): a torch.compile
+  // (CUDA graphs) job attached, detached with cuptiFinalize, and its next
+  // step failed with "unspecified launch failure"; PyTorch keeps CUPTI when
+  // graphs are in use for the same reason (pytorch/pytorch#112507).
+  if (s.graphs_launched.load()) {
+    *why_not = "the job launches CUDA graphs, which cuptiFinalize can break";
+    return false;
+  }
   const Driver driver = ProcessDriver();
   if (!CudaInitialized(driver)) {
     *why_not = "CUDA was never initialized";

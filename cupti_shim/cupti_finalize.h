@@ -3,7 +3,11 @@
 // called, as CUPTI's documentation asks, from the exit callsite of a CUDA
 // API call: the stopping thread enables the API domains and makes such a
 // call itself, and whichever thread's callback comes first finalizes
-// (FinalizeInCallback).  Also how the shim looks at the process's CUDA
+// (FinalizeInCallback).  Never in a process that has launched a CUDA graph:
+// on an H100 with CUDA 13.0's CUPTI, a torch.compile (reduce-overhead) job
+// detached with cuptiFinalize failed its next step ("unspecified launch
+// failure"); there CUPTI is only unsubscribed, as PyTorch does
+// (pytorch/pytorch#112507).  Also how the shim looks at the process's CUDA
 // driver without loading it.
 #pragma once
 

@@ -78,7 +78,9 @@ void SetDeviceActivityEnabled(bool enabled);
 // event channel, cuptiFinalize), and ResumeCuptiForWindow subscribes again
 // as an attach does, device kinds on, for the next window.  A suspension
 // is refused (said once in cupti_status) while a stream is being captured
-// into a CUDA graph or after a context teardown or device reset began.
+// into a CUDA graph, once the job has launched a CUDA graph (cuptiFinalize
+// broke such a job: cupti_finalize.h), or after a context teardown or
+// device reset began.
 // While suspended the status stays active and says so.  Both are called
 // with the capture lock held, on whatever thread makes the window edge;
 // `policy` is the GPUOS_CAPTURE_FINALIZE_GAP in force, for the status.
@@ -93,6 +95,7 @@ enum class StaysSubscribed : int {
   kFinalizePending,     // the last cuptiFinalize has not finished
   kUnforeseeableGap,    // nvtx= or time windows: the next one's distance is not known
   kNoStepMarks,         // steps that come from no mark running without CUPTI
+  kGraphsLaunched,      // the job launches CUDA graphs, which cuptiFinalize can break
 };
 void NoteCuptiStaysSubscribed(StaysSubscribed why);
 

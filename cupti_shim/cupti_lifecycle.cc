@@ -121,6 +121,7 @@ void CollectionForkChild() {
   s.suspended = false;
   s.runtime_graph_captures = 0;
   s.driver_graph_captures = 0;
+  s.graphs_launched = false;
   // Their waiters were the parent's threads.
   new (&s.queue_cv) std::condition_variable();
   new (&s.drained_cv) std::condition_variable();
@@ -242,7 +243,8 @@ bool BeginCollection(bool cuda_running, bool resuming) {
   CuptiOk("cuptiSetThreadIdType", api.SetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM));
   BuildApiTablesOnce(api);
   EnableTeardownCallbacks(api);
-  if (CaptureWindowsInUse()) EnableGraphCaptureCallbacks(api);
+  // Always: detach finalizes too, and must know whether graphs ran.
+  EnableGraphCaptureCallbacks(api);
   LetParserIntoCupti();
   if (!s.parser_started) {
     StartParserThread();
@@ -338,11 +340,14 @@ constexpr const char* kStaysText[] = {
     "a CUDA context was being torn down (or the device reset)",
     "the last cuptiFinalize has not finished",
     "the next window's distance cannot be foreseen (nvtx= and time windows)",
-    "the steps come from no NVTX or Python mark, which run without CUPTI"};
+    "the steps come from no NVTX or Python mark, which run without CUPTI",
+    "the job launches CUDA graphs, which cuptiFinalize can break"};
 bool SuspensionRefused(StaysSubscribed* why) {
   State& s = S();
   if (s.runtime_graph_captures.load() > 0 || s.driver_graph_captures.load() > 0) {
     *why = StaysSubscribed::kGraphCapture;
+  } else if (s.graphs_launched.load()) {
+    *why = StaysSubscribed::kGraphsLaunched;
   } else if (s.context_torn_down.load()) {
     *why = StaysSubscribed::kContextTornDown;
   } else if (s.finalize_state.load() != kNoFinalize) {

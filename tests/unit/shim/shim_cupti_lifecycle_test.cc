@@ -146,6 +146,33 @@ TEST(CuptiLifecycle, NotWhileAStreamIsBeingCapturedIntoAGraph) {
   EXPECT_EQ(got.finalizes, 3) << got.output;  // after steps 25, 31 and 41
 }
 
+// cuptiFinalize broke a CUDA-graph job on an H100 (CUDA 13.0): once the job
+// has launched a graph, CUPTI is never finalized, between windows or at
+// detach; it stays subscribed with its kinds off, or is unsubscribed.
+TEST(CuptiLifecycle, NeverFinalizedOnceTheJobLaunchedACudaGraph) {
+  const Outcome got = RunChild("GPUOS_CAPTURE=every=10,steps=2 GPUOS_CAPTURE_FINALIZE_GAP=1 "
+                               "FAKE_GRAPH_LAUNCH_STEP=0 GPUOS_SHIM_DEBUG=1");
+  ASSERT_EQ(got.steps.size(), static_cast<size_t>(kSteps)) << got.output;
+  for (int step = 0; step < kSteps; ++step) {
+    EXPECT_EQ(got.steps.at(step), InWindow(step) ? "kernels=1 subscribed=1" : "kernels=0 subscribed=1")
+        << "step " << step << "\n" << got.output;
+  }
+  EXPECT_EQ(got.finalizes, 0) << got.output;
+  EXPECT_NE(got.output.find("CUDA graphs"), std::string::npos) << got.output;
+}
+
+TEST(CuptiLifecycle, DetachAfterACudaGraphUnsubscribesWithoutFinalizing) {
+  const Outcome got = RunChild("FAKE_ATTACH_STEPS=20,-1 FAKE_GRAPH_LAUNCH_STEP=3");
+  ASSERT_EQ(got.steps.size(), static_cast<size_t>(kSteps)) << got.output;
+  EXPECT_EQ(got.steps.at(19), "kernels=1 subscribed=1") << got.output;
+  EXPECT_EQ(got.steps.at(20), "kernels=0 subscribed=0") << got.output;
+  EXPECT_EQ(got.finalizes, 0) << got.output;
+  // Without a graph the same detach finalizes (the control case).
+  const Outcome plain = RunChild("FAKE_ATTACH_STEPS=20,-1");
+  EXPECT_EQ(plain.steps.at(20), "kernels=0 subscribed=0") << plain.output;
+  EXPECT_EQ(plain.finalizes, 1) << plain.output;
+}
+
 TEST(CuptiLifecycle, WithoutASpecEverythingStaysOnAsBefore) {
   const Outcome got = RunChild("GPUOS_CAPTURE_FINALIZE_GAP=1");
   ASSERT_EQ(got.steps.size(), static_cast<size_t>(kSteps)) << got.output;
@@ -218,11 +245,12 @@ TEST(CuptiLifecycle, AlwaysKeepsTheTimingCallbacksOn) {
         << "step " << step << "\n" << got.output;
     EXPECT_EQ(got.api.at(step), "launch=1,1 keep=1,1,1") << "step " << step << "\n" << got.output;
   }
-  // Without a spec there is no window to leave: on all the time.
+  // Without a spec there is no window to leave: on all the time (and the
+  // graph callbacks too: detach must know whether the job ran graphs).
   const Outcome no_spec = RunChild("GPUOS_CUPTI_API_TIMING=callback");
   ASSERT_EQ(no_spec.api.size(), static_cast<size_t>(kSteps)) << no_spec.output;
   for (int step = 0; step < kSteps; ++step) {
-    EXPECT_EQ(no_spec.api.at(step), "launch=1,1 keep=1,1,0") << "step " << step << "\n" << no_spec.output;
+    EXPECT_EQ(no_spec.api.at(step), "launch=1,1 keep=1,1,1") << "step " << step << "\n" << no_spec.output;
   }
 }
 
@@ -252,7 +280,9 @@ TEST(CuptiLifecycleChild, Steps) {
   auto end_capture = reinterpret_cast<void (*)()>(dlsym(fake, "fake_cupti_end_graph_capture"));
   auto driver_call = reinterpret_cast<int (*)(void**)>(dlsym(fake, "cuCtxGetCurrent"));
   auto callback_on = reinterpret_cast<int (*)(int, uint32_t)>(dlsym(fake, "fake_cupti_callback_enabled"));
-  int capture_begin = -1, capture_end = -1, other_client = -1;
+  auto graph_launch = reinterpret_cast<void (*)()>(dlsym(fake, "fake_cupti_graph_launch"));
+  int capture_begin = -1, capture_end = -1, other_client = -1, graph_step = -1;
+  if (const char* step = getenv("FAKE_GRAPH_LAUNCH_STEP")) graph_step = atoi(step);
   if (const char* step = getenv("FAKE_OTHER_CLIENT_STEP")) other_client = atoi(step);
   int detach = -1, attach_again = -1;
   const char* attach = getenv("FAKE_ATTACH_STEPS");
@@ -273,6 +303,7 @@ TEST(CuptiLifecycleChild, Steps) {
     CaptureOnRangeBegin("", name, MonotonicNs(), tid);
     void* context = nullptr;
     driver_call(&context);
+    if (step == graph_step) graph_launch();
     if (step == capture_begin) begin_capture();
     if (step == capture_end) end_capture();
     if (step == detach) StopCuptiForDetach();

@@ -213,6 +213,8 @@ void fake_cupti_begin_graph_capture() {
 void fake_cupti_end_graph_capture() {
   ApiCall(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuStreamEndCapture, 0);
 }
+// A CUDA graph replayed, as cuGraphLaunch would.
+void fake_cupti_graph_launch() { ApiCall(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch, 0); }
 int fake_cupti_kind_enabled(int kind) {
   Fake& f = F();
   std::lock_guard<std::mutex> lock(f.mu);
