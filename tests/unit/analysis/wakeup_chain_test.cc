@@ -15,6 +15,7 @@
 #include "analysis/wakeup_chain.h"
 #include "export/report/wait_chain_text.h"
 #include "gtest/gtest.h"
+#include "support/event_builders.h"
 
 namespace gpuos {
 namespace {
@@ -24,26 +25,9 @@ constexpr uint32_t kMain = 10;
 constexpr uint64_t kStep = 1000;
 constexpr int kSteps = 4;
 
-v1::Event Ev(uint64_t ts, uint32_t pid, uint32_t tid) {
-  v1::Event e;
-  e.set_ts_ns(ts);
-  e.set_pid(pid);
-  e.set_tid(tid);
-  return e;
-}
-
-v1::Event Process(uint32_t pid, uint32_t ppid, const std::string& comm) {
-  v1::Event e = Ev(0, pid, pid);
-  e.mutable_process_start()->set_ppid(ppid);
-  e.mutable_process_start()->set_comm(comm);
-  return e;
-}
-
-v1::Event Thread(uint32_t pid, uint32_t tid, const std::string& comm) {
-  v1::Event e = Ev(0, pid, tid);
-  e.mutable_thread_start()->set_comm(comm);
-  return e;
-}
+using test_events::Ev;
+using test_events::Process;
+using test_events::Thread;
 
 v1::Event StepRange(int k) {
   v1::Event e = Ev(k * kStep, kPid, kMain);
