@@ -112,12 +112,13 @@ bool GateApiCallbacks() {
   return setting == nullptr || strcmp(setting, "always") != 0;
 }
 
-// Counts the streams being captured, at the exit of a capture's begin (that
-// succeeded) and end (that ended it).
-void CountGraphCapture(State& s, bool driver, CUpti_CallbackId cbid, const CUpti_CallbackData& call) {
+// Notes a graph launch (once: the first makes the flag true; later ones only
+// read it), and counts the streams being captured, at the exit of a
+// capture's begin (that succeeded) and end (that ended it).
+void NoteGraphCall(State& s, bool driver, CUpti_CallbackId cbid, const CUpti_CallbackData& call) {
   if (call.callbackSite != CUPTI_API_EXIT) return;
   if (driver ? OneOf(kDriverGraphLaunches, cbid) : OneOf(kRuntimeGraphLaunches, cbid)) {
-    s.graphs_launched.store(true, std::memory_order_relaxed);
+    if (!s.graphs_launched.load(std::memory_order_relaxed)) s.graphs_launched.store(true);
     return;
   }
   const bool begins = driver ? OneOf(kDriverCaptureBegins, cbid) : OneOf(kRuntimeCaptureBegins, cbid);
@@ -153,7 +154,7 @@ void CUPTIAPI OnCuptiCallback(void* /*userdata*/, CUpti_CallbackDomain domain,
     if (s.api_by_callbacks.load(std::memory_order_relaxed)) {
       TimeApiCall(s, domain == CUPTI_CB_DOMAIN_DRIVER_API, cbid, call);
     }
-    CountGraphCapture(s, domain == CUPTI_CB_DOMAIN_DRIVER_API, cbid, call);
+    NoteGraphCall(s, domain == CUPTI_CB_DOMAIN_DRIVER_API, cbid, call);
   }
   if (domain == CUPTI_CB_DOMAIN_RESOURCE && cbid == CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING) {
     s.context_torn_down = true;
@@ -208,7 +209,7 @@ void EnableTeardownCallbacks(const CuptiApi& api) {
                              CUPTI_RUNTIME_TRACE_CBID_cudaDeviceReset_v3020));
 }
 
-void EnableGraphCaptureCallbacks(const CuptiApi& api) {
+void EnableGraphCallbacks(const CuptiApi& api) {
   State& s = S();
   for (CUpti_CallbackId cbid : kRuntimeCaptureBegins) {
     api.EnableCallback(1, s.subscriber, CUPTI_CB_DOMAIN_RUNTIME_API, cbid);

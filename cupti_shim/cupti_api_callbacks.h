@@ -34,9 +34,10 @@ void BuildApiTablesOnce(const CuptiApi& api);
 void EnableTeardownCallbacks(const CuptiApi& api);
 
 // Our callbacks for beginning and ending a stream's capture into a CUDA
-// graph (rare calls), so that CUPTI is not taken out of the process
-// between capture windows while one is under way (State's counts).
-void EnableGraphCaptureCallbacks(const CuptiApi& api);
+// graph and for launching one (a few calls a step at most), so that CUPTI
+// is not taken out of the process while a capture is under way, nor ever
+// once a graph has run (State's counts and graphs_launched).
+void EnableGraphCallbacks(const CuptiApi& api);
 
 // Turns on our entry/exit callbacks for every traced call id of the wanted
 // domains.  All or nothing: on a failure the ones turned on are turned off

@@ -244,7 +244,7 @@ bool BeginCollection(bool cuda_running, bool resuming) {
   BuildApiTablesOnce(api);
   EnableTeardownCallbacks(api);
   // Always: detach finalizes too, and must know whether graphs ran.
-  EnableGraphCaptureCallbacks(api);
+  EnableGraphCallbacks(api);
   LetParserIntoCupti();
   if (!s.parser_started) {
     StartParserThread();
