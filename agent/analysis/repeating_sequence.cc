@@ -8,6 +8,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/median.h"
 
 namespace gpuos {
 namespace {
@@ -168,9 +169,7 @@ size_t MedianExtra(const Segmentation& s) {
     const size_t len = s.cuts[i + 1] - s.cuts[i];
     extra.push_back(len > s.unit ? len - s.unit : 0);
   }
-  if (extra.empty()) return 0;
-  std::nth_element(extra.begin(), extra.begin() + extra.size() / 2, extra.end());
-  return extra[extra.size() / 2];
+  return Median(std::move(extra));
 }
 
 uint64_t Boundary(const std::vector<SequenceToken>& t, size_t cut, bool at_token) {
@@ -345,9 +344,8 @@ size_t CutPosition(const std::vector<SequenceToken>& t, const Segmentation& chos
                     ? static_cast<int64_t>(t[i].end_ns - t[i].start_ns)
                     : static_cast<int64_t>(t[i].start_ns) - static_cast<int64_t>(t[i - 1].end_ns);
     }
-    std::nth_element(gaps.begin(), gaps.begin() + gaps.size() / 2, gaps.end());
-    if (gaps[gaps.size() / 2] > best_gap) {
-      best_gap = gaps[gaps.size() / 2];
+    if (const int64_t gap = Median(gaps); gap > best_gap) {
+      best_gap = gap;
       cut_pos = j;
     }
   }

@@ -83,9 +83,7 @@ size_t MarkExtraWorkSteps(std::vector<StepWindow>& steps, const std::vector<Sequ
     step_of[i] = s;
     ++count[s];
   }
-  std::vector<size_t> sorted = count;
-  std::nth_element(sorted.begin(), sorted.begin() + n / 2, sorted.end());
-  const size_t median = sorted[n / 2];
+  const size_t median = Median(count);
   if (median == 0) return 0;
 
   // Symbols seen in at least half of the steps are the steady step's.

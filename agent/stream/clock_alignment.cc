@@ -39,9 +39,7 @@ std::vector<uint64_t> Thin(const std::vector<uint64_t>& values, size_t at_most) 
 uint64_t MedianGap(const std::vector<uint64_t>& sorted) {
   std::vector<uint64_t> gaps;
   for (size_t i = 1; i < sorted.size(); ++i) gaps.push_back(sorted[i] - sorted[i - 1]);
-  if (gaps.empty()) return 0;
-  std::nth_element(gaps.begin(), gaps.begin() + gaps.size() / 2, gaps.end());
-  return gaps[gaps.size() / 2];
+  return Median(std::move(gaps));
 }
 
 // Ends closer than a quarter of the usual spacing pair up; farther apart
@@ -267,9 +265,8 @@ std::optional<SkewEstimate> RefineSkewFromCollectives(std::vector<uint64_t> refe
     if (c.residuals.size() * 10 < most * 9) continue;
     if (chosen == nullptr || AbsDiff(c.extra, 0) < AbsDiff(chosen->extra, 0)) chosen = &c;
   }
-  std::vector<int64_t> residuals = chosen->residuals;
-  std::nth_element(residuals.begin(), residuals.begin() + residuals.size() / 2, residuals.end());
-  const int64_t median = residuals[residuals.size() / 2];
+  const std::vector<int64_t>& residuals = chosen->residuals;
+  const int64_t median = Median(residuals);
   uint64_t spread = 0;
   for (int64_t r : residuals) spread = std::max(spread, AbsDiff(r, median));
 
