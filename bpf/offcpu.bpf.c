@@ -197,6 +197,13 @@ int BPF_PROG(handle_sched_switch, bool preempt, struct task_struct *prev, struct
 		submit_event(e);
 	}
 	st->switched_out_ns = 0;
+	/* The waker belonged to the interval that just ended.  Kept, an early
+	 * waker's flags would make the next sleep's switch-out keep it too and
+	 * sched_waking skip that sleep's real waker (a timer's wakeup blamed
+	 * on the thread that woke the previous sleep). */
+	st->woken_by_tid = 0;
+	st->waker_pid = 0;
+	st->waker_flags = 0;
 	return 0;
 }
 
