@@ -4,7 +4,7 @@ and held to the trace's own counts.
 
 Records (as root, real eBPF) the demo workload, the ground-truth workload
 (and its exec from a thread), an NVTX program, a PyTorch job on the CPU
-(where Python has torch), an attach to a running program with CUDA driver
+(where Python has torch) and two DDP ranks of it, an attach to a running program with CUDA driver
 calls recorded by uprobes (the stand-in libcuda), an attach to a job
 started with --prepare (NVTX step ranges through the shim), and writes a
 trace with CUDA records as a GPU host delivers them (gpu_trace_fixture); or
@@ -328,6 +328,8 @@ def check_stats(c, rows):
 
 def check_threads(c, rows, report):
     threads = {(r["pid"], r["tid"]): r for r in rows}
+    rank_labels = {r["pid"]: (f"rank {r['rank']}/{r['world_size']} " if r.get("world_size") else f"rank {r['rank']} ")
+                   for r in report.get("ranks") or []}
     for process in report.get("processes", []):
         pid = process["pid"]
         main = threads.get((pid, pid))
@@ -340,8 +342,11 @@ def check_threads(c, rows, report):
                 continue
             c.equal(f"thread {pid}/{thread['tid']} name", row["thread_name"], thread.get("comm", ""))
         names = {r["process_name"] for r in rows if r["pid"] == pid}
-        c.expect(process.get("comm", "") in names,
-                 f"process {pid}: name {sorted(names)}, report {process.get('comm')!r}")
+        # A rank's process is named "rank R/W comm" (and "[host] ..." in a
+        # merged trace).
+        expected = rank_labels.get(pid, "") + process.get("comm", "")
+        c.expect(expected in names or any(n.startswith("[") and n.endswith("] " + expected) for n in names),
+                 f"process {pid}: name {sorted(names)}, report {expected!r}")
 
 
 def check_slices(c, rows, expected, json_format):
@@ -654,6 +659,12 @@ def record_all(args, workdir):
             "cpu", "--variant", "workers", "--steps", "4", "--warmup", "1", "--image-size", "32",
             "--batch-size", "4", "--num-workers", "2"], timeout=300)
         traces.append(("pytorch_cpu", path("pytorch_cpu")))
+        # Two DDP ranks (gloo): processes named "rank R/W comm".
+        ddp = os.path.join(REPO, "workloads", "ddp")
+        record(tracer, path("ddp_ranks"), [
+            python, os.path.join(ddp, "launch_ranks.py"), "--nproc", "2", "--",
+            os.path.join(ddp, "train_ddp.py"), "--steps", "6"], timeout=300)
+        traces.append(("ddp_ranks", path("ddp_ranks")))
     else:
         print(f"note: {python} has no torch: the PyTorch trace is left out")
     record_attach(tracer, workloads, path("attach_uprobes"), workdir)
