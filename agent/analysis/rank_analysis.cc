@@ -227,6 +227,7 @@ RankLoad LoadOf(const RankSummary& rank) {
   load.off_cpu.page_fault_ns = per(o.page_fault_ns);
   load.off_cpu.mmap_munmap_ns = per(o.mmap_munmap_ns);
   load.off_cpu.syscall_ns = per(o.syscall_ns);
+  load.off_cpu.futex_ns = per(o.futex_ns);
   load.bottleneck = BottleneckKey(rank.diagnosis.primary.bottleneck);
   return load;
 }

@@ -10,6 +10,13 @@ namespace {
 
 enum Part { kData, kSync, kCopy, kLaunch, kOtherCuda, kOther, kParts };
 
+// The training thread's futex waits per step, less the collectives' waits
+// taken out of "other" (gloo's are futex waits).
+double FutexWaits(const RankLoad& r, double other_ns) {
+  const double from_other = std::min(r.exposed_comm_ns, other_ns);
+  return std::max(0.0, static_cast<double>(r.off_cpu.futex_ns) - from_other);
+}
+
 std::array<double, kParts> Parts(const RankLoad& r) {
   std::array<double, kParts> p = {static_cast<double>(r.cpu.data_wait_ns), static_cast<double>(r.cpu.sync_ns),
                                   static_cast<double>(r.cpu.copy_api_ns),   static_cast<double>(r.cpu.launch_api_ns),
@@ -45,6 +52,12 @@ constexpr Cause kOsCauses[4] = {{"preemption", "preemption and run-queue waits o
                                 {"page_faults", "page faults of its training thread"},
                                 {"mmap_munmap", "mmap/munmap calls of its training thread"},
                                 {"blocking_syscalls", "blocking syscalls of its training thread"}};
+// The loop's own code, where the training thread was not running it but
+// waiting (futex) for its process's other threads or a lock: the autograd
+// engine, the pin-memory thread, the job's pools, Python's GIL.
+constexpr Cause kThreadWaits = {"thread_waits",
+                                "time blocked in the training loop's own code, waiting (futex) for its other "
+                                "threads or a lock (autograd engine, pin-memory thread, the GIL)"};
 
 // Every per-step figure of `r` times `scale`.
 void Rescale(double scale, RankLoad& r) {
@@ -53,7 +66,7 @@ void Rescale(double scale, RankLoad& r) {
   rescale(r.cpu.data_wait_ns), rescale(r.cpu.sync_ns), rescale(r.cpu.copy_api_ns), rescale(r.cpu.launch_api_ns);
   rescale(r.cpu.other_cuda_api_ns), rescale(r.cpu.other_ns);
   rescale(r.off_cpu.preempted_ns), rescale(r.off_cpu.runqueue_ns), rescale(r.off_cpu.page_fault_ns);
-  rescale(r.off_cpu.mmap_munmap_ns), rescale(r.off_cpu.syscall_ns);
+  rescale(r.off_cpu.mmap_munmap_ns), rescale(r.off_cpu.syscall_ns), rescale(r.off_cpu.futex_ns);
 }
 
 }  // namespace
@@ -116,9 +129,17 @@ std::optional<Straggler> FindStraggler(const std::vector<RankLoad>& all) {
   }
   Cause cause = kPartCauses[best];
   // The loop's own code, unless the thread ran it hardly longer than the
-  // others and the rest of the excess is its OS cost.
+  // others and the rest of the excess is its OS cost, or its waits for its
+  // own threads.
+  double their_futex = 0;
+  for (size_t i = 1; i < ranks.size(); ++i) {
+    their_futex += FutexWaits(ranks[i], static_cast<double>(ranks[i].cpu.other_ns)) / (ranks.size() - 1);
+  }
+  const double futex_excess = FutexWaits(low, static_cast<double>(low.cpu.other_ns)) - their_futex;
   if (best == kOther && os_best < 4 && best_excess - os_excess < kStragglerCauseShare * cost) {
     cause = kOsCauses[os_best];
+  } else if (best == kOther && futex_excess > 0 && best_excess - futex_excess < kStragglerCauseShare * cost) {
+    cause = kThreadWaits;
   }
   s.cause = cause.key;
   s.cause_detail = absl::StrFormat(

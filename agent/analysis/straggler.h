@@ -56,9 +56,9 @@ struct RankLoad {
 struct Straggler {
   int32_t rank = -1;
   uint32_t pid = 0;
-  // data_loader, cpu_work, kernel_dispatch, gpu_wait, transfer,
-  // cuda_api, preemption, page_faults, mmap_munmap, blocking_syscalls,
-  // unknown.
+  // data_loader, cpu_work, thread_waits, kernel_dispatch, gpu_wait,
+  // transfer, cuda_api, preemption, page_faults, mmap_munmap,
+  // blocking_syscalls, unknown.
   std::string cause;
   std::string cause_detail;  // one sentence with the numbers
   uint64_t cost_ns_per_step = 0;

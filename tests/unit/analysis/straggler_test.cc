@@ -59,6 +59,25 @@ TEST(Straggler, PreemptedRankNamesPreemption) {
   EXPECT_EQ(s->cause, "preemption") << s->cause_detail;
 }
 
+TEST(Straggler, BlockedOnItsOwnThreadsIsNotCpuWork) {
+  // Its extra time is in the loop's own code, where it waited in futex
+  // (for its autograd thread, the GIL) rather than ran: as NCCL ranks of a
+  // DDP job do, whose collectives' waits are on the GPU (out of sync).
+  RankLoad slow = Rank(0, 1, 5, 60);
+  slow.off_cpu.futex_ns = static_cast<uint64_t>(48 * kMs);
+  RankLoad other = Rank(1, 25, 5, 35);
+  other.off_cpu.futex_ns = static_cast<uint64_t>(15 * kMs);
+  auto s = FindStraggler({slow, other});
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->rank, 0);
+  EXPECT_EQ(s->cause, "thread_waits") << s->cause_detail;
+  // Running its own code longer is CPU work, whatever its waits.
+  slow.off_cpu.futex_ns = other.off_cpu.futex_ns;
+  s = FindStraggler({slow, other});
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->cause, "cpu_work") << s->cause_detail;
+}
+
 TEST(Straggler, APreemptedDataFetchIsStillTheDataLoader) {
   // The extra time is inside its data fetches; it was preempted there.
   RankLoad slow = Rank(1, 1, 35, 30);
