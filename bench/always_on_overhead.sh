@@ -4,7 +4,7 @@
 # gpuos-trace --always-on, the same with our API timing callbacks kept on
 # outside windows ("always-on-callbacks": GPUOS_CAPTURE_API_CALLBACKS=always),
 # torch.profiler with a schedule of the same duty cycle (one recorded step
-# in 20)] in rotating order, on the small MLP loop and on ResNet-18 steps
+# in the steps of one period)] in rotating order, on the small MLP loop and on ResNet-18 steps
 # (bench/capture_workload.py), then per workload the median step rate of
 # each variant and its loss against untraced.  Also selectable: gpuos-trace
 # with no options ("default") and --always-on with CUPTI finalized between
@@ -13,7 +13,9 @@
 #   bench/always_on_overhead.sh [BIN_DIR] [ROUNDS]
 # BIN_DIR holds gpuos-trace and libgpuos_shim.so (default build-gpu); ROUNDS
 # at least 5 (default 5).  ALWAYS_ON_WORKLOADS="mlp resnet18" picks
-# workloads; ALWAYS_ON_SPEC overrides the capture spec (e.g. every=50,steps=1)
+# workloads; ALWAYS_ON_SECONDS=S runs each S seconds after its warmup
+# (several of --always-on's 10 s periods: 25 or more) instead of 1000 MLP or
+# 80 ResNet-18 steps; ALWAYS_ON_SPEC overrides the capture spec (e.g. every=50,steps=1)
 # to measure another duty cycle (the profiler's follows it);
 # GPUOS_CAPTURE_API_RECORDS=always in the environment keeps CUDA API records
 # outside windows too (the shim's default drops them there), to see what
@@ -38,15 +40,31 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 WORKLOAD="$HERE/capture_workload.py"
 RESULTS="$OUT/always_on_runs.jsonl"
 SPEC=${ALWAYS_ON_SPEC:-}
-EVERY=200  # --always-on: every=200,steps=2 (the profiler gets one active step in 200)
-[ -n "$SPEC" ] && EVERY=$(sed -n 's/.*every=\([0-9]*\).*/\1/p' <<<"$SPEC")
+PRESET="every=10s,steps=2"  # --always-on (cupti_shim/capture_spec.h, kAlwaysOnSpec)
+# The profiler's schedule has the same duty cycle: one active step in every
+# N steps, or in the steps of every=DURATION.
+EVERY=$(sed -n 's/.*every=\([0-9a-z.]*\).*/\1/p' <<<"${SPEC:-$PRESET}")
+if [[ $EVERY =~ ^[0-9]+$ ]]; then
+  PROFILE=(--profile-every "$EVERY")
+else
+  PROFILE=(--profile-seconds "$(python3 -c '
+import re, sys
+n, unit = re.fullmatch(r"(\d+)(ns|us|ms|s|m|h)", sys.argv[1]).groups()
+print(int(n) * {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1, "m": 60, "h": 3600}[unit])' "$EVERY")")
+fi
 : >"$RESULTS"
 
-steps_for() { [ "$1" = mlp ] && echo 1000 || echo 80; }
+# ALWAYS_ON_SECONDS=S: each run S seconds after its warmup (several periods
+# of a time-based spec), else a fixed number of steps.
+length_for() {
+  if [ -n "${ALWAYS_ON_SECONDS:-}" ]; then echo --seconds "$ALWAYS_ON_SECONDS"
+  elif [ "$1" = mlp ]; then echo --steps 1000
+  else echo --steps 80; fi
+}
 
 run() {  # run VARIANT WORKLOAD
   local variant=$1 workload=$2 line
-  local cmd=(python3 "$WORKLOAD" --model "$workload" --steps "$(steps_for "$workload")")
+  local cmd=(python3 "$WORKLOAD" --model "$workload" $(length_for "$workload"))
   case $variant in
     untraced) line=$("${cmd[@]}" 2>>"$OUT/stderr.log" | tail -1) ;;
     default) line=$("$TRACE" -q -o "$OUT/$workload.default.gpuos" -- "${cmd[@]}" 2>>"$OUT/stderr.log" | tail -1) ;;
@@ -75,7 +93,7 @@ run() {  # run VARIANT WORKLOAD
         -o "$OUT/$workload.finalize.gpuos" -- "${cmd[@]}" 2>>"$OUT/stderr.log" | tail -1) ;;
     # The OS side alone: the floor every capture mode sits on.
     os-only) line=$("$TRACE" -q --no-cuda -o "$OUT/$workload.os.gpuos" -- "${cmd[@]}" 2>>"$OUT/stderr.log" | tail -1) ;;
-    profiler) line=$("${cmd[@]}" --profile-every "$EVERY" 2>>"$OUT/stderr.log" | tail -1) ;;
+    profiler) line=$("${cmd[@]}" "${PROFILE[@]}" 2>>"$OUT/stderr.log" | tail -1) ;;
   esac
   case $line in
     "{"*) ;;
@@ -94,7 +112,7 @@ for round in $(seq "$ROUNDS"); do
   done
 done
 
-python3 - "$RESULTS" "${SPEC:-every=200,steps=2 (--always-on)}" "${ALWAYS_ON_FINALIZE_GAP:-1}" \
+python3 - "$RESULTS" "${SPEC:-$PRESET (--always-on)}; runs ${ALWAYS_ON_SECONDS:-of fixed steps}${ALWAYS_ON_SECONDS:+ s}" "${ALWAYS_ON_FINALIZE_GAP:-1}" \
   "${GPUOS_CUPTI_API_TIMING:-records}" <<'PY'
 import json, statistics, sys
 runs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]

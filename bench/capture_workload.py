@@ -4,9 +4,11 @@ each step an NVTX range "step N" that ends with loss.item() (so every kernel
 of the step has finished inside it: a window's kernels are countable), on
 a fixed batch already on the GPU, so the step is the GPU-side work alone.
 
-  capture_workload.py --model mlp|resnet18 [--steps N] [--warmup W]
+  capture_workload.py --model mlp|resnet18 [--steps N | --seconds S] [--warmup W]
                       [--profile-every N]   torch.profiler, schedule of one
                                             recorded step in N
+                      [--profile-seconds P] the same, N being the steps of P
+                                            seconds (from the warmup's steps)
                       [--log-steps FILE]    "N start_ns end_ns" per step
                                             (time.monotonic_ns: CLOCK_MONOTONIC,
                                             the trace's clock)
@@ -52,29 +54,50 @@ def build(model_name):
     return step
 
 
+def start_profiler(every):
+    from torch.profiler import ProfilerActivity, profile, schedule
+    # One active step in every N; the warmup step before it runs the
+    # profiler too (torch.profiler's own rule), as it does for any user.
+    every = max(every, 3)
+    prof = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
+                   schedule=schedule(wait=every - 2, warmup=1, active=1, repeat=0),
+                   on_trace_ready=lambda p: None)
+    prof.__enter__()
+    return prof
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--model", choices=["mlp", "resnet18"], required=True)
     parser.add_argument("--steps", type=int, default=0, help="default: 2000 (mlp), 200 (resnet18)")
+    parser.add_argument("--seconds", type=float, default=0,
+                        help="run for this long after the warmup instead of a number of steps")
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--profile-every", type=int, default=0)
+    parser.add_argument("--profile-seconds", type=float, default=0,
+                        help="torch.profiler, one recorded step every this long (the step count from the "
+                             "warmup's median step)")
     parser.add_argument("--log-steps", default="")
     args = parser.parse_args()
     steps = args.steps or (2000 if args.model == "mlp" else 200)
     torch.manual_seed(0)
     step = build(args.model)
-    prof = None
-    if args.profile_every:
-        from torch.profiler import ProfilerActivity, profile, schedule
-        # One active step in every N; the warmup step before it runs the
-        # profiler too (torch.profiler's own rule), as it does for any user.
-        every = max(args.profile_every, 3)
-        prof = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
-                       schedule=schedule(wait=every - 2, warmup=1, active=1, repeat=0),
-                       on_trace_ready=lambda p: None)
-        prof.__enter__()
+    prof = start_profiler(args.profile_every) if args.profile_every else None
     times = []
-    for i in range(steps):
+    deadline = None
+    i = 0
+    while True:
+        if i == args.warmup:
+            if args.profile_seconds and prof is None:
+                warm = statistics.median((e - s) for s, e in times) if times else 1e6
+                prof = start_profiler(int(round(args.profile_seconds * 1e9 / warm)))
+            if args.seconds:
+                deadline = time.monotonic_ns() + int(args.seconds * 1e9)
+        if deadline is not None:
+            if time.monotonic_ns() >= deadline:
+                break
+        elif i >= steps:
+            break
         start = time.monotonic_ns()
         torch.cuda.nvtx.range_push("step %d" % i)
         step()
@@ -83,6 +106,7 @@ def main():
         if prof is not None:
             prof.step()
         times.append((start, end))
+        i += 1
     if prof is not None:
         prof.__exit__(None, None, None)
     if args.log_steps:

@@ -101,7 +101,7 @@ void SuspendIfGapIsFar(const Capture& c) {
 #ifdef GPUOS_SHIM_HAS_CUPTI
   const FinalizeGapPolicy& policy = FinalizeGap();
   if (!policy.enabled || c.windows == nullptr || c.windows->open() || CuptiSuspended()) return;
-  const gpuos_capture::WindowGap gap = c.windows->NextWindowGap();
+  const gpuos_capture::WindowGap gap = c.windows->NextWindowGap(MonotonicNs() - c.armed_ns);
   if (gap.kind == gpuos_capture::WindowGap::kUnknown) {
     // Said where the user asked for finalizing; the default says nothing.
     static const bool chosen = getenv("GPUOS_CAPTURE_FINALIZE_GAP") != nullptr;
@@ -112,9 +112,11 @@ void SuspendIfGapIsFar(const Capture& c) {
   }
   if (!gpuos_capture::GapIsFar(gap, policy, c.step_ns)) return;
   // The next window opens at a step's start: only marks that come without
-  // CUPTI can bring it back (a time window that is over needs none).
-  const bool time_over = c.windows->spec().kind == CaptureSpec::kTime;
-  if (!time_over && !c.nvtx_steps && !c.python_step_open) {
+  // CUPTI can bring it back (a time window that is over needs none, and
+  // the timer brings back periodic ones, by time where marks stop).
+  const CaptureSpec::Kind kind = c.windows->spec().kind;
+  const bool timer_resumes = kind == CaptureSpec::kTime || kind == CaptureSpec::kPeriodic;
+  if (!timer_resumes && !c.nvtx_steps && !c.python_step_open) {
     NoteCuptiStaysSubscribed(StaysSubscribed::kNoStepMarks);
     return;
   }
@@ -158,7 +160,7 @@ void InstallSpec(const CaptureSpec* spec, bool from_request) {
   c.armed_ns = MonotonicNs();
   ++c.generation;
   g_state.store(spec != nullptr ? 2 : 1, std::memory_order_release);
-  if (spec != nullptr && spec->kind == CaptureSpec::kTime) {
+  if (spec != nullptr && (spec->kind == CaptureSpec::kTime || spec->kind == CaptureSpec::kPeriodic)) {
     // The job's signals stay with the job's threads.
     sigset_t all, previous;
     sigfillset(&all);
@@ -171,8 +173,8 @@ void InstallSpec(const CaptureSpec* spec, bool from_request) {
   SwitchDetail(DetailWanted(c));
 }
 
-// Sleeps to each edge of a time window (in steps of at most 100 ms, to
-// notice a new spec), and makes it.
+// Sleeps to each edge of a time window or period (in steps of at most
+// 100 ms, to notice a new spec), and makes it.
 void TimerLoop(uint64_t generation) {
   for (;;) {
     uint64_t wait_ns = 0;
@@ -183,10 +185,9 @@ void TimerLoop(uint64_t generation) {
       const uint64_t now = MonotonicNs();
       const uint64_t elapsed = now - c.armed_ns;
       Apply(c.windows->Tick(elapsed), now);
-      const CaptureSpec& spec = c.windows->spec();
-      const uint64_t end = spec.after_ns + spec.for_ns;
-      if (elapsed >= end) return;
-      wait_ns = (elapsed < spec.after_ns ? spec.after_ns : end) - elapsed;
+      const uint64_t next = c.windows->NextTickNs(elapsed);
+      if (next == UINT64_MAX) return;
+      wait_ns = next > elapsed ? next - elapsed : 0;
     }
     std::this_thread::sleep_for(std::chrono::nanoseconds(std::min<uint64_t>(wait_ns, 100'000'000)));
   }

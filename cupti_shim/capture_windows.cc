@@ -1,7 +1,9 @@
 // Capture window decisions; see capture_windows.h.
 #include "capture_windows.h"
 
+#include <algorithm>
 #include <cctype>
+#include <cstdint>
 
 namespace gpuos_capture {
 namespace {
@@ -50,7 +52,9 @@ int64_t StepNumber(std::string_view name) {
   return value;
 }
 
-bool CaptureWindows::StepWanted(uint64_t index) const { return spec_.WantsStep(index) || demand_left_ > 0; }
+bool CaptureWindows::StepWanted(uint64_t index) const {
+  return spec_.WantsStep(index) || demand_left_ > 0 || periodic_left_ > 0;
+}
 
 CaptureEdge CaptureWindows::Change(bool was_open, const std::string& reason) {
   CaptureEdge edge;
@@ -65,6 +69,11 @@ CaptureEdge CaptureWindows::StepBegins(int64_t index) {
   const bool was_open = open();
   current_ = index >= 0 ? index : current_ + 1;
   in_step_ = true;
+  steps_seen_ = true;
+  if (step_window_due_) {
+    step_window_due_ = false;
+    periodic_left_ = spec_.count;
+  }
   std::string reason = spec_.text;
   if (demand_pending_ > 0) {
     demand_left_ = demand_pending_;
@@ -80,8 +89,10 @@ CaptureEdge CaptureWindows::StepEnds() {
   if (!in_step_) return CaptureEdge{};
   in_step_ = false;
   if (demand_left_ > 0) --demand_left_;
+  if (periodic_left_ > 0) --periodic_left_;
   // A request made during a step counts from the next one.
-  const bool next_wanted = demand_pending_ > 0 || StepWanted(static_cast<uint64_t>(current_ + 1));
+  const bool next_wanted =
+      demand_pending_ > 0 || step_window_due_ || StepWanted(static_cast<uint64_t>(current_ + 1));
   if (by_steps_ && !next_wanted) by_steps_ = false;
   return Change(was_open, spec_.text);
 }
@@ -102,6 +113,7 @@ CaptureEdge CaptureWindows::RangeEnds(std::string_view name) {
 }
 
 CaptureEdge CaptureWindows::Tick(uint64_t elapsed_ns) {
+  if (spec_.kind == CaptureSpec::kPeriodic) return PeriodicTick(elapsed_ns);
   if (spec_.kind != CaptureSpec::kTime || time_done_) return CaptureEdge{};
   const bool was_open = open();
   if (elapsed_ns >= spec_.after_ns + spec_.for_ns) {
@@ -113,7 +125,46 @@ CaptureEdge CaptureWindows::Tick(uint64_t elapsed_ns) {
   return Change(was_open, spec_.text);
 }
 
-WindowGap CaptureWindows::NextWindowGap() const {
+// At each period's start: a window of K steps from the next step to begin,
+// or, for every=P,for=D, where no step mark ever came by the second period,
+// or where the last period's step window never opened (the marks
+// stopped), a time window.
+CaptureEdge CaptureWindows::PeriodicTick(uint64_t elapsed_ns) {
+  const bool was_open = open();
+  std::string reason = spec_.text;
+  if (by_time_ && elapsed_ns >= time_close_ns_) {
+    by_time_ = false;
+    reason = time_reason_;
+  }
+  if (first_due_ || elapsed_ns >= next_due_ns_) {
+    const bool by_steps = spec_.count > 0 && !step_window_due_ && (steps_seen_ || first_due_);
+    if (by_steps) {
+      step_window_due_ = true;
+    } else {
+      step_window_due_ = false;
+      by_time_ = true;
+      const uint64_t span = spec_.count > 0 ? kUnmarkedWindowNs : spec_.for_ns;
+      time_close_ns_ = elapsed_ns + span;
+      time_reason_ = spec_.count > 0 ? spec_.text + " (no step marks: " + std::to_string(span / 1'000'000) + " ms)"
+                                     : spec_.text;
+      reason = time_reason_;
+    }
+    first_due_ = false;
+    next_due_ns_ = elapsed_ns + spec_.period_ns;
+  }
+  return Change(was_open, reason);
+}
+
+uint64_t CaptureWindows::NextTickNs(uint64_t elapsed_ns) const {
+  if (spec_.kind == CaptureSpec::kPeriodic) {
+    if (first_due_) return elapsed_ns;
+    return by_time_ ? std::min(time_close_ns_, next_due_ns_) : next_due_ns_;
+  }
+  if (spec_.kind != CaptureSpec::kTime || time_done_) return UINT64_MAX;
+  return elapsed_ns < spec_.after_ns ? spec_.after_ns : spec_.after_ns + spec_.for_ns;
+}
+
+WindowGap CaptureWindows::NextWindowGap(uint64_t elapsed_ns) const {
   WindowGap gap;
   if (demand_pending_ > 0 || demand_left_ > 0) {
     gap.kind = WindowGap::kSteps;  // a request: the next step is wanted
@@ -143,6 +194,14 @@ WindowGap CaptureWindows::NextWindowGap() const {
       break;
     case CaptureSpec::kNvtx:
       gap.kind = WindowGap::kUnknown;
+      break;
+    case CaptureSpec::kPeriodic:
+      if (step_window_due_ || periodic_left_ > 0 || first_due_) {
+        gap.kind = WindowGap::kSteps;  // the next step opens one
+      } else {
+        gap.kind = WindowGap::kTime;
+        gap.ns = next_due_ns_ > elapsed_ns ? next_due_ns_ - elapsed_ns : 0;
+      }
       break;
   }
   return gap;
@@ -192,6 +251,9 @@ bool GapIsFar(const WindowGap& gap, const FinalizeGapPolicy& policy, uint64_t st
       return false;
     case WindowGap::kSteps:
       break;
+    case WindowGap::kTime:
+      if (policy.min_ns > 0) return gap.ns >= policy.min_ns;
+      return policy.min_steps > 0 && step_ns > 0 && gap.ns / step_ns >= policy.min_steps;
   }
   if (gap.steps == 0) return false;
   if (policy.min_steps > 0 && gap.steps >= policy.min_steps) return true;

@@ -9,7 +9,11 @@
 // the one after the previous step's.  `RequestSteps(n)` (ctl capture N)
 // wants the next n steps to begin, whatever the spec.  nvtx=NAME windows
 // follow the ranges of that name (nested ones count once); time windows
-// follow Tick().  A window is open while any of these wants it.
+// follow Tick().  Periodic specs (every=10s,...) follow Tick() too: each
+// period's due time makes the next step to begin open a window of K steps,
+// or, for every=P,for=D (and in a process whose steps marks never came, or
+// stopped coming for a whole period), opens a window of D.  A window is
+// open while any of these wants it.
 #pragma once
 
 #include <cstdint>
@@ -44,9 +48,11 @@ struct WindowGap {
     kNone,     // no later window is known (the spec's windows are over, or
                // on-demand with no request): it may never come
     kUnknown,  // windows not bound to steps (nvtx=): no telling
+    kTime,     // the next window is due in `ns` (periodic specs)
   };
   Kind kind = kUnknown;
   uint64_t steps = 0;
+  uint64_t ns = 0;
 };
 
 // When a gap between windows is far enough to take CUPTI out of the process
@@ -67,7 +73,8 @@ inline constexpr char kDefaultFinalizeGap[] = "200ms";
 // Unset or empty text: the default.  False with one line in *error.
 bool ParseFinalizeGap(std::string_view text, FinalizeGapPolicy* policy, std::string* error);
 // Whether `gap` is far enough: no later window, or at least min_steps steps
-// or (given the last step's length) at least min_ns.
+// or (given the last step's length) at least min_ns; a gap in time
+// likewise.
 bool GapIsFar(const WindowGap& gap, const FinalizeGapPolicy& policy, uint64_t step_ns);
 
 class CaptureWindows {
@@ -79,15 +86,21 @@ class CaptureWindows {
   CaptureEdge StepEnds();
   CaptureEdge RangeBegins(std::string_view name);
   CaptureEdge RangeEnds(std::string_view name);
-  // ns since the spec took effect.
+  // ns since the spec took effect (time and periodic specs).
   CaptureEdge Tick(uint64_t elapsed_ns);
+  // When Tick() next has something to do, in ns since the spec took
+  // effect; UINT64_MAX: never (specs not bound to time, or over).
+  uint64_t NextTickNs(uint64_t elapsed_ns) const;
   // The next `n` steps to begin (counted from the next step start).
   void RequestSteps(uint64_t n);
   // With no window open: how far the next one is, from the step after the
-  // current one.  Time windows: kNone once over, else kUnknown.
-  WindowGap NextWindowGap() const;
+  // current one.  Time windows: kNone once over, else kUnknown; periodic
+  // ones: kTime from `elapsed_ns`.
+  WindowGap NextWindowGap(uint64_t elapsed_ns = 0) const;
 
   bool open() const { return by_steps_ || by_range_ || by_time_; }
+  // Whether any step mark came (StepBegins).
+  bool steps_seen() const { return steps_seen_; }
   const CaptureSpec& spec() const { return spec_; }
   int64_t current_step() const { return current_; }
   bool in_step() const { return in_step_; }
@@ -95,6 +108,7 @@ class CaptureWindows {
  private:
   bool StepWanted(uint64_t index) const;
   CaptureEdge Change(bool was_open, const std::string& reason);
+  CaptureEdge PeriodicTick(uint64_t elapsed_ns);
 
   CaptureSpec spec_;
   int64_t current_ = -1;
@@ -105,6 +119,14 @@ class CaptureWindows {
   bool by_steps_ = false, by_range_ = false, by_time_ = false;
   bool time_done_ = false;
   uint32_t range_depth_ = 0;
+  bool steps_seen_ = false;
+  // Periodic specs.
+  bool first_due_ = true;        // the first period has not begun
+  uint64_t next_due_ns_ = 0;     // the next period's start
+  bool step_window_due_ = false;  // the next step to begin opens a window
+  uint64_t periodic_left_ = 0;   // steps of the open window still to run, this one included
+  uint64_t time_close_ns_ = 0;   // when an open time window closes
+  std::string time_reason_;
 };
 
 }  // namespace gpuos_capture

@@ -137,13 +137,59 @@ TEST(CaptureWindows, ATimeWindowCountsFromTheStartAndNvtxWindowsFollowTheirRange
   EXPECT_EQ(edges.close[0].ts_ns(), steps[7].second);
 }
 
+TEST(CaptureWindows, EveryDurationCapturesTwoStepsEachPeriodAndTimeWithoutStepMarks) {
+  GPUOS_REQUIRE_ROOT();
+  rt::TempDir dir;
+  const std::string stepped = dir.File("periodic.gpuos");
+  rt::RunResult r = rt::Run({rt::TracerPath(), "-q", "--capture", "every=500ms,steps=2", "-o", stepped, "--",
+                             rt::WorkloadPath("nvtx_step_loop"), "--log", dir.File("l1"), "--seconds", "1.7"});
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  auto trace = rt::ReadTrace(stepped);
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  Edges edges = CaptureEdges(*trace, trace->header.root_pid());
+  auto steps = StepRanges(*trace, trace->header.root_pid());
+  // Steps 0-1, then the first two to begin after 0.5, 1.0 and 1.5 s (the
+  // last may miss the job's end).
+  ASSERT_GE(edges.open.size(), 3u);
+  ASSERT_LE(edges.open.size(), 4u);
+  ASSERT_EQ(edges.close.size(), edges.open.size());
+  for (size_t i = 0; i < edges.open.size(); ++i) {
+    const int64_t first = edges.close[i].capture_window().step() - 1;
+    ASSERT_TRUE(steps.count(first) && steps.count(first + 1)) << first;
+    EXPECT_EQ(edges.open[i].ts_ns(), steps[first].first) << "window " << i;
+    EXPECT_EQ(edges.close[i].ts_ns(), steps[first + 1].second) << "window " << i;
+    if (i > 0) {
+      const uint64_t apart = edges.open[i].ts_ns() - edges.open[i - 1].ts_ns();
+      EXPECT_GE(apart, 495'000'000u) << "window " << i;
+      EXPECT_LT(apart, 650'000'000u) << "window " << i;
+    }
+  }
+  // A process with no step marks gets a 200 ms time window each period
+  // instead (from the first period on).
+  const std::string unmarked = dir.File("unmarked.gpuos");
+  r = rt::Run({rt::TracerPath(), "-q", "--capture", "every=500ms,steps=2", "-o", unmarked, "--", "/bin/sleep", "1.3"});
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  trace = rt::ReadTrace(unmarked);
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  edges = CaptureEdges(*trace, trace->header.root_pid());
+  ASSERT_EQ(edges.open.size(), 2u);
+  ASSERT_EQ(edges.close.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_TRUE(absl::StrContains(edges.open[i].capture_window().reason(), "no step marks: 200 ms"))
+        << edges.open[i].capture_window().reason();
+    const uint64_t span = edges.close[i].ts_ns() - edges.open[i].ts_ns();
+    EXPECT_GE(span, 199'000'000u);
+    EXPECT_LT(span, 300'000'000u);
+  }
+}
+
 TEST(CaptureWindows, ABadSpecIsOneLineAndStartsNothing) {
   GPUOS_REQUIRE_ROOT();
   rt::TempDir dir;
   const std::string path = dir.File("never.gpuos");
   const std::string marker = dir.File("ran");
   for (const std::vector<std::string>& options :
-       {std::vector<std::string>{"--capture", "steps=5..2"}, {"--capture", "every=20"}, {"--capture", "frames=1"},
+       {std::vector<std::string>{"--capture", "steps=5..2"}, {"--capture", "every=20"}, {"--capture", "every=10s"}, {"--capture", "frames=1"},
         {"--always-on", "--capture", "steps=1..2"}, {"--no-cuda", "--always-on"}}) {
     std::vector<std::string> argv = {rt::TracerPath(), "-o", path};
     argv.insert(argv.end(), options.begin(), options.end());

@@ -28,7 +28,7 @@ TEST(CliCaptureOptions, CaptureAndAlwaysOnSetTheSpecForEveryRecordingMode) {
   EXPECT_EQ(launch->record.capture_spec, "steps=100..119");
   auto always = Parse({"--always-on", "python3", "train.py"});
   ASSERT_TRUE(always.ok()) << always.status();
-  EXPECT_EQ(always->record.capture_spec, "every=200,steps=2");
+  EXPECT_EQ(always->record.capture_spec, "every=10s,steps=2");
   auto prepared = Parse({"--prepare", "--capture=on-demand", "--", "python3", "train.py"});
   ASSERT_TRUE(prepared.ok()) << prepared.status();
   EXPECT_EQ(prepared->record.capture_spec, "on-demand");

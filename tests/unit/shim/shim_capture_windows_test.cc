@@ -44,10 +44,20 @@ TEST(CaptureSpec, ParsesEachKind) {
   EXPECT_TRUE(every.WantsStep(400));
   EXPECT_EQ(Parse("steps=1, every=20").kind, CaptureSpec::kEvery);  // either order, spaces
 
+  CaptureSpec periodic = Parse("every=10s,steps=2");
+  EXPECT_EQ(periodic.kind, CaptureSpec::kPeriodic);
+  EXPECT_EQ(periodic.period_ns, 10'000'000'000u);
+  EXPECT_EQ(periodic.count, 2u);
+  EXPECT_FALSE(periodic.WantsStep(0));  // windows by time (CaptureWindows)
+  CaptureSpec periodic_time = Parse("for=200ms, every=1m");
+  EXPECT_EQ(periodic_time.kind, CaptureSpec::kPeriodic);
+  EXPECT_EQ(periodic_time.period_ns, 60'000'000'000u);
+  EXPECT_EQ(periodic_time.for_ns, 200'000'000u);
+  EXPECT_EQ(periodic_time.count, 0u);
+  // --always-on: two steps every 10 s, whatever the step's length.
   CaptureSpec always = Parse(kAlwaysOnSpec);
-  int wanted = 0;
-  for (uint64_t i = 0; i < 2000; ++i) wanted += always.WantsStep(i);
-  EXPECT_EQ(wanted, 20);  // two steps in 200: 1% of the steps
+  EXPECT_EQ(always.kind, CaptureSpec::kPeriodic);
+  EXPECT_EQ(always.count, 2u);
 
   CaptureSpec nvtx = Parse("nvtx=train step");
   EXPECT_EQ(nvtx.kind, CaptureSpec::kNvtx);
@@ -69,12 +79,14 @@ TEST(CaptureSpec, RefusesBadSpecsWithOneLine) {
         "every=0,steps=1", "every=20,steps=0", "every=5,steps=6", "every=20,steps=1..2", "nvtx=",
         "nvtx=a,steps=1..2", "after=60s", "for=10s", "after=60,for=10s", "after=60s,for=0s",
         "after=1x,for=1s", "frames=1..2", "steps=1..2,steps=3..4", "steps=1..2,every=3,x=1",
-        "steps=99999999999999999999..1"}) {
+        "steps=99999999999999999999..1", "every=10s", "every=0s,steps=1", "every=10s,steps=0",
+        "every=10s,for=10s", "every=10s,for=0ms", "every=1x,steps=1", "every=10s,after=1s"}) {
     const std::string error = ParseError(bad);
     EXPECT_EQ(error.rfind("--capture ", 0), 0u) << bad << ": " << error;
     EXPECT_EQ(error.find('\n'), std::string::npos) << error;
   }
   EXPECT_NE(ParseError("steps=5..2").find("before the first"), std::string::npos);
+  EXPECT_NE(ParseError("every=10s").find("needs steps=K or for=DURATION"), std::string::npos);
 }
 
 TEST(StepRangeNames, FollowTheReportsDefaultRule) {
@@ -161,6 +173,68 @@ TEST(CaptureWindows, ATimeWindowOpensOnceForItsSpan) {
   EXPECT_EQ(w.Tick(1'200'000'000).kind, CaptureEdge::kNone);  // never again
 }
 
+// Steps first..last of `step_ns` each from time first*step_ns, the shim's
+// timer ticking at each step's start; returns the edges as "open N",
+// "close N".
+std::vector<std::string> RunTimedSteps(CaptureWindows& w, int64_t first, int64_t last, uint64_t step_ns) {
+  std::vector<std::string> edges;
+  auto note = [&edges](const CaptureEdge& e) {
+    if (e.kind == CaptureEdge::kOpen) edges.push_back("open " + std::to_string(e.step));
+    if (e.kind == CaptureEdge::kClose) edges.push_back("close " + std::to_string(e.step));
+  };
+  for (int64_t i = first; i <= last; ++i) {
+    note(w.Tick(static_cast<uint64_t>(i) * step_ns));
+    note(w.StepBegins(i));
+    note(w.StepEnds());
+  }
+  return edges;
+}
+
+TEST(CaptureWindows, EveryDurationOpensKStepsOncePerPeriod) {
+  // 100 ms steps, two steps every second: the first two, then the first
+  // two to begin after each second.
+  CaptureWindows w(Parse("every=1s,steps=2"));
+  EXPECT_EQ(RunTimedSteps(w, 0, 34, 100'000'000),
+            (std::vector<std::string>{"open 0", "close 1", "open 10", "close 11", "open 20", "close 21", "open 30",
+                                      "close 31"}));
+  // 1 ms steps: still one window a second, not one every so many steps.
+  CaptureWindows fast(Parse("every=1s,steps=2"));
+  EXPECT_EQ(RunTimedSteps(fast, 0, 2500, 1'000'000),
+            (std::vector<std::string>{"open 0", "close 1", "open 1000", "close 1001", "open 2000", "close 2001"}));
+}
+
+TEST(CaptureWindows, EveryDurationWithoutStepMarksFallsBackToTimeWindows) {
+  CaptureWindows w(Parse("every=1s,steps=2"));
+  EXPECT_EQ(w.NextTickNs(0), 0u);
+  EXPECT_EQ(w.Tick(0).kind, CaptureEdge::kNone);  // the first step to begin would open it
+  EXPECT_EQ(w.NextTickNs(0), 1'000'000'000u);
+  // No step began in a whole period: a time window of kUnmarkedWindowNs.
+  const CaptureEdge open = w.Tick(1'000'000'000);
+  EXPECT_EQ(open.kind, CaptureEdge::kOpen);
+  EXPECT_EQ(open.step, -1);
+  EXPECT_NE(open.reason.find("no step marks: 200 ms"), std::string::npos) << open.reason;
+  EXPECT_EQ(w.NextTickNs(1'000'000'000), 1'000'000'000u + kUnmarkedWindowNs);
+  EXPECT_EQ(w.Tick(1'100'000'000).kind, CaptureEdge::kNone);
+  EXPECT_EQ(w.Tick(1'200'000'000).kind, CaptureEdge::kClose);
+  EXPECT_EQ(w.Tick(2'000'000'000).kind, CaptureEdge::kOpen);  // and each period after
+  EXPECT_EQ(w.Tick(2'200'000'000).kind, CaptureEdge::kClose);
+  // Step marks come: step windows from the next period on.
+  EXPECT_EQ(RunTimedSteps(w, 25, 45, 100'000'000), (std::vector<std::string>{"open 30", "close 31", "open 40",
+                                                                              "close 41"}));
+}
+
+TEST(CaptureWindows, EveryDurationForDurationIsATimeWindowEachPeriod) {
+  CaptureWindows w(Parse("every=1s,for=100ms"));
+  EXPECT_EQ(w.Tick(0).kind, CaptureEdge::kOpen);
+  EXPECT_EQ(w.NextTickNs(0), 100'000'000u);
+  EXPECT_EQ(w.StepBegins(0).kind, CaptureEdge::kNone);  // steps neither open nor close it
+  EXPECT_EQ(w.StepEnds().kind, CaptureEdge::kNone);
+  EXPECT_EQ(w.Tick(100'000'000).kind, CaptureEdge::kClose);
+  EXPECT_EQ(w.Tick(999'000'000).kind, CaptureEdge::kNone);
+  EXPECT_EQ(w.Tick(1'000'000'000).kind, CaptureEdge::kOpen);
+  EXPECT_EQ(w.Tick(1'100'000'000).kind, CaptureEdge::kClose);
+}
+
 // Runs steps first..last and returns the gap NextWindowGap() gives after
 // each window's close: "far" per `policy` (given `step_ns`) or not.
 std::vector<std::string> GapsAtCloses(CaptureWindows& w, int64_t first, int64_t last,
@@ -216,11 +290,12 @@ TEST(FinalizeGap, EveryNLeavesNMinusKStepsBetweenWindows) {
   EXPECT_EQ(GapsAtCloses(always, 66, 85, Gap("50ms"), 1'000'000), (std::vector<std::string>{"80:19"}));
   EXPECT_EQ(GapsAtCloses(always, 86, 105, Gap("50ms"), 3'000'000), (std::vector<std::string>{"100:19 far"}));
   EXPECT_EQ(GapsAtCloses(always, 106, 125, Gap("off"), 1'000'000), (std::vector<std::string>{"120:19"}));
-  // --always-on's 198 steps between windows: far for the default once a
-  // step takes about 1 ms or more (198 ms + the step's own), not at 0.5 ms.
-  CaptureWindows preset(Parse(kAlwaysOnSpec));
+  // every=200,steps=2 (the earlier --always-on): 198 steps between windows,
+  // far for the default once a step takes about 1 ms or more (198 ms + the
+  // step's own), not at 0.5 ms.
+  CaptureWindows preset(Parse("every=200,steps=2"));
   EXPECT_EQ(GapsAtCloses(preset, 0, 250, Gap(""), 1'100'000), (std::vector<std::string>{"1:198 far", "201:198 far"}));
-  CaptureWindows fast(Parse(kAlwaysOnSpec));
+  CaptureWindows fast(Parse("every=200,steps=2"));
   EXPECT_EQ(GapsAtCloses(fast, 0, 50, Gap(""), 500'000), (std::vector<std::string>{"1:198"}));
   CaptureWindows two(Parse("every=10,steps=3"));
   EXPECT_EQ(GapsAtCloses(two, 0, 15, Gap("7"), 0), (std::vector<std::string>{"2:7 far", "12:7 far"}));
@@ -251,6 +326,20 @@ TEST(FinalizeGap, WindowsNotBoundToStepsAreNotPredicted) {
   time.Tick(1'000'000'000);
   time.Tick(1'500'000'000);
   EXPECT_EQ(time.NextWindowGap().kind, WindowGap::kNone);
+}
+
+TEST(FinalizeGap, EveryDurationGapsAreTimeToTheNextPeriod) {
+  CaptureWindows w(Parse("every=1s,steps=2"));
+  EXPECT_EQ(w.NextWindowGap(0).kind, WindowGap::kSteps);  // the first step opens one
+  EXPECT_EQ(RunTimedSteps(w, 0, 1, 100'000'000), (std::vector<std::string>{"open 0", "close 1"}));
+  const WindowGap gap = w.NextWindowGap(200'000'000);
+  EXPECT_EQ(gap.kind, WindowGap::kTime);
+  EXPECT_EQ(gap.ns, 800'000'000u);
+  EXPECT_TRUE(GapIsFar(gap, Gap(""), 100'000'000));  // 800 ms >= 200 ms
+  EXPECT_FALSE(GapIsFar(gap, Gap("2s"), 100'000'000));
+  EXPECT_TRUE(GapIsFar(gap, Gap("8"), 100'000'000));   // 8 steps of 100 ms
+  EXPECT_FALSE(GapIsFar(gap, Gap("9"), 100'000'000));
+  EXPECT_FALSE(GapIsFar(gap, Gap("off"), 100'000'000));
 }
 
 }  // namespace
