@@ -493,6 +493,11 @@ std::optional<Finding> StragglerRule(const DiagnosisInputs& in) {
     f.recommendation = absl::StrFormat(
         "Rank %d spends its time in memory management: reuse buffers (pinned, preallocated) instead of "
         "allocating per step, and check the host's memory pressure.", s->rank);
+  } else if (s->cause == "thread_waits") {
+    f.recommendation = absl::StrFormat(
+        "Rank %d's training thread waits on its own threads or a lock, not on more work: see what its wakeup "
+        "chains name (the autograd engine, the pin-memory thread, the GIL held by a Python thread) and compare "
+        "its threads with the other ranks'.", s->rank);
   } else if (s->cause == "unknown") {
     f.recommendation = absl::StrFormat(
         "Compare rank %d's step with the others' in the per-rank table and its own diagnosis; uneven input "

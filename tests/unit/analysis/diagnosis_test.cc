@@ -726,6 +726,12 @@ TEST(DiagnosisThresholdTest, StragglerNeedsANamedRankAndTheOthersStep) {
   EXPECT_EQ(f->bottleneck, Bottleneck::kStraggler);
   EXPECT_DOUBLE_EQ(f->score, 0.3);
   EXPECT_NE(f->recommendation.find("pin each rank"), std::string::npos) << f->recommendation;
+  // Waits on its own threads are not "more work" to balance.
+  s.cause = "thread_waits";
+  f = StragglerRule(DiagnosisInputs{a, none, &s});
+  ASSERT_TRUE(f.has_value());
+  EXPECT_NE(f->recommendation.find("waits on its own threads or a lock"), std::string::npos) << f->recommendation;
+  EXPECT_EQ(f->recommendation.find("Balance the work"), std::string::npos) << f->recommendation;
   s.cost_ns_per_step = 250;
   f = StragglerRule(DiagnosisInputs{a, none, &s});
   ASSERT_TRUE(f.has_value());
