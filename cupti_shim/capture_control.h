@@ -14,20 +14,21 @@
 // optimizer.step() returns (or loss.backward(), in loops with no
 // optimizer); there step 0 begins where the first one returns.  Only the
 // first thread with NVTX step ranges counts.  A job with neither kind of
-// mark gets windows only from nvtx=, time specs and never from step specs
-// (no count from the CUDA API rhythm yet).  Each edge goes to the agent as
+// mark gets windows only from nvtx=, time and every=DURATION specs (which
+// fall back to time windows there), never from step-count specs (no count
+// from the CUDA API rhythm yet).  Each edge goes to the agent as
 // a CaptureWindow event, and turns CUPTI's device kinds on or off
 // (cupti_injection.h).
 //
-// Far gaps (GPUOS_CAPTURE_FINALIZE_GAP, default 500 steps or 10 s, "off"
-// for never; capture_windows.h): at a window's end, or at a step's end
+// Far gaps (GPUOS_CAPTURE_FINALIZE_GAP, default 200 ms, "off" for never;
+// capture_windows.h): at a window's end, or at a step's end
 // between windows, when the next window is that far (by the spec's step
 // count, or that count times the last step's length) or none is known to
 // come, CUPTI is taken out of the process altogether, and the next window
 // subscribes again (cupti_injection.h).  Every edge comes from what runs
-// without CUPTI: NVTX ranges, the Python hook's marks, the timer, the
-// control socket.  nvtx= windows, whose gaps cannot be foreseen, keep CUPTI
-// subscribed.
+// without CUPTI: NVTX ranges, the Python hook's marks, the timer (time and
+// every=DURATION specs), the control socket.  nvtx= windows, whose gaps
+// cannot be foreseen, keep CUPTI subscribed.
 //
 // Without a spec nothing changes: every hook is one relaxed atomic load.
 #pragma once
