@@ -221,6 +221,7 @@ RankLoad LoadOf(const RankSummary& rank) {
   load.cpu.launch_api_ns = per(c.launch_api_ns);
   load.cpu.other_cuda_api_ns = per(c.other_cuda_api_ns);
   load.cpu.other_ns = per(c.other_ns);
+  load.data_stage_ns = rank.PerStep(rank.steps.measured_total.stages[static_cast<size_t>(Stage::kDataLoading)]);
   const OffCpuParts& o = rank.steps.measured_total.off_cpu;
   load.off_cpu.preempted_ns = per(o.preempted_ns);
   load.off_cpu.runqueue_ns = per(o.runqueue_ns);

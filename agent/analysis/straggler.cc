@@ -21,6 +21,10 @@ std::array<double, kParts> Parts(const RankLoad& r) {
   std::array<double, kParts> p = {static_cast<double>(r.cpu.data_wait_ns), static_cast<double>(r.cpu.sync_ns),
                                   static_cast<double>(r.cpu.copy_api_ns),   static_cast<double>(r.cpu.launch_api_ns),
                                   static_cast<double>(r.cpu.other_cuda_api_ns), static_cast<double>(r.cpu.other_ns)};
+  // Waits for data the chains found in its own code count as data.
+  const double chained_data = std::min(p[kOther], std::max(0.0, r.data_stage_ns - p[kData]));
+  p[kData] += chained_data;
+  p[kOther] -= chained_data;
   // Its waits for the collectives: out of "other" (gloo), then sync (NCCL).
   double comm = r.exposed_comm_ns;
   const double from_other = std::min(comm, p[kOther]);
@@ -63,6 +67,7 @@ constexpr Cause kThreadWaits = {"thread_waits",
 void Rescale(double scale, RankLoad& r) {
   auto rescale = [&](uint64_t& v) { v = static_cast<uint64_t>(v * scale); };
   r.exposed_comm_ns *= scale;
+  r.data_stage_ns *= scale;
   rescale(r.cpu.data_wait_ns), rescale(r.cpu.sync_ns), rescale(r.cpu.copy_api_ns), rescale(r.cpu.launch_api_ns);
   rescale(r.cpu.other_cuda_api_ns), rescale(r.cpu.other_ns);
   rescale(r.off_cpu.preempted_ns), rescale(r.off_cpu.runqueue_ns), rescale(r.off_cpu.page_fault_ns);

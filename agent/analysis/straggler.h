@@ -49,6 +49,10 @@ struct RankLoad {
   double step_ns = 0;
   double exposed_comm_ns = 0;
   CpuParts cpu;         // of the driving thread, per step (means, rounded)
+  // Its data-loading stage per step: also the waits for data in its own
+  // code that the wakeup chains name (a loop with no fetch marks, as when
+  // attached), which `cpu` counts as other_ns.
+  double data_stage_ns = 0;
   OffCpuParts off_cpu;  // of the driving thread, per step (means, rounded)
   std::string bottleneck;  // its own diagnosis's primary finding (key)
 };

@@ -78,6 +78,24 @@ TEST(Straggler, BlockedOnItsOwnThreadsIsNotCpuWork) {
   EXPECT_EQ(s->cause, "cpu_work") << s->cause_detail;
 }
 
+TEST(Straggler, DataWaitsTheChainsFoundInItsOwnCodeAreTheDataLoader) {
+  // Attached (no fetch marks): the slow rank's waits for its data workers
+  // sit in its own code, and its data-loading stage holds them.
+  RankLoad slow = Rank(1, 1, 0, 75);
+  slow.data_stage_ns = 20 * kMs;
+  slow.off_cpu.futex_ns = static_cast<uint64_t>(20 * kMs);
+  RankLoad other = Rank(0, 25, 0, 80);
+  auto s = FindStraggler({other, slow});
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->rank, 1);
+  EXPECT_EQ(s->cause, "data_loader") << s->cause_detail;
+  // Without the stage, the same waits read as waits on its own threads.
+  slow.data_stage_ns = 0;
+  s = FindStraggler({other, slow});
+  ASSERT_TRUE(s.has_value());
+  EXPECT_NE(s->cause, "data_loader") << s->cause_detail;
+}
+
 TEST(Straggler, APreemptedDataFetchIsStillTheDataLoader) {
   // The extra time is inside its data fetches; it was preempted there.
   RankLoad slow = Rank(1, 1, 35, 30);
