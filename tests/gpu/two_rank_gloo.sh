@@ -23,27 +23,5 @@ rc=$?
 "$TRACE" report "$OUT/two_rank_gloo.gpuos" >"$OUT/two_rank_gloo_report.txt" 2>&1
 "$TRACE" report "$OUT/two_rank_gloo.gpuos" --format json >"$OUT/two_rank_gloo_report.json" 2>/dev/null
 sed -n '/^Ranks (/,/^$/p' "$OUT/two_rank_gloo_report.txt"
-python3 - "$OUT/two_rank_gloo_report.json" "$rc" <<'PY'
-import json, sys
-rc = int(sys.argv[2])
-try:
-    d = json.load(open(sys.argv[1]))
-except Exception as e:
-    print("two-rank gloo: FAIL no report (%s), job rc=%d" % (e, rc)); sys.exit(0)
-ranks = d.get("ranks", [])
-fails = []
-if rc != 0: fails.append("job rc=%d" % rc)
-if sorted(r["rank"] for r in ranks) != [0, 1]: fails.append("ranks %s" % [r["rank"] for r in ranks])
-for r in ranks:
-    if r["gpu"] is None: fails.append("rank %s: no gpu" % r["rank"])
-    if r["steps"] < 30: fails.append("rank %s: %d steps" % (r["rank"], r["steps"]))
-    if r["gpu_idle_ns"] is None: fails.append("rank %s: no GPU work" % r["rank"])
-    if r["comm_ns"] <= 0: fails.append("rank %s: no communication" % r["rank"])
-s = d.get("straggler")
-if not s or s["rank"] != 1: fails.append("straggler %s" % s)
-detail = "; ".join("rank %s gpu %s steps %d step %.1f ms comm %.1f exposed %.1f" % (
-    r["rank"], r["gpu"], r["steps"], r["step_ns"]["mean"] / 1e6, r["comm_ns"] / 1e6, r["exposed_comm_ns"] / 1e6)
-    for r in ranks)
-if s: detail += "; straggler rank %d cause %s cost %.1f ms/step" % (s["rank"], s["cause"], s["cost_ns_per_step"] / 1e6)
-print("two-rank gloo: %s %s" % ("FAIL " + ", ".join(fails) + ";" if fails else "PASS", detail))
-PY
+python3 "$HERE/check_ranks_report.py" --label "two-rank gloo" --report "$OUT/two_rank_gloo_report.json" \
+  --world 2 --straggler 1 --min-steps 30 --job-rc "$rc"
