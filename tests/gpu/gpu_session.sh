@@ -16,9 +16,8 @@
 # capture: tests/gpu/capture_check.py (kernels only inside --capture
 # windows, exactly kernels per step x window steps; step time outside
 # windows vs untraced; the overhead table).  always-on:
-# bench/always_on_overhead.sh (untraced, OS side only, --always-on, --always-on
-# with CUPTI left subscribed between windows, torch.profiler of the same duty
-# cycle; GPUOS_ALWAYS_ON_ROUNDS, default 5).  Each about 4-7 minutes.
+# bench/always_on_overhead.sh (untraced, --always-on, torch.profiler of the
+# same duty cycle, runs of 20 s; GPUOS_ALWAYS_ON_ROUNDS, default 5).  Each about 4-7 minutes.
 # corpus: tests/corpus/check_corpus.py --profile gpu (the un-annotated
 # scripts of workloads/corpus/ and gpuos-trainer, launched, un-annotated
 # and attached; one row per run).  GPUOS_CORPUS_ONLY=REGEX picks scripts,
@@ -287,10 +286,13 @@ fi
 if want always-on; then
   # Issue #19, point 3: --always-on against untraced and torch.profiler.
   echo "== always-on overhead"
-  # One workload per call: 5 variants x 2 workloads x 5 rounds ran past 560 s
-  # on an H100 (docs/capture-results.md).  GPUOS_ALWAYS_ON_WORKLOADS=resnet18
-  # in a second call gives the other.
+  # One workload per call, runs of 20 s (two of --always-on's 10 s periods
+  # after the warm-up) and three variants: that fits one 10-minute call
+  # (docs/capture-results.md).  GPUOS_ALWAYS_ON_WORKLOADS=resnet18 in a
+  # second call gives the other.
   OUT="$OUT/always-on" ALWAYS_ON_WORKLOADS="${GPUOS_ALWAYS_ON_WORKLOADS:-mlp}" \
+    ALWAYS_ON_SECONDS="${ALWAYS_ON_SECONDS:-20}" \
+    ALWAYS_ON_VARIANTS="${ALWAYS_ON_VARIANTS:-untraced always-on profiler}" \
     timeout 560 bash "$ROOT/bench/always_on_overhead.sh" "$BIN_DIR" \
     "${GPUOS_ALWAYS_ON_ROUNDS:-5}" 2>&1 | tee "$OUT/always-on.log" | tail -12
   while IFS= read -r line; do
