@@ -125,10 +125,10 @@ CaptureEdge CaptureWindows::Tick(uint64_t elapsed_ns) {
   return Change(was_open, spec_.text);
 }
 
-// At each period's start: a window of K steps from the next step to begin,
-// or, for every=P,for=D, where no step mark ever came by the second period,
-// or where the last period's step window never opened (the marks
-// stopped), a time window.
+// At each period's start the next step to begin opens a window of K steps.
+// A window of time instead: for every=P,for=D; and for every=P,steps=K where
+// no step mark came by the second period, or the last period's window never
+// opened (the marks stopped).
 CaptureEdge CaptureWindows::PeriodicTick(uint64_t elapsed_ns) {
   const bool was_open = open();
   std::string reason = spec_.text;
