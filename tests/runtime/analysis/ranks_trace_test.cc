@@ -180,6 +180,27 @@ TEST_F(RanksTraceTest, LaunchedThreeRanksOneSlowed) {
   }
 }
 
+// No rank slowed: no straggler is named, and the diagnosis has no
+// straggler finding (the ranks still wait for each other a little).
+TEST_F(RanksTraceTest, LaunchedBalancedRanksHaveNoStraggler) {
+  std::vector<std::string> argv = {rt::TracerPath(), "-q", "-o", dir_.File("balanced.gpuos"), "--"};
+  for (const std::string& a : Job(2, 40, -1)) argv.push_back(a);
+  rt::RunResult run = rt::Run(argv, Within(240));
+  ASSERT_EQ(run.exit_code, 0) << run.Describe();
+  const google::protobuf::Struct report = JsonReport(dir_.File("balanced.gpuos"));
+  ASSERT_EQ(report.fields().at("ranks").list_value().values_size(), 2);
+  const auto& straggler = report.fields().at("straggler");
+  EXPECT_EQ(straggler.kind_case(), google::protobuf::Value::kNullValue)
+      << (straggler.kind_case() == google::protobuf::Value::kStructValue
+              ? straggler.struct_value().fields().at("cause_detail").string_value()
+              : "");
+  const Fields& d = report.fields().at("diagnosis").struct_value().fields();
+  EXPECT_NE(d.at("bottleneck").string_value(), "straggler");
+  for (const auto& f : d.at("secondary").list_value().values()) {
+    EXPECT_NE(f.struct_value().fields().at("bottleneck").string_value(), "straggler");
+  }
+}
+
 TEST_F(RanksTraceTest, AttachedToTheLauncher) {
   const std::string ready = dir_.File("ready");
   rt::Child job = rt::Child::Start(Job(2, 400, 0, ready));
