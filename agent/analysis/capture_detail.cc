@@ -2,7 +2,10 @@
 #include "analysis/capture_detail.h"
 
 #include <algorithm>
+#include <cctype>
 
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "analysis/step_breakdown.h"
 
 namespace gpuos {
@@ -75,6 +78,39 @@ void MarkCudaDetail(uint32_t pid, std::vector<StepRecord>& steps, CaptureInfo& c
       w.last_step = last;
     }
   }
+}
+
+namespace {
+
+// Whether a spec's windows are counted in steps: steps=A..B, every=N,steps=K
+// (every= a number, not a duration; cupti_shim/capture_spec.h).
+bool CountsSteps(absl::string_view spec) {
+  bool steps = false;
+  for (absl::string_view item : absl::StrSplit(spec, ',')) {
+    item = absl::StripAsciiWhitespace(item);
+    if (absl::ConsumePrefix(&item, "steps=")) {
+      steps = true;
+    } else if (absl::ConsumePrefix(&item, "every=")) {
+      item = absl::StripAsciiWhitespace(item);
+      if (item.empty() || !std::all_of(item.begin(), item.end(), [](char c) { return std::isdigit(c) != 0; })) {
+        return false;
+      }
+    } else {
+      return false;
+    }
+  }
+  return steps;
+}
+
+}  // namespace
+
+void NoteUncountedSteps(bool marked_steps, CaptureInfo& capture) {
+  if (marked_steps || !capture.windows.empty() || !CountsSteps(capture.spec)) return;
+  capture.note =
+      "no window opened: " + capture.spec +
+      " counts the steps the job marks (NVTX step ranges, the Python hook's optimizer.step or backward), and this "
+      "job marked none (attached, --no-python-hooks, or C++ without NVTX); every=10s,steps=K or after=60s,for=10s "
+      "open windows by time there";
 }
 
 }  // namespace gpuos

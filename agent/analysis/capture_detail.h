@@ -31,6 +31,8 @@ struct CaptureWindowSpan {
 struct CaptureInfo {
   std::string spec;  // empty: CUDA detail all the time
   std::vector<CaptureWindowSpan> windows;
+  // Why no window opened, where the trace shows it (NoteUncountedSteps).
+  std::string note;
   bool in_use() const { return !spec.empty() || !windows.empty(); }
 };
 
@@ -54,5 +56,12 @@ class CaptureWindowCollector {
 // other marks than the shim counted, their edges differ a little).  Fills the
 // windows' first_step/last_step from the steps found inside.
 void MarkCudaDetail(uint32_t pid, std::vector<StepRecord>& steps, CaptureInfo& capture);
+
+// A spec that counts steps (steps=A..B, every=N,steps=K) opens windows only
+// where the shim sees steps marked (NVTX step ranges, the Python hook's
+// marks).  When no window opened and the steps came from elsewhere
+// (`marked_steps` false: the kernel sequence, the backward uprobe...),
+// notes why and what works there.
+void NoteUncountedSteps(bool marked_steps, CaptureInfo& capture);
 
 }  // namespace gpuos

@@ -248,6 +248,7 @@ void CaptureJson(const CaptureInfo& capture, JsonWriter& json) {
   }
   json.BeginObject();
   json.Field("spec", capture.spec);
+  if (!capture.note.empty()) json.Field("note", capture.note);
   json.Key("windows");
   json.BeginArray();
   for (const CaptureWindowSpan& w : capture.windows) {

@@ -205,6 +205,7 @@ void CaptureText(const StepAnalysis& a, std::ostream& out) {
   } else {
     out << "\n";
   }
+  if (!a.capture.note.empty()) out << "  " << Printable(a.capture.note) << "\n";
 }
 
 }  // namespace

@@ -129,6 +129,29 @@ TEST(CaptureDetail, AWindowStillOpenAtTheEndRunsToTheLastEvent) {
   EXPECT_EQ(a.measured_steps, 5u);
 }
 
+TEST(CaptureDetail, AStepSpecWithNoWindowInAJobWithoutStepMarksSaysWhy) {
+  // The steps come from the kernel sequence, not from marks the shim sees:
+  // steps=10..14 never opened a window.
+  std::vector<v1::Event> events;
+  for (const v1::Event& e : Steps(false)) {
+    if (!e.has_nvtx_range()) events.push_back(e);
+  }
+  StepAnalysis a = Analyze(events, "steps=10..14");
+  ASSERT_TRUE(a.has_steps());
+  EXPECT_NE(a.capture.note.find("no window opened: steps=10..14 counts the steps the job marks"), std::string::npos)
+      << a.capture.note;
+  std::ostringstream text;
+  WriteStepTextReport(a, Diagnose(a), text, 5);
+  EXPECT_NE(text.str().find("every=10s,steps=K or after=60s,for=10s open windows by time there"), std::string::npos)
+      << text.str();
+  // Marked steps, a time spec, or a window that opened: nothing to say.
+  EXPECT_TRUE(Analyze(Steps(false), "steps=10..14").capture.note.empty());
+  EXPECT_TRUE(Analyze(events, "every=10s,steps=2").capture.note.empty());
+  EXPECT_TRUE(Analyze(events, "after=1s,for=1s").capture.note.empty());
+  EXPECT_FALSE(Analyze(events, "every=200, steps=2").capture.note.empty());
+  EXPECT_TRUE(Analyze(Steps(true), "steps=10..14").capture.note.empty());
+}
+
 TEST(CaptureDetail, ReportsSayWhichStepsHaveDetail) {
   StepAnalysis a = Analyze(Steps(true), "steps=10..14");
   Diagnosis d = Diagnose(a);
