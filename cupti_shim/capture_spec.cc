@@ -49,6 +49,28 @@ bool Fail(std::string_view text, const std::string& why, std::string* error) {
   return false;
 }
 
+// every=DURATION with steps=K or for=DURATION, into *out (kPeriodic).
+bool ParsePeriodic(std::string_view text, const Pair& every, const Pair* steps, const Pair* for_, CaptureSpec* out,
+                   std::string* error) {
+  if (!ParseCaptureDuration(every.value, &out->period_ns) || out->period_ns == 0) {
+    return Fail(text, "every= needs a whole number of steps or a duration above 0 (200, 10s)", error);
+  }
+  if (steps != nullptr) {
+    if (!ParseCount(steps->value, &out->count) || out->count == 0) {
+      return Fail(text, "with every=DURATION, steps= needs a whole number above 0", error);
+    }
+  } else if (for_ != nullptr) {
+    if (!ParseCaptureDuration(for_->value, &out->for_ns) || out->for_ns == 0) {
+      return Fail(text, "for=" + std::string(for_->value) + " is not a duration above 0 (200ms)", error);
+    }
+    if (out->for_ns >= out->period_ns) return Fail(text, "for= is not shorter than every=", error);
+  } else {
+    return Fail(text, "every=DURATION needs steps=K or for=DURATION", error);
+  }
+  out->kind = CaptureSpec::kPeriodic;
+  return true;
+}
+
 }  // namespace
 
 bool CaptureSpec::WantsStep(uint64_t index) const {
@@ -115,22 +137,7 @@ bool ParseCaptureSpec(std::string_view raw, CaptureSpec* spec, std::string* erro
     out.kind = CaptureSpec::kNvtx;
     out.nvtx_name = std::string(nvtx->value);
   } else if (every != nullptr && !ParseCount(every->value, &out.every)) {
-    if (!ParseCaptureDuration(every->value, &out.period_ns) || out.period_ns == 0) {
-      return Fail(text, "every= needs a whole number of steps or a duration above 0 (200, 10s)", error);
-    }
-    if (steps != nullptr) {
-      if (!ParseCount(steps->value, &out.count) || out.count == 0) {
-        return Fail(text, "with every=DURATION, steps= needs a whole number above 0", error);
-      }
-    } else if (for_ != nullptr) {
-      if (!ParseCaptureDuration(for_->value, &out.for_ns) || out.for_ns == 0) {
-        return Fail(text, "for=" + std::string(for_->value) + " is not a duration above 0 (200ms)", error);
-      }
-      if (out.for_ns >= out.period_ns) return Fail(text, "for= is not shorter than every=", error);
-    } else {
-      return Fail(text, "every=DURATION needs steps=K or for=DURATION", error);
-    }
-    out.kind = CaptureSpec::kPeriodic;
+    if (!ParsePeriodic(text, *every, steps, for_, &out, error)) return false;
   } else if (after != nullptr || for_ != nullptr) {
     if (after == nullptr || for_ == nullptr) return Fail(text, "a time window needs both after= and for=", error);
     if (!ParseCaptureDuration(after->value, &out.after_ns)) {

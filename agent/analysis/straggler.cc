@@ -17,6 +17,16 @@ double FutexWaits(const RankLoad& r, double other_ns) {
   return std::max(0.0, static_cast<double>(r.off_cpu.futex_ns) - from_other);
 }
 
+// How much longer ranks[0]'s training thread waited in futex per step than
+// the others' mean.
+double FutexExcess(const std::vector<RankLoad>& ranks) {
+  double theirs = 0;
+  for (size_t i = 1; i < ranks.size(); ++i) {
+    theirs += FutexWaits(ranks[i], static_cast<double>(ranks[i].cpu.other_ns)) / (ranks.size() - 1);
+  }
+  return FutexWaits(ranks[0], static_cast<double>(ranks[0].cpu.other_ns)) - theirs;
+}
+
 std::array<double, kParts> Parts(const RankLoad& r) {
   std::array<double, kParts> p = {static_cast<double>(r.cpu.data_wait_ns), static_cast<double>(r.cpu.sync_ns),
                                   static_cast<double>(r.cpu.copy_api_ns),   static_cast<double>(r.cpu.launch_api_ns),
@@ -136,11 +146,7 @@ std::optional<Straggler> FindStraggler(const std::vector<RankLoad>& all) {
   // The loop's own code, unless the thread ran it hardly longer than the
   // others and the rest of the excess is its OS cost, or its waits for its
   // own threads.
-  double their_futex = 0;
-  for (size_t i = 1; i < ranks.size(); ++i) {
-    their_futex += FutexWaits(ranks[i], static_cast<double>(ranks[i].cpu.other_ns)) / (ranks.size() - 1);
-  }
-  const double futex_excess = FutexWaits(low, static_cast<double>(low.cpu.other_ns)) - their_futex;
+  const double futex_excess = FutexExcess(ranks);
   if (best == kOther && os_best < 4 && best_excess - os_excess < kStragglerCauseShare * cost) {
     cause = kOsCauses[os_best];
   } else if (best == kOther && futex_excess > 0 && best_excess - futex_excess < kStragglerCauseShare * cost) {
