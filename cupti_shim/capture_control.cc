@@ -114,9 +114,7 @@ void SuspendIfGapIsFar(const Capture& c) {
   // The next window opens at a step's start: only marks that come without
   // CUPTI can bring it back (a time window that is over needs none, and
   // the timer brings back periodic ones, by time where marks stop).
-  const CaptureSpec::Kind kind = c.windows->spec().kind;
-  const bool timer_resumes = kind == CaptureSpec::kTime || kind == CaptureSpec::kPeriodic;
-  if (!timer_resumes && !c.nvtx_steps && !c.python_step_open) {
+  if (!c.windows->spec().TimerDriven() && !c.nvtx_steps && !c.python_step_open) {
     NoteCuptiStaysSubscribed(StaysSubscribed::kNoStepMarks);
     return;
   }
@@ -160,7 +158,7 @@ void InstallSpec(const CaptureSpec* spec, bool from_request) {
   c.armed_ns = MonotonicNs();
   ++c.generation;
   g_state.store(spec != nullptr ? 2 : 1, std::memory_order_release);
-  if (spec != nullptr && (spec->kind == CaptureSpec::kTime || spec->kind == CaptureSpec::kPeriodic)) {
+  if (spec != nullptr && spec->TimerDriven()) {
     // The job's signals stay with the job's threads.
     sigset_t all, previous;
     sigfillset(&all);

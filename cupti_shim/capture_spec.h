@@ -41,6 +41,11 @@ struct CaptureSpec {
   // Whether step `index` is inside a window of a step spec (kPeriodic's
   // windows depend on the time: capture_windows.h).
   bool WantsStep(uint64_t index) const;
+  // Windows counted in steps the process marks (steps=, every=N,steps=K):
+  // none opens in a process without step marks.
+  bool CountsSteps() const { return kind == kSteps || kind == kEvery; }
+  // Windows a timer opens or closes (after=,for=; every=DURATION).
+  bool TimerDriven() const { return kind == kTime || kind == kPeriodic; }
 };
 
 inline constexpr char kAlwaysOnSpec[] = "every=10s,steps=2";

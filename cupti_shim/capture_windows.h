@@ -99,8 +99,6 @@ class CaptureWindows {
   WindowGap NextWindowGap(uint64_t elapsed_ns = 0) const;
 
   bool open() const { return by_steps_ || by_range_ || by_time_; }
-  // Whether any step mark came (StepBegins).
-  bool steps_seen() const { return steps_seen_; }
   const CaptureSpec& spec() const { return spec_; }
   int64_t current_step() const { return current_; }
   bool in_step() const { return in_step_; }

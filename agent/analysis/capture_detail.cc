@@ -2,11 +2,9 @@
 #include "analysis/capture_detail.h"
 
 #include <algorithm>
-#include <cctype>
 
-#include "absl/strings/str_split.h"
-#include "absl/strings/strip.h"
 #include "analysis/step_breakdown.h"
+#include "cupti_shim/capture_spec.h"
 
 namespace gpuos {
 
@@ -80,32 +78,13 @@ void MarkCudaDetail(uint32_t pid, std::vector<StepRecord>& steps, CaptureInfo& c
   }
 }
 
-namespace {
-
-// Whether a spec's windows are counted in steps: steps=A..B, every=N,steps=K
-// (every= a number, not a duration; cupti_shim/capture_spec.h).
-bool CountsSteps(absl::string_view spec) {
-  bool steps = false;
-  for (absl::string_view item : absl::StrSplit(spec, ',')) {
-    item = absl::StripAsciiWhitespace(item);
-    if (absl::ConsumePrefix(&item, "steps=")) {
-      steps = true;
-    } else if (absl::ConsumePrefix(&item, "every=")) {
-      item = absl::StripAsciiWhitespace(item);
-      if (item.empty() || !std::all_of(item.begin(), item.end(), [](char c) { return std::isdigit(c) != 0; })) {
-        return false;
-      }
-    } else {
-      return false;
-    }
-  }
-  return steps;
-}
-
-}  // namespace
-
 void NoteUncountedSteps(bool marked_steps, CaptureInfo& capture) {
-  if (marked_steps || !capture.windows.empty() || !CountsSteps(capture.spec)) return;
+  gpuos_capture::CaptureSpec spec;
+  std::string error;
+  if (marked_steps || !capture.windows.empty() || !gpuos_capture::ParseCaptureSpec(capture.spec, &spec, &error) ||
+      !spec.CountsSteps()) {
+    return;
+  }
   capture.note =
       "no window opened: " + capture.spec +
       " counts the steps the job marks (NVTX step ranges, the Python hook's optimizer.step or backward), and this "

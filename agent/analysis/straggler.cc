@@ -12,8 +12,8 @@ enum Part { kData, kSync, kCopy, kLaunch, kOtherCuda, kOther, kParts };
 
 // The training thread's futex waits per step, less the collectives' waits
 // taken out of "other" (gloo's are futex waits).
-double FutexWaits(const RankLoad& r, double other_ns) {
-  const double from_other = std::min(r.exposed_comm_ns, other_ns);
+double FutexWaits(const RankLoad& r) {
+  const double from_other = std::min(r.exposed_comm_ns, static_cast<double>(r.cpu.other_ns));
   return std::max(0.0, static_cast<double>(r.off_cpu.futex_ns) - from_other);
 }
 
@@ -22,9 +22,9 @@ double FutexWaits(const RankLoad& r, double other_ns) {
 double FutexExcess(const std::vector<RankLoad>& ranks) {
   double theirs = 0;
   for (size_t i = 1; i < ranks.size(); ++i) {
-    theirs += FutexWaits(ranks[i], static_cast<double>(ranks[i].cpu.other_ns)) / (ranks.size() - 1);
+    theirs += FutexWaits(ranks[i]) / (ranks.size() - 1);
   }
-  return FutexWaits(ranks[0], static_cast<double>(ranks[0].cpu.other_ns)) - theirs;
+  return FutexWaits(ranks[0]) - theirs;
 }
 
 std::array<double, kParts> Parts(const RankLoad& r) {

@@ -93,7 +93,7 @@ TEST(Straggler, DataWaitsTheChainsFoundInItsOwnCodeAreTheDataLoader) {
   slow.data_stage_ns = 0;
   s = FindStraggler({other, slow});
   ASSERT_TRUE(s.has_value());
-  EXPECT_NE(s->cause, "data_loader") << s->cause_detail;
+  EXPECT_EQ(s->cause, "thread_waits") << s->cause_detail;
 }
 
 TEST(Straggler, APreemptedDataFetchIsStillTheDataLoader) {
