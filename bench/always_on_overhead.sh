@@ -123,7 +123,10 @@ rounds = max(1, len(runs) // max(1, len(present) * len(workloads)))
 print("always-on overhead: medians of step rate over %d rounds; capture %s; always-on-finalize: "
       "GPUOS_CAPTURE_FINALIZE_GAP=%s; API timing: %s; profiler schedule wait/warmup/active of the "
       "same cycle" % (rounds, sys.argv[2], sys.argv[3], sys.argv[4]))
-print("%-9s %-20s %10s %8s %-17s %s" % ("workload", "variant", "steps/s", "loss", "loss min..max", "runs"))
+# "paired": each round's loss against the same round's untraced run, then
+# the median: the host's drift between rounds (+-15% here) cancels out.
+print("%-9s %-20s %10s %8s %-17s %4s %8s %s" % ("workload", "variant", "steps/s", "loss", "loss min..max", "runs",
+                                                "paired", "paired min..max"))
 for workload in sorted({r["workload"] for r in runs}):
     rates = {}
     for r in runs:
@@ -138,5 +141,10 @@ for workload in sorted({r["workload"] for r in runs}):
         median = statistics.median(got)
         loss = "%+.1f%%" % (100 * (1 - median / base)) if base else "-"
         spread = "%+.1f..%+.1f%%" % (100 * (1 - max(got) / base), 100 * (1 - min(got) / base)) if base else "-"
-        print("%-9s %-20s %10.1f %8s %-17s %d" % (workload, variant, median, loss, spread, len(got)))
+        # The i-th run of a variant ran in round i, as did the i-th untraced.
+        pairs = [100 * (1 - v / u) for v, u in zip(got, rates.get("untraced", []))]
+        paired = "%+.1f%%" % statistics.median(pairs) if pairs else "-"
+        paired_spread = "%+.1f..%+.1f%%" % (min(pairs), max(pairs)) if pairs else "-"
+        print("%-9s %-20s %10.1f %8s %-17s %4d %8s %s" % (workload, variant, median, loss, spread, len(got),
+                                                         paired, paired_spread))
 PY

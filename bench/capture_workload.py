@@ -9,6 +9,10 @@ a fixed batch already on the GPU, so the step is the GPU-side work alone.
                                             recorded step in N
                       [--profile-seconds P] the same, N being the steps of P
                                             seconds (from the warmup's steps)
+                      [--no-marks]          no NVTX step ranges (a job that marks
+                                            no steps: with --no-python-hooks, the
+                                            shim counts them from loss.item()'s
+                                            rhythm)
                       [--log-steps FILE]    "N start_ns end_ns" per step
                                             (time.monotonic_ns: CLOCK_MONOTONIC,
                                             the trace's clock)
@@ -78,6 +82,7 @@ def main():
                         help="torch.profiler, one recorded step every this long (the step count from the "
                              "warmup's median step)")
     parser.add_argument("--log-steps", default="")
+    parser.add_argument("--no-marks", action="store_true")
     args = parser.parse_args()
     steps = args.steps or (2000 if args.model == "mlp" else 200)
     torch.manual_seed(0)
@@ -99,9 +104,12 @@ def main():
         elif i >= steps:
             break
         start = time.monotonic_ns()
-        torch.cuda.nvtx.range_push("step %d" % i)
-        step()
-        torch.cuda.nvtx.range_pop()
+        if args.no_marks:
+            step()
+        else:
+            torch.cuda.nvtx.range_push("step %d" % i)
+            step()
+            torch.cuda.nvtx.range_pop()
         end = time.monotonic_ns()
         if prof is not None:
             prof.step()

@@ -15,6 +15,7 @@
 
 #include "capture_windows.h"
 #include "event_channel.h"
+#include "live_step_rhythm.h"
 #include "fork_handlers.h"
 #include "wire_encoder.h"
 #ifdef GPUOS_SHIM_HAS_CUPTI
@@ -30,6 +31,9 @@ using gpuos_capture::CaptureWindows;
 using gpuos_capture::FinalizeGapPolicy;
 
 constexpr std::string_view kPythonDomain = "gpuos.python";
+// The marks of steps counted from the CUDA calls' rhythm
+// (agent/analysis/step_options.h, kLiveRhythmDomain).
+constexpr std::string_view kRhythmDomain = "gpuos.rhythm";
 
 struct Capture {
   // Guards everything below, and serializes edges with the CUPTI switch
@@ -43,12 +47,15 @@ struct Capture {
   bool nvtx_steps = false;            // NVTX step ranges seen: Python marks no longer count
   bool python_optimizer = false;      // an optimizer.step seen: backward no longer counts
   bool python_step_open = false;
+  bool rhythm_steps = false;   // steps counted from the CUDA calls' rhythm
   uint64_t step_begin_ns = 0;  // the current step's start
   uint64_t step_ns = 0;        // the last step's length
 };
 
 // 0: not read yet; 1: no spec; 2: a spec.
 std::atomic<int> g_state{0};
+// Set once the job marks steps itself: the calls' rhythm is not needed.
+std::atomic<bool> g_rhythm_unused{false};
 
 Capture& C() {
   static Capture* capture = new Capture();
@@ -233,7 +240,61 @@ void OnStepEnd(Capture& c, uint64_t ts_ns) {
   if (edge.kind == CaptureEdge::kNone) SuspendIfGapIsFar(c);
 }
 
+// The live count, apart from Capture: fed from CUPTI's callbacks, which
+// must never wait on the capture lock for long (its holder may be calling
+// into CUPTI).
+struct Rhythm {
+  std::mutex mu;
+  gpuos_capture::LiveStepRhythm count;
+};
+Rhythm& R() {
+  static Rhythm* rhythm = new Rhythm();
+  return *rhythm;
+}
+
+void SendRhythmMark(std::string_view call_name, uint32_t tid, uint64_t ts_ns) {
+  ProtoWriter payload;
+  payload.Text(field::kNvtxMarkName, call_name);
+  payload.Text(field::kNvtxMarkDomain, kRhythmDomain);
+  SubmitEvent(EncodeEvent(ts_ns, static_cast<uint32_t>(getpid()), tid, field::kEventNvtxMark, payload));
+}
+
+// The capture lock within 2 ms, or not at all.
+bool LockBriefly(std::mutex& mu) {
+  const uint64_t give_up = MonotonicNs() + 2'000'000;
+  while (!mu.try_lock()) {
+    if (MonotonicNs() > give_up) return false;
+    std::this_thread::yield();
+  }
+  return true;
+}
+
 }  // namespace
+
+void CaptureOnStepCallReturn(uint32_t call_id, std::string_view call_name, uint32_t tid, uint64_t end_ns) {
+  if (g_rhythm_unused.load(std::memory_order_relaxed) || !InUse()) return;
+  gpuos_capture::LiveStepRhythm::Outcome outcome;
+  {
+    Rhythm& r = R();
+    std::lock_guard<std::mutex> lock(r.mu);
+    outcome = r.count.Add(tid, call_id, end_ns);
+  }
+  if (outcome.kind == gpuos_capture::LiveStepRhythm::Outcome::kNone) return;
+  // The marks first: the report's steps follow them even where this edge
+  // cannot be made.
+  if (outcome.kind == gpuos_capture::LiveStepRhythm::Outcome::kFound) {
+    for (uint64_t ts : outcome.ends) SendRhythmMark(call_name, tid, ts);
+  } else {
+    SendRhythmMark(call_name, tid, end_ns);
+  }
+  Capture& c = C();
+  if (!LockBriefly(c.mu)) return;
+  std::lock_guard<std::mutex> lock(c.mu, std::adopt_lock);
+  if (c.windows == nullptr || c.nvtx_steps || c.python_step_open || c.windows->spec().TimerDriven()) return;
+  if (c.rhythm_steps && c.windows->in_step()) OnStepEnd(c, end_ns);
+  c.rhythm_steps = true;
+  OnStepBegin(c, outcome.step, end_ns);
+}
 
 bool CaptureWindowsInUse() { return InUse(); }
 
@@ -255,6 +316,7 @@ void CaptureOnRangeBegin(std::string_view domain, std::string_view name, uint64_
   if (c.step_tid == 0) c.step_tid = tid;
   if (tid != c.step_tid) return;
   c.nvtx_steps = true;
+  g_rhythm_unused.store(true, std::memory_order_relaxed);
   OnStepBegin(c, gpuos_capture::StepNumber(name), ts_ns);
 }
 
@@ -272,6 +334,7 @@ void CaptureOnRangeEnd(std::string_view domain, std::string_view name, uint64_t 
     if (c.python_step_open) OnStepEnd(c, ts_ns);
     OnStepBegin(c, -1, ts_ns);
     c.python_step_open = true;
+    g_rhythm_unused.store(true, std::memory_order_relaxed);
     return;
   }
   if (gpuos_capture::IsStepRangeName(name) && tid == c.step_tid) OnStepEnd(c, ts_ns);

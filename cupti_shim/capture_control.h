@@ -14,9 +14,10 @@
 // optimizer.step() returns (or loss.backward(), in loops with no
 // optimizer); there step 0 begins where the first one returns.  Only the
 // first thread with NVTX step ranges counts.  A job with neither kind of
-// mark gets windows only from nvtx=, time and every=DURATION specs (which
-// fall back to time windows there), never from step-count specs (no count
-// from the CUDA API rhythm yet).  Each edge goes to the agent as
+// mark counts steps from the rhythm of its CUDA calls, where CUPTI runs
+// (CaptureOnStepCallReturn; from the 17th step on), for step-count specs;
+// every=DURATION specs, which take CUPTI out of the process between
+// windows, fall back to time windows there.  Each edge goes to the agent as
 // a CaptureWindow event, and turns CUPTI's device kinds on or off
 // (cupti_injection.h).
 //
@@ -48,6 +49,17 @@ bool CaptureDetailWanted();
 // while recording (`ts_ns` is the range's own timestamp).
 void CaptureOnRangeBegin(std::string_view domain, std::string_view name, uint64_t ts_ns, uint32_t tid);
 void CaptureOnRangeEnd(std::string_view domain, std::string_view name, uint64_t ts_ns, uint32_t tid);
+
+// The shim's CUPTI callback calls this at the return of each CUDA call
+// that may mark steps (a synchronize, a copy, a graph launch), on the
+// calling thread, with CUPTI's id and name for the call.  In a job with no
+// step marks, under a spec that is not driven by the timer, these calls'
+// rhythm counts the steps (live_step_rhythm.h): each step's end goes to the
+// agent as an NVTX mark in the domain "gpuos.rhythm" named after the call,
+// so that the report's steps are the ones the windows followed.  Never
+// blocks for long: where the capture lock is busy past 2 ms the edge waits
+// for the next step.
+void CaptureOnStepCallReturn(uint32_t call_id, std::string_view call_name, uint32_t tid, uint64_t end_ns);
 
 // The control socket's "capture <argument>": a spec to use from now on, or
 // a number of steps to capture next.  Returns the reply ("capture ..." or

@@ -9,6 +9,7 @@
 #include <new>
 #include <utility>
 
+#include "capture_control.h"
 #include "cupti_activity_api.h"
 #include "cupti_finalize.h"
 #include "cupti_record_encoder.h"
@@ -79,6 +80,22 @@ constexpr CUpti_CallbackId kRuntimeGraphLaunches[] = {CUPTI_RUNTIME_TRACE_CBID_c
                                                       CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000};
 constexpr CUpti_CallbackId kDriverGraphLaunches[] = {CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch,
                                                      CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz};
+// The driver calls that may mark a training step (the synchronizes, the
+// copies to and from the host, graph launches), whose rhythm counts steps
+// for capture windows in a job with no step marks (capture_control.h).
+// Driver calls, so that runtime and driver users alike are seen; a few a
+// step, never per kernel.
+constexpr CUpti_CallbackId kDriverStepCalls[] = {
+    CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize,          CUPTI_DRIVER_TRACE_CBID_cuEventSynchronize,
+    CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize,       CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoD_v2,           CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoD_v2_ptds,
+    CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2,      CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoH_v2,           CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoH_v2_ptds,
+    CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoHAsync_v2,      CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoHAsync_v2_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuMemcpy,                  CUPTI_DRIVER_TRACE_CBID_cuMemcpy_ptds,
+    CUPTI_DRIVER_TRACE_CBID_cuMemcpyAsync,             CUPTI_DRIVER_TRACE_CBID_cuMemcpyAsync_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch,             CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz};
+
 // cudaErrorStreamCaptureInvalidated and CUDA_ERROR_STREAM_CAPTURE_INVALIDATED:
 // the capture ended all the same.
 constexpr int kCaptureInvalidated = 901;
@@ -93,8 +110,9 @@ bool OneOf(const CUpti_CallbackId (&ids)[N], CUpti_CallbackId cbid) {
 
 // Our callbacks that serve more than timing, and so stay on outside capture
 // windows (and when timing gives up) even where they time a traced call:
-// the flush at cudaDeviceReset and the count of streams being captured
-// into graphs, which the finalize safety reads.
+// the flush at cudaDeviceReset, the count of streams being captured into
+// graphs, which the finalize safety reads, and the calls whose rhythm
+// counts steps.
 bool StaysOnOutsideWindows(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
   if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) {
     return cbid == CUPTI_RUNTIME_TRACE_CBID_cudaDeviceReset_v3020 ||
@@ -102,7 +120,7 @@ bool StaysOnOutsideWindows(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
            OneOf(kRuntimeGraphLaunches, cbid);
   }
   return OneOf(kDriverCaptureBegins, cbid) || OneOf(kDriverCaptureEnds, cbid) ||
-         OneOf(kDriverGraphLaunches, cbid);
+         OneOf(kDriverGraphLaunches, cbid) || OneOf(kDriverStepCalls, cbid);
 }
 
 // GPUOS_CAPTURE_API_CALLBACKS=always: the timing callbacks stay on outside
@@ -155,6 +173,10 @@ void CUPTIAPI OnCuptiCallback(void* /*userdata*/, CUpti_CallbackDomain domain,
       TimeApiCall(s, domain == CUPTI_CB_DOMAIN_DRIVER_API, cbid, call);
     }
     NoteGraphCall(s, domain == CUPTI_CB_DOMAIN_DRIVER_API, cbid, call);
+    if (domain == CUPTI_CB_DOMAIN_DRIVER_API && call.callbackSite == CUPTI_API_EXIT &&
+        OneOf(kDriverStepCalls, cbid) && cbid < s.driver_names.size()) {
+      CaptureOnStepCallReturn(cbid, s.driver_names[cbid], CurrentTid(), MonotonicNs());
+    }
   }
   if (domain == CUPTI_CB_DOMAIN_RESOURCE && cbid == CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING) {
     s.context_torn_down = true;
@@ -227,6 +249,13 @@ void EnableGraphCallbacks(const CuptiApi& api) {
     api.EnableCallback(1, s.subscriber, CUPTI_CB_DOMAIN_RUNTIME_API, cbid);
   }
   for (CUpti_CallbackId cbid : kDriverGraphLaunches) {
+    api.EnableCallback(1, s.subscriber, CUPTI_CB_DOMAIN_DRIVER_API, cbid);
+  }
+}
+
+void EnableStepCallCallbacks(const CuptiApi& api) {
+  State& s = S();
+  for (CUpti_CallbackId cbid : kDriverStepCalls) {
     api.EnableCallback(1, s.subscriber, CUPTI_CB_DOMAIN_DRIVER_API, cbid);
   }
 }

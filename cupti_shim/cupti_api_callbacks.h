@@ -38,6 +38,10 @@ void EnableTeardownCallbacks(const CuptiApi& api);
 // is not taken out of the process while a capture is under way, nor ever
 // once a graph has run (State's counts and graphs_launched).
 void EnableGraphCallbacks(const CuptiApi& api);
+// The calls whose rhythm counts steps for capture windows in a job with no
+// step marks (capture_control.h): on whenever CUPTI is subscribed, a few
+// calls a step; they do nothing without a capture spec.
+void EnableStepCallCallbacks(const CuptiApi& api);
 
 // Turns on our entry/exit callbacks for every traced call id of the wanted
 // domains.  All or nothing: on a failure the ones turned on are turned off

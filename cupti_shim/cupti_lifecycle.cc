@@ -245,6 +245,7 @@ bool BeginCollection(bool cuda_running, bool resuming) {
   EnableTeardownCallbacks(api);
   // Always: detach finalizes too, and must know whether graphs ran.
   EnableGraphCallbacks(api);
+  EnableStepCallCallbacks(api);
   LetParserIntoCupti();
   if (!s.parser_started) {
     StartParserThread();

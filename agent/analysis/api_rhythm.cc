@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
 #include "analysis/cuda_api_class.h"
+#include "cupti_shim/interval_regularity.h"
 
 namespace gpuos {
 namespace {
@@ -51,22 +52,12 @@ RhythmCandidate MeasureRhythm(std::string name, std::vector<uint64_t> ends, cons
   }
   std::vector<uint64_t> intervals(c.calls - 1);
   for (size_t i = 1; i < c.times.size(); ++i) intervals[i - 1] = c.times[i] - c.times[i - 1];
-  c.intervals = intervals.size();
-  std::sort(intervals.begin(), intervals.end());
-  const double fraction = std::clamp(options.rhythm_excused_fraction, 0.0, 0.5);
-  c.excused = static_cast<uint64_t>(std::floor(fraction * static_cast<double>(intervals.size())));
-  intervals.resize(intervals.size() - c.excused);
-
-  double sum = 0;
-  for (uint64_t v : intervals) sum += static_cast<double>(v);
-  c.mean_interval_ns = sum / static_cast<double>(intervals.size());
-  double squares = 0;
-  for (uint64_t v : intervals) {
-    const double d = static_cast<double>(v) - c.mean_interval_ns;
-    squares += d * d;
-  }
-  const double stddev = std::sqrt(squares / static_cast<double>(intervals.size()));
-  c.cv = c.mean_interval_ns > 0 ? stddev / c.mean_interval_ns : INFINITY;
+  const gpuos_capture::IntervalRegularity r =
+      gpuos_capture::MeasureIntervals(std::move(intervals), options.rhythm_excused_fraction);
+  c.intervals = r.intervals;
+  c.excused = r.excused;
+  c.mean_interval_ns = r.mean_ns;
+  c.cv = r.cv;
 
   if (c.mean_interval_ns < static_cast<double>(options.rhythm_min_interval_ns)) {
     c.verdict = RhythmVerdict::kTooDense;

@@ -78,18 +78,26 @@ void MarkCudaDetail(uint32_t pid, std::vector<StepRecord>& steps, CaptureInfo& c
   }
 }
 
-void NoteUncountedSteps(bool marked_steps, CaptureInfo& capture) {
+void NoteUncountedSteps(bool marked_steps, bool live_rhythm_steps, CaptureInfo& capture) {
   gpuos_capture::CaptureSpec spec;
   std::string error;
   if (marked_steps || !capture.windows.empty() || !gpuos_capture::ParseCaptureSpec(capture.spec, &spec, &error) ||
       !spec.CountsSteps()) {
     return;
   }
+  if (live_rhythm_steps) {
+    capture.note = "no window opened: " + capture.spec +
+                   " asked for steps that had passed before the shim knew the steps: in a job that marks none "
+                   "it counts them from the rhythm of the job's CUDA calls, known from the 17th step on; later "
+                   "steps, or every=10s,steps=K, open windows there";
+    return;
+  }
   capture.note =
       "no window opened: " + capture.spec +
-      " counts the steps the job marks (NVTX step ranges, the Python hook's optimizer.step or backward), and this "
-      "job marked none (attached, --no-python-hooks, or C++ without NVTX); every=10s,steps=K or after=60s,for=10s "
-      "open windows by time there";
+      " counts the steps the job marks (NVTX step ranges, the Python hook's optimizer.step or backward) or, where "
+      "it marks none, the steps the shim counts from the rhythm of its CUDA calls (a synchronize or copy once a "
+      "step, from the 17th step on); this job marked none (attached, --no-python-hooks, or C++ without NVTX) and "
+      "the shim found no such rhythm; every=10s,steps=K or after=60s,for=10s open windows by time there";
 }
 
 }  // namespace gpuos

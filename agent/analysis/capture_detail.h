@@ -58,10 +58,10 @@ class CaptureWindowCollector {
 void MarkCudaDetail(uint32_t pid, std::vector<StepRecord>& steps, CaptureInfo& capture);
 
 // A spec that counts steps (steps=A..B, every=N,steps=K) opens windows only
-// where the shim sees steps marked (NVTX step ranges, the Python hook's
-// marks).  When no window opened and the steps came from elsewhere
-// (`marked_steps` false: the kernel sequence, the backward uprobe...),
-// notes why and what works there.
-void NoteUncountedSteps(bool marked_steps, CaptureInfo& capture);
+// where the shim sees steps: marked (NVTX step ranges, the Python hook's
+// marks; `marked_steps`), or counted live from the CUDA calls' rhythm
+// (`live_rhythm_steps`: its marks are in the trace).  When no window
+// opened, notes why and what works there.
+void NoteUncountedSteps(bool marked_steps, bool live_rhythm_steps, CaptureInfo& capture);
 
 }  // namespace gpuos

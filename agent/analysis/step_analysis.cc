@@ -107,10 +107,11 @@ absl::StatusOr<StepAnalysis> Analyze(const v1::TraceHeader& header, const Replay
   CaptureInfo capture = windows.Finish(header, trailer ? &*trailer : nullptr);
   MarkCudaDetail(plan.pid, records, capture);
   StepAnalysis analysis = SummarizeSteps(plan, std::move(records), options);
-  // The shim counts the steps of NVTX step ranges and the Python hook's marks.
+  // The shim counts the steps of NVTX step ranges and the Python hook's
+  // marks, else the CUDA calls' rhythm (whose marks name the source).
   NoteUncountedSteps(plan.source == StepSource::kNvtxRanges || plan.source == StepSource::kOptimizerSteps ||
                          plan.source == StepSource::kBackwardRanges,
-                     capture);
+                     plan.live_rhythm, capture);
   analysis.capture = std::move(capture);
   analysis.practices = practices.practices();
   analysis.driving_thread_note = driving;

@@ -158,6 +158,9 @@ void StepLocator::Add(const v1::Event& e) {
       // the autograd engine), never a user's.
       if (e.nvtx_mark().domain() == kBackwardUprobeDomain && e.nvtx_mark().name() == kDefaultBackwardRangeName) {
         backward_uprobe_starts_[ThreadKey(e.pid(), e.tid())].push_back(Range{e.ts_ns(), e.ts_ns(), -1});
+      } else if (e.nvtx_mark().domain() == kLiveRhythmDomain) {
+        live_rhythm_marks_[ThreadKey(e.pid(), e.tid())].push_back(e.ts_ns());
+        live_rhythm_call_ = e.nvtx_mark().name();
       }
       break;
     case v1::Event::kNvtxRange: {
@@ -347,6 +350,7 @@ const StepLocator::ThreadApi* StepLocator::LaunchingThread(uint64_t& best_key) c
 }
 
 void StepLocator::FindUnannotatedSteps(StepPlan& plan, const std::string& why) {
+  if (LiveRhythmSteps(plan, why)) return;
   uint64_t best_key = 0;
   const ThreadApi* best = LaunchingThread(best_key);
   std::string detail;

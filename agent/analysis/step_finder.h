@@ -11,6 +11,10 @@
 //      process (the thread with the most kernel launches): its launches (named by their kernels), copies,
 //      memsets and synchronizations across its threads, in call order
 //      (repeating_sequence.h);
+//   4a. under a capture spec, the step marks the shim sent where it counted
+//      steps live from the rhythm of the job's CUDA calls (NVTX marks in the
+//      domain kLiveRhythmDomain): the steps its windows were opened on,
+//      over the whole run, where CUDA records exist only inside windows;
 //   5. the intervals between consecutive starts of backward passes marked
 //      by gpuos-trace's own uprobe on the autograd engine (NVTX marks in
 //      the domain kBackwardUprobeDomain, record/torch_backward_probes.h),
@@ -115,6 +119,8 @@ struct StepPlan {
   // iterations left out and why; the anchor call, its count, mean interval
   // and CV; or why windows were used), for the report.
   std::string note;
+  // kApiRhythm from the shim's live marks (source 4a), not the trace's calls.
+  bool live_rhythm = false;
   // Set for kApiRhythm: the anchor call's name (suffixes stripped); for a
   // repeating sequence, the token each step starts with.
   std::string anchor_name;
@@ -179,6 +185,9 @@ class StepLocator {
   // The launching thread (the most kernel launches, then the most calls,
   // then the earliest first call), or nullptr without CUDA calls.
   const ThreadApi* LaunchingThread(uint64_t& key) const;
+  // Source 4a: steps between the shim's live rhythm marks, on the thread
+  // with the most; false when there are fewer than two.
+  bool LiveRhythmSteps(StepPlan& plan, const std::string& why);
   // Source 6 on `api`; false (with `detail`) when no call is regular.
   bool RhythmSteps(StepPlan& plan, const ThreadApi& api, const std::string& thread, const std::string& why,
                    const std::string& no_period, std::string& detail);
@@ -211,6 +220,9 @@ class StepLocator {
   // By (pid << 32 | tid).
   absl::flat_hash_map<uint64_t, std::vector<Range>> step_ranges_;
   absl::flat_hash_map<uint64_t, std::vector<Range>> optimizer_ranges_;
+  // The shim's live rhythm marks by thread, and the call they are named after.
+  absl::flat_hash_map<uint64_t, std::vector<uint64_t>> live_rhythm_marks_;
+  std::string live_rhythm_call_;
   absl::flat_hash_map<uint32_t, uint32_t> parent_;  // pid -> ppid
   // tid -> the comm with the latest timestamp.
   absl::flat_hash_map<uint32_t, std::pair<uint64_t, std::string>> comm_;

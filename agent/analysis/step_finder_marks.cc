@@ -1,7 +1,7 @@
-// The step locator's steps from backward marks (the Python hook's
+// The step locator's steps from marks: backward marks (the Python hook's
 // autograd.backward ranges, gpuos-trace's uprobe on the autograd engine),
-// grouped k at a time under gradient accumulation, and the steps from
-// marks that hold extra work; see step_finder.h.
+// grouped k at a time under gradient accumulation, the shim's live rhythm
+// marks, and the steps from marks that hold extra work; see step_finder.h.
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
@@ -172,6 +172,40 @@ void StepLocator::MarkExtraWork(StepPlan& plan) {
   const size_t marked =
       tokens.empty() ? MarkExtraCpuWorkSteps(plan.steps, CpuWork(plan)) : MarkExtraWorkSteps(plan.steps, tokens);
   if (marked > 0) NoteLeftOut(plan);
+}
+
+bool StepLocator::LiveRhythmSteps(StepPlan& plan, const std::string& why) {
+  const std::vector<uint64_t>* marks = nullptr;
+  uint64_t key = 0;
+  for (const auto& [k, times] : live_rhythm_marks_) {
+    if (marks == nullptr || times.size() > marks->size() || (times.size() == marks->size() && k < key)) {
+      marks = &times;
+      key = k;
+    }
+  }
+  if (marks == nullptr || marks->size() < 2) return false;
+  std::vector<uint64_t> ends = *marks;
+  std::sort(ends.begin(), ends.end());
+  ends.erase(std::unique(ends.begin(), ends.end()), ends.end());
+  plan.steps.clear();
+  for (size_t i = 1; i < ends.size(); ++i) {
+    StepWindow w;
+    w.index = i - 1;
+    w.start_ns = ends[i - 1];
+    w.end_ns = ends[i];
+    plan.steps.push_back(w);
+  }
+  if (plan.steps.empty()) return false;
+  plan.source = StepSource::kApiRhythm;
+  plan.live_rhythm = true;
+  plan.pid = static_cast<uint32_t>(key >> 32);
+  plan.tid = static_cast<uint32_t>(key);
+  plan.anchor_name = live_rhythm_call_;
+  plan.note = absl::StrFormat(
+      "%s; steps run from the return of one %s call to the next on thread %s, counted live in the job by the shim "
+      "(every capture window opens and closes on these steps): %d marks",
+      why, live_rhythm_call_, ThreadText(plan.tid), ends.size());
+  return true;
 }
 
 }  // namespace gpuos

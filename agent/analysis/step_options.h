@@ -30,6 +30,11 @@ inline constexpr char kDefaultBackwardRangeName[] = "autograd.backward";
 // backward pass, in any PyTorch job (C++ or Python, launched or attached,
 // with or without the Python hook).
 inline constexpr char kBackwardUprobeDomain[] = "gpuos.uprobe";
+// The NVTX domain of the step marks the shim sends where it counts steps
+// live from the rhythm of the job's CUDA calls, for capture windows in a
+// job with no step marks (cupti_shim/live_step_rhythm.h): one mark, named
+// after the call, at each step's end.
+inline constexpr char kLiveRhythmDomain[] = "gpuos.rhythm";
 
 struct StepOptions {
   std::string step_regex = kDefaultStepRegex;

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Capture windows on the GPU machine (issue #19, point 5):
   capture_check.py BIN_DIR [--model mlp] [--steps 1000] [--spec every=100,steps=5]
-                   [--finalize-gap 1] [--out DIR]
+                   [--finalize-gap 1] [--no-marks] [--out DIR]
 
 Runs bench/capture_workload.py (NVTX "step N" ranges, each ending with
 loss.item(), so a step's kernels finish inside it) four times:
@@ -21,6 +21,11 @@ and checks, on each capture run's trace (gpuos-trace dump):
      whose flush lands there, are counted apart);
   4. finalize run only: the shim's status says CUPTI was finalized between
      windows (not merely unsubscribed, and not refused).
+With --no-marks the job marks no steps (no NVTX ranges, traced with
+--no-python-hooks): the shim counts them live from the rhythm of its CUDA
+calls (cupti_shim/live_step_rhythm.h), CUPTI stays subscribed (no finalize
+run), and the capture run's report must take its steps from the shim's
+marks, with CUDA detail in exactly the windows' steps.
 Prints PASS/FAIL lines and the overhead table (median step ms and loss
 against untraced: full detail, capture windows, and outside windows only).
 """
@@ -109,11 +114,15 @@ def check_windows(trace, jsonl, steps_log, untraced_log, kpe, spec, verdict, lab
 
     # Step time outside windows against untraced.
     cap_steps = step_log(steps_log)
+    # The job's own steps that overlap a window, by time (the shim's step
+    # numbers are the job's only where the job marks them).
     in_window = set()
     after_window = set()
-    for _, _, first, last in windows:
-        in_window.update(range(first, last + 1))
-        after_window.update(range(last + 1, last + 3))
+    for start, end, _, _ in windows:
+        inside = [n for n, (s, e) in cap_steps.items() if s < end and e > start]
+        in_window.update(inside)
+        if inside:
+            after_window.update(range(max(inside) + 1, max(inside) + 3))
     outside = [(e - s) / 1e6 for n, (s, e) in cap_steps.items()
                if n >= 20 and n not in in_window and n not in after_window]
     after = [(e - s) / 1e6 for n, (s, e) in cap_steps.items() if n >= 20 and n in after_window]
@@ -125,6 +134,23 @@ def check_windows(trace, jsonl, steps_log, untraced_log, kpe, spec, verdict, lab
     return out_med, (statistics.median(after) if after else None), events, pid
 
 
+def check_live_rhythm_report(trace, path, verdict):
+    """--no-marks: the report's steps are the shim's live count, and the
+    steps with CUDA detail are exactly the windows' steps."""
+    with open(path, "w") as out:
+        subprocess.run([TRACE, "report", trace, "--format", "json"], stdout=out, check=True, timeout=300)
+    report = json.load(open(path))
+    analysis = report.get("step_analysis", {})
+    source, note = analysis.get("source", ""), analysis.get("note", "")
+    verdict(source == "cuda_api_rhythm" and "counted live in the job by the shim" in note,
+            "report steps from the shim's live count (source %s; %s)" % (source, note[:160]))
+    windows = report.get("capture", {}).get("windows", [])
+    window_steps = sum(w["last_step"] - w["first_step"] + 1 for w in windows if w.get("first_step", -1) >= 0)
+    detail = sum(1 for s in report.get("steps", []) if s.get("cuda_detail"))
+    verdict(window_steps > 0 and detail == window_steps,
+            "report: %d steps with CUDA detail, %d in the %d windows" % (detail, window_steps, len(windows)))
+
+
 def main():
     global TRACE
     parser = argparse.ArgumentParser()
@@ -134,12 +160,19 @@ def main():
     parser.add_argument("--spec", default="every=100,steps=5")
     parser.add_argument("--finalize-gap", default="1",
                         help="GPUOS_CAPTURE_FINALIZE_GAP of the finalize run; off: no such run")
+    parser.add_argument("--no-marks", action="store_true",
+                        help="a job that marks no steps: the shim counts them from its CUDA calls")
     parser.add_argument("--out", default=os.environ.get("OUT") or tempfile.mkdtemp(prefix="gpuos-capture-"))
     args = parser.parse_args()
     TRACE = os.path.join(args.bin_dir, "gpuos-trace")
     os.makedirs(args.out, exist_ok=True)
     o = lambda name: os.path.join(args.out, name)
     job = ["python3", WORKLOAD, "--model", args.model, "--steps", str(args.steps)]
+    traced_job = [TRACE, "-q"]
+    if args.no_marks:
+        job.append("--no-marks")
+        traced_job.append("--no-python-hooks")
+        args.finalize_gap = "off"  # nothing without CUPTI would count the steps
     failures = 0
 
     def verdict(ok, what):
@@ -148,15 +181,15 @@ def main():
         print("%s %s" % ("PASS" if ok else "FAIL", what))
 
     untraced = run(job + ["--log-steps", o("untraced.steps")], o("untraced.stderr"))
-    full = run([TRACE, "-q", "-o", o("full.gpuos"), "--"] + job + ["--log-steps", o("full.steps")],
+    full = run(traced_job + ["-o", o("full.gpuos"), "--"] + job + ["--log-steps", o("full.steps")],
                o("full.stderr"))
     # CUPTI subscribed all along, device kinds switched at window edges.
-    capture = run([TRACE, "-q", "--capture", args.spec, "-o", o("capture.gpuos"), "--"] + job +
+    capture = run(traced_job + ["--capture", args.spec, "-o", o("capture.gpuos"), "--"] + job +
                   ["--log-steps", o("capture.steps")], o("capture.stderr"),
                   env={"GPUOS_CAPTURE_FINALIZE_GAP": "off"})
     finalize = None
     if args.finalize_gap != "off":
-        finalize = run([TRACE, "-q", "--capture", args.spec, "-o", o("finalize.gpuos"), "--"] + job +
+        finalize = run(traced_job + ["--capture", args.spec, "-o", o("finalize.gpuos"), "--"] + job +
                        ["--log-steps", o("finalize.steps")], o("finalize.stderr"),
                        env={"GPUOS_CAPTURE_FINALIZE_GAP": args.finalize_gap})
 
@@ -175,6 +208,8 @@ def main():
 
     out_med, after_med, _, _ = check_windows(o("capture.gpuos"), o("capture.jsonl"), o("capture.steps"),
                                              o("untraced.steps"), kpe, args.spec, verdict, "")
+    if args.no_marks:
+        check_live_rhythm_report(o("capture.gpuos"), o("capture_report.json"), verdict)
     if finalize is not None:
         label = "finalize: "
         fin_out, fin_after, fin_events, fin_pid = check_windows(

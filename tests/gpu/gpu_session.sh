@@ -6,10 +6,12 @@
 # comma list of: probe, known, known-cupti-clock, known-api-callbacks,
 # cuda-records, torch, coexist, overhead, per-kernel-cost, cupti-levers,
 # cupti-overhead-records, os-overhead, os-attach-overhead, attach,
-# ranks, trace-processor, suite, corpus, scenarios, capture, always-on
+# ranks, trace-processor, suite, corpus, scenarios, capture, capture-rhythm,
+# always-on
 # (default: all but known-cupti-clock, known-api-callbacks, per-kernel-cost,
 # cupti-levers, cupti-overhead-records, os-overhead, os-attach-overhead,
-# trace-processor, suite, corpus, scenarios, capture and always-on).
+# trace-processor, suite, corpus, scenarios, capture, capture-rhythm and
+# always-on).
 # ranks: two_rank_gloo.sh (2 gloo DDP ranks on the GPU, per rank).
 # scenarios: the seeds' scenario tables with sweep/compare
 # (tests/gpu/scenario_tables.sh; ~6 minutes; tables in scenarios/).
@@ -17,7 +19,9 @@
 # windows, exactly kernels per step x window steps; step time outside
 # windows vs untraced; the overhead table).  always-on:
 # bench/always_on_overhead.sh (untraced, --always-on, torch.profiler of the
-# same duty cycle, runs of 20 s; GPUOS_ALWAYS_ON_ROUNDS, default 5).  Each about 4-7 minutes.
+# same duty cycle, runs of 20 s; GPUOS_ALWAYS_ON_ROUNDS, default 5).
+# capture-rhythm: capture_check.py --no-marks (a job with no step marks: the
+# shim counts steps from its CUDA calls' rhythm).  Each about 4-7 minutes.
 # corpus: tests/corpus/check_corpus.py --profile gpu (the un-annotated
 # scripts of workloads/corpus/ and gpuos-trainer, launched, un-annotated
 # and attached; one row per run).  GPUOS_CORPUS_ONLY=REGEX picks scripts,
@@ -281,6 +285,20 @@ if want capture; then
     esac
   done <"$OUT/capture.log"
   grep -q "^FAIL\|^PASS" "$OUT/capture.log" || row "capture windows" FAIL "no result (see capture.log)"
+fi
+
+if want capture-rhythm; then
+  # Issue #19: windows in a job that marks no steps, counted by the shim
+  # from the rhythm of its CUDA calls (no NVTX, --no-python-hooks).
+  echo "== capture windows, steps from the CUDA calls' rhythm"
+  OUT="$OUT/capture-rhythm" timeout 400 python3 "$HERE/capture_check.py" "$BIN_DIR" --no-marks 2>&1 |
+    tee "$OUT/capture-rhythm.log" | tail -16
+  while IFS= read -r line; do
+    case "$line" in
+      PASS*|FAIL*) row "rhythm ${line:5:28}" "${line%% *}" "${line:5}" ;;
+    esac
+  done <"$OUT/capture-rhythm.log"
+  grep -q "^FAIL\|^PASS" "$OUT/capture-rhythm.log" || row "capture rhythm" FAIL "no result (see capture-rhythm.log)"
 fi
 
 if want always-on; then

@@ -152,6 +152,48 @@ TEST(CaptureDetail, AStepSpecWithNoWindowInAJobWithoutStepMarksSaysWhy) {
   EXPECT_TRUE(Analyze(Steps(true), "steps=10..14").capture.note.empty());
 }
 
+// The shim's marks where it counted steps from the rhythm of the job's
+// CUDA calls (a job with no step marks): one at each step's end, named
+// after the call, on the loop's thread.
+v1::Event RhythmMark(uint64_t ts) {
+  v1::Event e = Ev(ts);
+  e.mutable_nvtx_mark()->set_domain(kLiveRhythmDomain);
+  e.mutable_nvtx_mark()->set_name("cuStreamSynchronize");
+  return e;
+}
+
+TEST(CaptureDetail, StepsCountedLiveFromTheCallsRhythmAreTheReportsSteps) {
+  // No step ranges: the steps are the marks', and the window the shim
+  // opened on them covers exactly steps 10..14, whatever the kernel
+  // records (inside the window only) would suggest.
+  std::vector<v1::Event> events;
+  for (const v1::Event& e : Steps(true)) {
+    if (!e.has_nvtx_range()) events.push_back(e);
+  }
+  for (uint64_t i = 0; i <= 30; ++i) events.push_back(RhythmMark(kT0 + i * kStep));
+  StepAnalysis a = Analyze(events, "steps=10..14");
+  ASSERT_EQ(a.steps.size(), 30u);
+  EXPECT_EQ(a.source, StepSource::kApiRhythm);
+  EXPECT_NE(a.note.find("counted live in the job by the shim"), std::string::npos) << a.note;
+  for (const StepRecord& s : a.steps) {
+    EXPECT_EQ(s.start_ns, kT0 + s.index * kStep);
+    EXPECT_EQ(s.cuda_detail, s.index >= 10 && s.index <= 14) << s.index;
+  }
+  ASSERT_EQ(a.capture.windows.size(), 1u);
+  EXPECT_EQ(a.capture.windows[0].first_step, 10);
+  EXPECT_EQ(a.capture.windows[0].last_step, 14);
+  EXPECT_TRUE(a.capture.note.empty()) << a.capture.note;
+
+  // The marks came, but only after the asked steps (the count is known from
+  // the 17th step on): the note says so.
+  std::vector<v1::Event> late;
+  for (const v1::Event& e : events) {
+    if (!e.has_capture_window()) late.push_back(e);
+  }
+  StepAnalysis b = Analyze(late, "steps=10..14");
+  EXPECT_NE(b.capture.note.find("had passed before the shim knew the steps"), std::string::npos) << b.capture.note;
+}
+
 TEST(CaptureDetail, ReportsSayWhichStepsHaveDetail) {
   StepAnalysis a = Analyze(Steps(true), "steps=10..14");
   Diagnosis d = Diagnose(a);
