@@ -145,7 +145,10 @@ def check_live_rhythm_report(trace, path, verdict):
     verdict(source == "cuda_api_rhythm" and "counted live in the job by the shim" in note,
             "report steps from the shim's live count (source %s; %s)" % (source, note[:160]))
     windows = report.get("capture", {}).get("windows", [])
-    window_steps = sum(w["last_step"] - w["first_step"] + 1 for w in windows if w.get("first_step", -1) >= 0)
+    # A window the job's exit left open holds no step (last_step null).
+    window_steps = sum(w["last_step"] - w["first_step"] + 1 for w in windows
+                       if w.get("first_step") is not None and w.get("last_step") is not None
+                       and w["first_step"] >= 0 and w["last_step"] >= w["first_step"])
     detail = sum(1 for s in report.get("steps", []) if s.get("cuda_detail"))
     verdict(window_steps > 0 and detail == window_steps,
             "report: %d steps with CUDA detail, %d in the %d windows" % (detail, window_steps, len(windows)))
