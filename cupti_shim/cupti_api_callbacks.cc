@@ -33,7 +33,7 @@ constexpr size_t kApiRingRecords = size_t{1} << 15;
 // not timed, like one with no entry.
 constexpr uint64_t kEnteredMark = uint64_t{1} << 63;
 void TimeApiCall(State& s, bool driver, CUpti_CallbackId cbid, const CUpti_CallbackData& call) {
-  if (!IsTracedApi(s, driver, cbid)) return;
+  if (!IsTracedApi(s, driver, cbid) || s.api_timing_gated_off.load(std::memory_order_relaxed)) return;
   if (call.callbackSite == CUPTI_API_ENTER) {
     *call.correlationData = MonotonicNs() | kEnteredMark;
     return;
@@ -313,6 +313,7 @@ void SwitchGatedApiCallbacksLocked(bool on) {
   State& s = S();
   if (s.gated_api_callbacks.empty()) return;
   if (on) s.api_callbacks_on_ns.store(MonotonicNs(), std::memory_order_release);
+  s.api_timing_gated_off.store(!on, std::memory_order_relaxed);
   CUptiResult failed = CUPTI_SUCCESS;
   for (const auto& [domain, cbid] : s.gated_api_callbacks) {
     const CUptiResult result = s.api->EnableCallback(on ? 1 : 0, s.subscriber, domain, cbid);

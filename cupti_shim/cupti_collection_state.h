@@ -146,6 +146,9 @@ struct State {
   // When they were last switched on (CLOCK_MONOTONIC ns): a call whose
   // entry came before that is not timed (cupti_api_callbacks.cc).
   std::atomic<uint64_t> api_callbacks_on_ns{0};
+  // Set while those are switched off: the callbacks that stay on outside
+  // windows for other reasons (graph calls, the steps' rhythm) time nothing.
+  std::atomic<bool> api_timing_gated_off{false};
 };
 
 // Never destroyed: CUPTI and our thread may still use it while static

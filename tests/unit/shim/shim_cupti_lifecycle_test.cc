@@ -17,6 +17,8 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <time.h>
+
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
@@ -264,6 +266,29 @@ TEST(CuptiLifecycle, ApiRecordsNeedNoPerCallCallbacks) {
   }
 }
 
+TEST(CuptiLifecycle, StepsFromTheCallsRhythmOpenWindowsInAJobWithoutMarks) {
+  // No NVTX step ranges: one cuStreamSynchronize every 20 ms.  The shim
+  // knows the rhythm at the 17th call (16 regular intervals), which begins
+  // step 16; from there every=10,steps=2 wants steps 20-21, 30-31, 40-41.
+  // CUPTI stays subscribed (nothing else would count the steps).
+  const Outcome got = RunChild("GPUOS_CAPTURE=every=10,steps=2 FAKE_RHYTHM_PERIOD_MS=20");
+  ASSERT_EQ(got.steps.size(), static_cast<size_t>(kSteps)) << got.output;
+  for (int step = 0; step < kSteps; ++step) {
+    const bool window = step >= 16 && InWindow(step);
+    EXPECT_EQ(got.steps.at(step), window ? "kernels=1 subscribed=1" : "kernels=0 subscribed=1")
+        << "step " << step << "\n" << got.output;
+  }
+  EXPECT_EQ(got.finalizes, 0) << got.output;
+  // With NVTX step ranges as well, the marks count and the rhythm does not:
+  // windows from step 0 on (InWindow alone).
+  const Outcome marked = RunChild("GPUOS_CAPTURE=every=10,steps=2 FAKE_RHYTHM_PERIOD_MS=20 FAKE_RHYTHM_MARKS=1");
+  ASSERT_EQ(marked.steps.size(), static_cast<size_t>(kSteps)) << marked.output;
+  for (int step = 0; step < kSteps; ++step) {
+    EXPECT_EQ(marked.steps.at(step), InWindow(step) ? "kernels=1 subscribed=1" : "kernels=0 subscribed=1")
+        << "step " << step << "\n" << marked.output;
+  }
+}
+
 void CUPTIAPI OtherClientCallback(void*, CUpti_CallbackDomain, CUpti_CallbackId, const void*) {}
 
 // The child: CUDA "initializes" (the driver calls InitializeInjection),
@@ -290,6 +315,13 @@ TEST(CuptiLifecycleChild, Steps) {
   if (const char* steps = getenv("FAKE_GRAPH_CAPTURE_STEPS")) {
     sscanf(steps, "%d,%d", &capture_begin, &capture_end);
   }
+  // FAKE_RHYTHM_PERIOD_MS: a synchronize every that many ms, on an absolute
+  // schedule (so that a late wake-up does not shift the ones after), and no
+  // NVTX step ranges unless FAKE_RHYTHM_MARKS is set.
+  auto stream_sync = reinterpret_cast<int (*)(void*)>(dlsym(fake, "cuStreamSynchronize"));
+  const char* period_text = getenv("FAKE_RHYTHM_PERIOD_MS");
+  const uint64_t period_ns = period_text != nullptr ? strtoull(period_text, nullptr, 10) * 1000000 : 0;
+  const bool ranges = period_ns == 0 || getenv("FAKE_RHYTHM_MARKS") != nullptr;
   std::string status;
   if (attach != nullptr) {
     ASSERT_TRUE(StartCuptiForAttach(&status)) << status;
@@ -298,11 +330,19 @@ TEST(CuptiLifecycleChild, Steps) {
   }
   ASSERT_TRUE(CuptiActivityActive());
   const uint32_t tid = CurrentTid();
+  const uint64_t start_ns = MonotonicNs();
   for (int step = 0; step < kSteps; ++step) {
     const std::string name = "step " + std::to_string(step);
-    CaptureOnRangeBegin("", name, MonotonicNs(), tid);
+    if (ranges) CaptureOnRangeBegin("", name, MonotonicNs(), tid);
     void* context = nullptr;
     driver_call(&context);
+    if (period_ns != 0) {
+      const uint64_t due = start_ns + (step + 1) * period_ns;
+      timespec at{static_cast<time_t>(due / 1000000000), static_cast<long>(due % 1000000000)};
+      while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &at, nullptr) != 0) {
+      }
+      stream_sync(nullptr);
+    }
     if (step == graph_step) graph_launch();
     if (step == capture_begin) begin_capture();
     if (step == capture_end) end_capture();
@@ -324,7 +364,7 @@ TEST(CuptiLifecycleChild, Steps) {
            callback_on(CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING),
            callback_on(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaDeviceReset_v3020),
            callback_on(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_v2));
-    CaptureOnRangeEnd("", name, MonotonicNs(), tid);
+    if (ranges) CaptureOnRangeEnd("", name, MonotonicNs(), tid);
   }
   printf("counts %d %d\n", subscribes(), finalizes());
   fflush(stdout);

@@ -91,6 +91,7 @@ CUptiResult cuptiGetCallbackName(CUpti_CallbackDomain domain, uint32_t cbid, con
        "cudaDeviceReset_v3020"},
       {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, "cuLaunchKernel"},
       {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuCtxGetCurrent, "cuCtxGetCurrent"},
+      {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize, "cuStreamSynchronize"},
       {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_v2,
        "cuStreamBeginCapture_v2"},
   };
@@ -202,6 +203,12 @@ CUptiResult cuptiGetTimestamp(uint64_t* timestamp) {
 CUresult cuCtxGetCurrent(CUcontext* context) {
   *context = nullptr;
   ApiCall(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuCtxGetCurrent, 0);
+  return CUDA_SUCCESS;
+}
+
+// A stream synchronize, as a training loop makes once a step (loss.item()).
+CUresult cuStreamSynchronize(CUstream) {
+  ApiCall(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize, 0);
   return CUDA_SUCCESS;
 }
 
