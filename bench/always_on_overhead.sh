@@ -28,6 +28,9 @@
 # set it to see what switching those callbacks off between windows saves.
 # always-on-subscribed runs --always-on with GPUOS_CAPTURE_FINALIZE_GAP=off
 # (CUPTI stays subscribed between windows, its device kinds off).
+# ALWAYS_ON_PIN=CPULIST runs every variant's job under taskset -c CPULIST
+# (the same cores each run: a process's placement is one source of the
+# spread between runs).
 # ALWAYS_ON_VARIANTS picks variants (default "untraced os-only always-on
 # always-on-subscribed profiler", which fits one 10-minute call).
 set -u
@@ -65,6 +68,7 @@ length_for() {
 run() {  # run VARIANT WORKLOAD
   local variant=$1 workload=$2 line
   local cmd=(python3 "$WORKLOAD" --model "$workload" $(length_for "$workload"))
+  [ -n "${ALWAYS_ON_PIN:-}" ] && cmd=(taskset -c "$ALWAYS_ON_PIN" "${cmd[@]}")
   case $variant in
     untraced) line=$("${cmd[@]}" 2>>"$OUT/stderr.log" | tail -1) ;;
     default) line=$("$TRACE" -q -o "$OUT/$workload.default.gpuos" -- "${cmd[@]}" 2>>"$OUT/stderr.log" | tail -1) ;;
@@ -112,7 +116,7 @@ for round in $(seq "$ROUNDS"); do
   done
 done
 
-python3 - "$RESULTS" "${SPEC:-$PRESET (--always-on)}; runs ${ALWAYS_ON_SECONDS:-of fixed steps}${ALWAYS_ON_SECONDS:+ s}" "${ALWAYS_ON_FINALIZE_GAP:-1}" \
+python3 - "$RESULTS" "${SPEC:-$PRESET (--always-on)}; runs ${ALWAYS_ON_SECONDS:-of fixed steps}${ALWAYS_ON_SECONDS:+ s}${ALWAYS_ON_PIN:+; jobs pinned to CPUs $ALWAYS_ON_PIN}" "${ALWAYS_ON_FINALIZE_GAP:-1}" \
   "${GPUOS_CUPTI_API_TIMING:-records}" <<'PY'
 import json, statistics, sys
 runs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]

@@ -72,7 +72,7 @@ void SendEdge(const CaptureEdge& edge, uint64_t ts_ns) {
   payload.Uint(field::kCaptureEdge, edge.kind == CaptureEdge::kOpen ? 1 : 2);
   payload.Int(field::kCaptureStep, edge.step);
   payload.Text(field::kCaptureReason, edge.reason);
-  SubmitEvent(EncodeEvent(ts_ns, static_cast<uint32_t>(getpid()), CurrentTid(), field::kEventCaptureWindow,
+  SubmitEvent(EncodeEvent(ts_ns, CurrentPid(), CurrentTid(), field::kEventCaptureWindow,
                           payload));
 }
 
@@ -256,7 +256,7 @@ void SendRhythmMark(std::string_view call_name, uint32_t tid, uint64_t ts_ns) {
   ProtoWriter payload;
   payload.Text(field::kNvtxMarkName, call_name);
   payload.Text(field::kNvtxMarkDomain, kRhythmDomain);
-  SubmitEvent(EncodeEvent(ts_ns, static_cast<uint32_t>(getpid()), tid, field::kEventNvtxMark, payload));
+  SubmitEvent(EncodeEvent(ts_ns, CurrentPid(), tid, field::kEventNvtxMark, payload));
 }
 
 // The capture lock within 2 ms, or not at all.

@@ -98,7 +98,7 @@ void ParserLeaveCupti() { S().parser_in_cupti = false; }
 RecordEncodeContext ApiNamingContext() {
   State& s = S();
   RecordEncodeContext context;
-  context.pid = static_cast<uint32_t>(getpid());
+  context.pid = CurrentPid();
   context.api_name = [&s](bool driver, uint32_t cbid) -> std::string_view {
     const std::vector<std::string>& names = driver ? s.driver_names : s.runtime_names;
     return cbid < names.size() ? std::string_view(names[cbid]) : std::string_view();

@@ -79,6 +79,7 @@ Channel& TheChannel() {
 uint64_t NowMs() { return MonotonicNs() / 1'000'000; }
 
 thread_local uint32_t t_tid = 0;
+std::atomic<uint32_t> g_pid{0};
 
 // A connected SOCK_SEQPACKET socket to `path`, or -1 (errno set).
 int ConnectTo(const std::string& path) {
@@ -136,7 +137,7 @@ std::string EncodeStats(Channel& ch) {
     stats.Text(field::kStatsCuptiStatus, ch.status_prefix + ch.cupti_status);
   }
   stats.Bool(field::kStatsNvtxActive, ch.nvtx_active.load());
-  return EncodeEvent(MonotonicNs(), static_cast<uint32_t>(getpid()), CurrentTid(),
+  return EncodeEvent(MonotonicNs(), CurrentPid(), CurrentTid(),
                      field::kEventShimStats, stats);
 }
 
@@ -266,6 +267,7 @@ void ChannelForkChild() {
     ch.status_prefix.clear();
   }
   t_tid = 0;
+  g_pid = 0;
   ch.status_mu.unlock();
   ch.mu.unlock();
   ch.send_mu.unlock();
@@ -290,6 +292,16 @@ bool LaunchMode() { return TheChannel().launch; }
 uint32_t CurrentTid() {
   if (t_tid == 0) t_tid = static_cast<uint32_t>(syscall(SYS_gettid));
   return t_tid;
+}
+
+uint32_t CurrentPid() {
+  uint32_t pid = g_pid.load(std::memory_order_relaxed);
+  if (pid == 0) {
+    EnsureRegistered();  // the fork handler that forgets it in a child
+    pid = static_cast<uint32_t>(getpid());
+    g_pid.store(pid, std::memory_order_relaxed);
+  }
+  return pid;
 }
 
 uint64_t MonotonicNs() {

@@ -58,6 +58,9 @@ uint64_t CloseChannel();
 
 // Thread id of the caller (gettid), cached per thread.
 uint32_t CurrentTid();
+// This process's id, cached (a fork child reads its own): getpid() is a
+// system call in glibc, and every event carries the pid.
+uint32_t CurrentPid();
 // CLOCK_MONOTONIC now, in ns: the clock of every event.
 uint64_t MonotonicNs();
 

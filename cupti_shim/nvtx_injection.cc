@@ -131,7 +131,7 @@ void EmitRange(const OpenRange& range, uint64_t end_ns, uint32_t start_tid, uint
   if (end_tid != start_tid) payload.Uint(field::kNvtxRangeEndTid, end_tid);
   payload.Uint(field::kNvtxRangeColor, range.attributes.color);
   payload.Uint(field::kNvtxRangeCategory, range.attributes.category);
-  SubmitEvent(EncodeEvent(range.start_ns, static_cast<uint32_t>(getpid()), start_tid,
+  SubmitEvent(EncodeEvent(range.start_ns, CurrentPid(), start_tid,
                           field::kEventNvtxRange, payload));
 }
 
@@ -142,7 +142,7 @@ void Mark(nvtxDomainHandle_t domain, MakeAttributes make) {
   ProtoWriter payload;
   payload.Text(field::kNvtxMarkName, attributes.name);
   payload.Text(field::kNvtxMarkDomain, DomainName(domain));
-  SubmitEvent(EncodeEvent(MonotonicNs(), static_cast<uint32_t>(getpid()), CurrentTid(),
+  SubmitEvent(EncodeEvent(MonotonicNs(), CurrentPid(), CurrentTid(),
                           field::kEventNvtxMark, payload));
 }
 
