@@ -77,6 +77,13 @@ LiveStepRhythm::Outcome LiveStepRhythm::Add(uint32_t tid, uint32_t call, uint64_
   s->ends.push_back(end_ns);
   const size_t keep = LearningCalls(options_.max_calls_per_step);
   if (s->ends.size() > 2 * keep) s->ends.erase(s->ends.begin(), s->ends.end() - keep);
+  // Nothing to judge yet, or calls too dense for any k (their mean spacing
+  // under min_interval_ns / max_calls_per_step): skipped without a sort or
+  // an allocation, since such a call may come thousands of times a second.
+  const size_t first_window = LearningCalls(1);
+  if (s->ends.size() < first_window) return out;
+  const uint64_t span = s->ends.back() - s->ends[s->ends.size() - first_window];
+  if (span * options_.max_calls_per_step < options_.min_interval_ns * (first_window - 1)) return out;
   std::vector<uint64_t> anchors;
   for (uint32_t k = 1; k <= options_.max_calls_per_step; ++k) {
     // k > 1 only where single calls bunch up (irregular one by one): calls
