@@ -62,10 +62,29 @@ Capture& C() {
   return *capture;
 }
 
-// Never called with C().mu held by another thread in the child: the fork
-// handlers hold it across fork().
-void CaptureForkPrepare() { C().mu.lock(); }
-void CaptureForkRelease() { C().mu.unlock(); }
+// The live count, apart from Capture: fed from CUPTI's callbacks, which
+// must never wait on the capture lock for long (its holder may be calling
+// into CUPTI).
+struct Rhythm {
+  std::mutex mu;
+  gpuos_capture::LiveStepRhythm count;
+};
+Rhythm& R() {
+  static Rhythm* rhythm = new Rhythm();
+  return *rhythm;
+}
+
+// Never called with C().mu or R().mu held by another thread in the child:
+// the fork handlers hold both across fork() (never held together
+// elsewhere).
+void CaptureForkPrepare() {
+  C().mu.lock();
+  R().mu.lock();
+}
+void CaptureForkRelease() {
+  R().mu.unlock();
+  C().mu.unlock();
+}
 
 void SendEdge(const CaptureEdge& edge, uint64_t ts_ns) {
   ProtoWriter payload;
@@ -238,18 +257,6 @@ void OnStepEnd(Capture& c, uint64_t ts_ns) {
   // A gap that began far (the start, before the first window) or that a
   // step's length now shows is far.
   if (edge.kind == CaptureEdge::kNone) SuspendIfGapIsFar(c);
-}
-
-// The live count, apart from Capture: fed from CUPTI's callbacks, which
-// must never wait on the capture lock for long (its holder may be calling
-// into CUPTI).
-struct Rhythm {
-  std::mutex mu;
-  gpuos_capture::LiveStepRhythm count;
-};
-Rhythm& R() {
-  static Rhythm* rhythm = new Rhythm();
-  return *rhythm;
 }
 
 void SendRhythmMark(std::string_view call_name, uint32_t tid, uint64_t ts_ns) {
