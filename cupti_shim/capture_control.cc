@@ -37,7 +37,8 @@ constexpr std::string_view kRhythmDomain = "gpuos.rhythm";
 
 struct Capture {
   // Guards everything below, and serializes edges with the CUPTI switch
-  // they make (CUPTI's callbacks into the shim never take it).
+  // they make (CUPTI's callbacks into the shim only try it, for 2 ms at
+  // most: CaptureOnStepCallReturn).
   std::mutex mu;
   CaptureWindows* windows = nullptr;  // null: no spec
   bool from_request = false;          // set by "capture <spec>", not GPUOS_CAPTURE
@@ -56,6 +57,10 @@ struct Capture {
 std::atomic<int> g_state{0};
 // Set once the job marks steps itself: the calls' rhythm is not needed.
 std::atomic<bool> g_rhythm_unused{false};
+// Whether the spec in force counts steps from the calls' rhythm where the
+// job marks none: one not driven by the timer (time-driven ones take CUPTI
+// out between windows, and fall back to time windows there).
+std::atomic<bool> g_rhythm_wanted{false};
 
 Capture& C() {
   static Capture* capture = new Capture();
@@ -163,6 +168,15 @@ void Apply(const CaptureEdge& edge, uint64_t ts_ns) {
   }
 }
 
+// The job marks steps itself (called with C().mu held): the calls' rhythm
+// is not needed, nor the callbacks that feed it.
+void MarksCountSteps() {
+  if (g_rhythm_unused.exchange(true)) return;
+#ifdef GPUOS_SHIM_HAS_CUPTI
+  SetStepCallCallbacks(false);
+#endif
+}
+
 void TimerLoop(uint64_t generation);
 
 // Called with C().mu held.  No spec: detail all the time.
@@ -184,6 +198,17 @@ void InstallSpec(const CaptureSpec* spec, bool from_request) {
   c.armed_ns = MonotonicNs();
   ++c.generation;
   g_state.store(spec != nullptr ? 2 : 1, std::memory_order_release);
+  // A new spec counts from scratch: its steps are learned again.
+  const bool rhythm = spec != nullptr && !spec->TimerDriven();
+  {
+    std::lock_guard<std::mutex> lock(R().mu);
+    R().count = gpuos_capture::LiveStepRhythm();
+  }
+  c.rhythm_steps = false;
+  g_rhythm_wanted.store(rhythm, std::memory_order_relaxed);
+#ifdef GPUOS_SHIM_HAS_CUPTI
+  SetStepCallCallbacks(rhythm && !g_rhythm_unused.load());
+#endif
   if (spec != nullptr && spec->TimerDriven()) {
     // The job's signals stay with the job's threads.
     sigset_t all, previous;
@@ -279,7 +304,7 @@ bool LockBriefly(std::mutex& mu) {
 }  // namespace
 
 void CaptureOnStepCallReturn(uint32_t call_id, std::string_view call_name, uint32_t tid, uint64_t end_ns) {
-  if (g_rhythm_unused.load(std::memory_order_relaxed) || !InUse()) return;
+  if (g_rhythm_unused.load(std::memory_order_relaxed) || !g_rhythm_wanted.load(std::memory_order_relaxed)) return;
   gpuos_capture::LiveStepRhythm::Outcome outcome;
   {
     Rhythm& r = R();
@@ -305,6 +330,10 @@ void CaptureOnStepCallReturn(uint32_t call_id, std::string_view call_name, uint3
 
 bool CaptureWindowsInUse() { return InUse(); }
 
+bool CaptureCountsCallRhythm() {
+  return g_rhythm_wanted.load(std::memory_order_relaxed) && !g_rhythm_unused.load(std::memory_order_relaxed);
+}
+
 bool CaptureDetailWanted() {
   if (!InUse()) return true;
   // Under the lock: a "capture" request replaces (deletes) c.windows.
@@ -323,7 +352,7 @@ void CaptureOnRangeBegin(std::string_view domain, std::string_view name, uint64_
   if (c.step_tid == 0) c.step_tid = tid;
   if (tid != c.step_tid) return;
   c.nvtx_steps = true;
-  g_rhythm_unused.store(true, std::memory_order_relaxed);
+  MarksCountSteps();
   OnStepBegin(c, gpuos_capture::StepNumber(name), ts_ns);
 }
 
@@ -341,7 +370,7 @@ void CaptureOnRangeEnd(std::string_view domain, std::string_view name, uint64_t 
     if (c.python_step_open) OnStepEnd(c, ts_ns);
     OnStepBegin(c, -1, ts_ns);
     c.python_step_open = true;
-    g_rhythm_unused.store(true, std::memory_order_relaxed);
+    MarksCountSteps();
     return;
   }
   if (gpuos_capture::IsStepRangeName(name) && tid == c.step_tid) OnStepEnd(c, ts_ns);

@@ -60,6 +60,10 @@ void CaptureOnRangeEnd(std::string_view domain, std::string_view name, uint64_t 
 // blocks for long: where the capture lock is busy past 2 ms the edge waits
 // for the next step.
 void CaptureOnStepCallReturn(uint32_t call_id, std::string_view call_name, uint32_t tid, uint64_t end_ns);
+// Whether those calls are wanted now (a spec that counts steps that way,
+// in a job that has marked none so far): one atomic load, so that CUPTI's
+// start can ask with the capture lock held.
+bool CaptureCountsCallRhythm();
 
 // The control socket's "capture <argument>": a spec to use from now on, or
 // a number of steps to capture next.  Returns the reply ("capture ..." or

@@ -281,4 +281,11 @@ void SetDeviceActivityEnabled(bool enabled) {
   if (!enabled) RequestFlushFromCallback();
 }
 
+void SetStepCallCallbacks(bool on) {
+  State& s = S();
+  if (InForkChild() || !s.active.load()) return;
+  std::lock_guard<std::mutex> lock(s.device_mu);
+  SwitchStepCallCallbacks(*s.api, on);
+}
+
 }  // namespace gpuos_shim

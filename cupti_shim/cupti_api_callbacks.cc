@@ -120,7 +120,7 @@ bool StaysOnOutsideWindows(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
            OneOf(kRuntimeGraphLaunches, cbid);
   }
   return OneOf(kDriverCaptureBegins, cbid) || OneOf(kDriverCaptureEnds, cbid) ||
-         OneOf(kDriverGraphLaunches, cbid) || OneOf(kDriverStepCalls, cbid);
+         OneOf(kDriverGraphLaunches, cbid) || (OneOf(kDriverStepCalls, cbid) && CaptureCountsCallRhythm());
 }
 
 // GPUOS_CAPTURE_API_CALLBACKS=always: the timing callbacks stay on outside
@@ -253,10 +253,12 @@ void EnableGraphCallbacks(const CuptiApi& api) {
   }
 }
 
-void EnableStepCallCallbacks(const CuptiApi& api) {
+void SwitchStepCallCallbacks(const CuptiApi& api, bool on) {
   State& s = S();
   for (CUpti_CallbackId cbid : kDriverStepCalls) {
-    api.EnableCallback(1, s.subscriber, CUPTI_CB_DOMAIN_DRIVER_API, cbid);
+    // A graph launch's callback stays: the finalize safety needs it.
+    if (!on && OneOf(kDriverGraphLaunches, cbid)) continue;
+    api.EnableCallback(on ? 1 : 0, s.subscriber, CUPTI_CB_DOMAIN_DRIVER_API, cbid);
   }
 }
 
@@ -283,6 +285,7 @@ bool EnableApiCallbacks(const CuptiApi& api, bool want_runtime, bool want_driver
     return true;
   };
   s.api_by_callbacks = true;
+  s.api_timing_gated_off = false;
   s.api_callbacks_on_ns.store(MonotonicNs(), std::memory_order_release);
   const bool all_on =
       (!want_runtime || enable_domain(CUPTI_CB_DOMAIN_RUNTIME_API, s.runtime_traced)) &&

@@ -39,9 +39,9 @@ void EnableTeardownCallbacks(const CuptiApi& api);
 // once a graph has run (State's counts and graphs_launched).
 void EnableGraphCallbacks(const CuptiApi& api);
 // The calls whose rhythm counts steps for capture windows in a job with no
-// step marks (capture_control.h): on whenever CUPTI is subscribed, a few
-// calls a step; they do nothing without a capture spec.
-void EnableStepCallCallbacks(const CuptiApi& api);
+// step marks (capture_control.h): on while a spec that counts steps that way
+// is in force (CaptureCountsCallRhythm), a few calls a step.
+void SwitchStepCallCallbacks(const CuptiApi& api, bool on);
 
 // Turns on our entry/exit callbacks for every traced call id of the wanted
 // domains.  All or nothing: on a failure the ones turned on are turned off

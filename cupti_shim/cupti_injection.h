@@ -72,6 +72,11 @@ void StopCuptiForDetach();
 // what it holds, without waiting.  A no-op while collection is not running.
 void SetDeviceActivityEnabled(bool enabled);
 
+// Capture windows counted from the CUDA calls' rhythm (capture_control.h):
+// our callbacks on the calls that may mark steps, on or off.  A no-op while
+// collection is not running (a start turns them on where wanted).
+void SetStepCallCallbacks(bool on);
+
 // Capture windows, for long gaps between them (GPUOS_CAPTURE_FINALIZE_GAP,
 // capture_control.h): SuspendCuptiBetweenWindows takes CUPTI out of the
 // process as a detach does (kinds disabled, every buffer flushed into the

@@ -67,6 +67,7 @@ bool StopCollection(bool allow_finalize, std::string* how) {
     s.gated_api_callbacks.clear();
     s.device_on = false;
   }
+  s.api_timing_gated_off = false;  // the next collection's timing starts on
   KeepParserOutOfCupti();
   const CuptiApi& api = *s.api;
   DisableAllKinds(api);
@@ -245,7 +246,7 @@ bool BeginCollection(bool cuda_running, bool resuming) {
   EnableTeardownCallbacks(api);
   // Always: detach finalizes too, and must know whether graphs ran.
   EnableGraphCallbacks(api);
-  EnableStepCallCallbacks(api);
+  if (CaptureCountsCallRhythm()) SwitchStepCallCallbacks(api, true);
   LetParserIntoCupti();
   if (!s.parser_started) {
     StartParserThread();

@@ -13,13 +13,16 @@ bool LiveStepRhythm::RegularEvery(const Series& s, uint32_t k, std::vector<uint6
   const size_t first = s.ends.size() - n;
   // The phase whose calls end the longest gaps on average; the last call
   // must be one of them, so that a step begins where the count starts.
+  // Means, not sums: phase 0 has one gap fewer inside the window.
   std::vector<double> gap_sum(k, 0);
+  std::vector<uint32_t> gaps(k, 0);
   for (size_t i = first + 1; i < s.ends.size(); ++i) {
     gap_sum[(i - first) % k] += static_cast<double>(s.ends[i] - s.ends[i - 1]);
+    ++gaps[(i - first) % k];
   }
   uint32_t phase = 0;
   for (uint32_t p = 1; p < k; ++p) {
-    if (gap_sum[p] > gap_sum[phase]) phase = p;
+    if (gap_sum[p] / gaps[p] > gap_sum[phase] / gaps[phase]) phase = p;
   }
   if ((s.ends.size() - 1 - first) % k != phase) return false;
   anchors->clear();
@@ -70,9 +73,18 @@ LiveStepRhythm::Outcome LiveStepRhythm::Add(uint32_t tid, uint32_t call, uint64_
     if (candidate.tid == tid && candidate.call == call) s = &candidate;
   }
   if (s == nullptr) {
-    if (series_.size() >= options_.max_series) return out;
-    series_.push_back(Series{tid, call, {}});
-    s = &series_.back();
+    if (series_.size() < options_.max_series) {
+      series_.push_back(Series{tid, call, {}});
+      s = &series_.back();
+    } else {
+      // Full (start-up's many threads and calls): the series quiet the
+      // longest gives way, so that the loop's call is learned once it runs.
+      s = &series_.front();
+      for (Series& candidate : series_) {
+        if (candidate.ends.back() < s->ends.back()) s = &candidate;
+      }
+      *s = Series{tid, call, {}};
+    }
   }
   s->ends.push_back(end_ns);
   const size_t keep = LearningCalls(options_.max_calls_per_step);

@@ -45,7 +45,8 @@ struct LiveRhythmOptions {
   double max_cv = 0.15;
   double excused_fraction = 0.1;         // as StepOptions::rhythm_excused_fraction
   uint32_t max_calls_per_step = 4;
-  size_t max_series = 64;                // (thread, call) pairs followed while learning
+  size_t max_series = 64;                // (thread, call) pairs followed while learning; the
+                                         // quietest gives way to a new one
 };
 
 class LiveStepRhythm {

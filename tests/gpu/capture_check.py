@@ -131,12 +131,14 @@ def check_windows(trace, jsonl, steps_log, untraced_log, kpe, spec, verdict, lab
     verdict(abs(out_med / base - 1) <= 0.03,
             "%sstep time outside windows %.3f ms vs untraced %.3f ms (%+.1f%%; within 3%%)" %
             (label, out_med, base, 100 * (out_med / base - 1)))
-    return out_med, (statistics.median(after) if after else None), events, pid
+    return out_med, (statistics.median(after) if after else None), events, pid, windows
 
 
-def check_live_rhythm_report(trace, path, verdict):
-    """--no-marks: the report's steps are the shim's live count, and the
-    steps with CUDA detail are exactly the windows' steps."""
+def check_live_rhythm_report(trace, path, shim_windows, verdict):
+    """--no-marks: the report's steps are the shim's live count: each closed
+    window of the trace (the shim's own step numbers on its edges) is a
+    window of the report over the same steps, and those steps, and no
+    others, have CUDA detail."""
     with open(path, "w") as out:
         subprocess.run([TRACE, "report", trace, "--format", "json"], stdout=out, check=True, timeout=300)
     report = json.load(open(path))
@@ -144,14 +146,16 @@ def check_live_rhythm_report(trace, path, verdict):
     source, note = analysis.get("source", ""), analysis.get("note", "")
     verdict(source == "cuda_api_rhythm" and "counted live in the job by the shim" in note,
             "report steps from the shim's live count (source %s; %s)" % (source, note[:160]))
-    windows = report.get("capture", {}).get("windows", [])
-    # A window the job's exit left open holds no step (last_step null).
-    window_steps = sum(w["last_step"] - w["first_step"] + 1 for w in windows
-                       if w.get("first_step") is not None and w.get("last_step") is not None
-                       and w["first_step"] >= 0 and w["last_step"] >= w["first_step"])
-    detail = sum(1 for s in report.get("steps", []) if s.get("cuda_detail"))
-    verdict(window_steps > 0 and detail == window_steps,
-            "report: %d steps with CUDA detail, %d in the %d windows" % (detail, window_steps, len(windows)))
+    reported = {(w.get("first_step"), w.get("last_step")) for w in report.get("capture", {}).get("windows", [])}
+    shim = {(first, last) for _, _, first, last in shim_windows}
+    verdict(bool(shim) and shim <= reported,
+            "report windows on the shim's steps: shim %s, report %s" % (sorted(shim), sorted(reported, key=str)))
+    wanted = set()
+    for first, last in shim:
+        wanted.update(range(first, last + 1))
+    detail = {s["index"] for s in report.get("steps", []) if s.get("cuda_detail")}
+    verdict(detail == wanted, "report: steps with CUDA detail %s, the shim's window steps %s" %
+            (sorted(detail)[:12], sorted(wanted)[:12]))
 
 
 def main():
@@ -209,13 +213,13 @@ def main():
     verdict(min(per_step) == max(per_step) == kpe,
             "full run: %d kernels in every step after the warm-up (min %d, max %d)" % (kpe, min(per_step), max(per_step)))
 
-    out_med, after_med, _, _ = check_windows(o("capture.gpuos"), o("capture.jsonl"), o("capture.steps"),
-                                             o("untraced.steps"), kpe, args.spec, verdict, "")
+    out_med, after_med, _, _, windows = check_windows(o("capture.gpuos"), o("capture.jsonl"), o("capture.steps"),
+                                                      o("untraced.steps"), kpe, args.spec, verdict, "")
     if args.no_marks:
-        check_live_rhythm_report(o("capture.gpuos"), o("capture_report.json"), verdict)
+        check_live_rhythm_report(o("capture.gpuos"), o("capture_report.json"), windows, verdict)
     if finalize is not None:
         label = "finalize: "
-        fin_out, fin_after, fin_events, fin_pid = check_windows(
+        fin_out, fin_after, fin_events, fin_pid, _ = check_windows(
             o("finalize.gpuos"), o("finalize.jsonl"), o("finalize.steps"), o("untraced.steps"), kpe,
             args.spec, verdict, label)
         status = cupti_status(fin_events, fin_pid)

@@ -150,5 +150,21 @@ TEST(LiveStepRhythm, OnlyTheAnchorThreadAndCallCountOnceFound) {
   EXPECT_EQ(rhythm.Add(kMain, kCopyIn, 10'001 * kMs).kind, LiveStepRhythm::Outcome::kStepEnd);
 }
 
+TEST(LiveStepRhythm, StartUpCallsOnManyThreadsDoNotCrowdOutTheLoop) {
+  // 200 threads each make a few copies at start-up (a parallel weight
+  // load), more than the series followed at once; the loop's synchronize
+  // that follows is still learned.
+  LiveStepRhythm rhythm;
+  uint64_t t = kMs;
+  for (uint32_t thread = 1000; thread < 1200; ++thread) {
+    for (int i = 0; i < 3; ++i) rhythm.Add(thread, kCopyIn, t += 10'000);
+  }
+  Fed fed = Feed(rhythm, 30, 5 * kMs, {{kMain, kSync, 4 * kMs}});
+  ASSERT_TRUE(rhythm.found());
+  EXPECT_EQ(rhythm.tid(), kMain);
+  EXPECT_EQ(rhythm.call(), kSync);
+  EXPECT_EQ(fed.found_at, 16);
+}
+
 }  // namespace
 }  // namespace gpuos_capture
