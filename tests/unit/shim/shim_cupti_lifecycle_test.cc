@@ -289,6 +289,20 @@ TEST(CuptiLifecycle, StepsFromTheCallsRhythmOpenWindowsInAJobWithoutMarks) {
   }
 }
 
+TEST(CuptiLifecycle, ASpecSentToAnAttachedJobCountsItsRhythmToo) {
+  // Attached (CUPTI started mid-run), no GPUOS_CAPTURE: the spec arrives
+  // as a request, which turns the step calls' callbacks on.
+  const Outcome got =
+      RunChild("FAKE_ATTACH_STEPS=-1,-1 FAKE_CAPTURE_REQUEST=every=10,steps=2 FAKE_RHYTHM_PERIOD_MS=20");
+  ASSERT_NE(got.output.find("reply capture every=10,steps=2"), std::string::npos) << got.output;
+  ASSERT_EQ(got.steps.size(), static_cast<size_t>(kSteps)) << got.output;
+  for (int step = 0; step < kSteps; ++step) {
+    const bool window = step >= 16 && InWindow(step);
+    EXPECT_EQ(got.steps.at(step), window ? "kernels=1 subscribed=1" : "kernels=0 subscribed=1")
+        << "step " << step << "\n" << got.output;
+  }
+}
+
 void CUPTIAPI OtherClientCallback(void*, CUpti_CallbackDomain, CUpti_CallbackId, const void*) {}
 
 // The child: CUDA "initializes" (the driver calls InitializeInjection),
@@ -327,6 +341,11 @@ TEST(CuptiLifecycleChild, Steps) {
     ASSERT_TRUE(StartCuptiForAttach(&status)) << status;
   } else {
     InitializeInjection();
+  }
+  // FAKE_CAPTURE_REQUEST: the spec comes over the control socket once
+  // collection runs, as `gpuos-trace --pid PID --capture SPEC` sends it.
+  if (const char* request = getenv("FAKE_CAPTURE_REQUEST")) {
+    printf("reply %s\n", HandleCaptureRequest(request).c_str());
   }
   ASSERT_TRUE(CuptiActivityActive());
   const uint32_t tid = CurrentTid();
