@@ -8,6 +8,7 @@
 // known-work CUDA program traced with uprobes instead of the shim).
 // Needs root (eBPF).
 #include <bpf/bpf.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -19,6 +20,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <memory>
@@ -330,12 +332,29 @@ void ExpectRecordedExactly(const std::vector<CallRecord>& made,
   }
 }
 
-// Ids of the loaded BPF programs named like ours ("cuda_call_entry",
+// The BPF programs this process holds (its fds' prog_id), so that another
+// test loading the same programs at the same time is not counted.
+std::set<uint32_t> OwnProgramIds() {
+  std::set<uint32_t> ids;
+  DIR* dir = opendir("/proc/self/fdinfo");
+  if (dir == nullptr) return ids;
+  while (dirent* entry = readdir(dir)) {
+    std::ifstream info(absl::StrCat("/proc/self/fdinfo/", entry->d_name));
+    std::string key;
+    uint64_t value = 0;
+    while (info >> key) {
+      if (key == "prog_id:" && info >> value) ids.insert(static_cast<uint32_t>(value));
+    }
+  }
+  closedir(dir);
+  return ids;
+}
+
+// Ids of this process's BPF programs named like ours ("cuda_call_entry",
 // "cuda_call_retur": names are cut at 15 characters).
 std::set<uint32_t> CudaProgramIds() {
   std::set<uint32_t> ids;
-  uint32_t id = 0;
-  while (bpf_prog_get_next_id(id, &id) == 0) {
+  for (uint32_t id : OwnProgramIds()) {
     int fd = bpf_prog_get_fd_by_id(id);
     if (fd < 0) continue;
     struct bpf_prog_info info {};
