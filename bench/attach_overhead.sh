@@ -13,6 +13,8 @@
 # what is left of it.  The same BPF programs run as under `gpuos-trace --
 # cmd`: attach mode only changes how the process becomes traced.
 #   sudo bench/attach_overhead.sh [BUILD_DIR] [ROUNDS] [MODE...]
+# ATTACH_OVERHEAD_PIN=CPU runs the workload on that CPU alone (futex-pingpong
+# then switches context at every hand-off); the tracer runs anywhere.
 set -u
 BUILD_DIR=${1:-build}
 ROUNDS=${2:-9}
@@ -63,7 +65,7 @@ ROWS="$WORK/rows"
 for mode in "${MODES[@]}"; do
   read -r -a args <<<"${MODE_ARGS[$mode]}"
   for r in $(seq "$ROUNDS"); do
-    coproc W { exec "$WORKLOAD" "$mode" "${args[@]}" --phases 3; }
+    coproc W { exec ${ATTACH_OVERHEAD_PIN:+taskset -c "$ATTACH_OVERHEAD_PIN"} "$WORKLOAD" "$mode" "${args[@]}" --phases 3; }
     u1=$(run_phase) || exit 1
     # Attach; the file gets its header once the attach has begun, and the
     # process is tracked right after.

@@ -17,6 +17,12 @@
 //   getppid            syscall(SYS_getppid): the cheapest syscall
 //   futex-wake         FUTEX_WAKE on a word nobody waits on
 //   mmap-touch-munmap  mmap one anonymous page, write to it, munmap it
+//   futex-pingpong     hand a turn to a second thread and wait for it back
+//                      (futex wait and wake on each side): two wakeups and
+//                      two sleeps a round trip, what a training loop's
+//                      hand-off to its autograd or data thread costs; run
+//                      the process on one CPU (taskset) for a context
+//                      switch at each hand-off
 //   page-fault         write to fresh 4 KiB pages of a large private
 //                      anonymous region (THP off), MADV_DONTNEED, repeat;
 //                      only the touching is timed
@@ -121,6 +127,32 @@ void FutexWaitMismatch() {
   syscall(SYS_futex, &g_futex_word, FUTEX_WAIT_PRIVATE, 1, nullptr, nullptr, 0);
 }
 
+// futex-pingpong: whose turn it is (0 the timed thread's, 1 the partner's).
+alignas(64) std::atomic<uint32_t> g_turn{0};
+
+void FutexWaitWhile(std::atomic<uint32_t>* word, uint32_t value) {
+  while (word->load() == value) {
+    syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT_PRIVATE, value, nullptr, nullptr, 0);
+  }
+}
+
+void HandTurn(std::atomic<uint32_t>* word, uint32_t to) {
+  word->store(to);
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
+}
+
+void PingPong() {
+  static std::thread* partner = new std::thread([] {
+    for (;;) {
+      FutexWaitWhile(&g_turn, 0);
+      HandTurn(&g_turn, 0);
+    }
+  });
+  (void)partner;
+  HandTurn(&g_turn, 1);
+  FutexWaitWhile(&g_turn, 1);
+}
+
 bool MmapMunmap(bool touch) {
   void* p = mmap(nullptr, kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) return false;
@@ -138,6 +170,8 @@ bool RunOne(const std::string& mode) {
     FutexWake();
   } else if (mode == "futex-wait") {
     FutexWaitMismatch();
+  } else if (mode == "futex-pingpong") {
+    PingPong();
   } else if (mode == "mmap-touch-munmap") {
     return MmapMunmap(true);
   } else if (mode == "mmap-munmap") {
@@ -324,7 +358,10 @@ int main(int argc, char** argv) {
   if (o.mode == "futex-wait" || o.mode == "mmap-munmap") return RunRate(o);
   int (*timed)(const Options&) = nullptr;
   if (o.mode == "page-fault") timed = RunPageFaults;
-  if (o.mode == "getppid" || o.mode == "futex-wake" || o.mode == "mmap-touch-munmap") timed = RunLoop;
+  if (o.mode == "getppid" || o.mode == "futex-wake" || o.mode == "mmap-touch-munmap" ||
+      o.mode == "futex-pingpong") {
+    timed = RunLoop;
+  }
   if (!timed) {
     fprintf(stderr, "overhead_workload: unknown mode %s\n", o.mode.c_str());
     return 2;
