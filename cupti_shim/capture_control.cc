@@ -48,7 +48,6 @@ struct Capture {
   bool nvtx_steps = false;            // NVTX step ranges seen: Python marks no longer count
   bool python_optimizer = false;      // an optimizer.step seen: backward no longer counts
   bool python_step_open = false;
-  bool rhythm_steps = false;   // steps counted from the CUDA calls' rhythm
   uint64_t step_begin_ns = 0;  // the current step's start
   uint64_t step_ns = 0;        // the last step's length
 };
@@ -204,7 +203,6 @@ void InstallSpec(const CaptureSpec* spec, bool from_request) {
     std::lock_guard<std::mutex> lock(R().mu);
     R().count = gpuos_capture::LiveStepRhythm();
   }
-  c.rhythm_steps = false;
   g_rhythm_wanted.store(rhythm, std::memory_order_relaxed);
 #ifdef GPUOS_SHIM_HAS_CUPTI
   SetStepCallCallbacks(rhythm && !g_rhythm_unused.load());
@@ -323,8 +321,8 @@ void CaptureOnStepCallReturn(uint32_t call_id, std::string_view call_name, uint3
   if (!LockBriefly(c.mu)) return;
   std::lock_guard<std::mutex> lock(c.mu, std::adopt_lock);
   if (c.windows == nullptr || c.nvtx_steps || c.python_step_open || c.windows->spec().TimerDriven()) return;
-  if (c.rhythm_steps && c.windows->in_step()) OnStepEnd(c, end_ns);
-  c.rhythm_steps = true;
+  // Marks never count here, so a step under way is the rhythm's last one.
+  if (c.windows->in_step()) OnStepEnd(c, end_ns);
   OnStepBegin(c, outcome.step, end_ns);
 }
 

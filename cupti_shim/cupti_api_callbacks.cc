@@ -173,7 +173,8 @@ void CUPTIAPI OnCuptiCallback(void* /*userdata*/, CUpti_CallbackDomain domain,
       TimeApiCall(s, domain == CUPTI_CB_DOMAIN_DRIVER_API, cbid, call);
     }
     NoteGraphCall(s, domain == CUPTI_CB_DOMAIN_DRIVER_API, cbid, call);
-    if (domain == CUPTI_CB_DOMAIN_DRIVER_API && call.callbackSite == CUPTI_API_EXIT &&
+    // Cheapest first: with API timing by callbacks every traced call comes here.
+    if (domain == CUPTI_CB_DOMAIN_DRIVER_API && call.callbackSite == CUPTI_API_EXIT && CaptureCountsCallRhythm() &&
         OneOf(kDriverStepCalls, cbid) && cbid < s.driver_names.size()) {
       CaptureOnStepCallReturn(cbid, s.driver_names[cbid], CurrentTid(), MonotonicNs());
     }

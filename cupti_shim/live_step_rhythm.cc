@@ -67,7 +67,6 @@ LiveStepRhythm::Outcome LiveStepRhythm::Add(uint32_t tid, uint32_t call, uint64_
     out.step = ++step_;
     return out;
   }
-  ++calls_seen_;
   Series* s = nullptr;
   for (Series& candidate : series_) {
     if (candidate.tid == tid && candidate.call == call) s = &candidate;
@@ -97,24 +96,25 @@ LiveStepRhythm::Outcome LiveStepRhythm::Add(uint32_t tid, uint32_t call, uint64_
   const uint64_t span = s->ends.back() - s->ends[s->ends.size() - first_window];
   if (span * options_.max_calls_per_step < options_.min_interval_ns * (first_window - 1)) return out;
   std::vector<uint64_t> anchors;
-  for (uint32_t k = 1; k <= options_.max_calls_per_step; ++k) {
-    // k > 1 only where single calls bunch up (irregular one by one): calls
-    // that are regular but too close together are sub-step work, whatever
-    // every k-th of them does.
-    if (k > 1 && !BunchedCalls(*s)) break;
-    if (!RegularEvery(*s, k, &anchors)) continue;
-    found_ = true;
-    anchor_tid_ = tid;
-    anchor_call_ = call;
-    calls_per_step_ = k;
-    calls_since_anchor_ = 0;
-    step_ = static_cast<int64_t>(anchors.size()) - 1;
-    std::vector<Series>().swap(series_);
-    out.kind = Outcome::kFound;
-    out.ends = std::move(anchors);
-    out.step = step_;
-    return out;
+  uint32_t k = 1;
+  bool regular = RegularEvery(*s, k, &anchors);
+  // k > 1 only where single calls bunch up (irregular one by one): calls
+  // that are regular but too close together are sub-step work, whatever
+  // every k-th of them does.
+  if (!regular && BunchedCalls(*s)) {
+    while (!regular && k < options_.max_calls_per_step) regular = RegularEvery(*s, ++k, &anchors);
   }
+  if (!regular) return out;
+  found_ = true;
+  anchor_tid_ = tid;
+  anchor_call_ = call;
+  calls_per_step_ = k;
+  calls_since_anchor_ = 0;
+  step_ = static_cast<int64_t>(anchors.size()) - 1;
+  std::vector<Series>().swap(series_);
+  out.kind = Outcome::kFound;
+  out.ends = std::move(anchors);
+  out.step = step_;
   return out;
 }
 

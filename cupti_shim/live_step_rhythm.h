@@ -74,8 +74,6 @@ class LiveStepRhythm {
   uint32_t tid() const { return anchor_tid_; }
   uint32_t call() const { return anchor_call_; }
   uint32_t calls_per_step() const { return calls_per_step_; }
-  // Calls seen while learning, over all series (for a status line).
-  uint64_t calls_seen() const { return calls_seen_; }
 
  private:
   struct Series {
@@ -92,7 +90,6 @@ class LiveStepRhythm {
 
   LiveRhythmOptions options_;
   std::vector<Series> series_;
-  uint64_t calls_seen_ = 0;
   bool found_ = false;
   uint32_t anchor_tid_ = 0;
   uint32_t anchor_call_ = 0;

@@ -183,7 +183,7 @@ bool StepLocator::LiveRhythmSteps(StepPlan& plan, const std::string& why) {
       key = k;
     }
   }
-  if (marks == nullptr || marks->size() < 2) return false;
+  if (marks == nullptr) return false;
   std::vector<uint64_t> ends = *marks;
   std::sort(ends.begin(), ends.end());
   ends.erase(std::unique(ends.begin(), ends.end()), ends.end());

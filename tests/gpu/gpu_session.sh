@@ -53,6 +53,18 @@ ROOT=$(cd "$HERE/../.." && pwd)
 ROWS=()
 row() { ROWS+=("$(printf '%-34s %-8s %s' "$1" "$2" "$3")"); }
 want() { [[ ",$PARTS," == *",$1,"* ]]; }
+# check_rows PREFIX LOG NAME: one row per "PASS ..."/"FAIL ..." line of a
+# checker's LOG (named PREFIX and the line's start), or one FAIL row NAME
+# when it printed none.
+check_rows() {
+  local prefix=$1 log=$2 name=$3 line
+  while IFS= read -r line; do
+    case "$line" in
+      PASS*|FAIL*) row "$prefix ${line:5:28}" "${line%% *}" "${line:5}" ;;
+    esac
+  done <"$log"
+  grep -q "^FAIL\|^PASS" "$log" || row "$name" FAIL "no result (see $(basename "$log"))"
+}
 # breakdown_rows WORKLOADS_REGEX LOG...: one DONE row per variant line of
 # bench/gpu_overhead_breakdown.sh's summary ("workload variant figures...").
 breakdown_rows() {
@@ -279,12 +291,7 @@ if want capture; then
   # Issue #19: capture windows on the GPU.
   echo "== capture windows"
   OUT="$OUT/capture" timeout 400 python3 "$HERE/capture_check.py" "$BIN_DIR" 2>&1 | tee "$OUT/capture.log" | tail -16
-  while IFS= read -r line; do
-    case "$line" in
-      PASS*|FAIL*) row "capture ${line:5:28}" "${line%% *}" "${line:5}" ;;
-    esac
-  done <"$OUT/capture.log"
-  grep -q "^FAIL\|^PASS" "$OUT/capture.log" || row "capture windows" FAIL "no result (see capture.log)"
+  check_rows capture "$OUT/capture.log" "capture windows"
 fi
 
 if want capture-rhythm; then
@@ -296,12 +303,7 @@ if want capture-rhythm; then
   OUT="$OUT/capture-rhythm" timeout 400 python3 "$HERE/capture_check.py" "$BIN_DIR" --no-marks \
     --model resnet18 --steps 300 2>&1 |
     tee "$OUT/capture-rhythm.log" | tail -16
-  while IFS= read -r line; do
-    case "$line" in
-      PASS*|FAIL*) row "rhythm ${line:5:28}" "${line%% *}" "${line:5}" ;;
-    esac
-  done <"$OUT/capture-rhythm.log"
-  grep -q "^FAIL\|^PASS" "$OUT/capture-rhythm.log" || row "capture rhythm" FAIL "no result (see capture-rhythm.log)"
+  check_rows rhythm "$OUT/capture-rhythm.log" "capture rhythm"
 fi
 
 if want always-on; then
