@@ -14,7 +14,8 @@
 #   attached   the straggler job started untraced, `--pid` on torchrun for
 #              10 s: the same ranks and straggler; the job finishes after
 #   imbalance  (not in the default) the balanced job twice untraced and
-#              twice launched: each rank's training-thread CPU per step and
+#              twice launched (GPUOS_IMBALANCE_RECORD: one launch per option set):
+#              each rank's training-thread CPU per step and
 #              its top syscalls, side by side
 #   overhead   untraced, launched and --always-on, alternating, medians of
 #              GPUOS_NCCL_ROUNDS (default 5) rounds of the slowest rank's
@@ -107,18 +108,29 @@ if want imbalance; then
   # A balanced job's ranks side by side: each rank's training-thread CPU
   # time per step untraced and traced, and its syscalls, to tell a rank
   # that is slower by itself from one the tracer slows.
+  # GPUOS_IMBALANCE_RECORD: the traced runs' record options, one variant per
+  # '|'-separated field (default: one, no options), e.g.
+  # "|--no-cuda|--cuda-records kernel" to see which part of the tracer
+  # makes one rank late.
+  IFS='|' read -r -a record_variants <<<"${GPUOS_IMBALANCE_RECORD:-}"
+  [ ${#record_variants[@]} = 0 ] && record_variants=("")
   echo "== balanced job: per-rank loop CPU, untraced and launched"
   for round in 1 2; do
     timeout 150 "${JOB[@]}" --steps 80 --warmup 10 >"$OUT/imbalance_untraced_$round.log" 2>&1
     grep '^rank [0-9]* steps' "$OUT/imbalance_untraced_$round.log" | sed "s/^/untraced $round: /"
-    timeout 150 "$TRACE" -q -o "$OUT/imbalance.gpuos" -- "${JOB[@]}" --steps 80 --warmup 10 \
-      >"$OUT/imbalance_launched_$round.log" 2>&1
-    grep '^rank [0-9]* steps' "$OUT/imbalance_launched_$round.log" | sed "s/^/launched $round: /"
-    "$TRACE" report "$OUT/imbalance.gpuos" >"$OUT/imbalance_$round.report.txt" 2>&1
-    sed -n '/^Ranks (/,/^$/p' "$OUT/imbalance_$round.report.txt"
-    "$TRACE" dump "$OUT/imbalance.gpuos" >"$OUT/imbalance.jsonl" 2>/dev/null
-    python3 "$HERE/thread_syscalls.py" "$OUT/imbalance.jsonl" | sed "s/^/launched $round: /"
-    rm -f "$OUT/imbalance.jsonl"
+    for v in "${!record_variants[@]}"; do
+      read -r -a options <<<"${record_variants[$v]}"
+      label="launched${options[*]:+ ${options[*]}} $round"
+      log="$OUT/imbalance_launched_${v}_$round"
+      timeout 150 "$TRACE" -q "${options[@]}" -o "$OUT/imbalance.gpuos" -- "${JOB[@]}" --steps 80 --warmup 10 \
+        >"$log.log" 2>&1
+      grep '^rank [0-9]* steps' "$log.log" | sed "s/^/$label: /"
+      "$TRACE" report "$OUT/imbalance.gpuos" >"$log.report.txt" 2>&1
+      sed -n '/^Ranks (/,/^$/p' "$log.report.txt"
+      "$TRACE" dump "$OUT/imbalance.gpuos" >"$OUT/imbalance.jsonl" 2>/dev/null
+      python3 "$HERE/thread_syscalls.py" "$OUT/imbalance.jsonl" | sed "s/^/$label: /"
+      rm -f "$OUT/imbalance.jsonl"
+    done
   done 2>&1 | tee "$OUT/imbalance.txt"
   row "balanced ranks (imbalance)" DONE "see imbalance.txt"
 fi
