@@ -27,8 +27,12 @@ def _chain_next_sitecustomize():
 
 
 def _shim_ranges():
+    # PyDLL, not CDLL: a CDLL call lets go of the GIL, and getting it back
+    # can mean waiting for another Python thread (a DataLoader's
+    # pin-memory thread) for up to the switch interval, 5 ms, at every
+    # mark.  The shim's push and pop never block and never need the GIL.
     import ctypes
-    lib = ctypes.CDLL(None)
+    lib = ctypes.PyDLL(None)
     push = lib.gpuos_shim_python_push
     pop = lib.gpuos_shim_python_pop
     push.argtypes = [ctypes.c_char_p]

@@ -120,6 +120,21 @@ print("ok")
   EXPECT_EQ(counts.backwards, 10);
 }
 
+// A call through a ctypes.CDLL function lets go of the GIL; taking it back
+// waits for any other Python thread that holds it (a DataLoader's
+// pin-memory thread), up to the 5 ms switch interval, at every mark.
+TEST_F(PythonHooksTest, TheMarksKeepTheGilThroughTheirCallsIntoTheShim) {
+  std::ofstream(dir_ + "/gil.py") << R"(
+import ctypes, sitecustomize
+push, pop = sitecustomize._shim_ranges()
+for f in (push, pop):
+    assert f._flags_ & ctypes._FUNCFLAG_PYTHONAPI, "%s lets go of the GIL" % f.__name__
+print("ok")
+)";
+  std::string trace = dir_ + "/gil.gpuos";
+  EXPECT_EQ(Shell(kTracer + " -q -o " + trace + " -- " + kPython + " " + dir_ + "/gil.py"), 0);
+}
+
 TEST_F(PythonHooksTest, NoPythonHooksTurnsThemOff) {
   std::string trace = dir_ + "/nohooks.gpuos";
   ASSERT_EQ(Shell(kTracer + " -q --no-python-hooks -o " + trace + " -- " + kPython + " " + script_), 0);
