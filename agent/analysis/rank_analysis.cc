@@ -211,6 +211,7 @@ RankLoad LoadOf(const RankSummary& rank) {
   load.rank = RankNumber(rank.info);
   load.pid = rank.pid;
   load.steps = rank.steps.measured_steps;
+  load.steps_with_detail_only = rank.steps.steps_without_detail > 0;
   load.step_ns = rank.steps.duration_ns.mean;
   load.exposed_comm_ns = rank.PerStep(rank.exposed_comm_ns);
   auto per = [&rank](uint64_t v) { return static_cast<uint64_t>(rank.PerStep(v)); };
@@ -270,6 +271,7 @@ absl::StatusOr<RankAnalysis> Analyze(const v1::TraceHeader& header, const EachEv
     AnalyzeRankCommunication(inputs[&r], r);
     loads.push_back(LoadOf(r));
   }
+  out.straggler_not_judged = StragglerNotJudged(loads);
   out.straggler = FindStraggler(loads);
   NoteStepCountSpread(by_pid, &out.note);
 

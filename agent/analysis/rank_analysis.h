@@ -48,6 +48,8 @@ struct RankSummary {
 struct RankAnalysis {
   std::vector<RankSummary> ranks;  // by rank, then pid
   std::optional<Straggler> straggler;
+  // Why no straggler could be judged (StragglerNotJudged), or empty.
+  std::string straggler_not_judged;
   std::string read_error;  // the first per-rank analysis error, if any
   // Set when the ranks' step counts disagree (by more than
   // kRankStepCountSpread) while their steps were inferred from the work

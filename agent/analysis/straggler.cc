@@ -86,14 +86,33 @@ void Rescale(double scale, RankLoad& r) {
 
 }  // namespace
 
+std::string StragglerNotJudged(const std::vector<RankLoad>& ranks) {
+  size_t with_steps = 0;
+  const RankLoad* fewest = nullptr;
+  for (const RankLoad& r : ranks) {
+    if (r.steps == 0) continue;
+    ++with_steps;
+    if (fewest == nullptr || r.steps < fewest->steps) fewest = &r;
+  }
+  if (with_steps < 2) {
+    return "it takes two ranks with steps in the trace; trace every rank, e.g. --pid on the launcher";
+  }
+  if (fewest->steps >= kStragglerMinSteps) return "";
+  return absl::StrFormat("rank %d has %zu measured steps%s; it takes %zu of every rank's%s", fewest->rank,
+                         fewest->steps, fewest->steps_with_detail_only ? " with CUDA detail" : "",
+                         kStragglerMinSteps,
+                         fewest->steps_with_detail_only ? " (longer or more capture windows)" : "");
+}
+
 std::optional<Straggler> FindStraggler(const std::vector<RankLoad>& all) {
+  if (!StragglerNotJudged(all).empty()) return std::nullopt;
   // Every per-step figure as a share of the rank's own mean step, then in
   // ns of the straggler's step: in a synchronous job every rank's true step
   // is the same, and a rank whose inferred steps were split in two keeps
   // its shares (its per-step figures would halve).
   std::vector<RankLoad> ranks;
   for (const RankLoad& r : all) {
-    if (r.steps >= 2 && r.step_ns > 0) ranks.push_back(r);
+    if (r.steps > 0 && r.step_ns > 0) ranks.push_back(r);
   }
   if (ranks.size() < 2) return std::nullopt;
   std::sort(ranks.begin(), ranks.end(), [](const RankLoad& a, const RankLoad& b) {

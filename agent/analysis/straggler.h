@@ -6,7 +6,10 @@
 // step (communication.h; compared as shares of each rank's own mean step
 // and told in ns of the straggler's step, since a rank's inferred steps
 // may be split or merged while its shares hold), named only when
-//   - at least two ranks have measured steps,
+//   - at least two ranks have measured steps, and every rank with steps
+//     has at least kStragglerMinSteps (in a trace with capture windows,
+//     steps with CUDA detail: from a window's two steps, one of them its
+//     opening, per-rank waits say nothing; StragglerNotJudged says why),
 //   - the others' mean exposed communication exceeds its own by at least
 //     max(kStragglerMinNs, kStragglerMinShare of the mean step): that
 //     excess, the time the others waited for it, is cost_ns_per_step,
@@ -40,12 +43,14 @@ namespace gpuos {
 inline constexpr uint64_t kStragglerMinNs = 1'000'000;
 inline constexpr double kStragglerMinShare = 0.10;
 inline constexpr double kStragglerCauseShare = 0.25;
+inline constexpr size_t kStragglerMinSteps = 5;
 
 // What the rule reads of one rank, per measured step (means).
 struct RankLoad {
   int32_t rank = -1;
   uint32_t pid = 0;
   size_t steps = 0;
+  bool steps_with_detail_only = false;  // a trace with capture windows
   double step_ns = 0;
   double exposed_comm_ns = 0;
   CpuParts cpu;         // of the driving thread, per step (means, rounded)
@@ -73,6 +78,12 @@ struct Straggler {
   double others_step_ns = 0;
 };
 
+// Why no straggler can be judged from `ranks` (one sentence), or empty
+// when one can: fewer than two ranks with steps, or a rank with steps but
+// fewer than kStragglerMinSteps.
+std::string StragglerNotJudged(const std::vector<RankLoad>& ranks);
+
+// Null when there is no single straggler or it cannot be judged.
 std::optional<Straggler> FindStraggler(const std::vector<RankLoad>& ranks);
 
 }  // namespace gpuos

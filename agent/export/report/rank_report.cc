@@ -144,11 +144,8 @@ void WriteRankTextReport(const RankAnalysis& a, std::ostream& out, uint32_t repo
     out << absl::StrFormat("  straggler: rank %d (pid %u): the others waited %.3f ms per step for it; cause: %s (%s)\n",
                            s.rank, s.pid, s.cost_ns_per_step / 1e6, s.cause, s.cause_detail);
   } else {
-    size_t with_steps = 0;
-    for (const RankSummary& r : a.ranks) with_steps += r.steps.measured_steps >= 2;
-    if (with_steps < 2) {
-      out << "  straggler: not judged (it takes two ranks with steps in the trace; trace every rank, e.g. --pid on "
-             "the launcher)\n";
+    if (!a.straggler_not_judged.empty()) {
+      out << "  straggler: not judged (" << a.straggler_not_judged << ")\n";
     } else {
       out << "  straggler: none (the ranks did not wait for one rank in collectives by more than "
           << absl::StrFormat("max(%.1f ms, %.0f%% of a step))\n", kStragglerMinNs / 1e6, kStragglerMinShare * 100);
@@ -169,6 +166,7 @@ void WriteRankJsonMembers(const RankAnalysis& a, JsonWriter& json) {
   json.EndArray();
   json.Field("ranks_note", a.note);
   WriteStragglerJson(a.straggler, json);
+  json.Field("straggler_not_judged", a.straggler_not_judged);
 }
 
 }  // namespace gpuos

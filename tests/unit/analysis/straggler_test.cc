@@ -47,6 +47,23 @@ TEST(Straggler, OneRankOrNoStepsIsNone) {
   EXPECT_FALSE(FindStraggler({Rank(0, 30, 5, 60), idle}).has_value());
 }
 
+// A capture window's two steps (one of them its opening) cannot tell a
+// straggler from a rank that opened its window later: not judged, and why.
+TEST(Straggler, TooFewStepsWithDetailAreNotJudged) {
+  std::vector<RankLoad> ranks = {Rank(0, 32, 5, 60), Rank(1, 1, 35, 30)};
+  ASSERT_TRUE(FindStraggler(ranks).has_value());
+  EXPECT_EQ(StragglerNotJudged(ranks), "");
+  ranks[1].steps = kStragglerMinSteps - 1;
+  ranks[1].steps_with_detail_only = true;
+  EXPECT_FALSE(FindStraggler(ranks).has_value());
+  EXPECT_EQ(StragglerNotJudged(ranks),
+            "rank 1 has 4 measured steps with CUDA detail; it takes 5 of every rank's (longer or more capture windows)");
+  RankLoad idle = Rank(2, 0, 0, 0);
+  idle.steps = 0;
+  EXPECT_EQ(StragglerNotJudged({Rank(0, 30, 5, 60), idle}),
+            "it takes two ranks with steps in the trace; trace every rank, e.g. --pid on the launcher");
+}
+
 TEST(Straggler, PreemptedRankNamesPreemption) {
   // Its extra time is in the loop's own code, and it is off the CPU,
   // preempted, for most of it.
