@@ -31,6 +31,11 @@
 # ALWAYS_ON_PIN=CPULIST runs every variant's job under taskset -c CPULIST
 # (the same cores each run: a process's placement is one source of the
 # spread between runs).
+# os-without:NAMES is os-only with the BPF sources or programs NAMES
+# ('+' between them: offcpu, faults, syscalls, block_io, torch_uprobes,
+# handle_irq_entry...) left unattached (GPUOS_BENCH_DETACH), to split the OS
+# side's cost, e.g. ALWAYS_ON_VARIANTS="untraced os-only os-without:torch_uprobes
+# os-without:offcpu os-without:syscalls+faults".
 # ALWAYS_ON_VARIANTS picks variants (default "untraced os-only always-on
 # always-on-subscribed profiler", which fits one 10-minute call).
 set -u
@@ -97,6 +102,11 @@ run() {  # run VARIANT WORKLOAD
         -o "$OUT/$workload.finalize.gpuos" -- "${cmd[@]}" 2>>"$OUT/stderr.log" | tail -1) ;;
     # The OS side alone: the floor every capture mode sits on.
     os-only) line=$("$TRACE" -q --no-cuda -o "$OUT/$workload.os.gpuos" -- "${cmd[@]}" 2>>"$OUT/stderr.log" | tail -1) ;;
+    # The OS side with parts left unattached (GPUOS_BENCH_DETACH; '+' between
+    # names): what each part of os-only costs.
+    os-without:*)
+      line=$(GPUOS_BENCH_DETACH="$(tr + , <<<"${variant#os-without:}")" "$TRACE" -q --no-cuda \
+        -o "$OUT/$workload.os-part.gpuos" -- "${cmd[@]}" 2>>"$OUT/stderr.log" | tail -1) ;;
     profiler) line=$("${cmd[@]}" "${PROFILE[@]}" 2>>"$OUT/stderr.log" | tail -1) ;;
   esac
   case $line in
@@ -129,7 +139,7 @@ print("always-on overhead: medians of step rate over %d rounds; capture %s; alwa
       "same cycle" % (rounds, sys.argv[2], sys.argv[3], sys.argv[4]))
 # "paired": each round's loss against the same round's untraced run, then
 # the median: the host's drift between rounds (+-15% here) cancels out.
-print("%-9s %-20s %10s %8s %-17s %4s %8s %s" % ("workload", "variant", "steps/s", "loss", "loss min..max", "runs",
+print("%-9s %-32s %10s %8s %-17s %4s %8s %s" % ("workload", "variant", "steps/s", "loss", "loss min..max", "runs",
                                                 "paired", "paired min..max"))
 for workload in sorted({r["workload"] for r in runs}):
     rates = {}
@@ -140,7 +150,7 @@ for workload in sorted({r["workload"] for r in runs}):
     for variant in present:
         got = rates.get(variant, [])
         if not got:
-            print("%-9s %-20s %10s %8s 0 (failed: see stderr.log)" % (workload, variant, "-", "-"))
+            print("%-9s %-32s %10s %8s 0 (failed: see stderr.log)" % (workload, variant, "-", "-"))
             continue
         median = statistics.median(got)
         loss = "%+.1f%%" % (100 * (1 - median / base)) if base else "-"
@@ -149,6 +159,6 @@ for workload in sorted({r["workload"] for r in runs}):
         pairs = [100 * (1 - v / u) for v, u in zip(got, rates.get("untraced", []))]
         paired = "%+.1f%%" % statistics.median(pairs) if pairs else "-"
         paired_spread = "%+.1f..%+.1f%%" % (min(pairs), max(pairs)) if pairs else "-"
-        print("%-9s %-20s %10.1f %8s %-17s %4d %8s %s" % (workload, variant, median, loss, spread, len(got),
+        print("%-9s %-32s %10.1f %8s %-17s %4d %8s %s" % (workload, variant, median, loss, spread, len(got),
                                                          paired, paired_spread))
 PY

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/str_format.h"
 #include "bpf/event_header.h"
 #include "record/sources/cuda_uprobes_source.h"
@@ -118,6 +119,20 @@ void DestroyLinksTogether(const std::vector<bpf_object_skeleton*>& skeletons,
     }
   }
   for (std::thread& t : closers) t.join();
+}
+
+// The programs of `source` that GPUOS_BENCH_DETACH names (or all, when it
+// names the source) are not attached, with a warning.
+void LeaveBenchDetachedOff(const BpfSourceModule& module, const BpfSource& source, bool quiet) {
+  bpf_program* program;
+  bpf_object__for_each_program(program, ObjectOf(source)) {
+    if (!BenchDetaches(module.name) && !BenchDetaches(bpf_program__name(program))) continue;
+    bpf_program__set_autoattach(program, false);
+    if (!quiet) {
+      fprintf(stderr, "gpuos-trace: warning: GPUOS_BENCH_DETACH: %s/%s not attached; its events are missing\n",
+              module.name, bpf_program__name(program));
+    }
+  }
 }
 
 }  // namespace
@@ -288,6 +303,7 @@ absl::Status BpfSession::Impl::AttachListed() {
   for (bool first : {true, false}) {
     for (size_t i = 0; i < sources.size(); ++i) {
       if (!sources[i] || modules[i]->attach_first != first) continue;
+      LeaveBenchDetachedOff(*modules[i], *sources[i], options.quiet);
       int err = bpf_object__attach_skeleton(sources[i]->skeleton());
       if (!err) continue;
       absl::Status status = BpfLoadError("attach the BPF programs to their tracepoints", err);
@@ -301,6 +317,17 @@ absl::Status BpfSession::Impl::AttachListed() {
   }
   if (!syscalls) return absl::InternalError("the syscall source is not loaded");
   return absl::OkStatus();
+}
+
+bool BenchDetaches(absl::string_view name) {
+  static const std::set<std::string>* const kDetached = [] {
+    auto* names = new std::set<std::string>;
+    if (const char* list = getenv("GPUOS_BENCH_DETACH")) {
+      for (absl::string_view n : absl::StrSplit(list, ',', absl::SkipEmpty())) names->emplace(n);
+    }
+    return names;
+  }();
+  return kDetached->count(std::string(name)) > 0;
 }
 
 BpfSession::BpfSession(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}

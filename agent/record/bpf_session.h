@@ -141,6 +141,12 @@ class BpfSession {
   std::unique_ptr<Impl> impl_;
 };
 
+// Whether the benchmark knob GPUOS_BENCH_DETACH (a comma list of source
+// names, bpf_source.h, and BPF program names) leaves `name` unattached:
+// for bench/always_on_overhead.sh's os-without variants, which split what the OS side costs a job by
+// recording it with parts left off.  Such a recording misses those events.
+bool BenchDetaches(absl::string_view name);
+
 // Names for event kinds, as used in drop reports (from the sources' lists).
 const char* EventKindName(uint32_t kind);
 

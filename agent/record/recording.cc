@@ -105,7 +105,10 @@ absl::Status Recording::StartBpf() {
   if (!session.ok()) return session.status();
   bpf_ = std::move(*session);
   // Backward passes of un-annotated PyTorch jobs; the rest records without.
-  auto torch = TorchBackwardProbes::Load(*bpf_);
+  auto torch = BenchDetaches("torch_uprobes")
+                   ? absl::StatusOr<std::unique_ptr<TorchBackwardProbes>>(
+                         absl::UnavailableError("GPUOS_BENCH_DETACH: torch_uprobes not attached"))
+                   : TorchBackwardProbes::Load(*bpf_);
   if (torch.ok()) {
     torch_ = std::move(*torch);
   } else if (!options_.quiet) {
