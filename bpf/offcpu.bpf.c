@@ -127,6 +127,48 @@ static __always_inline __u32 blocked_cause(struct gpuos_thread_state *t,
 	return GPUOS_OFFCPU_PAGE_FAULT;
 }
 
+/* Sends the open interval of thread `tid` and closes it.  end_ns: its
+ * switch-in; 0 when that was never traced (offcpu.h: then it ends at its
+ * wakeup, if seen, with switch_in_unseen). */
+static __always_inline void send_interval(struct gpuos_sched_state *st, __u32 tid, __u64 end_ns)
+{
+	int seen = end_ns != 0;
+	if (!seen)
+		end_ns = st->woken_ns ? st->woken_ns : st->switched_out_ns;
+	struct gpuos_off_cpu_event *e = reserve_event(sizeof(*e), GPUOS_EV_OFF_CPU, st->switched_out_ns,
+						st->pid, tid);
+	if (e) {
+		int voluntary = st->cause != GPUOS_OFFCPU_PREEMPTED;
+		e->duration_ns = end_ns - st->switched_out_ns;
+		if (!seen)
+			e->runqueue_ns = 0;
+		else if (!voluntary)
+			e->runqueue_ns = e->duration_ns;
+		else if (st->woken_ns)
+			e->runqueue_ns = end_ns - st->woken_ns;
+		else
+			e->runqueue_ns = 0;
+		e->prev_state = st->prev_state;
+		e->syscall_nr = st->syscall_nr;
+		e->cause = st->cause;
+		e->voluntary = voluntary;
+		e->woken_by_tid = st->woken_by_tid;
+		e->waker_pid = st->waker_pid;
+		e->waker_flags = st->waker_flags;
+		e->switch_in_unseen = !seen;
+		e->pad = 0;
+		submit_event(e);
+	}
+	st->switched_out_ns = 0;
+	/* The waker belonged to the interval that just ended.  Kept, an early
+	 * waker's flags would make the next sleep's switch-out keep it too and
+	 * sched_waking skip that sleep's real waker (a timer's wakeup blamed
+	 * on the thread that woke the previous sleep). */
+	st->woken_by_tid = 0;
+	st->waker_pid = 0;
+	st->waker_flags = 0;
+}
+
 SEC("tp_btf/sched_switch")
 int BPF_PROG(handle_sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
 	     unsigned int prev_state)
@@ -144,6 +186,9 @@ int BPF_PROG(handle_sched_switch, bool preempt, struct task_struct *prev, struct
 			now = bpf_ktime_get_ns();
 			int voluntary = !preempt && prev_state != 0;
 			struct gpuos_sched_state *st = &t->sched;
+			/* Still open: it came back with no tracepoint (offcpu.h). */
+			if (st->switched_out_ns)
+				send_interval(st, prev->pid, 0);
 			st->switched_out_ns = now;
 			st->woken_ns = 0;
 			/* A waker that came before this switch-out (see
@@ -173,37 +218,7 @@ int BPF_PROG(handle_sched_switch, bool preempt, struct task_struct *prev, struct
 	struct gpuos_thread_state *t = traced_task(next);
 	if (!t || !t->sched.switched_out_ns)
 		return 0;
-	if (!now)
-		now = bpf_ktime_get_ns();
-	struct gpuos_sched_state *st = &t->sched;
-	struct gpuos_off_cpu_event *e = reserve_event(sizeof(*e), GPUOS_EV_OFF_CPU, st->switched_out_ns,
-						st->pid, next->pid);
-	if (e) {
-		int voluntary = st->cause != GPUOS_OFFCPU_PREEMPTED;
-		e->duration_ns = now - st->switched_out_ns;
-		if (!voluntary)
-			e->runqueue_ns = e->duration_ns;
-		else if (st->woken_ns)
-			e->runqueue_ns = now - st->woken_ns;
-		else
-			e->runqueue_ns = 0;
-		e->prev_state = st->prev_state;
-		e->syscall_nr = st->syscall_nr;
-		e->cause = st->cause;
-		e->voluntary = voluntary;
-		e->woken_by_tid = st->woken_by_tid;
-		e->waker_pid = st->waker_pid;
-		e->waker_flags = st->waker_flags;
-		submit_event(e);
-	}
-	st->switched_out_ns = 0;
-	/* The waker belonged to the interval that just ended.  Kept, an early
-	 * waker's flags would make the next sleep's switch-out keep it too and
-	 * sched_waking skip that sleep's real waker (a timer's wakeup blamed
-	 * on the thread that woke the previous sleep). */
-	st->woken_by_tid = 0;
-	st->waker_pid = 0;
-	st->waker_flags = 0;
+	send_interval(&t->sched, next->pid, now ? now : bpf_ktime_get_ns());
 	return 0;
 }
 

@@ -22,7 +22,13 @@ enum gpuos_waker_flags {
 
 /* One interval off the CPU: header.ts_ns is the switch-out time.  Sent at
  * switch-in.  runqueue_ns is the part of the interval spent runnable but not
- * running (from wakeup, or from switch-out when preempted). */
+ * running (from wakeup, or from switch-out when preempted).  On some
+ * kernels (seen on 6.18 in a VM) a thread is now and then switched back in
+ * with no sched_switch tracepoint at all (ftrace's own event misses it
+ * too); its next switch-out then finds the interval still open and sends
+ * it with switch_in_unseen: it ended at its wakeup or later (duration_ns
+ * runs to the wakeup, 0 when none was seen either), so that every switch
+ * the tracepoint showed is counted. */
 struct gpuos_off_cpu_event {
 	struct gpuos_event_header hdr;
 	__u64 duration_ns;
@@ -34,6 +40,8 @@ struct gpuos_off_cpu_event {
 	__u32 woken_by_tid; /* the thread that woke it, 0 when not known or woken from an interrupt */
 	__u32 waker_pid;    /* woken_by_tid's thread group id, 0 when not known */
 	__u32 waker_flags;  /* enum gpuos_waker_flags */
+	__u32 switch_in_unseen;  /* 1: its end is not known (see above) */
+	__u32 pad;
 };
 
 /* Per-thread state kept between switch-out and switch-in. */

@@ -72,14 +72,12 @@ constexpr int64_t kBeforeRegistrationFaults = 32;
 // for the tracer's go); it may also be preempted a few times there.
 constexpr int64_t kBeforeRegistrationVoluntary = 1;
 constexpr int64_t kBeforeRegistrationInvoluntary = 10;
-// Now and then a context switch that the kernel counted is missing from the
-// trace although no drop was recorded: one switch of one thread in about
-// one run in ten here (two once in twenty runs), while other recordings ran
-// at the same time; not yet explained (reported to the lead).  Up to this many per recording,
-// one per thread, are tolerated and printed, so that everything else stays
-// exact; more fail.
-constexpr int64_t kUnexplainedLostSwitchesPerRecording = 3;
-constexpr int64_t kUnexplainedLostSwitchesPerThread = 1;
+// Every switch the kernel counted is in the trace.  Under load this
+// kernel now and then switches a thread back in with no sched_switch
+// tracepoint (bpf/offcpu.h); such an interval comes with switch_in_unseen
+// and still counts.
+constexpr int64_t kUnexplainedLostSwitchesPerRecording = 0;
+constexpr int64_t kUnexplainedLostSwitchesPerThread = 0;
 // An off-CPU interval starts at the switch-out, a moment after the sleep's
 // timer was armed: each sleep's interval may be that much shorter than the
 // sleep.  Generous, for a loaded machine.
@@ -579,8 +577,14 @@ TEST_F(RecordingGroundTruth, OffCpuTimeCoversTheSleepsAndWaits) {
     ASSERT_EQ(line.Int("sleeps"), kSleeps);
     const uint64_t blocked_ns =
         static_cast<uint64_t>(kSleeps * kSleepUs + kFutexWaits * kFutexTimeoutUs) * 1000;
-    // (A thread that lost a switch may have lost any length of off-CPU time.)
-    if (LostSwitches(line) == 0) {
+    // (A thread that lost a switch may have lost any length of off-CPU
+    // time, and an interval whose switch-in was never traced ends at its
+    // wakeup, or at once when that was not seen either: a lower bound.)
+    int64_t unseen_switch_ins = 0;
+    for (const v1::Event* e : EventsOf(trace(), line.Int("tid"))) {
+      unseen_switch_ins += e->has_off_cpu() && e->off_cpu().switch_in_unseen();
+    }
+    if (LostSwitches(line) == 0 && unseen_switch_ins == 0) {
       EXPECT_GE(t->off_cpu_ns, blocked_ns - (kSleeps + kFutexWaits) * kArmToSwitchOutNs);
     }
     uint64_t by_cause = 0;

@@ -139,6 +139,12 @@ TEST(EventDecoder, AnOffCpuRecordKeepsItsWaker) {
   ASSERT_EQ(events.size(), 1u);
   EXPECT_TRUE(events[0].off_cpu().woken_from_interrupt());
   EXPECT_EQ(events[0].off_cpu().woken_by_tid(), 0u);
+  EXPECT_FALSE(events[0].off_cpu().switch_in_unseen());
+
+  e.switch_in_unseen = 1;
+  events = Decode(&e, sizeof(e), &result);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_TRUE(events[0].off_cpu().switch_in_unseen());
 }
 
 gpuos_block_io_event BlockIoRecord(uint32_t op, uint32_t flags, uint32_t status) {
