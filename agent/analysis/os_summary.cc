@@ -137,6 +137,7 @@ struct OsSummaryBuilder::Impl {
   uint64_t events = 0;
   uint64_t first_ns = 0;
   uint64_t last_ns = 0;
+  uint64_t unseen_switch_ins = 0;
 
   bool has_tracer_stats = false;
   uint64_t tracer_stats_ts = 0;
@@ -298,7 +299,10 @@ struct OsSummaryBuilder::Impl {
         p.summary.exit_ns = ts;
         break;
       }
-      case v1::Event::kOffCpu: OnOffCpu(event.off_cpu(), s); break;
+      case v1::Event::kOffCpu:
+        OnOffCpu(event.off_cpu(), s);
+        unseen_switch_ins += event.off_cpu().switch_in_unseen();
+        break;
       case v1::Event::kPageFaults:
         s.page_faults += event.page_faults().count();
         s.major_page_faults += event.page_faults().major();
@@ -365,6 +369,7 @@ struct OsSummaryBuilder::Impl {
     out.first_event_ns = first_ns;
     out.last_event_ns = last_ns;
     out.events = events;
+    out.unseen_switch_ins = unseen_switch_ins;
     out.block_io = block_io;
     out.block_io_unattributed = block_io_unattributed;
 

@@ -83,6 +83,9 @@ struct OsSummary {
   // Events the kernel side could not record (ring buffer full or a map full).
   uint64_t dropped_events = 0;
   std::map<std::string, uint64_t> drops_by_reason;
+  // Off-CPU intervals whose switch-in the kernel did not trace (OffCpu's
+  // switch_in_unseen): counted, but their time runs only to the wakeup.
+  uint64_t unseen_switch_ins = 0;
   // Empty when the trace holds everything the recording saw; else why not
   // (stream/trace_completeness.h).  Events lost writing the file are in
   // dropped_events and drops_by_reason ("write_failed:<kind>") too.

@@ -113,6 +113,11 @@ void WriteHeaderBlock(const OsSummary& s, std::ostream& out) {
       out << "             (the trailer counts " << s.trailer.dropped_events() << ")\n";
     }
   }
+  if (s.unseen_switch_ins > 0) {
+    out << "  note:      " << s.unseen_switch_ins
+        << " off-CPU interval(s) came back without a sched_switch the kernel traced: counted, their time taken"
+           " to the wakeup only (a lower bound)\n";
+  }
   if (!s.read_error.empty()) {
     out << "  DAMAGED:   the trace file is damaged; this report covers what was read before it "
            "(see the end)\n";
@@ -446,6 +451,7 @@ void WriteEventCountsJson(JsonWriter& json, const OsSummary& s) {
   json.Field("first_event_ns", s.first_event_ns);
   json.Field("last_event_ns", s.last_event_ns);
   json.Field("dropped_events", s.dropped_events);
+  json.Field("unseen_switch_ins", s.unseen_switch_ins);
   json.Key("drops_by_reason");
   json.BeginObject();
   for (const auto& [reason, n] : s.drops_by_reason) json.Field(reason, n);

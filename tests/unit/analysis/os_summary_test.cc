@@ -197,6 +197,27 @@ OsSummary Summarize(const std::vector<v1::Event>& events,
   return builder.Finish();
 }
 
+// An interval whose switch-in the kernel did not trace still counts as a
+// switch, and the summary says how many there were.
+TEST(OsSummaryTest, UnseenSwitchInsAreCountedAndSaid) {
+  std::vector<v1::Event> events = TrainingJobEvents();
+  EXPECT_EQ(Summarize(events).unseen_switch_ins, 0u);
+  v1::Event unseen = OffCpu(3150, 100, 100, 3000, 0, v1::OFF_CPU_CAUSE_SYSCALL, true);
+  unseen.mutable_off_cpu()->set_switch_in_unseen(true);
+  events.push_back(unseen);
+  const OsSummary s = Summarize(events);
+  EXPECT_EQ(s.unseen_switch_ins, 1u);
+  const ThreadSummary* main = nullptr;
+  for (const ProcessSummary& p : s.processes) {
+    for (const ThreadSummary& t : p.threads) {
+      if (t.tid == 100) main = &t;
+    }
+  }
+  ASSERT_NE(main, nullptr);
+  EXPECT_EQ(main->voluntary_switches, 2u);
+  EXPECT_EQ(main->off_cpu_ns, 3800u);
+}
+
 TEST(OsSummaryTest, TrainingJobTotals) {
   const std::vector<v1::Event> events = TrainingJobEvents();
   const OsSummary s = Summarize(events);
