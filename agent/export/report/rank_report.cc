@@ -1,6 +1,7 @@
 // Per-rank table and straggler; see rank_report.h.
 #include "export/report/rank_report.h"
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "export/report/format.h"
 #include "export/report/text_table.h"
@@ -70,6 +71,15 @@ void WriteRankJson(const RankSummary& r, JsonWriter& json) {
   json.Field("p50", r.steps.duration_ns.p50);
   json.Field("p95", r.steps.duration_ns.p95);
   json.EndObject();
+  // Every measured step, with CUDA detail or not (capture windows): the
+  // per-step figures above and below are over the steps with detail.
+  json.Field("all_steps", static_cast<uint64_t>(r.steps.all_steps));
+  json.Key("all_step_ns");
+  json.BeginObject();
+  json.Field("mean", r.steps.all_steps_duration_ns.mean);
+  json.Field("p50", r.steps.all_steps_duration_ns.p50);
+  json.Field("p95", r.steps.all_steps_duration_ns.p95);
+  json.EndObject();
   json.Field("comm_ns", r.PerStep(r.comm_ns));
   json.Field("exposed_comm_ns", r.PerStep(r.exposed_comm_ns));
   json.Field("overlapped_comm_ns", r.PerStep(r.comm_ns - r.exposed_comm_ns));
@@ -121,18 +131,29 @@ void WriteStragglerJson(const std::optional<Straggler>& straggler, JsonWriter& j
 
 void WriteRankTextReport(const RankAnalysis& a, std::ostream& out, uint32_t report_pid) {
   if (a.ranks.empty()) return;
+  // With capture windows, a window's few steps say little of a rank's
+  // step time: that is over every step, the rest over the steps with detail.
+  bool windows = false;
+  for (const RankSummary& r : a.ranks) windows |= r.steps.steps_without_detail > 0;
   out << "\nRanks (" << a.ranks.size() << "; ms per measured step, means; comm: time in collectives, exposed: "
-      << "not overlapped by compute; * = the process of the step report above)\n";
+      << "not overlapped by compute; * = the process of the step report above";
+  if (windows) {
+    out << "; capture windows: steps = with CUDA detail/all, step ms over all steps, the rest over the steps with "
+           "detail";
+  }
+  out << ")\n";
   TextTable table({{"rank"}, {"local"}, {"world"}, {"host", TextTable::Align::kLeft}, {"pid"}, {"gpu"},
                    {"steps"}, {"step ms"}, {"p50"}, {"p95"}, {"data"}, {"comm"}, {"exposed"}, {"GPU idle"},
                    {"bottleneck", TextTable::Align::kLeft}});
   for (const RankSummary& r : a.ranks) {
     const auto num = [](bool has, int32_t v) { return has ? std::to_string(v) : std::string("-"); };
-    const DistributionStats& d = r.steps.duration_ns;
+    const DistributionStats& d = windows ? r.steps.all_steps_duration_ns : r.steps.duration_ns;
+    const std::string steps = windows ? absl::StrCat(r.steps.measured_steps, "/", r.steps.all_steps)
+                                      : std::to_string(r.steps.measured_steps);
     table.AddRow({num(r.info.has_rank(), r.info.rank()), num(r.info.has_local_rank(), r.info.local_rank()),
                   num(r.info.has_world_size(), r.info.world_size()), r.info.host(),
                   std::to_string(r.pid) + (r.pid == report_pid ? "*" : ""),
-                  r.gpu ? std::to_string(*r.gpu) : "-", std::to_string(r.steps.measured_steps), FormatMs3(d.mean),
+                  r.gpu ? std::to_string(*r.gpu) : "-", steps, FormatMs3(d.mean),
                   FormatMs3(d.p50), FormatMs3(d.p95), FormatMs3(r.PerStep(DataWait(r))), FormatMs3(r.PerStep(r.comm_ns)),
                   FormatMs3(r.PerStep(r.exposed_comm_ns)),
                   r.has_gpu_work ? FormatMs3(r.PerStep(r.steps.measured_total.gpu.idle_ns)) : "-",

@@ -1,0 +1,117 @@
+// The ranks table and JSON of a job recorded with capture windows: each
+// rank's step time is over every step (a window's few steps, one of them
+// its opening, say little of it), its communication and GPU figures over
+// the steps with CUDA detail, and a straggler is not judged from a window
+// too short for it -- the report says so.
+#include "export/report/rank_report.h"
+
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "analysis/rank_analysis.h"
+#include "export/report/json_writer.h"
+#include "google/protobuf/struct.pb.h"
+#include "google/protobuf/util/json_util.h"
+#include "gtest/gtest.h"
+
+namespace gpuos {
+namespace {
+
+constexpr uint64_t kT0 = 10'000'000, kStep = 1'000'000;
+constexpr int kSteps = 30;
+constexpr int kFirst = 10, kLast = 12;  // the window: 3 steps
+
+v1::Event Ev(uint32_t pid, uint64_t ts, uint32_t tid) {
+  v1::Event e;
+  e.set_ts_ns(ts);
+  e.set_pid(pid);
+  e.set_tid(tid);
+  return e;
+}
+
+// One rank process: its start, its rank, kSteps NVTX steps of kStep with a
+// launch each, and kernels (CUPTI's records) only inside the window.
+void AddRank(uint32_t pid, int32_t rank, std::vector<v1::Event>& events) {
+  v1::Event start = Ev(pid, 1, pid);
+  start.mutable_process_start()->set_ppid(1);
+  start.mutable_process_start()->set_comm("python3");
+  events.push_back(start);
+  v1::Event info = Ev(pid, 2, pid);
+  info.mutable_rank_info()->set_rank(rank);
+  info.mutable_rank_info()->set_world_size(2);
+  info.mutable_rank_info()->set_host("h");
+  events.push_back(info);
+  for (int i = 0; i < kSteps; ++i) {
+    const uint64_t t = kT0 + i * kStep;
+    if (i == kFirst) {
+      v1::Event open = Ev(pid, t, pid);
+      open.mutable_capture_window()->set_edge(v1::CaptureWindow::OPEN);
+      open.mutable_capture_window()->set_step(i);
+      events.push_back(open);
+    }
+    v1::Event step = Ev(pid, t, pid);
+    step.mutable_nvtx_range()->set_name("step " + std::to_string(i));
+    step.mutable_nvtx_range()->set_duration_ns(kStep);
+    events.push_back(step);
+    v1::Event api = Ev(pid, t + 1000, pid);
+    api.mutable_cuda_api()->set_name("cudaLaunchKernel_v7000");
+    api.mutable_cuda_api()->set_duration_ns(5000);
+    events.push_back(api);
+    if (i >= kFirst && i <= kLast) {
+      v1::Event kernel = Ev(pid, t + 10'000, 0);
+      kernel.mutable_gpu_kernel()->set_duration_ns(kStep - 20'000);
+      kernel.mutable_gpu_kernel()->set_stream(7);
+      events.push_back(kernel);
+    }
+    if (i == kLast) {
+      v1::Event close = Ev(pid, t + kStep, pid);
+      close.mutable_capture_window()->set_edge(v1::CaptureWindow::CLOSE);
+      close.mutable_capture_window()->set_step(i);
+      events.push_back(close);
+    }
+  }
+}
+
+TEST(RankReport, CaptureWindowsGiveStepTimesOverAllStepsAndNoStragglerFromThreeSteps) {
+  v1::TraceHeader header;
+  header.set_capture_spec("steps=10..12");
+  std::vector<v1::Event> events;
+  AddRank(2, 0, events);
+  AddRank(3, 1, events);
+  auto a = AnalyzeRankEvents(header, events, StepOptions{});
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_EQ(a->ranks.size(), 2u);
+  for (const RankSummary& r : a->ranks) {
+    EXPECT_EQ(r.steps.measured_steps, 3u) << "the steps with CUDA detail";
+    EXPECT_EQ(r.steps.all_steps, static_cast<size_t>(kSteps - 1)) << "every step but the warm-up";
+  }
+  EXPECT_FALSE(a->straggler.has_value());
+  EXPECT_EQ(a->straggler_not_judged,
+            "rank 0 has 3 measured steps with CUDA detail; it takes 5 of every rank's (longer or more capture "
+            "windows)");
+
+  std::ostringstream text;
+  WriteRankTextReport(*a, text);
+  EXPECT_NE(text.str().find("steps = with CUDA detail/all"), std::string::npos) << text.str();
+  EXPECT_NE(text.str().find(" 3/29 "), std::string::npos) << text.str();
+  EXPECT_NE(text.str().find("straggler: not judged (rank 0 has 3 measured steps with CUDA detail"),
+            std::string::npos)
+      << text.str();
+
+  std::ostringstream json_text;
+  JsonWriter json(json_text);
+  json.BeginObject();
+  WriteRankJsonMembers(*a, json);
+  json.EndObject();
+  google::protobuf::Struct report;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(json_text.str(), &report).ok()) << json_text.str();
+  const auto& rank0 = report.fields().at("ranks").list_value().values(0).struct_value().fields();
+  EXPECT_EQ(rank0.at("steps").number_value(), 3);
+  EXPECT_EQ(rank0.at("all_steps").number_value(), kSteps - 1);
+  EXPECT_EQ(rank0.at("all_step_ns").struct_value().fields().at("mean").number_value(), kStep);
+  EXPECT_NE(report.fields().at("straggler_not_judged").string_value(), "");
+}
+
+}  // namespace
+}  // namespace gpuos
