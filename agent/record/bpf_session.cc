@@ -22,8 +22,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "bpf/event_header.h"
 #include "record/sources/cuda_uprobes_source.h"
 #include "record/sources/syscalls_source.h"
@@ -122,16 +122,15 @@ void DestroyLinksTogether(const std::vector<bpf_object_skeleton*>& skeletons,
 }
 
 // The programs of `source` that GPUOS_BENCH_DETACH names (or all, when it
-// names the source) are not attached, with a warning.
-void LeaveBenchDetachedOff(const BpfSourceModule& module, const BpfSource& source, bool quiet) {
+// names the source) are not attached, with a warning even under -q: the
+// recording lacks their events.
+void LeaveBenchDetachedOff(const BpfSourceModule& module, const BpfSource& source) {
   bpf_program* program;
   bpf_object__for_each_program(program, ObjectOf(source)) {
     if (!BenchDetaches(module.name) && !BenchDetaches(bpf_program__name(program))) continue;
     bpf_program__set_autoattach(program, false);
-    if (!quiet) {
-      fprintf(stderr, "gpuos-trace: warning: GPUOS_BENCH_DETACH: %s/%s not attached; its events are missing\n",
-              module.name, bpf_program__name(program));
-    }
+    fprintf(stderr, "gpuos-trace: warning: GPUOS_BENCH_DETACH: %s/%s not attached; its events are missing\n",
+            module.name, bpf_program__name(program));
   }
 }
 
@@ -303,7 +302,7 @@ absl::Status BpfSession::Impl::AttachListed() {
   for (bool first : {true, false}) {
     for (size_t i = 0; i < sources.size(); ++i) {
       if (!sources[i] || modules[i]->attach_first != first) continue;
-      LeaveBenchDetachedOff(*modules[i], *sources[i], options.quiet);
+      LeaveBenchDetachedOff(*modules[i], *sources[i]);
       int err = bpf_object__attach_skeleton(sources[i]->skeleton());
       if (!err) continue;
       absl::Status status = BpfLoadError("attach the BPF programs to their tracepoints", err);
