@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """Capture windows on the GPU machine (issue #19, point 5):
   capture_check.py BIN_DIR [--model mlp] [--steps 1000] [--spec every=100,steps=5]
-                   [--finalize-gap 1] [--no-marks] [--out DIR]
+                   [--finalize-gap 1] [--no-marks] [--rounds 5] [--out DIR]
 
 Runs bench/capture_workload.py (NVTX "step N" ranges, each ending with
-loss.item(), so a step's kernels finish inside it) four times:
-  untraced          its step times (the job's own log, CLOCK_MONOTONIC)
+loss.item(), so a step's kernels finish inside it) once as
   full              gpuos-trace with no options: kernels per step
+then ROUNDS alternating rounds (order rotated each round) of:
+  untraced          its step times (the job's own log, CLOCK_MONOTONIC)
   capture           gpuos-trace --capture SPEC, CUPTI subscribed all along
                     (GPUOS_CAPTURE_FINALIZE_GAP=off)
   finalize          the same with GPUOS_CAPTURE_FINALIZE_GAP=GAP (default 1:
@@ -17,8 +18,11 @@ and checks, on each capture run's trace (gpuos-trace dump):
   2. every kernel of the job lies inside a window, and each window holds
      exactly kernels-per-step (from the full run) x its steps;
   3. the job's step time outside windows equals its untraced step time
-     within noise (median ratio within 3%; the steps right after a window,
-     whose flush lands there, are counted apart);
+     within noise: per round, the median step outside windows over the
+     same round's untraced median; the median of those ratios within
+     max(3%, half the spread of the untraced rounds' medians) of 1 (the
+     steps right after a window, whose flush lands there, are counted
+     apart; single runs on these hosts spread by +-15%);
   4. finalize run only: the shim's status says CUPTI was finalized between
      windows (not merely unsubscribed, and not refused).
 With --no-marks the job marks no steps (no NVTX ranges, traced with
@@ -84,12 +88,8 @@ def cupti_status(events, pid):
     return status
 
 
-def check_windows(trace, jsonl, steps_log, untraced_log, kpe, spec, verdict, label):
-    """Checks 1-3 on one capture run; returns (median step ms outside
-    windows, median of the 2 steps after each window or None, its events)."""
-    header, events = dump(trace, jsonl)
-    pid = int(header.get("root_pid", 0))
-    verdict(header.get("capture_spec") == spec, "%sthe trace names the spec (%s)" % (label, header.get("capture_spec")))
+def windows_of(events, pid):
+    """The capture windows of process pid: (start_ns, end_ns, first step, last step)."""
     windows, opened = [], None
     for e in events:
         if "capture_window" not in e or int(e.get("pid", 0)) != pid:
@@ -100,6 +100,37 @@ def check_windows(trace, jsonl, steps_log, untraced_log, kpe, spec, verdict, lab
         elif w.get("edge") == "CLOSE" and opened:
             windows.append((opened[0], int(e["ts_ns"]), opened[1], int(w.get("step", 0))))
             opened = None
+    return windows
+
+
+def outside_windows(steps_log, windows):
+    """The job's own step times (ms, after step 20) outside the windows, and
+    those of the 2 steps right after each window, where its flush lands."""
+    steps = step_log(steps_log)
+    # The job's steps that overlap a window, by time (the shim's step
+    # numbers are the job's only where the job marks them).
+    in_window, after_window = set(), set()
+    for start, end, _, _ in windows:
+        inside = [n for n, (s, e) in steps.items() if s < end and e > start]
+        in_window.update(inside)
+        if inside:
+            after_window.update(range(max(inside) + 1, max(inside) + 3))
+    outside = [(e - s) / 1e6 for n, (s, e) in steps.items()
+               if n >= 20 and n not in in_window and n not in after_window]
+    after = [(e - s) / 1e6 for n, (s, e) in steps.items() if n >= 20 and n in after_window]
+    return outside, after
+
+
+def untraced_median(steps_log):
+    return statistics.median((e - s) / 1e6 for n, (s, e) in step_log(steps_log).items() if n >= 20)
+
+
+def check_windows(trace, jsonl, kpe, spec, verdict, label):
+    """Checks 1-2 on one capture run; returns its windows, events and pid."""
+    header, events = dump(trace, jsonl)
+    pid = int(header.get("root_pid", 0))
+    verdict(header.get("capture_spec") == spec, "%sthe trace names the spec (%s)" % (label, header.get("capture_spec")))
+    windows = windows_of(events, pid)
     verdict(len(windows) > 0, "%s%d capture windows in the trace" % (label, len(windows)))
     kernels = kernels_of(events, pid)
     inside = 0
@@ -111,27 +142,23 @@ def check_windows(trace, jsonl, steps_log, untraced_log, kpe, spec, verdict, lab
             verdict(n == expected, "%swindow steps %d..%d: %d kernels, %d x %d expected" %
                     (label, first, last, n, kpe, last - first + 1))
     verdict(inside == len(kernels), "%severy kernel inside a window (%d of %d)" % (label, inside, len(kernels)))
+    return windows, events, pid
 
-    # Step time outside windows against untraced.
-    cap_steps = step_log(steps_log)
-    # The job's own steps that overlap a window, by time (the shim's step
-    # numbers are the job's only where the job marks them).
-    in_window = set()
-    after_window = set()
-    for start, end, _, _ in windows:
-        inside = [n for n, (s, e) in cap_steps.items() if s < end and e > start]
-        in_window.update(inside)
-        if inside:
-            after_window.update(range(max(inside) + 1, max(inside) + 3))
-    outside = [(e - s) / 1e6 for n, (s, e) in cap_steps.items()
-               if n >= 20 and n not in in_window and n not in after_window]
-    after = [(e - s) / 1e6 for n, (s, e) in cap_steps.items() if n >= 20 and n in after_window]
-    base = statistics.median((e - s) / 1e6 for n, (s, e) in step_log(untraced_log).items() if n >= 20)
-    out_med = statistics.median(outside)
-    verdict(abs(out_med / base - 1) <= 0.03,
-            "%sstep time outside windows %.3f ms vs untraced %.3f ms (%+.1f%%; within 3%%)" %
-            (label, out_med, base, 100 * (out_med / base - 1)))
-    return out_med, (statistics.median(after) if after else None), events, pid, windows
+
+def check_outside_rate(rounds, verdict, label):
+    """Check 3 over the rounds: [(untraced median ms, outside median ms)];
+    returns the median outside/untraced ratio."""
+    ratios = [outside / base for base, outside in rounds]
+    bases = [base for base, _ in rounds]
+    noise = (max(bases) - min(bases)) / statistics.median(bases) / 2
+    ratio = statistics.median(ratios)
+    bound = max(0.03, noise)
+    verdict(abs(ratio - 1) <= bound,
+            "%sstep time outside windows vs untraced, %d paired rounds: median %+.1f%% (rounds %s; within "
+            "%.1f%%: 3%% or half the untraced rounds' spread)" %
+            (label, len(rounds), 100 * (ratio - 1), " ".join("%+.1f%%" % (100 * (r - 1)) for r in ratios),
+             100 * bound))
+    return ratio
 
 
 def check_live_rhythm_report(trace, path, shim_windows, verdict):
@@ -169,6 +196,8 @@ def main():
                         help="GPUOS_CAPTURE_FINALIZE_GAP of the finalize run; off: no such run")
     parser.add_argument("--no-marks", action="store_true",
                         help="a job that marks no steps: the shim counts them from its CUDA calls")
+    parser.add_argument("--rounds", type=int, default=5,
+                        help="alternating rounds of untraced and capture runs for check 3 (at least 1)")
     parser.add_argument("--out", default=os.environ.get("OUT") or tempfile.mkdtemp(prefix="gpuos-capture-"))
     args = parser.parse_args()
     TRACE = os.path.join(args.bin_dir, "gpuos-trace")
@@ -187,18 +216,31 @@ def main():
         failures += not ok
         print("%s %s" % ("PASS" if ok else "FAIL", what))
 
-    untraced = run(job + ["--log-steps", o("untraced.steps")], o("untraced.stderr"))
     full = run(traced_job + ["-o", o("full.gpuos"), "--"] + job + ["--log-steps", o("full.steps")],
                o("full.stderr"))
-    # CUPTI subscribed all along, device kinds switched at window edges.
-    capture = run(traced_job + ["--capture", args.spec, "-o", o("capture.gpuos"), "--"] + job +
-                  ["--log-steps", o("capture.steps")], o("capture.stderr"),
-                  env={"GPUOS_CAPTURE_FINALIZE_GAP": "off"})
-    finalize = None
+
+    # Rounds of the untraced and capture runs, their order rotated each
+    # round: check 3 compares each capture run with the untraced run of
+    # its own round.
+    def untraced_run(r):
+        return run(job + ["--log-steps", o("untraced_%d.steps" % r)], o("untraced_%d.stderr" % r))
+
+    def capture_run(r, name, gap):
+        return run(traced_job + ["--capture", args.spec, "-o", o("%s_%d.gpuos" % (name, r)), "--"] + job +
+                   ["--log-steps", o("%s_%d.steps" % (name, r))], o("%s_%d.stderr" % (name, r)),
+                   env={"GPUOS_CAPTURE_FINALIZE_GAP": gap})
+
+    # capture: CUPTI subscribed all along, device kinds switched at window
+    # edges; finalize: CUPTI taken out between windows.
+    variants = {"untraced": untraced_run, "capture": lambda r: capture_run(r, "capture", "off")}
     if args.finalize_gap != "off":
-        finalize = run(traced_job + ["--capture", args.spec, "-o", o("finalize.gpuos"), "--"] + job +
-                       ["--log-steps", o("finalize.steps")], o("finalize.stderr"),
-                       env={"GPUOS_CAPTURE_FINALIZE_GAP": args.finalize_gap})
+        variants["finalize"] = lambda r: capture_run(r, "finalize", args.finalize_gap)
+    names = list(variants)
+    results = {name: [] for name in names}
+    for r in range(max(1, args.rounds)):
+        k = r % len(names)
+        for name in names[k:] + names[:k]:
+            results[name].append(variants[name](r))
 
     # Kernels per step from the full run: steady after the warm-up.
     header, events = dump(o("full.gpuos"), o("full.jsonl"))
@@ -213,34 +255,47 @@ def main():
     verdict(min(per_step) == max(per_step) == kpe,
             "full run: %d kernels in every step after the warm-up (min %d, max %d)" % (kpe, min(per_step), max(per_step)))
 
-    out_med, after_med, _, _, windows = check_windows(o("capture.gpuos"), o("capture.jsonl"), o("capture.steps"),
-                                                      o("untraced.steps"), kpe, args.spec, verdict, "")
-    if args.no_marks:
-        check_live_rhythm_report(o("capture.gpuos"), o("capture_report.json"), windows, verdict)
-    if finalize is not None:
-        label = "finalize: "
-        fin_out, fin_after, fin_events, fin_pid, _ = check_windows(
-            o("finalize.gpuos"), o("finalize.jsonl"), o("finalize.steps"), o("untraced.steps"), kpe,
-            args.spec, verdict, label)
-        status = cupti_status(fin_events, fin_pid)
-        verdict("between capture windows: CUPTI finalized" in status,
-                "%sthe shim says CUPTI was finalized between windows (cupti_status: %s)" % (label, status))
+    # Checks 1-2 on every capture run; check 3 over the rounds.
+    table = {}
+    for name in names[1:]:
+        label = "" if name == "capture" else name + ": "
+        paired, after_all = [], []
+        for r in range(len(results[name])):
+            windows, events, cap_pid = check_windows(o("%s_%d.gpuos" % (name, r)), o("%s_%d.jsonl" % (name, r)), kpe,
+                                                     args.spec, verdict, "%sround %d: " % (label, r + 1))
+            if r == 0 and args.no_marks and name == "capture":
+                check_live_rhythm_report(o("capture_0.gpuos"), o("capture_report.json"), windows, verdict)
+            if name == "finalize":
+                status = cupti_status(events, cap_pid)
+                verdict("between capture windows: CUPTI finalized" in status,
+                        "%sround %d: the shim says CUPTI was finalized between windows (cupti_status: %s)" %
+                        (label, r + 1, status))
+            outside, after = outside_windows(o("%s_%d.steps" % (name, r)), windows)
+            paired.append((untraced_median(o("untraced_%d.steps" % r)), statistics.median(outside)))
+            after_all += after
+        ratio = check_outside_rate(paired, verdict, label)
+        table[name] = (ratio, statistics.median(after_all) / statistics.median(b for b, _ in paired)
+                       if after_all else None)
 
-    print("\noverhead table (%s, %d steps, median step ms; loss of step rate vs untraced)" % (args.model, args.steps))
+    def median_of(name, key):
+        return statistics.median(x[key] for x in results[name])
+
+    base_ms = median_of("untraced", "median_step_ms")
+    print("\noverhead table (%s, %d steps; medians over %d alternating rounds; loss against untraced)" %
+          (args.model, args.steps, len(results["untraced"])))
     print("%-28s %10s %8s" % ("variant", "step ms", "loss"))
-    rows = [("untraced", untraced["median_step_ms"]), ("gpuos-trace (full detail)", full["median_step_ms"]),
-            ("--capture " + args.spec, capture["median_step_ms"]), ("  steps outside windows", out_med)]
-    if after_med is not None:
-        rows.append(("  2 steps after each window", after_med))
-    if finalize is not None:
-        rows += [("  CUPTI finalized between", finalize["median_step_ms"]), ("  steps outside windows", fin_out)]
-        if fin_after is not None:
-            rows.append(("  2 steps after each window", fin_after))
+    rows = [("untraced", base_ms), ("gpuos-trace (full detail, 1 run)", full["median_step_ms"])]
+    for name in names[1:]:
+        title = "--capture " + args.spec if name == "capture" else "  CUPTI finalized between"
+        rows.append((title, median_of(name, "median_step_ms")))
+        ratio, after_ratio = table[name]
+        rows.append(("  steps outside windows (paired)", base_ms * ratio))
+        if after_ratio is not None:
+            rows.append(("  2 steps after each window", base_ms * after_ratio))
     for name, ms in rows:
-        print("%-28s %10.3f %+7.1f%%" % (name, ms, 100 * (ms / untraced["median_step_ms"] - 1)))
-    print("rates (steps/s): untraced %.1f, full %.1f, capture %.1f%s" %
-          (untraced["steps_per_s"], full["steps_per_s"], capture["steps_per_s"],
-           ", capture finalized between windows %.1f" % finalize["steps_per_s"] if finalize else ""))
+        print("%-32s %10.3f %+7.1f%%" % (name, ms, 100 * (ms / base_ms - 1)))
+    print("rates (steps/s, medians): %s" % ", ".join(
+        "%s %.1f" % (name, median_of(name, "steps_per_s")) for name in names))
     return 1 if failures else 0
 
 

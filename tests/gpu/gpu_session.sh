@@ -17,7 +17,8 @@
 # (tests/gpu/scenario_tables.sh; ~6 minutes; tables in scenarios/).
 # capture: tests/gpu/capture_check.py (kernels only inside --capture
 # windows, exactly kernels per step x window steps; step time outside
-# windows vs untraced; the overhead table).  always-on:
+# windows vs untraced over GPUOS_CAPTURE_ROUNDS alternating rounds, default
+# 5; the overhead table).  always-on:
 # bench/always_on_overhead.sh (untraced, --always-on, torch.profiler of the
 # same duty cycle, runs of 20 s; GPUOS_ALWAYS_ON_ROUNDS, default 5).
 # capture-rhythm: capture_check.py --no-marks (a job with no step marks: the
@@ -290,7 +291,8 @@ fi
 if want capture; then
   # Issue #19: capture windows on the GPU.
   echo "== capture windows"
-  OUT="$OUT/capture" timeout 400 python3 "$HERE/capture_check.py" "$BIN_DIR" 2>&1 | tee "$OUT/capture.log" | tail -16
+  OUT="$OUT/capture" timeout 560 python3 "$HERE/capture_check.py" "$BIN_DIR" --rounds "${GPUOS_CAPTURE_ROUNDS:-5}" 2>&1 |
+    tee "$OUT/capture.log" | tail -16
   check_rows capture "$OUT/capture.log" "capture windows"
 fi
 
@@ -300,8 +302,8 @@ if want capture-rhythm; then
   echo "== capture windows, steps from the CUDA calls' rhythm"
   # ResNet-18: the small MLP's steps (0.6-1.3 ms) are below the rhythm's
   # 1 ms minimum (the analysis' rule, live_step_rhythm.h).
-  OUT="$OUT/capture-rhythm" timeout 400 python3 "$HERE/capture_check.py" "$BIN_DIR" --no-marks \
-    --model resnet18 --steps 300 2>&1 |
+  OUT="$OUT/capture-rhythm" timeout 560 python3 "$HERE/capture_check.py" "$BIN_DIR" --no-marks \
+    --model resnet18 --steps 300 --rounds "${GPUOS_CAPTURE_ROUNDS:-5}" 2>&1 |
     tee "$OUT/capture-rhythm.log" | tail -16
   check_rows rhythm "$OUT/capture-rhythm.log" "capture rhythm"
 fi
