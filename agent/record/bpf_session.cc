@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <mutex>
 #include <set>
 #include <string>
@@ -319,14 +320,14 @@ absl::Status BpfSession::Impl::AttachListed() {
 }
 
 bool BenchDetaches(absl::string_view name) {
-  static const std::set<std::string>* const kDetached = [] {
-    auto* names = new std::set<std::string>;
+  static const std::set<std::string, std::less<>>* const kDetached = [] {
+    auto* names = new std::set<std::string, std::less<>>;
     if (const char* list = getenv("GPUOS_BENCH_DETACH")) {
       for (absl::string_view n : absl::StrSplit(list, ',', absl::SkipEmpty())) names->emplace(n);
     }
     return names;
   }();
-  return kDetached->count(std::string(name)) > 0;
+  return kDetached->find(name) != kDetached->end();
 }
 
 BpfSession::BpfSession(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}

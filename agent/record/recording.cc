@@ -104,11 +104,12 @@ absl::Status Recording::StartBpf() {
       bpf_options, [this](const void* data, size_t size) { OnRecord(data, size); });
   if (!session.ok()) return session.status();
   bpf_ = std::move(*session);
+  if (BenchDetaches("torch_uprobes")) {
+    fprintf(stderr, "gpuos-trace: warning: GPUOS_BENCH_DETACH: torch_uprobes not attached; no backward-pass marks\n");
+    return absl::OkStatus();
+  }
   // Backward passes of un-annotated PyTorch jobs; the rest records without.
-  auto torch = BenchDetaches("torch_uprobes")
-                   ? absl::StatusOr<std::unique_ptr<TorchBackwardProbes>>(
-                         absl::UnavailableError("GPUOS_BENCH_DETACH: torch_uprobes not attached"))
-                   : TorchBackwardProbes::Load(*bpf_);
+  auto torch = TorchBackwardProbes::Load(*bpf_);
   if (torch.ok()) {
     torch_ = std::move(*torch);
   } else if (!options_.quiet) {

@@ -4,6 +4,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "export/report/format.h"
+#include "export/report/step_columns.h"
+#include "export/report/step_report.h"
 #include "export/report/text_table.h"
 
 namespace gpuos {
@@ -65,21 +67,11 @@ void WriteRankJson(const RankSummary& r, JsonWriter& json) {
   json.Field("driving_tid", r.steps.tid);
   json.Field("step_source", StepSourceName(r.steps.source));
   json.Field("steps", static_cast<uint64_t>(r.steps.measured_steps));
-  json.Key("step_ns");
-  json.BeginObject();
-  json.Field("mean", r.steps.duration_ns.mean);
-  json.Field("p50", r.steps.duration_ns.p50);
-  json.Field("p95", r.steps.duration_ns.p95);
-  json.EndObject();
+  StatsJson("step_ns", r.steps.duration_ns, json);
   // Every measured step, with CUDA detail or not (capture windows): the
   // per-step figures above and below are over the steps with detail.
   json.Field("all_steps", static_cast<uint64_t>(r.steps.all_steps));
-  json.Key("all_step_ns");
-  json.BeginObject();
-  json.Field("mean", r.steps.all_steps_duration_ns.mean);
-  json.Field("p50", r.steps.all_steps_duration_ns.p50);
-  json.Field("p95", r.steps.all_steps_duration_ns.p95);
-  json.EndObject();
+  StatsJson("all_step_ns", r.steps.all_steps_duration_ns, json);
   json.Field("comm_ns", r.PerStep(r.comm_ns));
   json.Field("exposed_comm_ns", r.PerStep(r.exposed_comm_ns));
   json.Field("overlapped_comm_ns", r.PerStep(r.comm_ns - r.exposed_comm_ns));
@@ -134,7 +126,7 @@ void WriteRankTextReport(const RankAnalysis& a, std::ostream& out, uint32_t repo
   // With capture windows, a window's few steps say little of a rank's
   // step time: that is over every step, the rest over the steps with detail.
   bool windows = false;
-  for (const RankSummary& r : a.ranks) windows |= r.steps.steps_without_detail > 0;
+  for (const RankSummary& r : a.ranks) windows |= GpuSideOverFewerSteps(r.steps);
   out << "\nRanks (" << a.ranks.size() << "; ms per measured step, means; comm: time in collectives, exposed: "
       << "not overlapped by compute; * = the process of the step report above";
   if (windows) {

@@ -228,16 +228,6 @@ void StepBody(const StepRecord& s, JsonWriter& json) {
   json.EndObject();
 }
 
-void StatsJson(const char* key, const DistributionStats& d, JsonWriter& json, double scale) {
-  json.Key(key);
-  json.BeginObject();
-  json.Field("mean", d.mean * scale);
-  json.Field("p50", d.p50 * scale);
-  json.Field("p95", d.p95 * scale);
-  json.Field("min", d.min * scale);
-  json.Field("max", d.max * scale);
-  json.EndObject();
-}
 
 
 void CaptureJson(const CaptureInfo& capture, JsonWriter& json) {
@@ -454,6 +444,17 @@ void DiagnosisJson(const StepAnalysis& a, const Diagnosis& d, JsonWriter& json) 
 }
 
 }  // namespace
+
+void StatsJson(const char* key, const DistributionStats& d, JsonWriter& json, double scale) {
+  json.Key(key);
+  json.BeginObject();
+  json.Field("mean", d.mean * scale);
+  json.Field("p50", d.p50 * scale);
+  json.Field("p95", d.p95 * scale);
+  json.Field("min", d.min * scale);
+  json.Field("max", d.max * scale);
+  json.EndObject();
+}
 
 void WriteStepJsonMembers(const StepAnalysis& a, const Diagnosis& d, JsonWriter& json) {
   StepAnalysisJson(a, json);

@@ -24,4 +24,8 @@ void WriteStepTextReport(const StepAnalysis& analysis, const Diagnosis& diagnosi
 // [] and "stage_summary" and "gpu_idle_attribution" are null.
 void WriteStepJsonMembers(const StepAnalysis& analysis, const Diagnosis& diagnosis, JsonWriter& json);
 
+// "key": {mean, p50, p95, min, max} of a distribution over steps, each
+// times `scale`.
+void StatsJson(const char* key, const DistributionStats& d, JsonWriter& json, double scale = 1.0);
+
 }  // namespace gpuos

@@ -198,8 +198,9 @@ OsSummary Summarize(const std::vector<v1::Event>& events,
 }
 
 // An interval whose switch-in the kernel did not trace still counts as a
-// switch, and the summary says how many there were.
-TEST(OsSummaryTest, UnseenSwitchInsAreCountedAndSaid) {
+// switch and its time, and the summary counts such intervals (the report
+// says so: os_report_test).
+TEST(OsSummaryTest, UnseenSwitchInsAreCounted) {
   std::vector<v1::Event> events = TrainingJobEvents();
   EXPECT_EQ(Summarize(events).unseen_switch_ins, 0u);
   v1::Event unseen = OffCpu(3150, 100, 100, 3000, 0, v1::OFF_CPU_CAUSE_SYSCALL, true);

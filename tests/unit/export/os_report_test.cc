@@ -540,6 +540,19 @@ TEST(OsTextReportTest, ProcessThreadSyscallAndOffCpuRows) {
   EXPECT_LT(text.find("The most expensive OS calls"), text.find("Off-CPU time by cause"));
 }
 
+// Intervals whose switch-in the kernel never traced: the header says how
+// many, and that their off-CPU time is a lower bound; JSON counts them.
+TEST(OsTextReportTest, UnseenSwitchInsAreSaid) {
+  OsSummary s = MakeSummary();
+  EXPECT_EQ(Text(s).find("without a sched_switch"), std::string::npos);
+  JsonChecks(Json(s)).Expect("d['unseen_switch_ins']", "0");
+  s.unseen_switch_ins = 3;
+  EXPECT_NE(Text(s).find("note:      3 off-CPU interval(s) came back without a sched_switch the kernel traced"),
+            std::string::npos)
+      << Text(s);
+  JsonChecks(Json(s)).Expect("d['unseen_switch_ins']", "3");
+}
+
 TEST(OsTextReportTest, DropsAndReadErrorsAreLoud) {
   OsSummary s = MakeSummary();
   s.dropped_events = 42;

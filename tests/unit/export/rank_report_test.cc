@@ -14,30 +14,23 @@
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
+#include "support/event_builders.h"
 
 namespace gpuos {
 namespace {
+
+using test_events::Ev;
+using test_events::Process;
 
 constexpr uint64_t kT0 = 10'000'000, kStep = 1'000'000;
 constexpr int kSteps = 30;
 constexpr int kFirst = 10, kLast = 12;  // the window: 3 steps
 
-v1::Event Ev(uint32_t pid, uint64_t ts, uint32_t tid) {
-  v1::Event e;
-  e.set_ts_ns(ts);
-  e.set_pid(pid);
-  e.set_tid(tid);
-  return e;
-}
-
 // One rank process: its start, its rank, kSteps NVTX steps of kStep with a
 // launch each, and kernels (CUPTI's records) only inside the window.
 void AddRank(uint32_t pid, int32_t rank, std::vector<v1::Event>& events) {
-  v1::Event start = Ev(pid, 1, pid);
-  start.mutable_process_start()->set_ppid(1);
-  start.mutable_process_start()->set_comm("python3");
-  events.push_back(start);
-  v1::Event info = Ev(pid, 2, pid);
+  events.push_back(Process(pid, 1, "python3"));
+  v1::Event info = Ev(2, pid, pid);
   info.mutable_rank_info()->set_rank(rank);
   info.mutable_rank_info()->set_world_size(2);
   info.mutable_rank_info()->set_host("h");
@@ -45,27 +38,27 @@ void AddRank(uint32_t pid, int32_t rank, std::vector<v1::Event>& events) {
   for (int i = 0; i < kSteps; ++i) {
     const uint64_t t = kT0 + i * kStep;
     if (i == kFirst) {
-      v1::Event open = Ev(pid, t, pid);
+      v1::Event open = Ev(t, pid, pid);
       open.mutable_capture_window()->set_edge(v1::CaptureWindow::OPEN);
       open.mutable_capture_window()->set_step(i);
       events.push_back(open);
     }
-    v1::Event step = Ev(pid, t, pid);
+    v1::Event step = Ev(t, pid, pid);
     step.mutable_nvtx_range()->set_name("step " + std::to_string(i));
     step.mutable_nvtx_range()->set_duration_ns(kStep);
     events.push_back(step);
-    v1::Event api = Ev(pid, t + 1000, pid);
+    v1::Event api = Ev(t + 1000, pid, pid);
     api.mutable_cuda_api()->set_name("cudaLaunchKernel_v7000");
     api.mutable_cuda_api()->set_duration_ns(5000);
     events.push_back(api);
     if (i >= kFirst && i <= kLast) {
-      v1::Event kernel = Ev(pid, t + 10'000, 0);
+      v1::Event kernel = Ev(t + 10'000, pid, 0);
       kernel.mutable_gpu_kernel()->set_duration_ns(kStep - 20'000);
       kernel.mutable_gpu_kernel()->set_stream(7);
       events.push_back(kernel);
     }
     if (i == kLast) {
-      v1::Event close = Ev(pid, t + kStep, pid);
+      v1::Event close = Ev(t + kStep, pid, pid);
       close.mutable_capture_window()->set_edge(v1::CaptureWindow::CLOSE);
       close.mutable_capture_window()->set_step(i);
       events.push_back(close);
