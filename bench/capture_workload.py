@@ -16,6 +16,13 @@ a fixed batch already on the GPU, so the step is the GPU-side work alone.
                       [--log-steps FILE]    "N start_ns end_ns" per step
                                             (time.monotonic_ns: CLOCK_MONOTONIC,
                                             the trace's clock)
+                      [--until-signal]      run until SIGUSR1 instead of for
+                                            --steps/--seconds; "warm" on stderr
+                                            once the warmup is done
+                                            (bench/phase_overhead.py)
+                      [--device cpu]        the mlp on the CPU, no NVTX ranges
+                                            (to try a benchmark on a machine
+                                            without a GPU)
 
 Prints one JSON line: {"model", "steps", "steps_per_s", "median_step_ms"}
 over the steps after the warmup.  resnet18 is the seeds' model
@@ -25,6 +32,7 @@ over the steps after the warmup.  resnet18 is the seeds' model
 import argparse
 import json
 import os
+import signal
 import statistics
 import sys
 import time
@@ -32,11 +40,11 @@ import time
 import torch
 
 
-def build(model_name):
+def build(model_name, device):
     if model_name == "mlp":
         model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(),
-                                    torch.nn.Linear(256, 64)).cuda()
-        x, y = torch.randn(128, 64, device="cuda"), torch.randn(128, 64, device="cuda")
+                                    torch.nn.Linear(256, 64)).to(device)
+        x, y = torch.randn(128, 64, device=device), torch.randn(128, 64, device=device)
         loss_fn = torch.nn.functional.mse_loss
     else:
         sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
@@ -83,10 +91,19 @@ def main():
                              "warmup's median step)")
     parser.add_argument("--log-steps", default="")
     parser.add_argument("--no-marks", action="store_true")
+    parser.add_argument("--until-signal", action="store_true")
+    parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
     args = parser.parse_args()
+    if args.device == "cpu":
+        if args.model != "mlp":
+            parser.error("--device cpu runs the mlp only")
+        args.no_marks = True
     steps = args.steps or (2000 if args.model == "mlp" else 200)
+    stop = []
+    if args.until_signal:
+        signal.signal(signal.SIGUSR1, lambda *_: stop.append(True))
     torch.manual_seed(0)
-    step = build(args.model)
+    step = build(args.model, args.device)
     prof = start_profiler(args.profile_every) if args.profile_every else None
     times = []
     deadline = None
@@ -98,7 +115,12 @@ def main():
                 prof = start_profiler(int(round(args.profile_seconds * 1e9 / warm)))
             if args.seconds:
                 deadline = time.monotonic_ns() + int(args.seconds * 1e9)
-        if deadline is not None:
+            if args.until_signal:
+                print("warm", file=sys.stderr, flush=True)
+        if args.until_signal:
+            if stop:
+                break
+        elif deadline is not None:
             if time.monotonic_ns() >= deadline:
                 break
         elif i >= steps:

@@ -385,6 +385,11 @@ absl::Status BpfSession::Track(uint32_t pid) {
   return absl::OkStatus();
 }
 
+void BpfSession::Untrack(uint32_t pid) {
+  if (static_cast<size_t>(pid / 64) * sizeof(uint64_t) >= impl_->traced_tgids_bytes) return;
+  __atomic_fetch_and(&impl_->traced_tgids[pid / 64], ~(uint64_t{1} << (pid % 64)), __ATOMIC_SEQ_CST);
+}
+
 absl::Status BpfSession::ShareMapsWith(struct bpf_object* obj) const {
   return impl_->ShareMaps(obj);
 }

@@ -93,6 +93,8 @@ class BpfSession {
   // are added by the kernel side.  NotFound when the process has already
   // ended (then nothing is left set for a later process with its id).
   absl::Status Track(uint32_t pid);
+  // Takes a process out of the traced set (its children keep their bits).
+  void Untrack(uint32_t pid);
 
   // Points the maps every program shares (the traced set, the ring buffer,
   // drop counts, per-thread state) of an object opened but not yet loaded

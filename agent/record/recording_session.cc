@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "common/valid_utf8.h"
+#include "record/bench_toggle.h"
 #include "record/flight_control.h"
 #include "record/host_info.h"
 #include "record/launcher.h"
@@ -131,6 +132,7 @@ void RecordingSession::Loop() {
                              shim_listener_ ? shim_listener_->poll_fd() : -1});
   uint64_t last_snapshot = MonotonicNowNs();
   bool ended = target_.Ended(*parts_, last_snapshot, /*waited=*/false);
+  std::unique_ptr<BenchToggle> toggle = BenchToggle::FromEnvironment(options_.attach_pids);
   while (!ended) {
     epoll_event ready[3];
     int n = epoll_wait(epoll_fd_, ready, 3, kTickMs);
@@ -139,6 +141,7 @@ void RecordingSession::Loop() {
     if (shim_listener_) shim_listener_->Pump();
     DrainSignals();
     const uint64_t now = MonotonicNowNs();
+    if (toggle) toggle->Tick(recording_->bpf(), now);
     ended = target_.Ended(*parts_, now, /*waited=*/true);
     if (!ended && now - last_snapshot >= kSnapshotIntervalNs) {
       recording_->Snapshot(/*final=*/false);

@@ -1,0 +1,223 @@
+#!/usr/bin/env python3
+"""What gpuos-trace's OS side costs a training loop's step rate, with the
+traced and untraced phases in ONE job.
+
+  sudo bench/phase_overhead.py [BIN_DIR] [--rounds N] [--phase-seconds S]
+                               [--variants os,os-without:offcpu,...]
+                               [--model mlp|resnet18] [--pin CPUS]
+                               [--device cuda|cpu] [--keep DIR]
+
+One bench/capture_workload.py job runs untraced for the whole benchmark and
+logs every step's start and end (CLOCK_MONOTONIC).  Between untraced phases
+of S seconds, `gpuos-trace --pid JOB --duration S` attaches one variant's
+BPF programs (the same ones `gpuos-trace -- cmd` loads: attach only changes
+how the job becomes traced).  Each traced phase's step rate is compared
+with the mean of the untraced phases on either side of it; the variants
+take turns, so every one sees the job at every age.
+
+Why: on the GPU hosts separate runs of the 1 ms MLP spread by 10-15% from
+one process to the next (CPU placement, clocks, allocator state), more than
+the cost being measured (docs/capture-results.md).  Inside one process that
+spread is absent, and "drift" (the untraced phase after against the one
+before) shows what is left of it.
+
+Variants (comma list):
+  os                  --no-cuda: the OS side alone, as --always-on records it
+  os-without:A+B      the same with BPF sources or programs A and B left
+                      unattached (GPUOS_BENCH_DETACH: offcpu, faults,
+                      syscalls, block_io, torch_uprobes, a program's name)
+  opts:OPTIONS        --no-cuda and these gpuos-trace options ('+' for spaces)
+
+--toggle-ms P: one tracer per variant and round (phases of S seconds),
+taking the job out of the traced set and back every P ms
+(GPUOS_BENCH_TOGGLE) with its programs left attached: the loss of each
+"on" span against the "off" spans on either side.  It measures recording
+the job's events alone (not what attached programs cost an untraced
+thread, nor a uprobe's trap, which stay), at a rhythm fast enough that the
+host's drift cancels.
+
+A traced phase spans the trace's first to last event, less --margin seconds
+at each end (the attach's and the detach's own transients); an untraced
+phase spans the time between two tracers, less the same margins.  Prints one
+row per phase, then per variant the medians over its phases: step rate
+untraced and traced, loss of step rate (traced against the mean of its two
+neighbours), its min..max, and the drift between neighbours.
+"""
+import argparse
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def variant_command(tracer, name, pid, seconds, out, toggle=None):
+    """The tracer's argv and environment for one traced phase of VARIANT;
+    toggle: (period_ms, log) for GPUOS_BENCH_TOGGLE."""
+    argv = [tracer, "-q", "--no-cuda", "--pid", str(pid), "--duration", "%gs" % seconds, "-o", out]
+    env = dict(os.environ)
+    if toggle:
+        env["GPUOS_BENCH_TOGGLE"] = "%d:%s" % toggle
+    if name.startswith("os-without:"):
+        env["GPUOS_BENCH_DETACH"] = name[len("os-without:"):].replace("+", ",")
+    elif name.startswith("opts:"):
+        argv[1:1] = name[len("opts:"):].split("+")
+    elif name != "os":
+        raise SystemExit("phase_overhead: unknown variant %r (os, os-without:A+B, opts:OPTIONS)" % name)
+    return argv, env
+
+
+def trace_span(tracer, path):
+    """(first_event_ns, last_event_ns, dropped) of a trace, from its report."""
+    report = subprocess.run([tracer, "report", path, "--format", "json"], check=True,
+                            capture_output=True, text=True).stdout
+    data = json.loads(report)
+    return data["first_event_ns"], data["last_event_ns"], data["dropped_events"]
+
+
+def step_rate(starts, begin_ns, end_ns):
+    """Steps a second between begin and end, from the steps that start there."""
+    inside = [s for s in starts if begin_ns <= s <= end_ns]
+    if len(inside) < 3:
+        return None
+    return (len(inside) - 1) * 1e9 / (inside[-1] - inside[0])
+
+
+def toggle_spans(log, margin):
+    """[(kind, begin, end)] of a GPUOS_BENCH_TOGGLE log: "on"/"off" spans
+    between flips, less the margin at each end."""
+    flips = [(kind, int(ns)) for kind, ns in (line.split() for line in open(log))]
+    return [("traced" if kind == "on" else "untraced", begin + margin, end - margin)
+            for (kind, begin), (_, end) in zip(flips, flips[1:])]
+
+
+def run(args):
+    tracer = os.path.realpath(os.path.join(args.bin_dir, "gpuos-trace"))
+    work = args.keep or "/tmp/gpuos-phase-overhead.%d" % os.getpid()
+    os.makedirs(work, exist_ok=True)
+    step_log = os.path.join(work, "steps.txt")
+    job_cmd = [sys.executable, os.path.join(HERE, "capture_workload.py"), "--model", args.model,
+               "--device", args.device, "--until-signal", "--log-steps", step_log]
+    if args.pin:
+        job_cmd = ["taskset", "-c", args.pin] + job_cmd
+    # The job's stderr goes to a file (a pipe nobody drains could block it);
+    # its pid is the job's own (taskset execs it).
+    job_err = os.path.join(work, "job.stderr")
+    with open(job_err, "w") as err:
+        job = subprocess.Popen(job_cmd, stdout=subprocess.PIPE, stderr=err, text=True)
+    while "warm\n" not in open(job_err).read():
+        if job.poll() is not None:
+            raise SystemExit("phase_overhead: the job ended before its warmup (see %s)" % job_err)
+        time.sleep(0.1)
+    variants = args.variants.split(",")
+    phases = []  # (kind, variant, begin_ns, end_ns, dropped)
+    margin = int(args.margin * 1e9)
+    try:
+        gap_start = time.monotonic_ns()
+        for r in range(args.rounds):
+            for i in range(len(variants)):
+                name = variants[(r + i) % len(variants)]  # rotate the order each round
+                # (Toggled phases carry their own untraced spans.)
+                time.sleep(0.5 if args.toggle_ms else args.phase_seconds)
+                out = os.path.join(work, "phase-%d-%d.gpuos" % (r, i))
+                toggle_log = out + ".toggle"
+                argv, env = variant_command(tracer, name, job.pid, args.phase_seconds, out,
+                                            (args.toggle_ms, toggle_log) if args.toggle_ms else None)
+                started = time.monotonic_ns()
+                if not args.toggle_ms:
+                    phases.append(("untraced", "", gap_start + margin, started - margin, 0))
+                done = subprocess.run(argv, env=env, capture_output=True, text=True)
+                gap_start = time.monotonic_ns()
+                if done.returncode != 0:
+                    raise SystemExit("phase_overhead: gpuos-trace failed: %s" % done.stderr.strip())
+                first, last, dropped = trace_span(tracer, out)
+                if args.toggle_ms:
+                    spans = toggle_spans(toggle_log, int(args.toggle_margin * 1e9))
+                    # Whole on/off/on... spans only, so that each "on" has an
+                    # "off" on either side.
+                    if spans and spans[0][0] == "traced":
+                        spans = spans[1:]
+                    if spans and spans[-1][0] == "traced":
+                        spans = spans[:-1]
+                    phases.extend((kind, name if kind == "traced" else "", b, e, dropped)
+                                  for kind, b, e in spans)
+                    phases.append(("break", "", 0, 0, 0))
+                else:
+                    phases.append((name, name, first + margin, last - margin, dropped))
+                if not args.keep:
+                    os.unlink(out)
+        time.sleep(args.phase_seconds)
+        if not args.toggle_ms:
+            phases.append(("untraced", "", gap_start + margin, time.monotonic_ns() - margin, 0))
+    finally:
+        job.send_signal(signal.SIGUSR1)
+        result = job.stdout.read()
+        job.wait()
+    starts = [int(line.split()[1]) for line in open(step_log)]
+    print("# gpuos-trace OS side, traced and untraced phases of one %s job (%s), %s" %
+          (args.model, args.device, time.strftime("%Y-%m-%dT%H:%MZ", time.gmtime())))
+    print("# %d rounds of %s; phases of %g s less %g s margins%s%s; job: %s" %
+          (args.rounds, ",".join(variants), args.phase_seconds, args.margin,
+           "; on/off every %d ms less %g s margins" % (args.toggle_ms, args.toggle_margin) if args.toggle_ms else "",
+           "; job pinned to CPUs " + args.pin if args.pin else "", result.strip()))
+    rates = [step_rate(starts, b, e) if kind != "break" else None for kind, _, b, e, _ in phases]
+    per_variant = {}
+    print("%-4s %-34s %9s %9s %9s %8s %8s %7s" % ("#", "phase", "s", "steps/s", "U around", "loss", "drift", "drops"))
+    for k, (kind, name, begin, end, dropped) in enumerate(phases):
+        if kind in ("untraced", "break"):
+            continue
+        before, after, traced = rates[k - 1], rates[k + 1], rates[k]
+        if None in (before, after, traced):
+            print("%-4d %-34s too short" % (k, name))
+            continue
+        around = (before + after) / 2
+        loss = 100 * (1 - traced / around)
+        drift = 100 * (after / before - 1)
+        per_variant.setdefault(name, []).append((around, traced, loss, drift))
+        if not args.toggle_ms or args.verbose:
+            print("%-4d %-34s %9.2f %9.1f %9.1f %+7.2f%% %+7.2f%% %7d" %
+                  (k, name, (end - begin) / 1e9, traced, around, loss, drift, dropped))
+    print()
+    print("medians over phases; loss = 1 - traced / mean(untraced before, after); drift = after / before - 1")
+    print("%-34s %3s %10s %10s %8s %18s %8s %16s" %
+          ("variant", "n", "U steps/s", "T steps/s", "loss", "loss min..max", "drift", "drift min..max"))
+    for name in variants:
+        rows = per_variant.get(name, [])
+        if not rows:
+            print("%-34s   0 (no phase measured)" % name)
+            continue
+        col = list(zip(*rows))
+        print("%-34s %3d %10.1f %10.1f %+7.2f%% %+8.2f..%+7.2f%% %+7.2f%% %+7.2f..%+6.2f%%" %
+              (name, len(rows), statistics.median(col[0]), statistics.median(col[1]),
+               statistics.median(col[2]), min(col[2]), max(col[2]), statistics.median(col[3]),
+               min(col[3]), max(col[3])))
+    return 0
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("bin_dir", nargs="?", default="build")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--phase-seconds", type=float, default=3)
+    parser.add_argument("--margin", type=float, default=0.3)
+    parser.add_argument("--variants", default="os")
+    parser.add_argument("--model", choices=["mlp", "resnet18"], default="mlp")
+    parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
+    parser.add_argument("--pin", default="")
+    parser.add_argument("--toggle-ms", type=int, default=0)
+    parser.add_argument("--toggle-margin", type=float, default=0.02,
+                        help="seconds left out at each end of a toggled span")
+    parser.add_argument("--verbose", action="store_true", help="with --toggle-ms: a row per span")
+    parser.add_argument("--keep", default="", help="keep the step log and traces in this folder")
+    args = parser.parse_args()
+    if args.rounds < 1 or args.phase_seconds <= 2 * args.margin:
+        parser.error("need --rounds >= 1 and --phase-seconds > 2 x --margin")
+    return run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
