@@ -79,12 +79,16 @@ def trace_span(tracer, path):
     return data["first_event_ns"], data["last_event_ns"], data["dropped_events"]
 
 
-def step_rate(starts, begin_ns, end_ns):
-    """Steps a second between begin and end, from the steps that start there."""
-    inside = [s for s in starts if begin_ns <= s <= end_ns]
+def span_figures(steps, begin_ns, end_ns):
+    """Of the steps (start_ns, end_ns) that start between begin and end: the
+    steps a second, their count and seconds (first start to last start), and
+    the median step's length in us; None when fewer than 3."""
+    inside = [(s, e) for s, e in steps if begin_ns <= s <= end_ns]
     if len(inside) < 3:
         return None
-    return (len(inside) - 1) * 1e9 / (inside[-1] - inside[0])
+    seconds = (inside[-1][0] - inside[0][0]) / 1e9
+    return dict(rate=(len(inside) - 1) / seconds, steps=len(inside) - 1, seconds=seconds,
+                   median_us=statistics.median((e - s) / 1e3 for s, e in inside))
 
 
 def toggle_spans(log, margin):
@@ -157,44 +161,58 @@ def run(args):
         job.send_signal(signal.SIGUSR1)
         result = job.stdout.read()
         job.wait()
-    starts = [int(line.split()[1]) for line in open(step_log)]
+    steps = [tuple(int(x) for x in line.split()[1:3]) for line in open(step_log)]
     print("# gpuos-trace OS side, traced and untraced phases of one %s job (%s), %s" %
           (args.model, args.device, time.strftime("%Y-%m-%dT%H:%MZ", time.gmtime())))
     print("# %d rounds of %s; phases of %g s less %g s margins%s%s; job: %s" %
           (args.rounds, ",".join(variants), args.phase_seconds, args.margin,
            "; on/off every %d ms less %g s margins" % (args.toggle_ms, args.toggle_margin) if args.toggle_ms else "",
            "; job pinned to CPUs " + args.pin if args.pin else "", result.strip()))
-    rates = [step_rate(starts, b, e) if kind != "break" else None for kind, _, b, e, _ in phases]
+    spans = [span_figures(steps, b, e) if kind != "break" else None for kind, _, b, e, _ in phases]
     per_variant = {}
-    print("%-4s %-34s %9s %9s %9s %8s %8s %7s" % ("#", "phase", "s", "steps/s", "U around", "loss", "drift", "drops"))
+    print("%-4s %-34s %7s %9s %9s %8s %9s %8s %8s %6s" % ("#", "phase", "s", "steps/s", "U around", "loss",
+                                                         "median us", "loss", "drift", "drops"))
     for k, (kind, name, begin, end, dropped) in enumerate(phases):
         if kind in ("untraced", "break"):
             continue
-        before, after, traced = rates[k - 1], rates[k + 1], rates[k]
+        before, after, traced = spans[k - 1], spans[k + 1], spans[k]
         if None in (before, after, traced):
             print("%-4d %-34s too short" % (k, name))
             continue
-        around = (before + after) / 2
-        loss = 100 * (1 - traced / around)
-        drift = 100 * (after / before - 1)
-        per_variant.setdefault(name, []).append((around, traced, loss, drift))
+        around = {key: (before[key] + after[key]) / 2 for key in before}
+        row = {
+            "rate_loss": 100 * (1 - traced["rate"] / around["rate"]),
+            "median_loss": 100 * (traced["median_us"] / around["median_us"] - 1),
+            "drift": 100 * (after["rate"] / before["rate"] - 1),
+            "traced": traced, "around": around,
+        }
+        per_variant.setdefault(name, []).append(row)
         if not args.toggle_ms or args.verbose:
-            print("%-4d %-34s %9.2f %9.1f %9.1f %+7.2f%% %+7.2f%% %7d" %
-                  (k, name, (end - begin) / 1e9, traced, around, loss, drift, dropped))
+            print("%-4d %-34s %7.2f %9.1f %9.1f %+7.2f%% %9.1f %+7.2f%% %+7.2f%% %6d" %
+                  (k, name, (end - begin) / 1e9, traced["rate"], around["rate"], row["rate_loss"],
+                   traced["median_us"], row["median_loss"], row["drift"], dropped))
     print()
-    print("medians over phases; loss = 1 - traced / mean(untraced before, after); drift = after / before - 1")
-    print("%-34s %3s %10s %10s %8s %18s %8s %16s" %
-          ("variant", "n", "U steps/s", "T steps/s", "loss", "loss min..max", "drift", "drift min..max"))
+    print("per variant, over its traced spans: loss of step rate (1 - traced / mean of the untraced spans")
+    print("before and after), its median and min..max; the same pooled (all traced steps over all traced")
+    print("time, against the untraced spans beside them); and the median step's growth (median us of the")
+    print("traced span / mean of its neighbours' - 1): robust to the stalls that make a span's rate jump")
+    print("%-34s %3s %10s %8s %18s %8s %9s %18s %8s" %
+          ("variant", "n", "U steps/s", "loss", "loss min..max", "pooled", "median+", "median+ min..max",
+           "drift"))
     for name in variants:
         rows = per_variant.get(name, [])
         if not rows:
             print("%-34s   0 (no phase measured)" % name)
             continue
-        col = list(zip(*rows))
-        print("%-34s %3d %10.1f %10.1f %+7.2f%% %+8.2f..%+7.2f%% %+7.2f%% %+7.2f..%+6.2f%%" %
-              (name, len(rows), statistics.median(col[0]), statistics.median(col[1]),
-               statistics.median(col[2]), min(col[2]), max(col[2]), statistics.median(col[3]),
-               min(col[3]), max(col[3])))
+        rate_loss = [r["rate_loss"] for r in rows]
+        median_loss = [r["median_loss"] for r in rows]
+        pooled_t = sum(r["traced"]["steps"] for r in rows) / sum(r["traced"]["seconds"] for r in rows)
+        pooled_u = sum(r["around"]["steps"] for r in rows) / sum(r["around"]["seconds"] for r in rows)
+        print("%-34s %3d %10.1f %+7.2f%% %+8.2f..%+7.2f%% %+7.2f%% %+8.2f%% %+8.2f..%+7.2f%% %+7.2f%%" %
+              (name, len(rows), statistics.median(r["around"]["rate"] for r in rows),
+               statistics.median(rate_loss), min(rate_loss), max(rate_loss), 100 * (1 - pooled_t / pooled_u),
+               statistics.median(median_loss), min(median_loss), max(median_loss),
+               statistics.median(r["drift"] for r in rows)))
     return 0
 
 
