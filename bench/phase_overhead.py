@@ -46,6 +46,7 @@ neighbours), its min..max, and the drift between neighbours.
 import argparse
 import json
 import os
+import random
 import signal
 import statistics
 import subprocess
@@ -97,6 +98,13 @@ def toggle_spans(log, margin):
     flips = [(kind, int(ns)) for kind, ns in (line.split() for line in open(log))]
     return [("traced" if kind == "on" else "untraced", begin + margin, end - margin)
             for (kind, begin), (_, end) in zip(flips, flips[1:])]
+
+
+def median_interval(values, draws=2000):
+    """A 95% bootstrap interval of the median of values."""
+    rng = random.Random(1)
+    medians = sorted(statistics.median(rng.choices(values, k=len(values))) for _ in range(draws))
+    return medians[int(0.025 * draws)], medians[int(0.975 * draws) - 1]
 
 
 def run(args):
@@ -195,10 +203,11 @@ def run(args):
     print("per variant, over its traced spans: loss of step rate (1 - traced / mean of the untraced spans")
     print("before and after), its median and min..max; the same pooled (all traced steps over all traced")
     print("time, against the untraced spans beside them); and the median step's growth (median us of the")
-    print("traced span / mean of its neighbours' - 1): robust to the stalls that make a span's rate jump")
-    print("%-34s %3s %10s %8s %18s %8s %9s %18s %8s" %
-          ("variant", "n", "U steps/s", "loss", "loss min..max", "pooled", "median+", "median+ min..max",
-           "drift"))
+    print("traced span / mean of its neighbours' - 1): robust to the stalls that make a span's rate jump;")
+    print("95%: a bootstrap interval of the median loss")
+    print("%-34s %3s %10s %8s %18s %18s %8s %9s %18s %8s" %
+          ("variant", "n", "U steps/s", "loss", "loss 95%", "loss min..max", "pooled", "median+",
+           "median+ min..max", "drift"))
     for name in variants:
         rows = per_variant.get(name, [])
         if not rows:
@@ -208,9 +217,11 @@ def run(args):
         median_loss = [r["median_loss"] for r in rows]
         pooled_t = sum(r["traced"]["steps"] for r in rows) / sum(r["traced"]["seconds"] for r in rows)
         pooled_u = sum(r["around"]["steps"] for r in rows) / sum(r["around"]["seconds"] for r in rows)
-        print("%-34s %3d %10.1f %+7.2f%% %+8.2f..%+7.2f%% %+7.2f%% %+8.2f%% %+8.2f..%+7.2f%% %+7.2f%%" %
+        low, high = median_interval(rate_loss)
+        print("%-34s %3d %10.1f %+7.2f%% %+8.2f..%+7.2f%% %+8.2f..%+7.2f%% %+7.2f%% %+8.2f%% %+8.2f..%+7.2f%% %+7.2f%%" %
               (name, len(rows), statistics.median(r["around"]["rate"] for r in rows),
-               statistics.median(rate_loss), min(rate_loss), max(rate_loss), 100 * (1 - pooled_t / pooled_u),
+               statistics.median(rate_loss), low, high, min(rate_loss), max(rate_loss),
+               100 * (1 - pooled_t / pooled_u),
                statistics.median(median_loss), min(median_loss), max(median_loss),
                statistics.median(r["drift"] for r in rows)))
     return 0

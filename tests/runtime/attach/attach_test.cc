@@ -255,6 +255,65 @@ TEST(Attach, SeveralPidsAreTracedTogether) {
   EXPECT_GT(inside, 2 * 800u);
 }
 
+// The benchmark knob GPUOS_BENCH_TOGGLE (bench/phase_overhead.py) takes the
+// job out of the traced set and back: operations of its "on" spans are in
+// the trace, those of its "off" spans are not.  A call within 2 ms of a flip
+// may go either way (the flip's time is read just before the bit changes).
+TEST(Attach, BenchToggleTracesTheJobOnlyInItsOnSpans) {
+  GPUOS_REQUIRE_ROOT();
+  rt::TempDir dir;
+  rt::Child target = StartTarget(dir, "ops.log");
+  usleep(300'000);
+  const std::string trace_path = dir.File("attach.gpuos");
+  rt::RunOptions options;
+  options.env = {"GPUOS_BENCH_TOGGLE=150:" + dir.File("toggle.log")};
+  rt::RunResult r = rt::Run({rt::TracerPath(), "-q", "--no-cuda", "--pid", std::to_string(target.pid()),
+                             "--duration", "1200ms", "-o", trace_path},
+                            options);
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  EXPECT_TRUE(absl::StrContains(r.err, "GPUOS_BENCH_TOGGLE")) << "the knob warns that events are missing";
+  target.Signal(SIGTERM);
+  ASSERT_EQ(target.Wait(30).exit_code, 0);
+  auto trace = rt::ReadTrace(trace_path);
+  ASSERT_TRUE(trace.ok()) << trace.status();
+
+  // Flips: "on" first, then alternating, in time order; the last span ends
+  // with the attach.
+  std::vector<std::pair<std::string, uint64_t>> flips;
+  std::ifstream in(dir.File("toggle.log"));
+  std::string kind;
+  uint64_t ns;
+  while (in >> kind >> ns) flips.emplace_back(kind, ns);
+  ASSERT_GE(flips.size(), 6u) << "a flip every ~150 ms for 1.2 s";
+  for (size_t i = 0; i < flips.size(); ++i) {
+    EXPECT_EQ(flips[i].first, i % 2 == 0 ? "on" : "off") << "flip " << i;
+    if (i > 0) EXPECT_GE(flips[i].second - flips[i - 1].second, 140'000'000u) << "flip " << i;
+  }
+  flips.emplace_back("end", AttachWindow(*trace).end);
+
+  constexpr uint64_t kSlack = 2'000'000;
+  auto traced = TracedOps(*trace, target.pid());
+  size_t on_ops = 0, on_missing = 0, off_ops = 0, off_traced = 0;
+  for (const LoggedOp& op : ReadTargetLog(dir.File("ops.log")).ops) {
+    auto lo = traced.lower_bound({op.call, op.start});
+    const bool found = lo != traced.end() && lo->first == op.call && lo->second <= op.end;
+    for (size_t i = 0; i + 1 < flips.size(); ++i) {
+      if (op.start < flips[i].second + kSlack || op.end + kSlack > flips[i + 1].second) continue;
+      if (flips[i].first == "on") {
+        ++on_ops;
+        on_missing += !found;
+      } else {
+        ++off_ops;
+        off_traced += found;
+      }
+    }
+  }
+  EXPECT_GT(on_ops, 500u);
+  EXPECT_GT(off_ops, 500u);
+  EXPECT_EQ(on_missing, 0u) << "operations of the on spans missing from the trace";
+  EXPECT_EQ(off_traced, 0u) << "operations of the off spans in the trace";
+}
+
 TEST(Attach, WorkersForkedAfterTheAttachAreFollowed) {
   GPUOS_REQUIRE_ROOT();
   rt::TempDir dir;
