@@ -5,11 +5,11 @@
 # a static gpuos-trace, libgpuos_shim.so and python_hooks/.  PARTS is a
 # comma list of: probe, known, known-cupti-clock, known-api-callbacks,
 # cuda-records, torch, coexist, overhead, per-kernel-cost, cupti-levers,
-# cupti-overhead-records, os-overhead, os-attach-overhead, attach,
+# cupti-overhead-records, os-overhead, os-attach-overhead, os-in-job, attach,
 # ranks, trace-processor, suite, corpus, scenarios, capture, capture-rhythm,
 # always-on
 # (default: all but known-cupti-clock, known-api-callbacks, per-kernel-cost,
-# cupti-levers, cupti-overhead-records, os-overhead, os-attach-overhead,
+# cupti-levers, cupti-overhead-records, os-overhead, os-attach-overhead, os-in-job,
 # trace-processor, suite, corpus, scenarios, capture, capture-rhythm and
 # always-on).
 # ranks: two_rank_gloo.sh (2 gloo DDP ranks on the GPU, per rank).
@@ -212,6 +212,21 @@ if want os-overhead; then
         row "os ${line%% *}" "$(grep -q ' PASS ' <<<"$line" && echo PASS || echo MISS)" "$(tr -s ' ' <<<"${line#* }")" ;;
     esac
   done < <(sed -n '/On-CPU time/,/^$/p' "$OUT/os-overhead.log")
+fi
+
+if want os-in-job; then
+  # The OS side's cost on the 1 ms MLP inside one job (issue #19): the job
+  # in and out of the traced set every 250 ms against a control that
+  # records nothing (bench/phase_overhead.py; 4 rounds of 30 s, ~5 minutes).
+  echo "== OS side inside one job (toggled every 250 ms)"
+  timeout 500 python3 "$ROOT/bench/phase_overhead.py" "$BIN_DIR" --pin "${GPUOS_PHASE_PIN:-4-7}" \
+    --rounds "${GPUOS_PHASE_ROUNDS:-4}" --phase-seconds "${GPUOS_PHASE_SECONDS:-30}" --toggle-ms 250 \
+    --variants os,os-without:offcpu+faults+syscalls+block_io+torch_uprobes 2>&1 |
+    tee "$OUT/os-in-job.log" | tail -4
+  while IFS= read -r line; do
+    row "os in one job: ${line%% *}" DONE "$(tr -s ' ' <<<"${line#* }")"
+  done < <(grep -E "^os(-without\S*)? +[0-9]" "$OUT/os-in-job.log")
+  grep -qE "^os +[0-9]" "$OUT/os-in-job.log" || row "os in one job" FAIL "no result (see os-in-job.log)"
 fi
 
 if want per-kernel-cost; then
