@@ -36,12 +36,17 @@ the job's events alone (not what attached programs cost an untraced
 thread, nor a uprobe's trap, which stay), at a rhythm fast enough that the
 host's drift cancels.
 
+Only the job's own process goes in and out of the trace: children it
+forks stay traced throughout (bench_toggle.h).
+
 A traced phase spans the trace's first to last event, less --margin seconds
 at each end (the attach's and the detach's own transients); an untraced
 phase spans the time between two tracers, less the same margins.  Prints one
-row per phase, then per variant the medians over its phases: step rate
-untraced and traced, loss of step rate (traced against the mean of its two
-neighbours), its min..max, and the drift between neighbours.
+row per phase (per span with --verbose), then per variant: loss of step
+rate (traced against the mean of its two neighbours), its median with a 95%
+interval, min..max, pooled over all spans, the median step's growth, and the
+drift between neighbours.  The interval resamples blocks of 4 consecutive
+spans of one tracer run, since neighbouring spans share an untraced span.
 """
 import argparse
 import json
@@ -89,103 +94,144 @@ def span_figures(steps, begin_ns, end_ns):
         return None
     seconds = (inside[-1][0] - inside[0][0]) / 1e9
     return dict(rate=(len(inside) - 1) / seconds, steps=len(inside) - 1, seconds=seconds,
-                   median_us=statistics.median((e - s) / 1e3 for s, e in inside))
+                median_us=statistics.median((e - s) / 1e3 for s, e in inside))
 
 
 def toggle_spans(log, margin):
-    """[(kind, begin, end)] of a GPUOS_BENCH_TOGGLE log: "on"/"off" spans
-    between flips, less the margin at each end."""
+    """[(kind, begin, end)] of a GPUOS_BENCH_TOGGLE log: "traced"/"untraced"
+    spans between flips, less the margin at each end, starting and ending
+    with an untraced one (so that each traced span has one on either side)."""
+    if not os.path.exists(log):
+        raise SystemExit("phase_overhead: the tracer wrote no toggle log %s (a gpuos-trace without "
+                         "GPUOS_BENCH_TOGGLE?)" % log)
     flips = [(kind, int(ns)) for kind, ns in (line.split() for line in open(log))]
-    return [("traced" if kind == "on" else "untraced", begin + margin, end - margin)
-            for (kind, begin), (_, end) in zip(flips, flips[1:])]
+    spans = [("traced" if kind == "on" else "untraced", begin + margin, end - margin)
+             for (kind, begin), (_, end) in zip(flips, flips[1:])]
+    while spans and spans[0][0] == "traced":
+        spans.pop(0)
+    while spans and spans[-1][0] == "traced":
+        spans.pop()
+    return spans
 
 
-def median_interval(values, draws=2000):
-    """A 95% bootstrap interval of the median of values."""
+def median_interval(runs, block=4, draws=2000):
+    """A 95% interval of the median of the values in runs (one list per
+    tracer run, in time order), resampling blocks of `block` consecutive
+    values: neighbouring values share an untraced span, so single values
+    are not independent."""
+    blocks = [values[i:i + block] for values in runs for i in range(0, len(values), block)]
     rng = random.Random(1)
-    medians = sorted(statistics.median(rng.choices(values, k=len(values))) for _ in range(draws))
+    medians = sorted(statistics.median(v for b in rng.choices(blocks, k=len(blocks)) for v in b)
+                     for _ in range(draws))
     return medians[int(0.025 * draws)], medians[int(0.975 * draws) - 1]
 
 
-def run(args):
-    tracer = os.path.realpath(os.path.join(args.bin_dir, "gpuos-trace"))
-    work = args.keep or "/tmp/gpuos-phase-overhead.%d" % os.getpid()
-    os.makedirs(work, exist_ok=True)
-    step_log = os.path.join(work, "steps.txt")
-    job_cmd = [sys.executable, os.path.join(HERE, "capture_workload.py"), "--model", args.model,
-               "--device", args.device, "--until-signal", "--log-steps", step_log]
-    if args.pin:
-        job_cmd = ["taskset", "-c", args.pin] + job_cmd
-    # The job's stderr goes to a file (a pipe nobody drains could block it);
-    # its pid is the job's own (taskset execs it).
-    job_err = os.path.join(work, "job.stderr")
-    with open(job_err, "w") as err:
-        job = subprocess.Popen(job_cmd, stdout=subprocess.PIPE, stderr=err, text=True)
-    while "warm\n" not in open(job_err).read():
-        if job.poll() is not None:
-            raise SystemExit("phase_overhead: the job ended before its warmup (see %s)" % job_err)
-        time.sleep(0.1)
+class Job:
+    """The capture_workload.py job, untraced, logging its steps to
+    work/steps.txt until stopped."""
+
+    def __init__(self, args, work):
+        self.step_log = os.path.join(work, "steps.txt")
+        self.out = os.path.join(work, "job.stdout")
+        self.err = os.path.join(work, "job.stderr")
+        cmd = [sys.executable, os.path.join(HERE, "capture_workload.py"), "--model", args.model,
+               "--device", args.device, "--until-signal", "--log-steps", self.step_log]
+        if args.pin:
+            cmd = ["taskset", "-c", args.pin] + cmd  # taskset execs: the pid is the job's
+        # Files, not pipes: nobody reads a pipe until the end.
+        with open(self.out, "w") as out, open(self.err, "w") as err:
+            self.process = subprocess.Popen(cmd, stdout=out, stderr=err)
+        self.pid = self.process.pid
+
+    def wait_warm(self, timeout_s=600):
+        deadline = time.monotonic() + timeout_s
+        while "warm\n" not in open(self.err).read():
+            if self.process.poll() is not None:
+                raise SystemExit("phase_overhead: the job ended before its warmup (see %s)" % self.err)
+            if time.monotonic() > deadline:
+                raise SystemExit("phase_overhead: the job was not warm after %d s (see %s)" % (timeout_s, self.err))
+            time.sleep(0.1)
+
+    def stop(self):
+        """Ends the job; its result line, or "" if it had to be killed."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGUSR1)
+            try:
+                self.process.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+                return ""
+        return open(self.out).read().strip()
+
+    def steps(self):
+        return [tuple(int(x) for x in line.split()[1:3]) for line in open(self.step_log)]
+
+
+def record_phases(args, tracer, job, work):
+    """Runs the tracers; [(kind, variant, begin_ns, end_ns, dropped)] with
+    kind "traced", "untraced" or "break" (between toggled tracer runs)."""
     variants = args.variants.split(",")
-    phases = []  # (kind, variant, begin_ns, end_ns, dropped)
+    phases = []
     margin = int(args.margin * 1e9)
-    try:
-        gap_start = time.monotonic_ns()
-        for r in range(args.rounds):
-            for i in range(len(variants)):
-                name = variants[(r + i) % len(variants)]  # rotate the order each round
-                # (Toggled phases carry their own untraced spans.)
-                time.sleep(0.5 if args.toggle_ms else args.phase_seconds)
-                out = os.path.join(work, "phase-%d-%d.gpuos" % (r, i))
-                toggle_log = out + ".toggle"
-                argv, env = variant_command(tracer, name, job.pid, args.phase_seconds, out,
-                                            (args.toggle_ms, toggle_log) if args.toggle_ms else None)
-                started = time.monotonic_ns()
-                if not args.toggle_ms:
-                    phases.append(("untraced", "", gap_start + margin, started - margin, 0))
-                done = subprocess.run(argv, env=env, capture_output=True, text=True)
-                gap_start = time.monotonic_ns()
-                if done.returncode != 0:
-                    raise SystemExit("phase_overhead: gpuos-trace failed: %s" % done.stderr.strip())
-                first, last, dropped = trace_span(tracer, out)
-                if args.toggle_ms:
-                    spans = toggle_spans(toggle_log, int(args.toggle_margin * 1e9))
-                    # Whole on/off/on... spans only, so that each "on" has an
-                    # "off" on either side.
-                    if spans and spans[0][0] == "traced":
-                        spans = spans[1:]
-                    if spans and spans[-1][0] == "traced":
-                        spans = spans[:-1]
-                    phases.extend((kind, name if kind == "traced" else "", b, e, dropped)
-                                  for kind, b, e in spans)
-                    phases.append(("break", "", 0, 0, 0))
-                else:
-                    phases.append((name, name, first + margin, last - margin, dropped))
-                if not args.keep:
-                    os.unlink(out)
+    gap_start = time.monotonic_ns()
+    for r in range(args.rounds):
+        for i in range(len(variants)):
+            name = variants[(r + i) % len(variants)]  # rotate the order each round
+            # (Toggled phases carry their own untraced spans.)
+            time.sleep(0.5 if args.toggle_ms else args.phase_seconds)
+            out = os.path.join(work, "phase-%d-%d.gpuos" % (r, i))
+            toggle_log = out + ".toggle"
+            argv, env = variant_command(tracer, name, job.pid, args.phase_seconds, out,
+                                        (args.toggle_ms, toggle_log) if args.toggle_ms else None)
+            started = time.monotonic_ns()
+            if not args.toggle_ms:
+                phases.append(("untraced", "", gap_start + margin, started - margin, 0))
+            done = subprocess.run(argv, env=env, capture_output=True, text=True)
+            if done.returncode != 0:
+                raise SystemExit("phase_overhead: gpuos-trace failed: %s" % done.stderr.strip())
+            first, last, dropped = trace_span(tracer, out)
+            # The next untraced phase begins after the report, which competes
+            # with the job for CPUs.
+            gap_start = time.monotonic_ns()
+            if args.toggle_ms:
+                spans = toggle_spans(toggle_log, int(args.toggle_margin * 1e9))
+                phases.extend((kind, name if kind == "traced" else "", b, e, dropped) for kind, b, e in spans)
+                phases.append(("break", "", 0, 0, 0))
+            else:
+                phases.append(("traced", name, first + margin, last - margin, dropped))
+            if not args.keep:
+                os.unlink(out)
+    if not args.toggle_ms:
         time.sleep(args.phase_seconds)
-        if not args.toggle_ms:
-            phases.append(("untraced", "", gap_start + margin, time.monotonic_ns() - margin, 0))
-    finally:
-        job.send_signal(signal.SIGUSR1)
-        result = job.stdout.read()
-        job.wait()
-    steps = [tuple(int(x) for x in line.split()[1:3]) for line in open(step_log)]
+        phases.append(("untraced", "", gap_start + margin, time.monotonic_ns() - margin, 0))
+    return phases
+
+
+def summarize(args, phases, steps, result):
+    variants = args.variants.split(",")
+    width = max(len(v) for v in variants + ["variant"])
     print("# gpuos-trace OS side, traced and untraced phases of one %s job (%s), %s" %
           (args.model, args.device, time.strftime("%Y-%m-%dT%H:%MZ", time.gmtime())))
     print("# %d rounds of %s; phases of %g s less %g s margins%s%s; job: %s" %
           (args.rounds, ",".join(variants), args.phase_seconds, args.margin,
            "; on/off every %d ms less %g s margins" % (args.toggle_ms, args.toggle_margin) if args.toggle_ms else "",
-           "; job pinned to CPUs " + args.pin if args.pin else "", result.strip()))
+           "; job pinned to CPUs " + args.pin if args.pin else "", result))
     spans = [span_figures(steps, b, e) if kind != "break" else None for kind, _, b, e, _ in phases]
-    per_variant = {}
-    print("%-4s %-34s %7s %9s %9s %8s %9s %8s %8s %6s" % ("#", "phase", "s", "steps/s", "U around", "loss",
-                                                         "median us", "loss", "drift", "drops"))
+    per_variant = {}  # variant -> one list of rows per tracer run
+    run_of = 0
+    verbose = not args.toggle_ms or args.verbose
+    if verbose:
+        print("%-4s %-*s %7s %9s %9s %8s %9s %8s %8s %6s" % ("#", width, "phase", "s", "steps/s", "U around",
+                                                             "loss", "median us", "loss", "drift", "drops"))
     for k, (kind, name, begin, end, dropped) in enumerate(phases):
-        if kind in ("untraced", "break"):
+        if kind == "break" or (kind == "traced" and not args.toggle_ms):
+            run_of += 1  # each attached phase, or each toggled tracer run, is a run
+        if kind != "traced":
             continue
         before, after, traced = spans[k - 1], spans[k + 1], spans[k]
         if None in (before, after, traced):
-            print("%-4d %-34s too short" % (k, name))
+            print("%-4d %-*s too short" % (k, width, name))
             continue
         around = {key: (before[key] + after[key]) / 2 for key in before}
         row = {
@@ -194,36 +240,51 @@ def run(args):
             "drift": 100 * (after["rate"] / before["rate"] - 1),
             "traced": traced, "around": around,
         }
-        per_variant.setdefault(name, []).append(row)
-        if not args.toggle_ms or args.verbose:
-            print("%-4d %-34s %7.2f %9.1f %9.1f %+7.2f%% %9.1f %+7.2f%% %+7.2f%% %6d" %
-                  (k, name, (end - begin) / 1e9, traced["rate"], around["rate"], row["rate_loss"],
+        runs = per_variant.setdefault(name, {})
+        runs.setdefault(run_of, []).append(row)
+        if verbose:
+            print("%-4d %-*s %7.2f %9.1f %9.1f %+7.2f%% %9.1f %+7.2f%% %+7.2f%% %6d" %
+                  (k, width, name, (end - begin) / 1e9, traced["rate"], around["rate"], row["rate_loss"],
                    traced["median_us"], row["median_loss"], row["drift"], dropped))
     print()
     print("per variant, over its traced spans: loss of step rate (1 - traced / mean of the untraced spans")
-    print("before and after), its median and min..max; the same pooled (all traced steps over all traced")
-    print("time, against the untraced spans beside them); and the median step's growth (median us of the")
-    print("traced span / mean of its neighbours' - 1): robust to the stalls that make a span's rate jump;")
-    print("95%: a bootstrap interval of the median loss")
-    print("%-34s %3s %10s %8s %18s %18s %8s %9s %18s %8s" %
-          ("variant", "n", "U steps/s", "loss", "loss 95%", "loss min..max", "pooled", "median+",
+    print("before and after), its median, a 95% interval of that median (blocks of 4 neighbouring spans")
+    print("resampled) and min..max; the same pooled (all traced steps over all traced time, against the")
+    print("untraced spans beside them); and the median step's growth (median us of the traced span / mean")
+    print("of its neighbours' - 1): robust to the stalls that make a span's rate jump")
+    print("%-*s %3s %10s %8s %18s %18s %8s %9s %18s %8s" %
+          (width, "variant", "n", "U steps/s", "loss", "loss 95%", "loss min..max", "pooled", "median+",
            "median+ min..max", "drift"))
     for name in variants:
-        rows = per_variant.get(name, [])
+        runs = list(per_variant.get(name, {}).values())
+        rows = [row for run in runs for row in run]
         if not rows:
-            print("%-34s   0 (no phase measured)" % name)
+            print("%-*s   0 (no phase measured)" % (width, name))
             continue
         rate_loss = [r["rate_loss"] for r in rows]
         median_loss = [r["median_loss"] for r in rows]
         pooled_t = sum(r["traced"]["steps"] for r in rows) / sum(r["traced"]["seconds"] for r in rows)
         pooled_u = sum(r["around"]["steps"] for r in rows) / sum(r["around"]["seconds"] for r in rows)
-        low, high = median_interval(rate_loss)
-        print("%-34s %3d %10.1f %+7.2f%% %+8.2f..%+7.2f%% %+8.2f..%+7.2f%% %+7.2f%% %+8.2f%% %+8.2f..%+7.2f%% %+7.2f%%" %
-              (name, len(rows), statistics.median(r["around"]["rate"] for r in rows),
+        low, high = median_interval([[r["rate_loss"] for r in run] for run in runs])
+        print("%-*s %3d %10.1f %+7.2f%% %+8.2f..%+7.2f%% %+8.2f..%+7.2f%% %+7.2f%% %+8.2f%% %+8.2f..%+7.2f%% %+7.2f%%" %
+              (width, name, len(rows), statistics.median(r["around"]["rate"] for r in rows),
                statistics.median(rate_loss), low, high, min(rate_loss), max(rate_loss),
                100 * (1 - pooled_t / pooled_u),
                statistics.median(median_loss), min(median_loss), max(median_loss),
                statistics.median(r["drift"] for r in rows)))
+
+
+def run(args):
+    tracer = os.path.realpath(os.path.join(args.bin_dir, "gpuos-trace"))
+    work = args.keep or "/tmp/gpuos-phase-overhead.%d" % os.getpid()
+    os.makedirs(work, exist_ok=True)
+    job = Job(args, work)
+    try:
+        job.wait_warm()
+        phases = record_phases(args, tracer, job, work)
+    finally:
+        result = job.stop()
+    summarize(args, phases, job.steps(), result)
     return 0
 
 
@@ -232,7 +293,7 @@ def main():
     parser.add_argument("bin_dir", nargs="?", default="build")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--phase-seconds", type=float, default=3)
-    parser.add_argument("--margin", type=float, default=0.3)
+    parser.add_argument("--margin", type=float, default=0.3, help="attached phases: seconds left out at each end")
     parser.add_argument("--variants", default="os")
     parser.add_argument("--model", choices=["mlp", "resnet18"], default="mlp")
     parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
@@ -243,8 +304,12 @@ def main():
     parser.add_argument("--verbose", action="store_true", help="with --toggle-ms: a row per span")
     parser.add_argument("--keep", default="", help="keep the step log and traces in this folder")
     args = parser.parse_args()
-    if args.rounds < 1 or args.phase_seconds <= 2 * args.margin:
-        parser.error("need --rounds >= 1 and --phase-seconds > 2 x --margin")
+    if args.rounds < 1:
+        parser.error("need --rounds >= 1")
+    if not args.toggle_ms and args.phase_seconds <= 2 * args.margin:
+        parser.error("need --phase-seconds > 2 x --margin")
+    if args.toggle_ms and args.toggle_ms <= 2000 * args.toggle_margin:
+        parser.error("need --toggle-ms > 2 x --toggle-margin")
     return run(args)
 
 

@@ -1,5 +1,6 @@
 #include "record/bench_toggle.h"
 
+#include <cinttypes>
 #include <cstdlib>
 #include <string>
 #include <utility>
@@ -25,7 +26,7 @@ std::unique_ptr<BenchToggle> BenchToggle::FromEnvironment(const std::vector<int>
     return nullptr;
   }
   fprintf(stderr, "gpuos-trace: warning: GPUOS_BENCH_TOGGLE: the traced processes go in and out of the trace "
-                  "every %lu ms; events are missing\n", static_cast<unsigned long>(period_ms));
+                  "every %" PRIu64 " ms; events are missing\n", period_ms);
   return std::unique_ptr<BenchToggle>(new BenchToggle(pids, period_ms * 1'000'000, log));
 }
 
@@ -34,7 +35,7 @@ BenchToggle::~BenchToggle() { fclose(log_); }
 void BenchToggle::Tick(BpfSession& bpf, uint64_t now_ns) {
   if (last_flip_ns_ == 0) {
     last_flip_ns_ = now_ns;
-    fprintf(log_, "on %lu\n", static_cast<unsigned long>(now_ns));
+    fprintf(log_, "on %" PRIu64 "\n", now_ns);
     return;
   }
   if (now_ns - last_flip_ns_ < period_ns_) return;
@@ -47,7 +48,7 @@ void BenchToggle::Tick(BpfSession& bpf, uint64_t now_ns) {
     }
   }
   last_flip_ns_ = now_ns;
-  fprintf(log_, "%s %lu\n", tracked_ ? "on" : "off", static_cast<unsigned long>(now_ns));
+  fprintf(log_, "%s %" PRIu64 "\n", tracked_ ? "on" : "off", now_ns);
   fflush(log_);
 }
 
