@@ -49,16 +49,25 @@ drift between neighbours.  The interval resamples blocks of 4 consecutive
 spans of one tracer run, since neighbouring spans share an untraced span.
 """
 import argparse
+import bisect
+import collections
 import json
 import os
 import random
+import shutil
 import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+
+# One stretch of the job: kind "traced" or "untraced"; run: the tracer run it
+# belongs to (each attached phase is a run of its own; an untraced phase
+# between attached ones belongs to none, -1).
+Phase = collections.namedtuple("Phase", "kind variant run begin end dropped")
 
 
 def variant_command(tracer, name, pid, seconds, out, toggle=None):
@@ -85,11 +94,12 @@ def trace_span(tracer, path):
     return data["first_event_ns"], data["last_event_ns"], data["dropped_events"]
 
 
-def span_figures(steps, begin_ns, end_ns):
-    """Of the steps (start_ns, end_ns) that start between begin and end: the
-    steps a second, their count and seconds (first start to last start), and
-    the median step's length in us; None when fewer than 3."""
-    inside = [(s, e) for s, e in steps if begin_ns <= s <= end_ns]
+def span_figures(steps, starts, begin_ns, end_ns):
+    """Of the steps (start_ns, end_ns; starts: their start_ns, sorted) that
+    start between begin and end: the steps a second, their count and
+    seconds (first start to last start), and the median step's length in
+    us; None when fewer than 3."""
+    inside = steps[bisect.bisect_left(starts, begin_ns):bisect.bisect_right(starts, end_ns)]
     if len(inside) < 3:
         return None
     seconds = (inside[-1][0] - inside[0][0]) / 1e9
@@ -118,8 +128,10 @@ def median_interval(runs, block=4, draws=2000):
     """A 95% interval of the median of the values in runs (one list per
     tracer run, in time order), resampling blocks of `block` consecutive
     values: neighbouring values share an untraced span, so single values
-    are not independent."""
+    are not independent.  None with fewer than 5 blocks."""
     blocks = [values[i:i + block] for values in runs for i in range(0, len(values), block)]
+    if len(blocks) < 5:
+        return None  # too few to resample
     rng = random.Random(1)
     medians = sorted(statistics.median(v for b in rng.choices(blocks, k=len(blocks)) for v in b)
                      for _ in range(draws))
@@ -169,8 +181,8 @@ class Job:
 
 
 def record_phases(args, tracer, job, work):
-    """Runs the tracers; [(kind, variant, begin_ns, end_ns, dropped)] with
-    kind "traced", "untraced" or "break" (between toggled tracer runs)."""
+    """Runs the tracers; [Phase] in time order.  Every traced phase has an
+    untraced one on either side of it, of the same tracer run when toggled."""
     variants = args.variants.split(",")
     phases = []
     margin = int(args.margin * 1e9)
@@ -178,6 +190,7 @@ def record_phases(args, tracer, job, work):
     for r in range(args.rounds):
         for i in range(len(variants)):
             name = variants[(r + i) % len(variants)]  # rotate the order each round
+            run = r * len(variants) + i
             # (Toggled phases carry their own untraced spans.)
             time.sleep(0.5 if args.toggle_ms else args.phase_seconds)
             out = os.path.join(work, "phase-%d-%d.gpuos" % (r, i))
@@ -186,7 +199,7 @@ def record_phases(args, tracer, job, work):
                                         (args.toggle_ms, toggle_log) if args.toggle_ms else None)
             started = time.monotonic_ns()
             if not args.toggle_ms:
-                phases.append(("untraced", "", gap_start + margin, started - margin, 0))
+                phases.append(Phase("untraced", "", -1, gap_start + margin, started - margin, 0))
             done = subprocess.run(argv, env=env, capture_output=True, text=True)
             if done.returncode != 0:
                 raise SystemExit("phase_overhead: gpuos-trace failed: %s" % done.stderr.strip())
@@ -196,15 +209,12 @@ def record_phases(args, tracer, job, work):
             gap_start = time.monotonic_ns()
             if args.toggle_ms:
                 spans = toggle_spans(toggle_log, int(args.toggle_margin * 1e9))
-                phases.extend((kind, name if kind == "traced" else "", b, e, dropped) for kind, b, e in spans)
-                phases.append(("break", "", 0, 0, 0))
+                phases.extend(Phase(kind, name, run, b, e, dropped) for kind, b, e in spans)
             else:
-                phases.append(("traced", name, first + margin, last - margin, dropped))
-            if not args.keep:
-                os.unlink(out)
+                phases.append(Phase("traced", name, run, first + margin, last - margin, dropped))
     if not args.toggle_ms:
         time.sleep(args.phase_seconds)
-        phases.append(("untraced", "", gap_start + margin, time.monotonic_ns() - margin, 0))
+        phases.append(Phase("untraced", "", -1, gap_start + margin, time.monotonic_ns() - margin, 0))
     return phases
 
 
@@ -217,16 +227,14 @@ def summarize(args, phases, steps, result):
           (args.rounds, ",".join(variants), args.phase_seconds, args.margin,
            "; on/off every %d ms less %g s margins" % (args.toggle_ms, args.toggle_margin) if args.toggle_ms else "",
            "; job pinned to CPUs " + args.pin if args.pin else "", result))
-    spans = [span_figures(steps, b, e) if kind != "break" else None for kind, _, b, e, _ in phases]
-    per_variant = {}  # variant -> one list of rows per tracer run
-    run_of = 0
+    starts = [start for start, _ in steps]
+    spans = [span_figures(steps, starts, p.begin, p.end) for p in phases]
+    per_variant = {}  # variant -> {tracer run: [rows, in time order]}
     verbose = not args.toggle_ms or args.verbose
     if verbose:
         print("%-4s %-*s %7s %9s %9s %8s %9s %8s %8s %6s" % ("#", width, "phase", "s", "steps/s", "U around",
                                                              "loss", "median us", "loss", "drift", "drops"))
-    for k, (kind, name, begin, end, dropped) in enumerate(phases):
-        if kind == "break" or (kind == "traced" and not args.toggle_ms):
-            run_of += 1  # each attached phase, or each toggled tracer run, is a run
+    for k, (kind, name, run, begin, end, dropped) in enumerate(phases):
         if kind != "traced":
             continue
         before, after, traced = spans[k - 1], spans[k + 1], spans[k]
@@ -241,7 +249,7 @@ def summarize(args, phases, steps, result):
             "traced": traced, "around": around,
         }
         runs = per_variant.setdefault(name, {})
-        runs.setdefault(run_of, []).append(row)
+        runs.setdefault(run, []).append(row)
         if verbose:
             print("%-4d %-*s %7.2f %9.1f %9.1f %+7.2f%% %9.1f %+7.2f%% %+7.2f%% %6d" %
                   (k, width, name, (end - begin) / 1e9, traced["rate"], around["rate"], row["rate_loss"],
@@ -265,10 +273,11 @@ def summarize(args, phases, steps, result):
         median_loss = [r["median_loss"] for r in rows]
         pooled_t = sum(r["traced"]["steps"] for r in rows) / sum(r["traced"]["seconds"] for r in rows)
         pooled_u = sum(r["around"]["steps"] for r in rows) / sum(r["around"]["seconds"] for r in rows)
-        low, high = median_interval([[r["rate_loss"] for r in run] for run in runs])
-        print("%-*s %3d %10.1f %+7.2f%% %+8.2f..%+7.2f%% %+8.2f..%+7.2f%% %+7.2f%% %+8.2f%% %+8.2f..%+7.2f%% %+7.2f%%" %
+        interval = median_interval([[r["rate_loss"] for r in run] for run in runs])
+        interval = "%+8.2f..%+7.2f%%" % interval if interval else "%18s" % "-"
+        print("%-*s %3d %10.1f %+7.2f%% %s %+8.2f..%+7.2f%% %+7.2f%% %+8.2f%% %+8.2f..%+7.2f%% %+7.2f%%" %
               (width, name, len(rows), statistics.median(r["around"]["rate"] for r in rows),
-               statistics.median(rate_loss), low, high, min(rate_loss), max(rate_loss),
+               statistics.median(rate_loss), interval, min(rate_loss), max(rate_loss),
                100 * (1 - pooled_t / pooled_u),
                statistics.median(median_loss), min(median_loss), max(median_loss),
                statistics.median(r["drift"] for r in rows)))
@@ -276,15 +285,19 @@ def summarize(args, phases, steps, result):
 
 def run(args):
     tracer = os.path.realpath(os.path.join(args.bin_dir, "gpuos-trace"))
-    work = args.keep or "/tmp/gpuos-phase-overhead.%d" % os.getpid()
+    work = args.keep or tempfile.mkdtemp(prefix="gpuos-phase-overhead.")
     os.makedirs(work, exist_ok=True)
-    job = Job(args, work)
     try:
-        job.wait_warm()
-        phases = record_phases(args, tracer, job, work)
+        job = Job(args, work)
+        try:
+            job.wait_warm()
+            phases = record_phases(args, tracer, job, work)
+        finally:
+            result = job.stop()
+        summarize(args, phases, job.steps(), result)
     finally:
-        result = job.stop()
-    summarize(args, phases, job.steps(), result)
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
     return 0
 
 

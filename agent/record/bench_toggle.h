@@ -1,18 +1,18 @@
 // A benchmark knob: GPUOS_BENCH_TOGGLE=PERIOD_MS:LOG takes the attached
 // processes out of the traced set and puts them back every PERIOD_MS
 // (bench/phase_overhead.py --toggle-ms), writing "on NS" / "off NS"
-// (CLOCK_MONOTONIC) to LOG at each flip.  Only the attached processes
-// themselves: children they fork stay traced throughout, so a job with
-// worker processes is measured in its main process only.  The programs stay attached, so a
+// (CLOCK_MONOTONIC) to LOG at each flip.  The programs stay attached, so a
 // job's step rate in its "on" and "off" spans of one recording gives what
 // recording its events costs it, alternating fast enough that the host's
-// drift cancels.  Not for traces anyone reads: events that span a flip are
-// cut or lost.
+// drift cancels.  Only the attached processes themselves flip: children
+// they fork stay traced throughout.  Not for traces anyone reads: events
+// that span a flip are cut or lost.
 #pragma once
 
 #include <cstdint>
 #include <cstdio>
 #include <memory>
+#include <utility>
 #include <vector>
 
 namespace gpuos {

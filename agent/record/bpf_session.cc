@@ -175,6 +175,12 @@ struct BpfSession::Impl {
   // bits with atomic ORs, as the kernel side does.
   uint64_t* traced_tgids = nullptr;
   size_t traced_tgids_bytes = 0;
+  // The word holding pid's bit (bit pid % 64), or null for a pid beyond
+  // the kernel's limit.
+  uint64_t* TracedWord(uint32_t pid) const {
+    return static_cast<size_t>(pid / 64) * sizeof(uint64_t) < traced_tgids_bytes ? &traced_tgids[pid / 64]
+                                                                                  : nullptr;
+  }
 
   ~Impl() {
     // Freeing the ring buffer first: no callback may run into a dead handler.
@@ -366,35 +372,28 @@ absl::StatusOr<std::unique_ptr<BpfSession>> BpfSession::Start(const BpfSessionOp
   return std::unique_ptr<BpfSession>(new BpfSession(std::move(impl)));
 }
 
-// The word of traced_tgids (bpf/common.bpf.h) that holds pid's bit, or null
-// for a pid beyond the kernel's limit.
-static uint64_t* TracedWord(uint64_t* traced_tgids, size_t bytes, uint32_t pid) {
-  return static_cast<size_t>(pid / 64) * sizeof(uint64_t) < bytes ? &traced_tgids[pid / 64] : nullptr;
-}
-
-static uint64_t TracedBit(uint32_t pid) { return uint64_t{1} << (pid % 64); }
-
 absl::Status BpfSession::Track(uint32_t pid) {
-  uint64_t* word = TracedWord(impl_->traced_tgids, impl_->traced_tgids_bytes, pid);
+  uint64_t* word = impl_->TracedWord(pid);
   if (!word) {
     return absl::InternalError(
         absl::StrFormat("cannot track pid %d: beyond the kernel's pid limit", pid));
   }
   // Seen by every program at its next event (bpf/common.bpf.h, is_tracked).
-  __atomic_fetch_or(word, TracedBit(pid), __ATOMIC_SEQ_CST);
+  const uint64_t bit = uint64_t{1} << (pid % 64);
+  __atomic_fetch_or(word, bit, __ATOMIC_SEQ_CST);
   // A process that ended before the bit was set would leave it set for the
   // next process given its id (the kernel side clears bits at exits).
   // One that ends after this check has its bit cleared by its exit.
   if (kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) {
-    __atomic_fetch_and(word, ~TracedBit(pid), __ATOMIC_SEQ_CST);
+    __atomic_fetch_and(word, ~bit, __ATOMIC_SEQ_CST);
     return absl::NotFoundError(absl::StrFormat("cannot track pid %d: no such process", pid));
   }
   return absl::OkStatus();
 }
 
 void BpfSession::Untrack(uint32_t pid) {
-  if (uint64_t* word = TracedWord(impl_->traced_tgids, impl_->traced_tgids_bytes, pid)) {
-    __atomic_fetch_and(word, ~TracedBit(pid), __ATOMIC_SEQ_CST);
+  if (uint64_t* word = impl_->TracedWord(pid)) {
+    __atomic_fetch_and(word, ~(uint64_t{1} << (pid % 64)), __ATOMIC_SEQ_CST);
   }
 }
 

@@ -228,8 +228,6 @@ void StepBody(const StepRecord& s, JsonWriter& json) {
   json.EndObject();
 }
 
-
-
 void CaptureJson(const CaptureInfo& capture, JsonWriter& json) {
   json.Key("capture");
   if (!capture.in_use()) {

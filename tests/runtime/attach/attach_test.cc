@@ -138,6 +138,14 @@ std::multiset<std::pair<std::string, uint64_t>> TracedOps(const rt::TraceContent
   return out;
 }
 
+// The traced operation that is logged operation `op` (the same call, its
+// traced start within the logged [start, end]), or traced.end().
+std::multiset<std::pair<std::string, uint64_t>>::iterator FindTraced(
+    std::multiset<std::pair<std::string, uint64_t>>& traced, const LoggedOp& op) {
+  auto lo = traced.lower_bound({op.call, op.start});
+  return lo != traced.end() && lo->first == op.call && lo->second <= op.end ? lo : traced.end();
+}
+
 // Compares the logged operations of `pid` with the traced ones: every call
 // that started and ended inside the window is traced, nothing that ended
 // before it or started after it is.  A call straddling an edge may go
@@ -151,10 +159,9 @@ void ExpectExactWindow(const TargetLog& log, const rt::TraceContents& trace, pid
   size_t inside = 0, outside_traced = 0, inside_missing = 0;
   for (const LoggedOp& op : log.ops) {
     if (op.pid != pid) continue;
-    // The traced start lies within the logged [start, end].
-    auto lo = traced.lower_bound({op.call, op.start});
-    bool found = lo != traced.end() && lo->first == op.call && lo->second <= op.end;
-    if (found) traced.erase(lo);
+    auto match = FindTraced(traced, op);
+    const bool found = match != traced.end();
+    if (found) traced.erase(match);
     if (op.start >= w.start && op.end <= w.end) {
       ++inside;
       if (!found) ++inside_missing;
@@ -295,8 +302,7 @@ TEST(Attach, BenchToggleTracesTheJobOnlyInItsOnSpans) {
   auto traced = TracedOps(*trace, target.pid());
   size_t on_ops = 0, on_missing = 0, off_ops = 0, off_traced = 0;
   for (const LoggedOp& op : ReadTargetLog(dir.File("ops.log")).ops) {
-    auto lo = traced.lower_bound({op.call, op.start});
-    const bool found = lo != traced.end() && lo->first == op.call && lo->second <= op.end;
+    const bool found = FindTraced(traced, op) != traced.end();
     for (size_t i = 0; i + 1 < flips.size(); ++i) {
       if (op.start < flips[i].second + kSlack || op.end + kSlack > flips[i + 1].second) continue;
       if (flips[i].first == "on") {
