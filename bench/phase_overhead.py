@@ -4,6 +4,7 @@ traced and untraced phases in ONE job.
 
   sudo bench/phase_overhead.py [BIN_DIR] [--rounds N] [--phase-seconds S]
                                [--variants os,os-without:offcpu,...]
+                               [--toggle-ms P | --marks-toggle-ms P]
                                [--model mlp|resnet18] [--pin CPUS]
                                [--device cuda|cpu] [--keep DIR]
 
@@ -38,6 +39,16 @@ host's drift cancels.
 
 Only the job's own process goes in and out of the trace: children it
 forks stay traced throughout (bench_toggle.h).
+
+--marks-toggle-ms P: the shim's side instead.  One job per variant and
+round, launched under `gpuos-trace VARIANT -- job` for S seconds after its
+warmup, its NVTX and Python-hook marks switched off and on every P ms
+(GPUOS_BENCH_MARKS_TOGGLE, cupti_shim/bench_marks_toggle.h): the loss of
+each "on" span against the "off" spans on either side is what recording
+the marks costs.  What an "off" mark still costs (the Python hook's frame,
+the call into the shim) and the OS side (on throughout) are in both.
+Variants: always-on (--always-on), control (the same, flips logged but
+marks never off), opts:OPTIONS.
 
 A traced phase spans the trace's first to last event, less --margin seconds
 at each end (the attach's and the detach's own transients); an untraced
@@ -84,6 +95,23 @@ def variant_command(tracer, name, pid, seconds, out, toggle=None):
     elif name != "os":
         raise SystemExit("phase_overhead: unknown variant %r (os, os-without:A+B, opts:OPTIONS)" % name)
     return argv, env
+
+
+def launched_variant(tracer, name, out, toggle):
+    """The tracer's argv prefix (up to "--") and environment for a job
+    launched under VARIANT with its marks toggled: toggle (period_ms, log)."""
+    env = dict(os.environ)
+    env["GPUOS_BENCH_MARKS_TOGGLE"] = "%d:%s" % toggle
+    if name in ("always-on", "control"):
+        options = ["--always-on"]
+        if name == "control":
+            env["GPUOS_BENCH_MARKS_TOGGLE_DRY"] = "1"
+    elif name.startswith("opts:"):
+        options = name[len("opts:"):].split("+")
+    else:
+        raise SystemExit("phase_overhead: unknown variant %r with --marks-toggle-ms (always-on, control, "
+                         "opts:OPTIONS)" % name)
+    return [tracer, "-q"] + options + ["-o", out, "--"], env
 
 
 def trace_span(tracer, path):
@@ -139,21 +167,36 @@ def median_interval(runs, block=4, draws=2000):
 
 
 class Job:
-    """The capture_workload.py job, untraced, logging its steps to
-    work/steps.txt until stopped."""
+    """The capture_workload.py job logging its steps to work/steps[TAG].txt
+    until stopped: untraced, or under the tracer argv `launcher`."""
 
-    def __init__(self, args, work):
-        self.step_log = os.path.join(work, "steps.txt")
-        self.out = os.path.join(work, "job.stdout")
-        self.err = os.path.join(work, "job.stderr")
+    def __init__(self, args, work, tag="", launcher=(), env=None):
+        self.step_log = os.path.join(work, "steps%s.txt" % tag)
+        self.out = os.path.join(work, "job%s.stdout" % tag)
+        self.err = os.path.join(work, "job%s.stderr" % tag)
         cmd = [sys.executable, os.path.join(HERE, "capture_workload.py"), "--model", args.model,
                "--device", args.device, "--until-signal", "--log-steps", self.step_log]
         if args.pin:
             cmd = ["taskset", "-c", args.pin] + cmd  # taskset execs: the pid is the job's
         # Files, not pipes: nobody reads a pipe until the end.
         with open(self.out, "w") as out, open(self.err, "w") as err:
-            self.process = subprocess.Popen(cmd, stdout=out, stderr=err)
-        self.pid = self.process.pid
+            self.process = subprocess.Popen(list(launcher) + cmd, stdout=out, stderr=err, env=env)
+        self.pid = self.process.pid if not launcher else None
+
+    def job_pid(self):
+        """The workload's pid (under a launcher: the tracer's child)."""
+        if self.pid is None:
+            children = "/proc/%d/task/%d/children" % (self.process.pid, self.process.pid)
+            deadline = time.monotonic() + 60
+            while self.pid is None:
+                found = open(children).read().split() if os.path.exists(children) else []
+                if found:
+                    self.pid = int(found[0])
+                elif self.process.poll() is not None or time.monotonic() > deadline:
+                    raise SystemExit("phase_overhead: the tracer started no job (see %s)" % self.err)
+                else:
+                    time.sleep(0.05)
+        return self.pid
 
     def wait_warm(self, timeout_s=600):
         deadline = time.monotonic() + timeout_s
@@ -167,7 +210,7 @@ class Job:
     def stop(self):
         """Ends the job; its result line, or "" if it had to be killed."""
         if self.process.poll() is None:
-            self.process.send_signal(signal.SIGUSR1)
+            os.kill(self.job_pid(), signal.SIGUSR1)
             try:
                 self.process.wait(timeout=120)
             except subprocess.TimeoutExpired:
@@ -218,19 +261,51 @@ def record_phases(args, tracer, job, work):
     return phases
 
 
+def record_launched_phases(args, tracer, work):
+    """--marks-toggle-ms: one launched job per variant and round; ([Phase]
+    in time order, every job's steps, the last job's result line)."""
+    variants = args.variants.split(",")
+    phases, steps, result = [], [], ""
+    for r in range(args.rounds):
+        for i in range(len(variants)):
+            name = variants[(r + i) % len(variants)]
+            run = r * len(variants) + i
+            out = os.path.join(work, "run-%d-%d.gpuos" % (r, i))
+            toggle_log = out + ".marks"
+            launcher, env = launched_variant(tracer, name, out, (args.marks_toggle_ms, toggle_log))
+            job = Job(args, work, "-%d-%d" % (r, i), launcher, env)
+            try:
+                job.wait_warm()
+                time.sleep(args.phase_seconds)
+            finally:
+                result = job.stop()
+            if job.process.returncode != 0:
+                raise SystemExit("phase_overhead: gpuos-trace failed (see %s)" % job.err)
+            dropped = trace_span(tracer, out)[2]
+            spans = toggle_spans(toggle_log, int(args.toggle_margin * 1e9))
+            phases.extend(Phase(kind, name, run, b, e, dropped) for kind, b, e in spans)
+            steps.extend(job.steps())
+    return phases, sorted(steps), result
+
+
 def summarize(args, phases, steps, result):
     variants = args.variants.split(",")
     width = max(len(v) for v in variants + ["variant"])
-    print("# gpuos-trace OS side, traced and untraced phases of one %s job (%s), %s" %
-          (args.model, args.device, time.strftime("%Y-%m-%dT%H:%MZ", time.gmtime())))
+    if args.marks_toggle_ms:
+        print("# gpuos-trace's marks, on and off every %d ms in launched %s jobs (%s), %s" %
+              (args.marks_toggle_ms, args.model, args.device, time.strftime("%Y-%m-%dT%H:%MZ", time.gmtime())))
+    else:
+        print("# gpuos-trace OS side, traced and untraced phases of one %s job (%s), %s" %
+              (args.model, args.device, time.strftime("%Y-%m-%dT%H:%MZ", time.gmtime())))
+    toggled = args.toggle_ms or args.marks_toggle_ms
     print("# %d rounds of %s; phases of %g s less %g s margins%s%s; job: %s" %
           (args.rounds, ",".join(variants), args.phase_seconds, args.margin,
-           "; on/off every %d ms less %g s margins" % (args.toggle_ms, args.toggle_margin) if args.toggle_ms else "",
+           "; on/off every %d ms less %g s margins" % (toggled, args.toggle_margin) if toggled else "",
            "; job pinned to CPUs " + args.pin if args.pin else "", result))
     starts = [start for start, _ in steps]
     spans = [span_figures(steps, starts, p.begin, p.end) for p in phases]
     per_variant = {}  # variant -> {tracer run: [rows, in time order]}
-    verbose = not args.toggle_ms or args.verbose
+    verbose = not toggled or args.verbose
     if verbose:
         print("%-4s %-*s %7s %9s %9s %8s %9s %8s %8s %6s" % ("#", width, "phase", "s", "steps/s", "U around",
                                                              "loss", "median us", "loss", "drift", "drops"))
@@ -288,13 +363,17 @@ def run(args):
     work = args.keep or tempfile.mkdtemp(prefix="gpuos-phase-overhead.")
     os.makedirs(work, exist_ok=True)
     try:
-        job = Job(args, work)
-        try:
-            job.wait_warm()
-            phases = record_phases(args, tracer, job, work)
-        finally:
-            result = job.stop()
-        summarize(args, phases, job.steps(), result)
+        if args.marks_toggle_ms:
+            phases, steps, result = record_launched_phases(args, tracer, work)
+        else:
+            job = Job(args, work)
+            try:
+                job.wait_warm()
+                phases = record_phases(args, tracer, job, work)
+            finally:
+                result = job.stop()
+            steps = job.steps()
+        summarize(args, phases, steps, result)
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
@@ -312,17 +391,21 @@ def main():
     parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
     parser.add_argument("--pin", default="")
     parser.add_argument("--toggle-ms", type=int, default=0)
+    parser.add_argument("--marks-toggle-ms", type=int, default=0)
     parser.add_argument("--toggle-margin", type=float, default=0.02,
                         help="seconds left out at each end of a toggled span")
-    parser.add_argument("--verbose", action="store_true", help="with --toggle-ms: a row per span")
+    parser.add_argument("--verbose", action="store_true", help="with a toggle: a row per span")
     parser.add_argument("--keep", default="", help="keep the step log and traces in this folder")
     args = parser.parse_args()
     if args.rounds < 1:
         parser.error("need --rounds >= 1")
     if not args.toggle_ms and args.phase_seconds <= 2 * args.margin:
         parser.error("need --phase-seconds > 2 x --margin")
-    if args.toggle_ms and args.toggle_ms <= 2000 * args.toggle_margin:
-        parser.error("need --toggle-ms > 2 x --toggle-margin")
+    if args.toggle_ms and args.marks_toggle_ms:
+        parser.error("give one of --toggle-ms and --marks-toggle-ms")
+    toggle_ms = args.toggle_ms or args.marks_toggle_ms
+    if toggle_ms and toggle_ms <= 2000 * args.toggle_margin:
+        parser.error("need a toggle period > 2 x --toggle-margin")
     return run(args)
 
 

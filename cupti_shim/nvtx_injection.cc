@@ -22,8 +22,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "shim_control_server.h"
+#include "bench_marks_toggle.h"
 #include "capture_control.h"
+#include "shim_control_server.h"
 #include "event_channel.h"
 #include "wire_encoder.h"
 
@@ -138,11 +139,13 @@ void EmitRange(const OpenRange& range, uint64_t end_ns, uint32_t start_tid, uint
 template <typename MakeAttributes>
 void Mark(nvtxDomainHandle_t domain, MakeAttributes make) {
   if (!Recording()) return;
+  const uint64_t now = MonotonicNs();
+  if (BenchMarksPaused(now)) return;
   Attributes attributes = make();
   ProtoWriter payload;
   payload.Text(field::kNvtxMarkName, attributes.name);
   payload.Text(field::kNvtxMarkDomain, DomainName(domain));
-  SubmitEvent(EncodeEvent(MonotonicNs(), CurrentPid(), CurrentTid(),
+  SubmitEvent(EncodeEvent(now, CurrentPid(), CurrentTid(),
                           field::kEventNvtxMark, payload));
 }
 
@@ -151,8 +154,9 @@ int Push(nvtxDomainHandle_t domain, MakeAttributes make) {
   std::string name = DomainName(domain);
   int depth = 0;
   for (const OpenRange& open : t_stack) depth += open.domain == name;
-  if (Recording()) {
-    t_stack.push_back(OpenRange{MonotonicNs(), make(), std::move(name)});
+  const uint64_t now = Recording() ? MonotonicNs() : 0;
+  if (now != 0 && !BenchMarksPaused(now)) {
+    t_stack.push_back(OpenRange{now, make(), std::move(name)});
     const OpenRange& range = t_stack.back();
     CaptureOnRangeBegin(range.domain, range.attributes.name, range.start_ns, CurrentTid());
   } else {
@@ -189,7 +193,9 @@ nvtxRangeId_t Start(nvtxDomainHandle_t domain, MakeAttributes make) {
   uint64_t id = g_next_range_id.fetch_add(1);
   // Detached: the id is never stored, so its End finds nothing to emit.
   if (!Recording()) return id;
-  OpenRange range{MonotonicNs(), make(), DomainName(domain)};
+  const uint64_t now = MonotonicNs();
+  if (BenchMarksPaused(now)) return id;
+  OpenRange range{now, make(), DomainName(domain)};
   CaptureOnRangeBegin(range.domain, range.attributes.name, range.start_ns, CurrentTid());
   std::lock_guard<std::mutex> lock(g_started_mu);
   g_started->emplace(id, std::make_pair(std::move(range), CurrentTid()));

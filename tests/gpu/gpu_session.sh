@@ -5,12 +5,12 @@
 # a static gpuos-trace, libgpuos_shim.so and python_hooks/.  PARTS is a
 # comma list of: probe, known, known-cupti-clock, known-api-callbacks,
 # cuda-records, torch, coexist, overhead, per-kernel-cost, cupti-levers,
-# cupti-overhead-records, os-overhead, os-attach-overhead, os-in-job, attach,
-# ranks, trace-processor, suite, corpus, scenarios, capture, capture-rhythm,
+# cupti-overhead-records, os-overhead, os-attach-overhead, os-in-job,
+# marks-in-job, attach, ranks, trace-processor, suite, corpus, scenarios, capture, capture-rhythm,
 # always-on
 # (default: all but known-cupti-clock, known-api-callbacks, per-kernel-cost,
 # cupti-levers, cupti-overhead-records, os-overhead, os-attach-overhead, os-in-job,
-# trace-processor, suite, corpus, scenarios, capture, capture-rhythm and
+# marks-in-job, trace-processor, suite, corpus, scenarios, capture, capture-rhythm and
 # always-on).
 # ranks: two_rank_gloo.sh (2 gloo DDP ranks on the GPU, per rank).
 # scenarios: the seeds' scenario tables with sweep/compare
@@ -227,6 +227,26 @@ if want os-in-job; then
     row "os in one job: ${line%% *}" DONE "$(tr -s ' ' <<<"${line#* }")"
   done < <(grep -E "^os(-without\S*)? +[0-9]" "$OUT/os-in-job.log")
   grep -qE "^os +[0-9]" "$OUT/os-in-job.log" || row "os in one job" FAIL "no result (see os-in-job.log)"
+fi
+
+if want marks-in-job; then
+  # What recording the shim's marks (the step ranges, the Python hook's
+  # backward and optimizer.step ranges) costs the 1 ms MLP under
+  # --always-on, inside each job: marks off and on every 250 ms, against a
+  # control whose marks stay on (bench/phase_overhead.py --marks-toggle-ms;
+  # 4 rounds of 30 s jobs, ~6 minutes).
+  echo "== marks inside one job (toggled every 250 ms)"
+  "$BIN_DIR/gpuos-trace" --prepare -- python3 "$ROOT/bench/python_hook_cost.py" 2>&1 | tee "$OUT/hook-cost.log"
+  while IFS= read -r line; do
+    row "hook call, marks off: ${line%% wrapper*}" DONE "$(tr -s ' ' <<<"${line#*wrapper }")"
+  done < <(grep wrapper "$OUT/hook-cost.log")
+  timeout 520 python3 "$ROOT/bench/phase_overhead.py" "$BIN_DIR" --pin "${GPUOS_PHASE_PIN:-4-7}" \
+    --rounds "${GPUOS_PHASE_ROUNDS:-4}" --phase-seconds "${GPUOS_PHASE_SECONDS:-30}" --marks-toggle-ms 250 \
+    --variants always-on,control 2>&1 | tee "$OUT/marks-in-job.log" | tail -4
+  while IFS= read -r line; do
+    row "marks in one job: ${line%% *}" DONE "$(tr -s ' ' <<<"${line#* }")"
+  done < <(grep -E "^(always-on|control) +[0-9]" "$OUT/marks-in-job.log")
+  grep -qE "^always-on +[0-9]" "$OUT/marks-in-job.log" || row "marks in one job" FAIL "no result (see marks-in-job.log)"
 fi
 
 if want per-kernel-cost; then

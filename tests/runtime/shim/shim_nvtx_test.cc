@@ -227,6 +227,66 @@ TEST_F(ShimNvtxTest, TracedProgramDoesNotWaitForAMissingOrStuckAgent) {
   close(listener);
 }
 
+// The benchmark knob GPUOS_BENCH_MARKS_TOGGLE (cupti_shim/bench_marks_toggle.h):
+// its log alternates "on" and "off" a period apart, and a range is recorded
+// exactly when it began in an "on" span.
+TEST_F(ShimNvtxTest, BenchMarksToggleDropsRangesBegunInItsOffSpans) {
+  const std::string trace = dir_ + "/toggled.gpuos";
+  const std::string toggle_log = dir_ + "/toggle.log";
+  const std::string step_log = dir_ + "/steps.log";
+  ASSERT_EQ(Shell("GPUOS_BENCH_MARKS_TOGGLE=100:" + toggle_log + " " + kTracer + " -q -o " + trace + " -- " +
+                  kWorkloads + "/nvtx_step_loop --log " + step_log + " --seconds 1.3 2>/dev/null"),
+            0);
+  std::vector<std::pair<std::string, uint64_t>> flips;
+  {
+    std::ifstream in(toggle_log);
+    std::string kind;
+    uint64_t ns = 0;
+    while (in >> kind >> ns) flips.emplace_back(kind, ns);
+  }
+  ASSERT_GE(flips.size(), 8u);
+  for (size_t i = 0; i < flips.size(); ++i) {
+    EXPECT_EQ(flips[i].first, i % 2 ? "off" : "on") << "flip " << i;
+    // Periods count from the first mark; a flip is logged at the first
+    // mark of its period (the program marks every 3 ms).
+    const uint64_t due = flips[0].second + i * 100'000'000ull;
+    EXPECT_GE(flips[i].second, due) << "flip " << i;
+    EXPECT_LT(flips[i].second, due + 50'000'000ull) << "flip " << i;
+  }
+  // The span a time lies in: its index into flips, or -1 before the first.
+  auto span_of = [&](uint64_t ns) {
+    int span = -1;
+    while (span + 1 < static_cast<int>(flips.size()) && flips[span + 1].second <= ns) ++span;
+    return span;
+  };
+  std::map<std::string, uint64_t> recorded;  // name -> start
+  for (const v1::Event& e : ReadEvents(trace)) {
+    if (e.has_nvtx_range()) recorded[e.nvtx_range().name()] = e.ts_ns();
+  }
+  for (const auto& [name, start] : recorded) {
+    const int span = span_of(start);
+    ASSERT_GE(span, 0) << name;
+    EXPECT_EQ(flips[span].first, "on") << name << " was recorded in an off span";
+  }
+  // Every range of the program's own log is recorded exactly when it began
+  // in an "on" span; ranges begun within 1 ms of a flip are not judged (the
+  // program's clock reading precedes the shim's).
+  std::ifstream in(step_log);
+  std::string word;
+  size_t n = 0;
+  uint64_t begin = 0, end = 0;
+  int judged_on = 0, judged_off = 0;
+  while (in >> word >> n >> begin >> end) {
+    const int span = span_of(begin);
+    if (span < 0 || span != span_of(begin + 1'000'000)) continue;
+    const bool on = flips[span].first == "on";
+    EXPECT_EQ(recorded.count("step " + std::to_string(n)), on ? 1u : 0u) << "step " << n;
+    (on ? judged_on : judged_off)++;
+  }
+  EXPECT_GE(judged_on, 60);
+  EXPECT_GE(judged_off, 60);
+}
+
 TEST_F(ShimNvtxTest, TracedProgramSurvivesItsTracerBeingKilled) {
   std::string trace = dir_ + "/killed.gpuos";
   std::string done = dir_ + "/done";
