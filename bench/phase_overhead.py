@@ -114,12 +114,41 @@ def launched_variant(tracer, name, out, toggle):
     return [tracer, "-q"] + options + ["-o", out, "--"], env
 
 
+def trace_report(tracer, path):
+    return json.loads(subprocess.run([tracer, "report", path, "--format", "json"], check=True,
+                                     capture_output=True, text=True).stdout)
+
+
 def trace_span(tracer, path):
     """(first_event_ns, last_event_ns, dropped) of a trace, from its report."""
-    report = subprocess.run([tracer, "report", path, "--format", "json"], check=True,
-                            capture_output=True, text=True).stdout
-    data = json.loads(report)
+    data = trace_report(tracer, path)
     return data["first_event_ns"], data["last_event_ns"], data["dropped_events"]
+
+
+def window_losses(steps, windows, around_ns=1_000_000_000):
+    """What each capture window (the report's capture.windows) costs the job,
+    in ms: the time from `around_ns` before the window to `around_ns` after
+    it, less what the steps done in it take at the job's mean step period
+    outside every window's stretch.  Only windows
+    with a full stretch of steps on either side."""
+    if len(steps) < 3 or not windows:
+        return []
+    stretches = [(w["start_ns"] - around_ns, w["end_ns"] + around_ns) for w in windows]
+    outside = [s for s in steps if not any(b <= s[0] <= e for b, e in stretches)]
+    if len(outside) < 3:
+        return []
+    starts = [s[0] for s in steps]
+    # The mean, not the median: stalls happen outside windows too.
+    gaps = [b[0] - a[0] for a, b in zip(outside, outside[1:])
+            if not any(a[0] < e and b[0] > s for s, e in stretches)]
+    period = statistics.mean(gaps)
+    losses = []
+    for begin, end in stretches:
+        if begin < steps[0][0] or end > steps[-1][0]:
+            continue
+        done = bisect.bisect_right(starts, end) - bisect.bisect_left(starts, begin)
+        losses.append((end - begin - done * period) / 1e6)
+    return losses
 
 
 def span_figures(steps, starts, begin_ns, end_ns):
@@ -266,6 +295,7 @@ def record_launched_phases(args, tracer, work):
     in time order, every job's steps, the last job's result line)."""
     variants = args.variants.split(",")
     phases, steps, result = [], [], ""
+    windows = {}  # variant -> [(ms lost per window, job seconds)]
     for r in range(args.rounds):
         for i in range(len(variants)):
             name = variants[(r + i) % len(variants)]
@@ -281,10 +311,30 @@ def record_launched_phases(args, tracer, work):
                 result = job.stop()
             if job.process.returncode != 0:
                 raise SystemExit("phase_overhead: gpuos-trace failed (see %s)" % job.err)
-            dropped = trace_span(tracer, out)[2]
+            report = trace_report(tracer, out)
             spans = toggle_spans(toggle_log, int(args.toggle_margin * 1e9))
-            phases.extend(Phase(kind, name, run, b, e, dropped) for kind, b, e in spans)
-            steps.extend(job.steps())
+            phases.extend(Phase(kind, name, run, b, e, report["dropped_events"]) for kind, b, e in spans)
+            job_steps = job.steps()
+            steps.extend(job_steps)
+            seconds = (job_steps[-1][0] - job_steps[0][0]) / 1e9 if job_steps else 0
+            capture = report.get("capture") or {}
+            found = capture.get("windows", [])
+            # The same stretches half-way between windows: what the measure
+            # gives where there is none.
+            gap = (statistics.median(b["start_ns"] - a["start_ns"] for a, b in zip(found, found[1:]))
+                   if len(found) > 1 else 10_000_000_000)
+            placebo = [{"start_ns": w["start_ns"] + gap // 2, "end_ns": w["end_ns"] + gap // 2} for w in found]
+            windows.setdefault(name, []).append((window_losses(job_steps, found),
+                                                 window_losses(job_steps, placebo), seconds))
+    for name, runs in windows.items():
+        losses = [ms for run, _, _ in runs for ms in run]
+        placebo = [ms for _, run, _ in runs for ms in run]
+        if losses:
+            print("# %s: %d capture windows, each costing %.1f ms (median; %.1f..%.1f), %.2f%% of the jobs' "
+                  "time; half-way between windows: %.1f ms (%.1f..%.1f)" %
+                  (name, len(losses), statistics.median(losses), min(losses), max(losses),
+                   100 * sum(losses) / 1e3 / sum(s for _, _, s in runs), statistics.median(placebo or [0]),
+                   min(placebo or [0]), max(placebo or [0])))
     return phases, sorted(steps), result
 
 
