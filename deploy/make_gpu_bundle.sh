@@ -15,7 +15,7 @@ strip -o "$bundle/libgpuos_shim.so" "$build/libgpuos_shim.so"
 cp -r "$build/python_hooks" "$bundle/"
 # The OS-side benchmark's workload and its check for other tracers
 # (bench/run_overhead.sh), where built.
-for tool in overhead_workload count_bpf_programs empty_syscall_programs minimal_syscall_timer; do
+for tool in overhead_workload count_bpf_programs empty_syscall_programs minimal_syscall_timer nvtx_mark_cost; do
   if [[ -x $build/bench/$tool ]]; then
     mkdir -p "$bundle/bench"
     strip -o "$bundle/bench/$tool" "$build/bench/$tool"

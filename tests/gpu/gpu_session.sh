@@ -6,11 +6,11 @@
 # comma list of: probe, known, known-cupti-clock, known-api-callbacks,
 # cuda-records, torch, coexist, overhead, per-kernel-cost, cupti-levers,
 # cupti-overhead-records, os-overhead, os-attach-overhead, os-in-job,
-# marks-in-job, attach, ranks, trace-processor, suite, corpus, scenarios, capture, capture-rhythm,
+# marks-in-job, mark-cost, attach, ranks, trace-processor, suite, corpus, scenarios, capture, capture-rhythm,
 # always-on
 # (default: all but known-cupti-clock, known-api-callbacks, per-kernel-cost,
 # cupti-levers, cupti-overhead-records, os-overhead, os-attach-overhead, os-in-job,
-# marks-in-job, trace-processor, suite, corpus, scenarios, capture, capture-rhythm and
+# marks-in-job, mark-cost, trace-processor, suite, corpus, scenarios, capture, capture-rhythm and
 # always-on).
 # ranks: two_rank_gloo.sh (2 gloo DDP ranks on the GPU, per rank).
 # scenarios: the seeds' scenario tables with sweep/compare
@@ -247,6 +247,16 @@ if want marks-in-job; then
     row "marks in one job: ${line%% *}" DONE "$(tr -s ' ' <<<"${line#* }")"
   done < <(grep -E "^(always-on|control) +[0-9]" "$OUT/marks-in-job.log")
   grep -qE "^always-on +[0-9]" "$OUT/marks-in-job.log" || row "marks in one job" FAIL "no result (see marks-in-job.log)"
+fi
+
+if want mark-cost; then
+  # What one recorded mark costs its thread: an NVTX push/pop from C and a
+  # call through the Python hook, untraced, prepared and recording.
+  echo "== one mark's cost"
+  bash "$ROOT/bench/mark_cost.sh" "$BIN_DIR" 2>&1 | tee "$OUT/mark-cost.log"
+  while IFS= read -r line; do
+    row "mark cost: ${line%%:*}" DONE "$(tr -s ' ' <<<"${line#*: }")"
+  done < <(grep "^C, " "$OUT/mark-cost.log")
 fi
 
 if want per-kernel-cost; then

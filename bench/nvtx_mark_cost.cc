@@ -1,0 +1,70 @@
+// What one NVTX push and pop costs the thread that makes them: ROUNDS
+// rounds of N push/pop pairs, in a domain with a fixed name (the Python
+// hook's kind of range) and in the default domain with a new name each
+// time ("step <i>", the kind a training loop makes).  Run it untraced,
+// under `gpuos-trace --prepare --` (the shim loaded, not recording) and
+// under `gpuos-trace --` (recording); bench/mark_cost.sh does all three.
+// Prints the median of the rounds, ns per pair, for each kind.
+//   nvtx_mark_cost [N] [ROUNDS]
+#include <nvtx3/nvToolsExt.h>
+#include <time.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+namespace {
+
+uint64_t NowNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+double Median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int n = argc > 1 ? atoi(argv[1]) : 50000;
+  const int rounds = argc > 2 ? atoi(argv[2]) : 7;
+  if (n <= 0 || rounds <= 0) {
+    fprintf(stderr, "usage: nvtx_mark_cost [N] [ROUNDS]\n");
+    return 2;
+  }
+  nvtxDomainHandle_t domain = nvtxDomainCreateA("gpuos.python");
+  nvtxEventAttributes_t attributes{};
+  attributes.version = NVTX_VERSION;
+  attributes.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
+  attributes.messageType = NVTX_MESSAGE_TYPE_ASCII;
+  attributes.message.ascii = "autograd.backward";
+  std::vector<double> fixed, named;
+  for (int round = 0; round < rounds; ++round) {
+    const uint64_t t0 = NowNs();
+    for (int i = 0; i < n; ++i) {
+      nvtxDomainRangePushEx(domain, &attributes);
+      nvtxDomainRangePop(domain);
+    }
+    const uint64_t t1 = NowNs();
+    for (int i = 0; i < n; ++i) {
+      const std::string name = "step " + std::to_string(i);
+      nvtxRangePushA(name.c_str());
+      nvtxRangePop();
+    }
+    const uint64_t t2 = NowNs();
+    fixed.push_back(static_cast<double>(t1 - t0) / n);
+    named.push_back(static_cast<double>(t2 - t1) / n);
+    // Lets the shim's sender drain between rounds, as a training step would.
+    timespec pause{0, 100'000'000};
+    nanosleep(&pause, nullptr);
+  }
+  printf("fixed-name domain range %.0f ns, named step range %.0f ns (push+pop, median of %d rounds of %d)\n",
+         Median(fixed), Median(named), rounds, n);
+  return 0;
+}
