@@ -125,15 +125,22 @@ def trace_span(tracer, path):
     return data["first_event_ns"], data["last_event_ns"], data["dropped_events"]
 
 
-def window_losses(steps, windows, around_ns=1_000_000_000):
+# The stretch around a capture window whose toggled spans are left out, and
+# over which the window's own cost is measured: the window's edges
+# subscribe CUPTI before its first step and take it out after its last.
+WINDOW_BEFORE_NS = 200_000_000
+WINDOW_AFTER_NS = 500_000_000
+
+
+def window_losses(steps, windows, before_ns=WINDOW_BEFORE_NS, after_ns=WINDOW_AFTER_NS):
     """What each capture window (the report's capture.windows) costs the job,
-    in ms: the time from `around_ns` before the window to `around_ns` after
+    in ms: the time from `before_ns` before the window to `after_ns` after
     it, less what the steps done in it take at the job's mean step period
     outside every window's stretch.  Only windows
     with a full stretch of steps on either side."""
     if len(steps) < 3 or not windows:
         return []
-    stretches = [(w["start_ns"] - around_ns, w["end_ns"] + around_ns) for w in windows]
+    stretches = [(w["start_ns"] - before_ns, w["end_ns"] + after_ns) for w in windows]
     outside = [s for s in steps if not any(b <= s[0] <= e for b, e in stretches)]
     if len(outside) < 3:
         return []
@@ -295,7 +302,8 @@ def record_launched_phases(args, tracer, work):
     in time order, every job's steps, the last job's result line)."""
     variants = args.variants.split(",")
     phases, steps, result = [], [], ""
-    windows = {}  # variant -> [(ms lost per window, job seconds)]
+    windows = {}  # variant -> [(ms lost per window, the same half-way between windows, job seconds)]
+    excluded = 0
     for r in range(args.rounds):
         for i in range(len(variants)):
             name = variants[(r + i) % len(variants)]
@@ -303,6 +311,8 @@ def record_launched_phases(args, tracer, work):
             out = os.path.join(work, "run-%d-%d.gpuos" % (r, i))
             toggle_log = out + ".marks"
             launcher, env = launched_variant(tracer, name, out, (args.marks_toggle_ms, toggle_log))
+            if args.tracer_pin:
+                launcher = ["taskset", "-c", args.tracer_pin] + launcher
             job = Job(args, work, "-%d-%d" % (r, i), launcher, env)
             try:
                 job.wait_warm()
@@ -312,13 +322,20 @@ def record_launched_phases(args, tracer, work):
             if job.process.returncode != 0:
                 raise SystemExit("phase_overhead: gpuos-trace failed (see %s)" % job.err)
             report = trace_report(tracer, out)
-            spans = toggle_spans(toggle_log, int(args.toggle_margin * 1e9))
-            phases.extend(Phase(kind, name, run, b, e, report["dropped_events"]) for kind, b, e in spans)
+            capture = report.get("capture") or {}
+            found = capture.get("windows", [])
+            # A capture window opens at a step's start, which only a recorded
+            # mark shows: windows fall in "on" spans.  Spans near one are
+            # left out here; the window's own cost is measured below.
+            near = [(w["start_ns"] - WINDOW_BEFORE_NS, w["end_ns"] + WINDOW_AFTER_NS) for w in found]
+            for kind, b, e in toggle_spans(toggle_log, int(args.toggle_margin * 1e9)):
+                if any(b < ne and e > nb for nb, ne in near):
+                    kind = "near-window"
+                    excluded += 1
+                phases.append(Phase(kind, name, run, b, e, report["dropped_events"]))
             job_steps = job.steps()
             steps.extend(job_steps)
             seconds = (job_steps[-1][0] - job_steps[0][0]) / 1e9 if job_steps else 0
-            capture = report.get("capture") or {}
-            found = capture.get("windows", [])
             # The same stretches half-way between windows: what the measure
             # gives where there is none.
             gap = (statistics.median(b["start_ns"] - a["start_ns"] for a, b in zip(found, found[1:]))
@@ -326,15 +343,17 @@ def record_launched_phases(args, tracer, work):
             placebo = [{"start_ns": w["start_ns"] + gap // 2, "end_ns": w["end_ns"] + gap // 2} for w in found]
             windows.setdefault(name, []).append((window_losses(job_steps, found),
                                                  window_losses(job_steps, placebo), seconds))
+    print("# %d toggled spans within %.1f s before or %.1f s after a capture window left out" %
+          (excluded, WINDOW_BEFORE_NS / 1e9, WINDOW_AFTER_NS / 1e9))
     for name, runs in windows.items():
         losses = [ms for run, _, _ in runs for ms in run]
-        placebo = [ms for _, run, _ in runs for ms in run]
+        placebo = [ms for _, run, _ in runs for ms in run] or [0]
         if losses:
-            print("# %s: %d capture windows, each costing %.1f ms (median; %.1f..%.1f), %.2f%% of the jobs' "
-                  "time; half-way between windows: %.1f ms (%.1f..%.1f)" %
-                  (name, len(losses), statistics.median(losses), min(losses), max(losses),
-                   100 * sum(losses) / 1e3 / sum(s for _, _, s in runs), statistics.median(placebo or [0]),
-                   min(placebo or [0]), max(placebo or [0])))
+            print("# %s: %d capture windows, each costing %.1f ms (mean; median %.1f, %.1f..%.1f), %.2f%% of the "
+                  "jobs' time; the same stretches half-way between windows: mean %.1f ms (median %.1f, %.1f..%.1f)" %
+                  (name, len(losses), statistics.mean(losses), statistics.median(losses), min(losses), max(losses),
+                   100 * sum(losses) / 1e3 / sum(s for _, _, s in runs), statistics.mean(placebo),
+                   statistics.median(placebo), min(placebo), max(placebo)))
     return phases, sorted(steps), result
 
 
@@ -362,6 +381,8 @@ def summarize(args, phases, steps, result):
     for k, (kind, name, run, begin, end, dropped) in enumerate(phases):
         if kind != "traced":
             continue
+        if phases[k - 1].kind != "untraced" or phases[k + 1].kind != "untraced":
+            continue  # beside a capture window (--marks-toggle-ms)
         before, after, traced = spans[k - 1], spans[k + 1], spans[k]
         if None in (before, after, traced):
             print("%-4d %-*s too short" % (k, width, name))
@@ -442,6 +463,8 @@ def main():
     parser.add_argument("--pin", default="")
     parser.add_argument("--toggle-ms", type=int, default=0)
     parser.add_argument("--marks-toggle-ms", type=int, default=0)
+    parser.add_argument("--tracer-pin", default="",
+                        help="with --marks-toggle-ms: run the tracer (not the job) on these CPUs")
     parser.add_argument("--toggle-margin", type=float, default=0.02,
                         help="seconds left out at each end of a toggled span")
     parser.add_argument("--verbose", action="store_true", help="with a toggle: a row per span")

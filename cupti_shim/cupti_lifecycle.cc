@@ -454,7 +454,9 @@ bool CuptiSuspended() { return S().suspended.load(std::memory_order_relaxed); }
 
 bool SuspendCuptiBetweenWindows(const std::string& policy) {
   State& s = S();
-  if (InForkChild() || getpid() != s.owner_pid || !s.active.load()) return false;
+  // Asked at every step's end while CUPTI is not active: no system call
+  // before that test.
+  if (!s.active.load() || InForkChild() || getpid() != s.owner_pid) return false;
   StaysSubscribed why;
   if (SuspensionRefused(&why)) {
     NoteCuptiStaysSubscribed(why);

@@ -16,7 +16,8 @@
 #include <cstring>
 #include <mutex>
 #include <string>
-#include <vector>
+#include <string_view>
+#include <utility>
 
 #include "fork_handlers.h"
 #include "wire_encoder.h"
@@ -32,11 +33,58 @@ constexpr int kFlushIntervalMs = 100;
 constexpr int kStatsIntervalMs = 1000;
 constexpr int kReconnectIntervalMs = 1000;
 
+// Encoded events end to end in one buffer, each after its length (4 bytes,
+// host order): a submit appends to memory the queue already owns, with no
+// allocation of its own once the buffer has grown, and the buffers are
+// handed back and forth between the queue and the sender with their
+// capacity.  What an application thread pays for an event is mostly this
+// copy.
+class EventQueue {
+ public:
+  void Append(std::string_view event) {
+    const uint32_t size = static_cast<uint32_t>(event.size());
+    bytes_.append(reinterpret_cast<const char*>(&size), sizeof(size));
+    bytes_.append(event.data(), event.size());
+    ++count_;
+  }
+  template <typename Fn>
+  void ForEach(Fn fn) const {
+    for (size_t at = 0; at + sizeof(uint32_t) <= bytes_.size();) {
+      uint32_t size = 0;
+      memcpy(&size, bytes_.data() + at, sizeof(size));
+      at += sizeof(size);
+      fn(std::string_view(bytes_.data() + at, size));
+      at += size;
+    }
+  }
+  size_t count() const { return count_; }
+  size_t bytes() const { return bytes_.size(); }
+  bool empty() const { return count_ == 0; }
+  void Clear() {
+    bytes_.clear();
+    count_ = 0;
+  }
+  // Gives back the memory of a buffer that grew past what a flush
+  // interval needs (a burst), so that it is not kept for good.
+  void ClearAndTrim() {
+    Clear();
+    if (bytes_.capacity() > kKeptCapacity) std::string().swap(bytes_);
+  }
+  void Swap(EventQueue& other) {
+    bytes_.swap(other.bytes_);
+    std::swap(count_, other.count_);
+  }
+
+ private:
+  static constexpr size_t kKeptCapacity = 4u << 20;
+  std::string bytes_;
+  size_t count_ = 0;
+};
+
 struct Channel {
   // Lock order: send_mu, then mu, then status_mu.
-  std::mutex mu;  // guards queue, queued_bytes, sender_running, socket_fd, path
-  std::vector<std::string> queue;
-  size_t queued_bytes = 0;
+  std::mutex mu;  // guards queue, sender_running, socket_fd, path
+  EventQueue queue;
   bool sender_running = false;
   int socket_fd = -1;
   std::string path;  // the agent's socket; empty while closed
@@ -144,7 +192,7 @@ std::string EncodeStats(Channel& ch) {
 // Sends `events` as EventBatch messages on `fd` (-1: none); counts what
 // could not be sent.  Returns the fd, or -1 once a send failed.  Called
 // with send_mu held.
-int SendOn(Channel& ch, int fd, const std::vector<std::string>& events) {
+int SendOn(Channel& ch, int fd, const EventQueue& events) {
   ProtoWriter batch;
   size_t in_batch = 0;
   auto send_batch = [&]() {
@@ -162,16 +210,16 @@ int SendOn(Channel& ch, int fd, const std::vector<std::string>& events) {
     batch.Clear();
     in_batch = 0;
   };
-  for (const std::string& event : events) {
+  events.ForEach([&](std::string_view event) {
     if (batch.data().size() + event.size() + 16 > kMaxMessageBytes) send_batch();
     batch.Bytes(field::kBatchEvents, event);
     ++in_batch;
-  }
+  });
   send_batch();
   return fd;
 }
 
-void SendEvents(Channel& ch, const std::vector<std::string>& events) {
+void SendEvents(Channel& ch, const EventQueue& events) {
   std::lock_guard<std::mutex> send_lock(ch.send_mu);
   // Closed meanwhile (detach): CloseChannel has sent the last of it.
   if (!ch.open.load()) return;
@@ -180,17 +228,18 @@ void SendEvents(Channel& ch, const std::vector<std::string>& events) {
   if (fd < 0) SendOn(ch, -1, events);  // counts them as dropped
 }
 
-std::vector<std::string> TakeQueue(Channel& ch) {
-  std::vector<std::string> events;
+// Swaps the queue with `events` (cleared first): the queue goes on in the
+// caller's old buffer.
+void TakeQueue(Channel& ch, EventQueue* events) {
+  events->ClearAndTrim();
   std::lock_guard<std::mutex> lock(ch.mu);
-  events.swap(ch.queue);
-  ch.queued_bytes = 0;
-  return events;
+  events->Swap(ch.queue);
 }
 
 void* SenderMain(void*) {
   Channel& ch = TheChannel();
   uint64_t last_stats = 0;
+  EventQueue events;  // passed back and forth with the queue's
   for (;;) {
     timespec pause{0, kFlushIntervalMs * 1'000'000L};
     nanosleep(&pause, nullptr);
@@ -202,10 +251,10 @@ void* SenderMain(void*) {
         return nullptr;
       }
     }
-    std::vector<std::string> events = TakeQueue(ch);
+    TakeQueue(ch, &events);
     uint64_t now = NowMs();
     if (ch.stats_dirty.exchange(false) || (now - last_stats >= kStatsIntervalMs && !events.empty())) {
-      events.push_back(EncodeStats(ch));
+      events.Append(EncodeStats(ch));
       last_stats = now;
     }
     if (!events.empty()) SendEvents(ch, events);
@@ -250,8 +299,7 @@ void ChannelForkParent() {
 }
 void ChannelForkChild() {
   Channel& ch = TheChannel();
-  ch.queue.clear();
-  ch.queued_bytes = 0;
+  ch.queue.ClearAndTrim();
   ch.sender_running = false;
   if (ch.socket_fd >= 0) close(ch.socket_fd);
   ch.socket_fd = -1;
@@ -310,26 +358,26 @@ uint64_t MonotonicNs() {
   return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
-void SubmitEvent(std::string encoded_event) {
+void SubmitEvent(std::string_view encoded_event) {
   Channel& ch = TheChannel();
   if (!ch.open.load(std::memory_order_relaxed)) return;
   EnsureRegistered();
   std::lock_guard<std::mutex> lock(ch.mu);
   if (!ch.open.load()) return;  // detached meanwhile
-  if (ch.queued_bytes + encoded_event.size() > kMaxQueuedBytes) {
+  if (ch.queue.bytes() + encoded_event.size() > kMaxQueuedBytes) {
     ch.dropped_queue_full.fetch_add(1);
     return;
   }
-  ch.queued_bytes += encoded_event.size();
-  ch.queue.push_back(std::move(encoded_event));
+  ch.queue.Append(encoded_event);
   StartSenderLocked(ch);
 }
 
 void FlushEvents() {
   if (!ChannelConfigured()) return;
   Channel& ch = TheChannel();
-  std::vector<std::string> events = TakeQueue(ch);
-  events.push_back(EncodeStats(ch));
+  EventQueue events;
+  TakeQueue(ch, &events);
+  events.Append(EncodeStats(ch));
   SendEvents(ch, events);
 }
 
@@ -356,8 +404,7 @@ bool OpenChannel(const std::string& agent_socket_path, std::string* error) {
   ch.path = agent_socket_path;
   ch.socket_fd = fd;
   ch.last_connect_attempt_ms = 0;
-  ch.queue.clear();
-  ch.queued_bytes = 0;
+  ch.queue.ClearAndTrim();
   ch.sent = 0;
   ch.dropped_queue_full = 0;
   ch.dropped_send_failed = 0;
@@ -372,7 +419,7 @@ uint64_t CloseChannel() {
   Channel& ch = TheChannel();
   if (ch.launch) return 0;
   std::lock_guard<std::mutex> send_lock(ch.send_mu);
-  std::vector<std::string> events;
+  EventQueue events;
   int fd = -1;
   std::string path;
   {
@@ -380,13 +427,12 @@ uint64_t CloseChannel() {
     if (!ch.open.load()) return 0;
     // From here SubmitEvent discards; what made it in goes out below.
     ch.open = false;
-    events.swap(ch.queue);
-    ch.queued_bytes = 0;
+    events.Swap(ch.queue);
     fd = ch.socket_fd;
     ch.socket_fd = -1;
     path.swap(ch.path);
   }
-  events.push_back(EncodeStats(ch));
+  events.Append(EncodeStats(ch));
   if (fd < 0) fd = ConnectTo(path);
   SendOn(ch, fd, events);
   if (fd >= 0) close(fd);

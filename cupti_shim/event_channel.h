@@ -17,11 +17,12 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace gpuos_shim {
 
-// Queues one encoded gpuos.v1.Event (wire_encoder.h).  Thread-safe.
-void SubmitEvent(std::string encoded_event);
+// Queues (copies) one encoded gpuos.v1.Event (wire_encoder.h).  Thread-safe.
+void SubmitEvent(std::string_view encoded_event);
 
 // Sends everything queued now, from the calling thread (bounded wait).
 void FlushEvents();

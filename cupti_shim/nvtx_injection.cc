@@ -12,6 +12,7 @@
 // when it ended; one that straddles attach or detach is left out whole.
 #include <nvtx3/nvToolsExt.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstring>
@@ -19,6 +20,7 @@
 #include <unistd.h>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -70,40 +72,80 @@ struct Attributes {
   uint32_t category = 0;
 };
 
-Attributes FromAttributes(const nvtxEventAttributes_t* attr) {
-  Attributes out;
-  if (!attr) return out;
+// The makers below fill an Attributes in place, so that a range stack slot
+// keeps its name's memory from one push to the next.
+void FromAttributes(const nvtxEventAttributes_t* attr, Attributes* out) {
+  out->name.clear();
+  out->color = 0;
+  out->category = 0;
+  if (!attr) return;
   switch (attr->messageType) {
     case NVTX_MESSAGE_TYPE_ASCII:
-      if (attr->message.ascii) out.name = attr->message.ascii;
+      if (attr->message.ascii) out->name.assign(attr->message.ascii);
       break;
     case NVTX_MESSAGE_TYPE_UNICODE:
-      out.name = Utf8(attr->message.unicode);
+      out->name = Utf8(attr->message.unicode);
       break;
     case NVTX_MESSAGE_TYPE_REGISTERED:
       if (attr->message.registered) {
-        out.name = reinterpret_cast<const RegisteredString*>(attr->message.registered)->text;
+        out->name.assign(reinterpret_cast<const RegisteredString*>(attr->message.registered)->text);
       }
       break;
     default:
       break;
   }
-  if (attr->colorType == NVTX_COLOR_ARGB) out.color = attr->color;
-  out.category = attr->category;
-  return out;
+  if (attr->colorType == NVTX_COLOR_ARGB) out->color = attr->color;
+  out->category = attr->category;
 }
 
-std::string DomainName(nvtxDomainHandle_t domain) {
-  return domain ? reinterpret_cast<const Domain*>(domain)->name : std::string();
+void FromText(const char* text, Attributes* out) {
+  if (text) {
+    out->name.assign(text);
+  } else {
+    out->name.clear();
+  }
+  out->color = 0;
+  out->category = 0;
+}
+
+void FromWide(const wchar_t* text, Attributes* out) {
+  out->name = Utf8(text);
+  out->color = 0;
+  out->category = 0;
+}
+
+const Domain* AsDomain(nvtxDomainHandle_t domain) { return reinterpret_cast<const Domain*>(domain); }
+
+std::string_view DomainName(const Domain* domain) {
+  return domain ? std::string_view(domain->name) : std::string_view();
 }
 
 // Push/pop ranges nest per thread.  A range pushed while detached is kept
-// on the stack with start_ns 0 (nothing else), so that pops still match
-// and depths stay right, and is never emitted.
+// on the stack with start_ns 0, so that pops still match and depths stay
+// right, and is never emitted.
 struct OpenRange {
-  uint64_t start_ns;
+  uint64_t start_ns = 0;
+  const Domain* domain = nullptr;  // nullptr: the default domain
   Attributes attributes;
-  std::string domain;
+};
+
+// A thread's open push/pop ranges, innermost last.  Popped slots stay
+// allocated past `size`, with their name's memory, for the next push: a
+// mark in a training step should not have to call malloc.
+struct RangeStack {
+  std::vector<OpenRange> slots;
+  size_t size = 0;
+
+  OpenRange& Push() {
+    if (size == slots.size()) slots.emplace_back();
+    return slots[size++];
+  }
+  // Removes slot i, keeping the slots above it in order.
+  void Remove(size_t i) {
+    std::rotate(slots.begin() + static_cast<std::ptrdiff_t>(i), slots.begin() + static_cast<std::ptrdiff_t>(i) + 1,
+                slots.begin() + static_cast<std::ptrdiff_t>(size));
+    --size;
+  }
 };
 
 // Whether to record now; in a fork child of a prepared process, the first
@@ -113,7 +155,16 @@ bool Recording() {
   RestartListenerIfForked();
   return false;
 }
-thread_local std::vector<OpenRange> t_stack;
+thread_local RangeStack t_stack;
+
+// Reused encoding buffers: the payload and the event around it.
+thread_local ProtoWriter t_payload;
+thread_local ProtoWriter t_event;
+
+void Submit(uint64_t ts_ns, uint32_t tid, int payload_field) {
+  EncodeEventInto(ts_ns, CurrentPid(), tid, payload_field, t_payload, &t_event);
+  SubmitEvent(t_event.data());
+}
 
 // Start/end ranges may end on another thread: keyed by the id we return.
 std::mutex g_started_mu;
@@ -123,17 +174,17 @@ std::atomic<uint64_t> g_next_range_id{1};
 
 void EmitRange(const OpenRange& range, uint64_t end_ns, uint32_t start_tid, uint32_t end_tid,
                int kind, uint32_t depth) {
-  ProtoWriter payload;
+  ProtoWriter& payload = t_payload;
+  payload.Clear();
   payload.Uint(field::kNvtxRangeDuration, end_ns - range.start_ns);
   payload.Text(field::kNvtxRangeName, range.attributes.name);
-  payload.Text(field::kNvtxRangeDomain, range.domain);
+  payload.Text(field::kNvtxRangeDomain, DomainName(range.domain));
   payload.Uint(field::kNvtxRangeKind, static_cast<uint64_t>(kind));
   payload.Uint(field::kNvtxRangeDepth, depth);
   if (end_tid != start_tid) payload.Uint(field::kNvtxRangeEndTid, end_tid);
   payload.Uint(field::kNvtxRangeColor, range.attributes.color);
   payload.Uint(field::kNvtxRangeCategory, range.attributes.category);
-  SubmitEvent(EncodeEvent(range.start_ns, CurrentPid(), start_tid,
-                          field::kEventNvtxRange, payload));
+  Submit(range.start_ns, start_tid, field::kEventNvtxRange);
 }
 
 template <typename MakeAttributes>
@@ -141,49 +192,53 @@ void Mark(nvtxDomainHandle_t domain, MakeAttributes make) {
   if (!Recording()) return;
   const uint64_t now = MonotonicNs();
   if (BenchMarksPaused(now)) return;
-  Attributes attributes = make();
-  ProtoWriter payload;
+  Attributes attributes;
+  make(&attributes);
+  ProtoWriter& payload = t_payload;
+  payload.Clear();
   payload.Text(field::kNvtxMarkName, attributes.name);
-  payload.Text(field::kNvtxMarkDomain, DomainName(domain));
-  SubmitEvent(EncodeEvent(now, CurrentPid(), CurrentTid(),
-                          field::kEventNvtxMark, payload));
+  payload.Text(field::kNvtxMarkDomain, DomainName(AsDomain(domain)));
+  Submit(now, CurrentTid(), field::kEventNvtxMark);
 }
 
 template <typename MakeAttributes>
-int Push(nvtxDomainHandle_t domain, MakeAttributes make) {
-  std::string name = DomainName(domain);
+int Push(nvtxDomainHandle_t handle, MakeAttributes make) {
+  const Domain* domain = AsDomain(handle);
+  RangeStack& stack = t_stack;
   int depth = 0;
-  for (const OpenRange& open : t_stack) depth += open.domain == name;
+  for (size_t i = 0; i < stack.size; ++i) depth += stack.slots[i].domain == domain;
   const uint64_t now = Recording() ? MonotonicNs() : 0;
+  OpenRange& range = stack.Push();
+  range.domain = domain;
   if (now != 0 && !BenchMarksPaused(now)) {
-    t_stack.push_back(OpenRange{now, make(), std::move(name)});
-    const OpenRange& range = t_stack.back();
-    CaptureOnRangeBegin(range.domain, range.attributes.name, range.start_ns, CurrentTid());
+    range.start_ns = now;
+    make(&range.attributes);
+    CaptureOnRangeBegin(DomainName(domain), range.attributes.name, now, CurrentTid());
   } else {
-    t_stack.push_back(OpenRange{0, Attributes{}, std::move(name)});
+    range.start_ns = 0;
   }
   return depth;
 }
 
-int Pop(nvtxDomainHandle_t domain) {
+int Pop(nvtxDomainHandle_t handle) {
   uint64_t now = MonotonicNs();
+  const Domain* domain = AsDomain(handle);
+  RangeStack& stack = t_stack;
   // Pops match the innermost push of the same domain; NVTX keeps one stack
   // per domain, so find the last open range of this domain.
-  std::string name = DomainName(domain);
-  for (size_t i = t_stack.size(); i-- > 0;) {
-    if (t_stack[i].domain == name) {
-      OpenRange range = std::move(t_stack[i]);
-      t_stack.erase(t_stack.begin() + static_cast<std::ptrdiff_t>(i));
-      uint32_t depth = 0;  // open ranges of the same domain below this one
-      for (size_t j = 0; j < i; ++j) depth += t_stack[j].domain == name;
-      // Begun while detached, or detached since: not recorded.
-      if (range.start_ns != 0 && ChannelConfigured()) {
-        uint32_t tid = CurrentTid();
-        EmitRange(range, now, tid, tid, /*PUSH_POP*/ 0, depth);
-        CaptureOnRangeEnd(range.domain, range.attributes.name, now, tid);
-      }
-      return static_cast<int>(depth);
+  for (size_t i = stack.size; i-- > 0;) {
+    const OpenRange& range = stack.slots[i];
+    if (range.domain != domain) continue;
+    uint32_t depth = 0;  // open ranges of the same domain below this one
+    for (size_t j = 0; j < i; ++j) depth += stack.slots[j].domain == domain;
+    // Begun while detached, or detached since: not recorded.
+    if (range.start_ns != 0 && ChannelConfigured()) {
+      uint32_t tid = CurrentTid();
+      EmitRange(range, now, tid, tid, /*PUSH_POP*/ 0, depth);
+      CaptureOnRangeEnd(DomainName(domain), range.attributes.name, now, tid);
     }
+    stack.Remove(i);
+    return static_cast<int>(depth);
   }
   return -1;  // unbalanced pop: NVTX's own convention
 }
@@ -195,8 +250,11 @@ nvtxRangeId_t Start(nvtxDomainHandle_t domain, MakeAttributes make) {
   if (!Recording()) return id;
   const uint64_t now = MonotonicNs();
   if (BenchMarksPaused(now)) return id;
-  OpenRange range{now, make(), DomainName(domain)};
-  CaptureOnRangeBegin(range.domain, range.attributes.name, range.start_ns, CurrentTid());
+  OpenRange range;
+  range.start_ns = now;
+  range.domain = AsDomain(domain);
+  make(&range.attributes);
+  CaptureOnRangeBegin(DomainName(range.domain), range.attributes.name, range.start_ns, CurrentTid());
   std::lock_guard<std::mutex> lock(g_started_mu);
   g_started->emplace(id, std::make_pair(std::move(range), CurrentTid()));
   return id;
@@ -214,35 +272,28 @@ void End(nvtxRangeId_t id) {
     g_started->erase(it);
   }
   EmitRange(started.first, now, started.second, CurrentTid(), /*START_END*/ 1, 0);
-  CaptureOnRangeEnd(started.first.domain, started.first.attributes.name, now, CurrentTid());
-}
-
-Attributes FromText(const char* text) {
-  Attributes a;
-  if (text) a.name = text;
-  return a;
-}
-Attributes FromWide(const wchar_t* text) {
-  Attributes a;
-  a.name = Utf8(text);
-  return a;
+  CaptureOnRangeEnd(DomainName(started.first.domain), started.first.attributes.name, now, CurrentTid());
 }
 
 // ---- NVTX entry points (core module) ----
-void NVTX_API MarkEx(const nvtxEventAttributes_t* a) { Mark(nullptr, [a] { return FromAttributes(a); }); }
-void NVTX_API MarkA(const char* m) { Mark(nullptr, [m] { return FromText(m); }); }
-void NVTX_API MarkW(const wchar_t* m) { Mark(nullptr, [m] { return FromWide(m); }); }
-nvtxRangeId_t NVTX_API RangeStartEx(const nvtxEventAttributes_t* a) {
-  return Start(nullptr, [a] { return FromAttributes(a); });
+void NVTX_API MarkEx(const nvtxEventAttributes_t* a) {
+  Mark(nullptr, [a](Attributes* out) { FromAttributes(a, out); });
 }
-nvtxRangeId_t NVTX_API RangeStartA(const char* m) { return Start(nullptr, [m] { return FromText(m); }); }
-nvtxRangeId_t NVTX_API RangeStartW(const wchar_t* m) { return Start(nullptr, [m] { return FromWide(m); }); }
+void NVTX_API MarkA(const char* m) { Mark(nullptr, [m](Attributes* out) { FromText(m, out); }); }
+void NVTX_API MarkW(const wchar_t* m) { Mark(nullptr, [m](Attributes* out) { FromWide(m, out); }); }
+nvtxRangeId_t NVTX_API RangeStartEx(const nvtxEventAttributes_t* a) {
+  return Start(nullptr, [a](Attributes* out) { FromAttributes(a, out); });
+}
+nvtxRangeId_t NVTX_API RangeStartA(const char* m) { return Start(nullptr, [m](Attributes* out) { FromText(m, out); }); }
+nvtxRangeId_t NVTX_API RangeStartW(const wchar_t* m) {
+  return Start(nullptr, [m](Attributes* out) { FromWide(m, out); });
+}
 void NVTX_API RangeEnd(nvtxRangeId_t id) { End(id); }
 int NVTX_API RangePushEx(const nvtxEventAttributes_t* a) {
-  return Push(nullptr, [a] { return FromAttributes(a); });
+  return Push(nullptr, [a](Attributes* out) { FromAttributes(a, out); });
 }
-int NVTX_API RangePushA(const char* m) { return Push(nullptr, [m] { return FromText(m); }); }
-int NVTX_API RangePushW(const wchar_t* m) { return Push(nullptr, [m] { return FromWide(m); }); }
+int NVTX_API RangePushA(const char* m) { return Push(nullptr, [m](Attributes* out) { FromText(m, out); }); }
+int NVTX_API RangePushW(const wchar_t* m) { return Push(nullptr, [m](Attributes* out) { FromWide(m, out); }); }
 int NVTX_API RangePop() { return Pop(nullptr); }
 void NVTX_API NameCategoryA(uint32_t, const char*) {}
 void NVTX_API NameCategoryW(uint32_t, const wchar_t*) {}
@@ -251,14 +302,14 @@ void NVTX_API NameOsThreadW(uint32_t, const wchar_t*) {}
 
 // ---- NVTX entry points (core2 module: domains) ----
 void NVTX_API DomainMarkEx(nvtxDomainHandle_t d, const nvtxEventAttributes_t* a) {
-  Mark(d, [a] { return FromAttributes(a); });
+  Mark(d, [a](Attributes* out) { FromAttributes(a, out); });
 }
 nvtxRangeId_t NVTX_API DomainRangeStartEx(nvtxDomainHandle_t d, const nvtxEventAttributes_t* a) {
-  return Start(d, [a] { return FromAttributes(a); });
+  return Start(d, [a](Attributes* out) { FromAttributes(a, out); });
 }
 void NVTX_API DomainRangeEnd(nvtxDomainHandle_t, nvtxRangeId_t id) { End(id); }
 int NVTX_API DomainRangePushEx(nvtxDomainHandle_t d, const nvtxEventAttributes_t* a) {
-  return Push(d, [a] { return FromAttributes(a); });
+  return Push(d, [a](Attributes* out) { FromAttributes(a, out); });
 }
 int NVTX_API DomainRangePop(nvtxDomainHandle_t d) { return Pop(d); }
 nvtxResourceHandle_t NVTX_API DomainResourceCreate(nvtxDomainHandle_t, nvtxResourceAttributes_t*) {
@@ -360,7 +411,7 @@ gpuos_shim::Domain* PythonDomain() {
 
 extern "C" __attribute__((visibility("default"))) int gpuos_shim_python_push(const char* name) {
   if (!ChannelConfigured() && !AttachPossible()) return -1;
-  return Push(reinterpret_cast<nvtxDomainHandle_t>(PythonDomain()), [name] { return FromText(name); });
+  return Push(reinterpret_cast<nvtxDomainHandle_t>(PythonDomain()), [name](Attributes* out) { FromText(name, out); });
 }
 
 extern "C" __attribute__((visibility("default"))) int gpuos_shim_python_pop() {

@@ -114,6 +114,17 @@ inline constexpr int kStatsSent = 1, kStatsDroppedQueue = 2, kStatsDroppedSend =
 inline constexpr int kCaptureEdge = 1, kCaptureStep = 2, kCaptureReason = 3;
 }  // namespace field
 
+// Wraps a payload into an Event in *event (cleared first): the same bytes
+// as EncodeEvent, in a writer the caller reuses.
+inline void EncodeEventInto(uint64_t ts_ns, uint32_t pid, uint32_t tid, int payload_field,
+                            const ProtoWriter& payload, ProtoWriter* event) {
+  event->Clear();
+  event->Uint(field::kEventTs, ts_ns);
+  event->Uint(field::kEventPid, pid);
+  event->Uint(field::kEventTid, tid);
+  event->Message(payload_field, payload);
+}
+
 // Wraps a payload into an Event (ts, pid, tid, payload at `payload_field`).
 inline std::string EncodeEvent(uint64_t ts_ns, uint32_t pid, uint32_t tid, int payload_field,
                                const ProtoWriter& payload) {
