@@ -38,6 +38,7 @@ def main():
     best = {}
     for name, fn in rows:
         best[name] = min(timeit.repeat(lambda: fn(1), number=args.calls, repeat=7)) / args.calls * 1e9
+    print("hook calls into the shim through %s" % ("_gpuos_marks" if "_gpuos_marks" in sys.modules else "ctypes"))
     for name, _ in rows:
         extra = "" if name == "bare" else " (+%.0f ns)" % (best[name] - best["bare"])
         print("%-24s %7.0f ns%s" % (name, best[name], extra))

@@ -4,11 +4,12 @@
 # missing.  The CUDA toolkit is not in Debian: when /usr/local/cuda holds it,
 # the CUDA shim (NVTX + CUPTI) is built too; without it the tracer still
 # records everything on the OS side.  libclang-rt-dev: libFuzzer and the
-# sanitizers' runtimes for deploy/fuzz.sh.
+# sanitizers' runtimes for deploy/fuzz.sh.  python3-dev: the headers the
+# Python hook's C extension is built with (agent/python_hooks/gpuos_marks.c).
 set -euo pipefail
 
 packages=(
-  build-essential cmake ninja-build pkg-config git python3 chromium
+  build-essential cmake ninja-build pkg-config git python3 python3-dev chromium
   clang bpftool libbpf-dev libelf-dev zlib1g-dev libzstd-dev
   libprotobuf-dev protobuf-compiler libabsl-dev libgtest-dev
   libclang-rt-dev

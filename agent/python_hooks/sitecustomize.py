@@ -27,6 +27,14 @@ def _chain_next_sitecustomize():
 
 
 def _shim_ranges():
+    # The C extension beside this file (gpuos_marks.c) where it loads: a
+    # ctypes call costs several times more, twice a backward pass and twice
+    # an optimizer step.
+    try:
+        import _gpuos_marks
+        return _gpuos_marks.push, _gpuos_marks.pop
+    except ImportError:
+        pass
     # PyDLL, not CDLL: a CDLL call lets go of the GIL, and getting it back
     # can mean waiting for another Python thread (a DataLoader's
     # pin-memory thread) for up to the switch interval, 5 ms, at every
@@ -105,17 +113,25 @@ def _patch_autograd(push, pop, module):
     marking = threading.local()
     foreign = getattr(threading, "_DummyThread", ())
 
+    # Per thread, one list read at every call (a thread-local attribute
+    # costs more than a list item): [0] while no marked backward runs on
+    # the thread, [1] inside one, [2] on a thread Python did not start.
+    IDLE, INSIDE, FOREIGN = 0, 1, 2
+
     @functools.wraps(backward)
     def wrapper(*args, **kwargs):
-        if getattr(marking, "active", False) or isinstance(threading.current_thread(), foreign):
+        state = getattr(marking, "state", None)
+        if state is None:
+            state = marking.state = [FOREIGN if isinstance(threading.current_thread(), foreign) else IDLE]
+        if state[0] != IDLE:
             return backward(*args, **kwargs)
-        marking.active = True
+        state[0] = INSIDE
         push(label)
         try:
             return backward(*args, **kwargs)
         finally:
             pop()
-            marking.active = False
+            state[0] = IDLE
     wrapper._gpuos_wrapped = True
     module.backward = wrapper
 
