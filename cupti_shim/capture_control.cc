@@ -170,7 +170,8 @@ void Apply(const CaptureEdge& edge, uint64_t ts_ns) {
 // The job marks steps itself (called with C().mu held): the calls' rhythm
 // is not needed, nor the callbacks that feed it.
 void MarksCountSteps() {
-  if (g_rhythm_unused.exchange(true)) return;
+  // A load first: this runs at every step mark, the exchange once.
+  if (g_rhythm_unused.load(std::memory_order_relaxed) || g_rhythm_unused.exchange(true)) return;
 #ifdef GPUOS_SHIM_HAS_CUPTI
   SetStepCallCallbacks(false);
 #endif
