@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <cstring>
 #include <cwchar>
+#include <memory>
 #include <unistd.h>
 #include <mutex>
 #include <string>
@@ -131,14 +132,16 @@ struct OpenRange {
 
 // A thread's open push/pop ranges, innermost last.  Popped slots stay
 // allocated past `size`, with their name's memory, for the next push: a
-// mark in a training step should not have to call malloc.
+// mark in a training step should not have to call malloc.  A slot never
+// moves: the capture's callbacks, given a slot's name, may make NVTX calls
+// of their own on this thread (CUPTI starting, a library's ranges).
 struct RangeStack {
-  std::vector<OpenRange> slots;
+  std::vector<std::unique_ptr<OpenRange>> slots;
   size_t size = 0;
 
   OpenRange& Push() {
-    if (size == slots.size()) slots.emplace_back();
-    return slots[size++];
+    if (size == slots.size()) slots.push_back(std::make_unique<OpenRange>());
+    return *slots[size++];
   }
   // Removes slot i, keeping the slots above it in order.
   void Remove(size_t i) {
@@ -206,7 +209,7 @@ int Push(nvtxDomainHandle_t handle, MakeAttributes make) {
   const Domain* domain = AsDomain(handle);
   RangeStack& stack = t_stack;
   int depth = 0;
-  for (size_t i = 0; i < stack.size; ++i) depth += stack.slots[i].domain == domain;
+  for (size_t i = 0; i < stack.size; ++i) depth += stack.slots[i]->domain == domain;
   const uint64_t now = Recording() ? MonotonicNs() : 0;
   OpenRange& range = stack.Push();
   range.domain = domain;
@@ -227,10 +230,10 @@ int Pop(nvtxDomainHandle_t handle) {
   // Pops match the innermost push of the same domain; NVTX keeps one stack
   // per domain, so find the last open range of this domain.
   for (size_t i = stack.size; i-- > 0;) {
-    const OpenRange& range = stack.slots[i];
+    const OpenRange& range = *stack.slots[i];
     if (range.domain != domain) continue;
     uint32_t depth = 0;  // open ranges of the same domain below this one
-    for (size_t j = 0; j < i; ++j) depth += stack.slots[j].domain == domain;
+    for (size_t j = 0; j < i; ++j) depth += stack.slots[j]->domain == domain;
     // Begun while detached, or detached since: not recorded.
     if (range.start_ns != 0 && ChannelConfigured()) {
       uint32_t tid = CurrentTid();
