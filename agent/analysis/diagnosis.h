@@ -42,7 +42,7 @@
 //                       comes first: hiding the copies (a copy stream) is the
 //                       cheap gain, kernel work the expensive one (on an H200
 //                       the ResNet-18 sequence gained the 6% its copies took).
-//   launch_bound        the GPU is idle >= kLaunchBoundIdleShare of W, >=
+//   launch_bound        the GPU is idle >= kGpuIdleHighShare of W, >=
 //                       kLaunchBoundCpuFraction of that idle time the thread
 //                       is launching, in other CUDA calls or running other
 //                       code, kernels average <= kShortKernelNs and there are
@@ -99,7 +99,6 @@ inline constexpr double kSerializedCopyShare = 0.10;
 inline constexpr double kSerializedCopyBusyGpuShare = 0.03;
 inline constexpr double kSameStreamFraction = 0.50;
 inline constexpr double kCopyOverlapFraction = 0.20;
-inline constexpr double kLaunchBoundIdleShare = 0.50;
 inline constexpr double kLaunchBoundCpuFraction = 0.50;
 inline constexpr uint64_t kShortKernelNs = 50'000;
 inline constexpr double kMinKernelsPerStep = 8;

@@ -259,7 +259,7 @@ std::optional<Finding> LaunchBoundRule(const DiagnosisInputs& in) {
   const double mean_kernel_ns =
       t.gpu.kernels_started ? static_cast<double>(t.gpu.kernels_started_ns) / t.gpu.kernels_started : 0;
   const double kernels_per_step = in.PerStep(t.gpu.kernels_started);
-  if (idle < kLaunchBoundIdleShare || Share(cpu_idle, t.gpu.idle_ns) < kLaunchBoundCpuFraction ||
+  if (idle < kGpuIdleHighShare || Share(cpu_idle, t.gpu.idle_ns) < kLaunchBoundCpuFraction ||
       t.gpu.kernels_started == 0 || mean_kernel_ns > kShortKernelNs || kernels_per_step < kMinKernelsPerStep) {
     return std::nullopt;
   }
