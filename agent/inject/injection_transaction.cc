@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <set>
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
@@ -377,6 +378,10 @@ absl::StatusOr<int64_t> Transaction::WaitForEntry() {
 absl::StatusOr<TransactionResult> Transaction::Run() {
   const int64_t give_up = MonotonicNanos() + 3000 * kMs;
   std::string last_retry;
+  // Threads a try failed on go to the back of the line: a launch-bound
+  // job's main thread is seen in a wait often but has left it by the time
+  // it stops, try after try, while a helper waits for long.
+  std::set<pid_t> tried;
   for (int attempt = 0; attempt < kMaxAttempts; ++attempt) {
     choice_options_.patience_ns =
         attempt == 0 ? 1000 * kMs : std::max<int64_t>(0, give_up - MonotonicNanos());
@@ -386,7 +391,14 @@ absl::StatusOr<TransactionResult> Transaction::Run() {
       return absl::Status(threads.status().code(),
                           absl::StrCat(threads.status().message(), "; last try: ", last_retry));
     }
-    const pid_t tid = threads->front().tid;
+    pid_t tid = threads->front().tid;
+    for (const ThreadChoice& choice : *threads) {
+      if (tried.count(choice.tid) == 0) {
+        tid = choice.tid;
+        break;
+      }
+    }
+    tried.insert(tid);
     Trace("chose a thread");
     auto stopped = TryThread(tid);
     if (stopped.ok()) {
