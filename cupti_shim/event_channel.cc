@@ -57,7 +57,6 @@ class EventQueue {
       at += size;
     }
   }
-  size_t count() const { return count_; }
   size_t bytes() const { return bytes_.size(); }
   bool empty() const { return count_ == 0; }
   void Clear() {

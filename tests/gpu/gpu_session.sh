@@ -234,7 +234,8 @@ if want marks-in-job; then
   # backward and optimizer.step ranges) costs the 1 ms MLP under
   # --always-on, inside each job: marks off and on every 250 ms, against a
   # control whose marks stay on (bench/phase_overhead.py --marks-toggle-ms;
-  # 4 rounds of 30 s jobs, ~6 minutes).
+  # 4 rounds of 30 s jobs, ~6 minutes).  GPUOS_PHASE_TRACER_PIN=CPUS runs
+  # the tracer on other CPUs than the job's (GPUOS_PHASE_PIN, default 4-7).
   echo "== marks inside one job (toggled every 250 ms)"
   "$BIN_DIR/gpuos-trace" --prepare -- python3 "$ROOT/bench/python_hook_cost.py" 2>&1 | tee "$OUT/hook-cost.log"
   while IFS= read -r line; do
@@ -242,6 +243,7 @@ if want marks-in-job; then
   done < <(grep wrapper "$OUT/hook-cost.log")
   timeout 520 python3 "$ROOT/bench/phase_overhead.py" "$BIN_DIR" --pin "${GPUOS_PHASE_PIN:-4-7}" \
     --rounds "${GPUOS_PHASE_ROUNDS:-4}" --phase-seconds "${GPUOS_PHASE_SECONDS:-30}" --marks-toggle-ms 250 \
+    ${GPUOS_PHASE_TRACER_PIN:+--tracer-pin "$GPUOS_PHASE_TRACER_PIN"} \
     --variants always-on,control 2>&1 | tee "$OUT/marks-in-job.log" | tail -4
   while IFS= read -r line; do
     row "marks in one job: ${line%% *}" DONE "$(tr -s ' ' <<<"${line#* }")"
