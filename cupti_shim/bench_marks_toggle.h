@@ -14,8 +14,10 @@
 
 namespace gpuos_shim {
 
-// Whether marks are switched off at `now_ns`; false, after one relaxed
-// load, when the knob is unset.  The first call reads the environment.
+// Whether marks are switched off at `now_ns`; false, after a static's
+// guard check, when the knob is unset.  The first call reads the
+// environment.  Only the start of a range is gated: one begun "on" and
+// ended "off" is recorded (the benchmark's margins leave those edges out).
 bool BenchMarksPaused(uint64_t now_ns);
 
 }  // namespace gpuos_shim

@@ -115,7 +115,22 @@ void FromWide(const wchar_t* text, Attributes* out) {
   out->category = 0;
 }
 
-const Domain* AsDomain(nvtxDomainHandle_t domain) { return reinterpret_cast<const Domain*>(domain); }
+// Domains are interned by name (DomainCreate below), so that one pointer
+// comparison tells whether two handles name the same domain, as NVTX
+// means it; a domain named "" is the default one.
+const Domain* AsDomain(nvtxDomainHandle_t handle) {
+  const Domain* domain = reinterpret_cast<const Domain*>(handle);
+  return domain != nullptr && domain->name.empty() ? nullptr : domain;
+}
+
+nvtxDomainHandle_t InternDomain(std::string name) {
+  static std::mutex mu;
+  static auto* domains = new std::unordered_map<std::string, Domain*>();  // never freed: handles outlive everything
+  std::lock_guard<std::mutex> lock(mu);
+  Domain*& domain = (*domains)[name];
+  if (domain == nullptr) domain = new Domain{std::move(name)};
+  return reinterpret_cast<nvtxDomainHandle_t>(domain);
+}
 
 std::string_view DomainName(const Domain* domain) {
   return domain ? std::string_view(domain->name) : std::string_view();
@@ -133,8 +148,7 @@ struct OpenRange {
 // A thread's open push/pop ranges, innermost last.  Popped slots stay
 // allocated past `size`, with their name's memory, for the next push: a
 // mark in a training step should not have to call malloc.  A slot never
-// moves: the capture's callbacks, given a slot's name, may make NVTX calls
-// of their own on this thread (CUPTI starting, a library's ranges).
+// moves, so a reference to one stays good across a later push.
 struct RangeStack {
   std::vector<std::unique_ptr<OpenRange>> slots;
   size_t size = 0;
@@ -158,15 +172,38 @@ bool Recording() {
   RestartListenerIfForked();
   return false;
 }
-thread_local RangeStack t_stack;
+// A thread's marking state: its range stack and reused encoding buffers
+// (the payload and the event around it).
+struct ThreadMarks {
+  RangeStack stack;
+  ProtoWriter payload;
+  ProtoWriter event;
+  ~ThreadMarks();
+};
 
-// Reused encoding buffers: the payload and the event around it.
-thread_local ProtoWriter t_payload;
-thread_local ProtoWriter t_event;
+// Set once the thread's ThreadMarks is destroyed.  A thread's (or, at
+// exit(), the main thread's) thread-locals go before other libraries'
+// destructors and atexit handlers, which may still make NVTX calls; a
+// trivially destructible flag stays readable until the thread is gone.
+thread_local bool t_marks_gone = false;
+thread_local ThreadMarks t_marks;
+ThreadMarks::~ThreadMarks() { t_marks_gone = true; }
 
-void Submit(uint64_t ts_ns, uint32_t tid, int payload_field) {
-  EncodeEventInto(ts_ns, CurrentPid(), tid, payload_field, t_payload, &t_event);
-  SubmitEvent(t_event.data());
+// This thread's state, or nullptr once it is gone (push/pop then record
+// nothing; marks and start/end ranges encode in buffers of their own).
+ThreadMarks* Marks() { return t_marks_gone ? nullptr : &t_marks; }
+
+// Encodes what fill() writes into a payload as an Event and queues it.
+template <typename Fill>
+void Submit(uint64_t ts_ns, uint32_t tid, int payload_field, Fill fill) {
+  ThreadMarks* marks = Marks();
+  ProtoWriter own_payload, own_event;
+  ProtoWriter& payload = marks ? marks->payload : own_payload;
+  ProtoWriter& event = marks ? marks->event : own_event;
+  payload.Clear();
+  fill(payload);
+  EncodeEventInto(ts_ns, CurrentPid(), tid, payload_field, payload, &event);
+  SubmitEvent(event.data());
 }
 
 // Start/end ranges may end on another thread: keyed by the id we return.
@@ -177,17 +214,16 @@ std::atomic<uint64_t> g_next_range_id{1};
 
 void EmitRange(const OpenRange& range, uint64_t end_ns, uint32_t start_tid, uint32_t end_tid,
                int kind, uint32_t depth) {
-  ProtoWriter& payload = t_payload;
-  payload.Clear();
-  payload.Uint(field::kNvtxRangeDuration, end_ns - range.start_ns);
-  payload.Text(field::kNvtxRangeName, range.attributes.name);
-  payload.Text(field::kNvtxRangeDomain, DomainName(range.domain));
-  payload.Uint(field::kNvtxRangeKind, static_cast<uint64_t>(kind));
-  payload.Uint(field::kNvtxRangeDepth, depth);
-  if (end_tid != start_tid) payload.Uint(field::kNvtxRangeEndTid, end_tid);
-  payload.Uint(field::kNvtxRangeColor, range.attributes.color);
-  payload.Uint(field::kNvtxRangeCategory, range.attributes.category);
-  Submit(range.start_ns, start_tid, field::kEventNvtxRange);
+  Submit(range.start_ns, start_tid, field::kEventNvtxRange, [&](ProtoWriter& payload) {
+    payload.Uint(field::kNvtxRangeDuration, end_ns - range.start_ns);
+    payload.Text(field::kNvtxRangeName, range.attributes.name);
+    payload.Text(field::kNvtxRangeDomain, DomainName(range.domain));
+    payload.Uint(field::kNvtxRangeKind, static_cast<uint64_t>(kind));
+    payload.Uint(field::kNvtxRangeDepth, depth);
+    if (end_tid != start_tid) payload.Uint(field::kNvtxRangeEndTid, end_tid);
+    payload.Uint(field::kNvtxRangeColor, range.attributes.color);
+    payload.Uint(field::kNvtxRangeCategory, range.attributes.category);
+  });
 }
 
 template <typename MakeAttributes>
@@ -197,17 +233,18 @@ void Mark(nvtxDomainHandle_t domain, MakeAttributes make) {
   if (BenchMarksPaused(now)) return;
   Attributes attributes;
   make(&attributes);
-  ProtoWriter& payload = t_payload;
-  payload.Clear();
-  payload.Text(field::kNvtxMarkName, attributes.name);
-  payload.Text(field::kNvtxMarkDomain, DomainName(AsDomain(domain)));
-  Submit(now, CurrentTid(), field::kEventNvtxMark);
+  Submit(now, CurrentTid(), field::kEventNvtxMark, [&](ProtoWriter& payload) {
+    payload.Text(field::kNvtxMarkName, attributes.name);
+    payload.Text(field::kNvtxMarkDomain, DomainName(AsDomain(domain)));
+  });
 }
 
 template <typename MakeAttributes>
 int Push(nvtxDomainHandle_t handle, MakeAttributes make) {
+  ThreadMarks* marks = Marks();
+  if (marks == nullptr) return -1;  // the thread is going away: nothing to nest in
   const Domain* domain = AsDomain(handle);
-  RangeStack& stack = t_stack;
+  RangeStack& stack = marks->stack;
   int depth = 0;
   for (size_t i = 0; i < stack.size; ++i) depth += stack.slots[i]->domain == domain;
   const uint64_t now = Recording() ? MonotonicNs() : 0;
@@ -225,8 +262,10 @@ int Push(nvtxDomainHandle_t handle, MakeAttributes make) {
 
 int Pop(nvtxDomainHandle_t handle) {
   uint64_t now = MonotonicNs();
+  ThreadMarks* marks = Marks();
+  if (marks == nullptr) return -1;
   const Domain* domain = AsDomain(handle);
-  RangeStack& stack = t_stack;
+  RangeStack& stack = marks->stack;
   // Pops match the innermost push of the same domain; NVTX keeps one stack
   // per domain, so find the last open range of this domain.
   for (size_t i = stack.size; i-- > 0;) {
@@ -235,12 +274,13 @@ int Pop(nvtxDomainHandle_t handle) {
     uint32_t depth = 0;  // open ranges of the same domain below this one
     for (size_t j = 0; j < i; ++j) depth += stack.slots[j]->domain == domain;
     // Begun while detached, or detached since: not recorded.
-    if (range.start_ns != 0 && ChannelConfigured()) {
-      uint32_t tid = CurrentTid();
-      EmitRange(range, now, tid, tid, /*PUSH_POP*/ 0, depth);
-      CaptureOnRangeEnd(DomainName(domain), range.attributes.name, now, tid);
-    }
+    const bool recorded = range.start_ns != 0 && ChannelConfigured();
+    const uint32_t tid = CurrentTid();
+    if (recorded) EmitRange(range, now, tid, tid, /*PUSH_POP*/ 0, depth);
+    // Off the stack before the capture hears of it; the slot itself (past
+    // the stack now) keeps the name until the next push.
     stack.Remove(i);
+    if (recorded) CaptureOnRangeEnd(DomainName(domain), range.attributes.name, now, tid);
     return static_cast<int>(depth);
   }
   return -1;  // unbalanced pop: NVTX's own convention
@@ -328,10 +368,10 @@ nvtxStringHandle_t NVTX_API DomainRegisterStringW(nvtxDomainHandle_t, const wcha
   return reinterpret_cast<nvtxStringHandle_t>(new RegisteredString{Utf8(s)});
 }
 nvtxDomainHandle_t NVTX_API DomainCreateA(const char* name) {
-  return reinterpret_cast<nvtxDomainHandle_t>(new Domain{name ? name : ""});
+  return InternDomain(name ? name : "");
 }
 nvtxDomainHandle_t NVTX_API DomainCreateW(const wchar_t* name) {
-  return reinterpret_cast<nvtxDomainHandle_t>(new Domain{Utf8(name)});
+  return InternDomain(Utf8(name));
 }
 void NVTX_API DomainDestroy(nvtxDomainHandle_t) {}  // handles stay valid: events may still name them
 void NVTX_API Initialize(const void*) {}
@@ -402,22 +442,25 @@ InitializeInjectionNvtx2(NvtxGetExportTableFunc_t get_export_table) {
 }
 
 // Ranges for gpuos-trace's Python start-up hook (agent/python_hooks/), which
-// finds these through ctypes in processes that have the shim preloaded.
+// calls these (through its C extension, or ctypes) in processes that have
+// the shim preloaded.
 // They go to the domain "gpuos.python" and work with no NVTX library, no
 // CUDA and no change to the script.
 namespace {
-gpuos_shim::Domain* PythonDomain() {
-  static auto* domain = new gpuos_shim::Domain{"gpuos.python"};
+// Interned like any domain: a script's own "gpuos.python" ranges share the
+// hook's stack, as NVTX would have them.
+nvtxDomainHandle_t PythonDomain() {
+  static const nvtxDomainHandle_t domain = InternDomain("gpuos.python");
   return domain;
 }
 }  // namespace
 
 extern "C" __attribute__((visibility("default"))) int gpuos_shim_python_push(const char* name) {
   if (!ChannelConfigured() && !AttachPossible()) return -1;
-  return Push(reinterpret_cast<nvtxDomainHandle_t>(PythonDomain()), [name](Attributes* out) { FromText(name, out); });
+  return Push(PythonDomain(), [name](Attributes* out) { FromText(name, out); });
 }
 
 extern "C" __attribute__((visibility("default"))) int gpuos_shim_python_pop() {
   if (!ChannelConfigured() && !AttachPossible()) return -1;
-  return Pop(reinterpret_cast<nvtxDomainHandle_t>(PythonDomain()));
+  return Pop(PythonDomain());
 }

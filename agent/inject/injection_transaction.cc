@@ -9,7 +9,7 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <set>
+#include <map>
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
@@ -378,10 +378,11 @@ absl::StatusOr<int64_t> Transaction::WaitForEntry() {
 absl::StatusOr<TransactionResult> Transaction::Run() {
   const int64_t give_up = MonotonicNanos() + 3000 * kMs;
   std::string last_retry;
-  // Threads a try failed on go to the back of the line: a launch-bound
-  // job's main thread is seen in a wait often but has left it by the time
-  // it stops, try after try, while a helper waits for long.
-  std::set<pid_t> tried;
+  // The thread tried least often goes first (the best of those, in
+  // ChooseThreads' order): a launch-bound job's main thread is seen in a
+  // wait often but has left it by the time it stops, try after try, while
+  // a helper waits for long.
+  std::map<pid_t, int> tries;
   for (int attempt = 0; attempt < kMaxAttempts; ++attempt) {
     choice_options_.patience_ns =
         attempt == 0 ? 1000 * kMs : std::max<int64_t>(0, give_up - MonotonicNanos());
@@ -393,12 +394,9 @@ absl::StatusOr<TransactionResult> Transaction::Run() {
     }
     pid_t tid = threads->front().tid;
     for (const ThreadChoice& choice : *threads) {
-      if (tried.count(choice.tid) == 0) {
-        tid = choice.tid;
-        break;
-      }
+      if (tries[choice.tid] < tries[tid]) tid = choice.tid;
     }
-    tried.insert(tid);
+    ++tries[tid];
     Trace("chose a thread");
     auto stopped = TryThread(tid);
     if (stopped.ok()) {

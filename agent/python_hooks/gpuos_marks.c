@@ -49,7 +49,9 @@ static struct PyModuleDef kModule = {
     NULL, NULL, NULL, NULL,
 };
 
-PyMODINIT_FUNC PyInit__gpuos_marks(void) {
+/* Exported explicitly: before 3.9, PyMODINIT_FUNC carries no visibility and
+ * the build hides every other symbol. */
+__attribute__((visibility("default"))) PyMODINIT_FUNC PyInit__gpuos_marks(void) {
   shim_push = (PushFn)dlsym(RTLD_DEFAULT, "gpuos_shim_python_push");
   shim_pop = (PopFn)dlsym(RTLD_DEFAULT, "gpuos_shim_python_pop");
   if (shim_push == NULL || shim_pop == NULL) {

@@ -2,7 +2,11 @@
 // main thread, --steps times: push "step", push "forward" (sleep
 // --sleep-us), pop, pop; a start/end range "async" started on the main thread
 // and ended on a second thread; a mark from the second thread; a push/pop
-// range "dom-range" in the domain "gpuos-test".  Prints the main thread's
+// range "dom-range" in the domain "gpuos-test"; a range "same-name" pushed
+// in a second handle of "gpuos-test" (a domain created twice, as two
+// libraries do) and popped in the first; at exit, after the main thread's
+// thread-locals are destroyed, a mark "at-exit" and a push/pop (what a
+// library's static destructor may do).  Prints the main thread's
 // and the helper thread's tids so the test can check attribution.
 #include <nvtx3/nvToolsExt.h>
 #include <sys/syscall.h>
@@ -16,6 +20,15 @@
 namespace {
 
 long Tid() { return syscall(SYS_gettid); }
+
+// exit() destroys the main thread's thread-locals, then runs this.
+struct MarksAtExit {
+  ~MarksAtExit() {
+    nvtxMarkA("at-exit");
+    nvtxRangePushA("exit-range");
+    nvtxRangePop();
+  }
+};
 
 }  // namespace
 
@@ -55,6 +68,11 @@ int main(int argc, char** argv) {
   nvtxDomainRangePushEx(domain, &attr);
   usleep(static_cast<useconds_t>(sleep_us));
   nvtxDomainRangePop(domain);
+  nvtxDomainHandle_t same_name = nvtxDomainCreateA("gpuos-test");
+  attr.message.ascii = "same-name";
+  nvtxDomainRangePushEx(same_name, &attr);
+  nvtxDomainRangePop(domain);
+  static MarksAtExit at_exit;
   fflush(stdout);
   return 0;
 }

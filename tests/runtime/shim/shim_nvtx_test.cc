@@ -137,14 +137,22 @@ TEST_F(ShimNvtxTest, RecordsNestedRangesDomainsAndThreadsExactly) {
   EXPECT_EQ(async.nvtx_range().end_tid(), static_cast<uint32_t>(helper_tid));
   EXPECT_GE(async.nvtx_range().duration_ns(), sleep_us * 1000ull);
 
-  ASSERT_EQ(marks.size(), 1u);
+  ASSERT_EQ(marks.size(), 2u);
   EXPECT_EQ(marks[0].nvtx_mark().name(), "mark-from-helper");
   EXPECT_EQ(marks[0].tid(), static_cast<uint32_t>(helper_tid));
+  // Made after the main thread's thread-locals were destroyed: the mark is
+  // kept, the push/pop (no stack left to nest in) is not.
+  EXPECT_EQ(marks[1].nvtx_mark().name(), "at-exit");
+  EXPECT_EQ(ranges.count("exit-range"), 0u);
 
   ASSERT_EQ(ranges["dom-range"].size(), 1u);
   EXPECT_EQ(ranges["dom-range"][0].nvtx_range().domain(), "gpuos-test");
   EXPECT_EQ(ranges["dom-range"][0].nvtx_range().color(), 0xFF00FF00u);
   EXPECT_GE(ranges["dom-range"][0].nvtx_range().duration_ns(), sleep_us * 1000ull);
+  // Two handles of one domain name are one domain.
+  ASSERT_EQ(ranges["same-name"].size(), 1u);
+  EXPECT_EQ(ranges["same-name"][0].nvtx_range().domain(), "gpuos-test");
+  EXPECT_EQ(ranges["same-name"][0].nvtx_range().depth(), 0u);
 
   // NVTX times are CLOCK_MONOTONIC, like the eBPF events: every range lies
   // inside its process's life as the kernel side recorded it.
