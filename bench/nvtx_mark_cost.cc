@@ -11,29 +11,18 @@
 // mostly its cache misses.
 //   nvtx_mark_cost [N] [ROUNDS]
 #include <nvtx3/nvToolsExt.h>
-#include <time.h>
 
-#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
 
-namespace {
+#include "common/median.h"
+#include "common/monotonic_clock.h"
 
-uint64_t NowNs() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
-
-double Median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  return values[values.size() / 2];
-}
-
-}  // namespace
+using gpuos::Median;
+using gpuos::MonotonicNs;
 
 int main(int argc, char** argv) {
   const int n = argc > 1 ? atoi(argv[1]) : 50000;
@@ -50,18 +39,18 @@ int main(int argc, char** argv) {
   attributes.message.ascii = "autograd.backward";
   std::vector<double> fixed, named;
   for (int round = 0; round < rounds; ++round) {
-    const uint64_t t0 = NowNs();
+    const uint64_t t0 = MonotonicNs();
     for (int i = 0; i < n; ++i) {
       nvtxDomainRangePushEx(domain, &attributes);
       nvtxDomainRangePop(domain);
     }
-    const uint64_t t1 = NowNs();
+    const uint64_t t1 = MonotonicNs();
     for (int i = 0; i < n; ++i) {
       const std::string name = "step " + std::to_string(i);
       nvtxRangePushA(name.c_str());
       nvtxRangePop();
     }
-    const uint64_t t2 = NowNs();
+    const uint64_t t2 = MonotonicNs();
     fixed.push_back(static_cast<double>(t1 - t0) / n);
     named.push_back(static_cast<double>(t2 - t1) / n);
     // Lets the shim's sender drain between rounds, as a training step would.
@@ -73,12 +62,12 @@ int main(int argc, char** argv) {
   for (int i = 0; i < 2000; ++i) {
     for (size_t at = 0; at < sweep.size(); at += 64) sweep[at]++;
     const std::string name = "step " + std::to_string(i);
-    const uint64_t t0 = NowNs();
+    const uint64_t t0 = MonotonicNs();
     nvtxRangePushA(name.c_str());
     nvtxDomainRangePushEx(domain, &attributes);
     nvtxDomainRangePop(domain);
     nvtxRangePop();
-    cold.push_back(static_cast<double>(NowNs() - t0));
+    cold.push_back(static_cast<double>(MonotonicNs() - t0));
   }
   printf("fixed-name domain range %.0f ns, named step range %.0f ns (push+pop, median of %d rounds of %d); "
          "cold caches, a step range holding a fixed-name one %.0f ns (median of 2000)\n",

@@ -336,15 +336,26 @@ def record_launched_phases(args, tracer, work):
             job_steps = job.steps()
             steps.extend(job_steps)
             seconds = (job_steps[-1][0] - job_steps[0][0]) / 1e9 if job_steps else 0
-            # The same stretches half-way between windows: what the measure
-            # gives where there is none.
-            gap = (statistics.median(b["start_ns"] - a["start_ns"] for a, b in zip(found, found[1:]))
-                   if len(found) > 1 else 10_000_000_000)
-            placebo = [{"start_ns": w["start_ns"] + gap // 2, "end_ns": w["end_ns"] + gap // 2} for w in found]
             windows.setdefault(name, []).append((window_losses(job_steps, found),
-                                                 window_losses(job_steps, placebo), seconds))
+                                                 window_losses(job_steps, halfway_between(found)), seconds))
     print("# %d toggled spans within %.1f s before or %.1f s after a capture window left out" %
           (excluded, WINDOW_BEFORE_NS / 1e9, WINDOW_AFTER_NS / 1e9))
+    print_window_costs(windows)
+    return phases, sorted(steps), result
+
+
+def halfway_between(windows):
+    """The same stretches as `windows` (the report's), moved half-way to the
+    next one (10 s apart when there is one): what window_losses gives
+    where there is no window."""
+    gap = (statistics.median(b["start_ns"] - a["start_ns"] for a, b in zip(windows, windows[1:]))
+           if len(windows) > 1 else 10_000_000_000)
+    return [{"start_ns": w["start_ns"] + gap // 2, "end_ns": w["end_ns"] + gap // 2} for w in windows]
+
+
+def print_window_costs(windows):
+    """windows: variant -> [(ms lost per window, the same half-way between
+    windows, the job's seconds)], one tuple per job."""
     for name, runs in windows.items():
         losses = [ms for run, _, _ in runs for ms in run]
         placebo = [ms for _, run, _ in runs for ms in run] or [0]
@@ -354,7 +365,6 @@ def record_launched_phases(args, tracer, work):
                   (name, len(losses), statistics.mean(losses), statistics.median(losses), min(losses), max(losses),
                    100 * sum(losses) / 1e3 / sum(s for _, _, s in runs), statistics.mean(placebo),
                    statistics.median(placebo), min(placebo), max(placebo)))
-    return phases, sorted(steps), result
 
 
 def summarize(args, phases, steps, result):

@@ -47,6 +47,12 @@ Toggle& TheToggle() {
   return *toggle;
 }
 
+void LogFlip(Toggle& toggle, const char* kind, uint64_t now_ns) {
+  std::lock_guard<std::mutex> lock(toggle.log_mu);
+  fprintf(toggle.log, "%s %" PRIu64 "\n", kind, now_ns);
+  fflush(toggle.log);
+}
+
 }  // namespace
 
 bool BenchMarksPaused(uint64_t now_ns) {
@@ -54,22 +60,17 @@ bool BenchMarksPaused(uint64_t now_ns) {
   if (toggle.period_ns == 0) return false;
   uint64_t first = toggle.first_ns.load(std::memory_order_relaxed);
   if (first == 0) {
-    uint64_t expected = 0;
-    first = toggle.first_ns.compare_exchange_strong(expected, now_ns) ? now_ns : expected;
-    if (first == now_ns) {
-      std::lock_guard<std::mutex> lock(toggle.log_mu);
-      fprintf(toggle.log, "on %" PRIu64 "\n", now_ns);
-      fflush(toggle.log);
-    }
+    if (toggle.first_ns.compare_exchange_strong(first, now_ns)) {
+      first = now_ns;
+      LogFlip(toggle, "on", now_ns);
+    }  // else another thread was first: `first` holds its time
   }
   const uint64_t index = now_ns > first ? (now_ns - first) / toggle.period_ns : 0;
   uint64_t seen = toggle.period_index.load(std::memory_order_relaxed);
   // The thread that first sees a new period logs the flip, at the time
   // the marks actually changed.
   if (index > seen && toggle.period_index.compare_exchange_strong(seen, index) && index % 2 != seen % 2) {
-    std::lock_guard<std::mutex> lock(toggle.log_mu);
-    fprintf(toggle.log, "%s %" PRIu64 "\n", index % 2 ? "off" : "on", now_ns);
-    fflush(toggle.log);
+    LogFlip(toggle, index % 2 ? "off" : "on", now_ns);
   }
   return index % 2 == 1 && !toggle.dry;
 }

@@ -261,7 +261,6 @@ int Push(nvtxDomainHandle_t handle, MakeAttributes make) {
 }
 
 int Pop(nvtxDomainHandle_t handle) {
-  uint64_t now = MonotonicNs();
   ThreadMarks* marks = Marks();
   if (marks == nullptr) return -1;
   const Domain* domain = AsDomain(handle);
@@ -275,6 +274,7 @@ int Pop(nvtxDomainHandle_t handle) {
     for (size_t j = 0; j < i; ++j) depth += stack.slots[j]->domain == domain;
     // Begun while detached, or detached since: not recorded.
     const bool recorded = range.start_ns != 0 && ChannelConfigured();
+    const uint64_t now = recorded ? MonotonicNs() : 0;  // no clock read for a range not recorded
     const uint32_t tid = CurrentTid();
     if (recorded) EmitRange(range, now, tid, tid, /*PUSH_POP*/ 0, depth);
     // Off the stack before the capture hears of it; the slot itself (past

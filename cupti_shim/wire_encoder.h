@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "../agent/common/valid_utf8.h"
 
@@ -129,11 +130,8 @@ inline void EncodeEventInto(uint64_t ts_ns, uint32_t pid, uint32_t tid, int payl
 inline std::string EncodeEvent(uint64_t ts_ns, uint32_t pid, uint32_t tid, int payload_field,
                                const ProtoWriter& payload) {
   ProtoWriter event;
-  event.Uint(field::kEventTs, ts_ns);
-  event.Uint(field::kEventPid, pid);
-  event.Uint(field::kEventTid, tid);
-  event.Message(payload_field, payload);
-  return event.data();
+  EncodeEventInto(ts_ns, pid, tid, payload_field, payload, &event);
+  return std::move(event.mutable_data());
 }
 
 }  // namespace gpuos_shim

@@ -236,11 +236,8 @@ if want marks-in-job; then
   # control whose marks stay on (bench/phase_overhead.py --marks-toggle-ms;
   # 4 rounds of 30 s jobs, ~6 minutes).  GPUOS_PHASE_TRACER_PIN=CPUS runs
   # the tracer on other CPUs than the job's (GPUOS_PHASE_PIN, default 4-7).
+  # What a mark still costs while off is the mark-cost part's.
   echo "== marks inside one job (toggled every 250 ms)"
-  "$BIN_DIR/gpuos-trace" --prepare -- python3 "$ROOT/bench/python_hook_cost.py" 2>&1 | tee "$OUT/hook-cost.log"
-  while IFS= read -r line; do
-    row "hook call, marks off: ${line%% wrapper*}" DONE "$(tr -s ' ' <<<"${line#*wrapper }")"
-  done < <(grep wrapper "$OUT/hook-cost.log")
   timeout 520 python3 "$ROOT/bench/phase_overhead.py" "$BIN_DIR" --pin "${GPUOS_PHASE_PIN:-4-7}" \
     --rounds "${GPUOS_PHASE_ROUNDS:-4}" --phase-seconds "${GPUOS_PHASE_SECONDS:-30}" --marks-toggle-ms 250 \
     ${GPUOS_PHASE_TRACER_PIN:+--tracer-pin "$GPUOS_PHASE_TRACER_PIN"} \
