@@ -44,9 +44,12 @@ struct Capture {
   bool from_request = false;          // set by "capture <spec>", not GPUOS_CAPTURE
   uint64_t armed_ns = 0;              // when the spec took effect (time windows)
   uint64_t generation = 0;            // a new spec ends the previous one's timer
-  uint32_t step_tid = 0;              // the thread whose NVTX step ranges count
-  bool nvtx_steps = false;            // NVTX step ranges seen: Python marks no longer count
-  bool python_optimizer = false;      // an optimizer.step seen: backward no longer counts
+  // Written under mu; also read without it, by the range hooks' filter
+  // (RangeMayMatter).
+  std::atomic<uint32_t> step_tid{0};           // the thread whose NVTX step ranges count
+  std::atomic<bool> nvtx_steps{false};         // NVTX step ranges seen: Python marks no longer count
+  std::atomic<bool> python_optimizer{false};   // an optimizer.step seen: backward no longer counts
+  std::atomic<bool> follows_range_name{false};  // an nvtx=NAME spec: any range may be NAME
   bool python_step_open = false;
   uint64_t step_begin_ns = 0;  // the current step's start
   uint64_t step_ns = 0;        // the last step's length
@@ -129,8 +132,11 @@ void SwitchDetail(bool on) {
 // (cupti_injection.h says where it refuses).
 void SuspendIfGapIsFar(const Capture& c) {
 #ifdef GPUOS_SHIM_HAS_CUPTI
+  // Asked at every step's end between windows: where CUPTI is out already
+  // (or never came in) that is all.
+  if (CuptiSuspended() || !CuptiActivityActive()) return;
   const FinalizeGapPolicy& policy = FinalizeGap();
-  if (!policy.enabled || c.windows == nullptr || c.windows->open() || CuptiSuspended()) return;
+  if (!policy.enabled || c.windows == nullptr || c.windows->open()) return;
   const gpuos_capture::WindowGap gap = c.windows->NextWindowGap(MonotonicNs() - c.armed_ns);
   if (gap.kind == gpuos_capture::WindowGap::kUnknown) {
     // Said where the user asked for finalizing; the default says nothing.
@@ -195,6 +201,7 @@ void InstallSpec(const CaptureSpec* spec, bool from_request) {
   delete c.windows;
   c.windows = spec != nullptr ? new CaptureWindows(*spec) : nullptr;
   c.from_request = from_request;
+  c.follows_range_name = spec != nullptr && spec->kind == CaptureSpec::kNvtx;
   c.armed_ns = MonotonicNs();
   ++c.generation;
   g_state.store(spec != nullptr ? 2 : 1, std::memory_order_release);
@@ -290,6 +297,23 @@ void SendRhythmMark(std::string_view call_name, uint32_t tid, uint64_t ts_ns) {
   SubmitEvent(EncodeEvent(ts_ns, CurrentPid(), tid, field::kEventNvtxMark, payload));
 }
 
+// Whether a range's begin or end can change anything, decided without the
+// capture lock: a training step makes several ranges and one or two of
+// them are step edges.  Mirrors the locked paths of CaptureOnRangeBegin
+// and CaptureOnRangeEnd; where it says yes they decide.
+bool RangeMayMatter(bool begin, std::string_view domain, std::string_view name, uint32_t tid) {
+  const Capture& c = C();
+  if (c.follows_range_name.load(std::memory_order_relaxed)) return true;
+  if (domain == kPythonDomain) {
+    if (begin || c.nvtx_steps.load(std::memory_order_relaxed)) return false;
+    return name == "optimizer.step" ||
+           (name == "autograd.backward" && !c.python_optimizer.load(std::memory_order_relaxed));
+  }
+  if (!gpuos_capture::IsStepRangeName(name)) return false;
+  const uint32_t step_tid = c.step_tid.load(std::memory_order_relaxed);
+  return tid == step_tid || (begin && step_tid == 0);
+}
+
 // The capture lock within 2 ms, or not at all.
 bool LockBriefly(std::mutex& mu) {
   const uint64_t give_up = MonotonicNs() + 2'000'000;
@@ -342,7 +366,7 @@ bool CaptureDetailWanted() {
 }
 
 void CaptureOnRangeBegin(std::string_view domain, std::string_view name, uint64_t ts_ns, uint32_t tid) {
-  if (!InUse()) return;
+  if (!InUse() || !RangeMayMatter(/*begin=*/true, domain, name, tid)) return;
   Capture& c = C();
   std::lock_guard<std::mutex> lock(c.mu);
   if (c.windows == nullptr) return;
@@ -356,7 +380,7 @@ void CaptureOnRangeBegin(std::string_view domain, std::string_view name, uint64_
 }
 
 void CaptureOnRangeEnd(std::string_view domain, std::string_view name, uint64_t ts_ns, uint32_t tid) {
-  if (!InUse()) return;
+  if (!InUse() || !RangeMayMatter(/*begin=*/false, domain, name, tid)) return;
   Capture& c = C();
   std::lock_guard<std::mutex> lock(c.mu);
   if (c.windows == nullptr) return;

@@ -33,28 +33,50 @@ constexpr int kFlushIntervalMs = 100;
 constexpr int kStatsIntervalMs = 1000;
 constexpr int kReconnectIntervalMs = 1000;
 
-// Encoded events end to end in one buffer, each after its length (4 bytes,
-// host order): a submit appends to memory the queue already owns, with no
+// Events end to end in one buffer, each after its length (4 bytes, host
+// order): a submit appends to memory the queue already owns, with no
 // allocation of its own once the buffer has grown, and the buffers are
 // handed back and forth between the queue and the sender with their
 // capacity.  What an application thread pays for an event is mostly this
-// copy.
+// copy.  An entry is an encoded Event, or (length's top bit set) a
+// deferred one: its encoder's address, then its raw record.
 class EventQueue {
  public:
+  static constexpr uint32_t kDeferredBit = 1u << 31;
+
   void Append(std::string_view event) {
-    const uint32_t size = static_cast<uint32_t>(event.size());
-    bytes_.append(reinterpret_cast<const char*>(&size), sizeof(size));
+    AppendSize(static_cast<uint32_t>(event.size()));
     bytes_.append(event.data(), event.size());
     ++count_;
   }
+  void AppendDeferred(DeferredEncoder encode, std::initializer_list<std::string_view> parts) {
+    size_t size = sizeof(encode);
+    for (std::string_view part : parts) size += part.size();
+    AppendSize(static_cast<uint32_t>(size) | kDeferredBit);
+    bytes_.append(reinterpret_cast<const char*>(&encode), sizeof(encode));
+    for (std::string_view part : parts) bytes_.append(part.data(), part.size());
+    ++count_;
+  }
+  // fn(encoded event) for each entry; deferred ones are encoded first, in
+  // `scratch`.
   template <typename Fn>
-  void ForEach(Fn fn) const {
+  void ForEach(ProtoWriter& scratch, Fn fn) const {
     for (size_t at = 0; at + sizeof(uint32_t) <= bytes_.size();) {
       uint32_t size = 0;
       memcpy(&size, bytes_.data() + at, sizeof(size));
       at += sizeof(size);
-      fn(std::string_view(bytes_.data() + at, size));
+      const bool deferred = (size & kDeferredBit) != 0;
+      size &= ~kDeferredBit;
+      std::string_view entry(bytes_.data() + at, size);
       at += size;
+      if (!deferred) {
+        fn(entry);
+        continue;
+      }
+      DeferredEncoder encode = nullptr;
+      memcpy(&encode, entry.data(), sizeof(encode));
+      encode(entry.substr(sizeof(encode)), &scratch);
+      fn(std::string_view(scratch.data()));
     }
   }
   size_t bytes() const { return bytes_.size(); }
@@ -75,6 +97,8 @@ class EventQueue {
   }
 
  private:
+  void AppendSize(uint32_t size) { bytes_.append(reinterpret_cast<const char*>(&size), sizeof(size)); }
+
   static constexpr size_t kKeptCapacity = 4u << 20;
   std::string bytes_;
   size_t count_ = 0;
@@ -192,7 +216,7 @@ std::string EncodeStats(Channel& ch) {
 // could not be sent.  Returns the fd, or -1 once a send failed.  Called
 // with send_mu held.
 int SendOn(Channel& ch, int fd, const EventQueue& events) {
-  ProtoWriter batch;
+  ProtoWriter batch, deferred;
   size_t in_batch = 0;
   auto send_batch = [&]() {
     if (in_batch == 0) return;
@@ -209,7 +233,7 @@ int SendOn(Channel& ch, int fd, const EventQueue& events) {
     batch.Clear();
     in_batch = 0;
   };
-  events.ForEach([&](std::string_view event) {
+  events.ForEach(deferred, [&](std::string_view event) {
     if (batch.data().size() + event.size() + 16 > kMaxMessageBytes) send_batch();
     batch.Bytes(field::kBatchEvents, event);
     ++in_batch;
@@ -368,6 +392,22 @@ void SubmitEvent(std::string_view encoded_event) {
     return;
   }
   ch.queue.Append(encoded_event);
+  StartSenderLocked(ch);
+}
+
+void SubmitDeferred(DeferredEncoder encode, std::initializer_list<std::string_view> parts) {
+  Channel& ch = TheChannel();
+  if (!ch.open.load(std::memory_order_relaxed)) return;
+  EnsureRegistered();
+  size_t size = 0;
+  for (std::string_view part : parts) size += part.size();
+  std::lock_guard<std::mutex> lock(ch.mu);
+  if (!ch.open.load()) return;  // detached meanwhile
+  if (ch.queue.bytes() + size > kMaxQueuedBytes) {
+    ch.dropped_queue_full.fetch_add(1);
+    return;
+  }
+  ch.queue.AppendDeferred(encode, parts);
   StartSenderLocked(ch);
 }
 

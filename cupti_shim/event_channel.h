@@ -16,13 +16,24 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <string_view>
 
 namespace gpuos_shim {
 
+class ProtoWriter;
+
 // Queues (copies) one encoded gpuos.v1.Event (wire_encoder.h).  Thread-safe.
 void SubmitEvent(std::string_view encoded_event);
+
+// Queues an event whose encoding is left to the sender thread: `parts`,
+// copied end to end, are a raw record that `encode` turns into an encoded
+// Event there (clearing `event` first).  For events made on the
+// application's hot paths (NVTX ranges of every training step): what the
+// thread pays is then a copy, not the encoder's code and buffers.
+using DeferredEncoder = void (*)(std::string_view record, ProtoWriter* event);
+void SubmitDeferred(DeferredEncoder encode, std::initializer_list<std::string_view> parts);
 
 // Sends everything queued now, from the calling thread (bounded wait).
 void FlushEvents();

@@ -212,18 +212,58 @@ std::unordered_map<uint64_t, std::pair<OpenRange, uint32_t>>* g_started =
     new std::unordered_map<uint64_t, std::pair<OpenRange, uint32_t>>();
 std::atomic<uint64_t> g_next_range_id{1};
 
+// A range as the thread that ends it hands it over: this header, then the
+// name's bytes, then the domain's.  The sender thread encodes it
+// (EncodeRangeRecord), so that a training step's ranges cost it a copy.
+struct RangeRecord {
+  uint64_t start_ns;
+  uint64_t end_ns;
+  uint32_t pid;
+  uint32_t start_tid;
+  uint32_t end_tid;
+  uint32_t kind;  // 0: push/pop, 1: start/end
+  uint32_t depth;
+  uint32_t color;
+  uint32_t category;
+  uint32_t name_size;
+  uint32_t domain_size;
+};
+
+void EncodeRangeRecord(std::string_view record, ProtoWriter* event) {
+  RangeRecord r;
+  memcpy(&r, record.data(), sizeof(r));
+  const std::string_view name = record.substr(sizeof(r), r.name_size);
+  const std::string_view domain = record.substr(sizeof(r) + r.name_size, r.domain_size);
+  ProtoWriter payload;  // on the sender's thread, or one flushing at exit
+  payload.Uint(field::kNvtxRangeDuration, r.end_ns - r.start_ns);
+  payload.Text(field::kNvtxRangeName, name);
+  payload.Text(field::kNvtxRangeDomain, domain);
+  payload.Uint(field::kNvtxRangeKind, r.kind);
+  payload.Uint(field::kNvtxRangeDepth, r.depth);
+  if (r.end_tid != r.start_tid) payload.Uint(field::kNvtxRangeEndTid, r.end_tid);
+  payload.Uint(field::kNvtxRangeColor, r.color);
+  payload.Uint(field::kNvtxRangeCategory, r.category);
+  EncodeEventInto(r.start_ns, r.pid, r.start_tid, field::kEventNvtxRange, payload, event);
+}
+
 void EmitRange(const OpenRange& range, uint64_t end_ns, uint32_t start_tid, uint32_t end_tid,
                int kind, uint32_t depth) {
-  Submit(range.start_ns, start_tid, field::kEventNvtxRange, [&](ProtoWriter& payload) {
-    payload.Uint(field::kNvtxRangeDuration, end_ns - range.start_ns);
-    payload.Text(field::kNvtxRangeName, range.attributes.name);
-    payload.Text(field::kNvtxRangeDomain, DomainName(range.domain));
-    payload.Uint(field::kNvtxRangeKind, static_cast<uint64_t>(kind));
-    payload.Uint(field::kNvtxRangeDepth, depth);
-    if (end_tid != start_tid) payload.Uint(field::kNvtxRangeEndTid, end_tid);
-    payload.Uint(field::kNvtxRangeColor, range.attributes.color);
-    payload.Uint(field::kNvtxRangeCategory, range.attributes.category);
-  });
+  const std::string_view name = range.attributes.name;
+  const std::string_view domain = DomainName(range.domain);
+  RangeRecord r;
+  r.start_ns = range.start_ns;
+  r.end_ns = end_ns;
+  r.pid = CurrentPid();
+  r.start_tid = start_tid;
+  r.end_tid = end_tid;
+  r.kind = static_cast<uint32_t>(kind);
+  r.depth = depth;
+  r.color = range.attributes.color;
+  r.category = range.attributes.category;
+  r.name_size = static_cast<uint32_t>(name.size());
+  r.domain_size = static_cast<uint32_t>(domain.size());
+  SubmitDeferred(EncodeRangeRecord,
+                 {std::string_view(reinterpret_cast<const char*>(&r), sizeof(r)), name, domain});
 }
 
 template <typename MakeAttributes>

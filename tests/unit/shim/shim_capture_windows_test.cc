@@ -91,7 +91,7 @@ TEST(CaptureSpec, RefusesBadSpecsWithOneLine) {
 
 TEST(StepRangeNames, FollowTheReportsDefaultRule) {
   for (const char* name : {"step 12", "Step12", "iteration 3", "Batch 7", "ProfilerStep#5", "profilerstep # 5",
-                           "step", "STEP #4"}) {
+                           "step", "STEP #4", "step\t3"}) {
     EXPECT_TRUE(IsStepRangeName(name)) << name;
   }
   for (const char* name : {"forward", "steps 1", "step 1a", "my step 1", "get batch", "step##4", "optimizer.step", "step 12 "}) {
