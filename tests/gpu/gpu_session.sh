@@ -235,13 +235,15 @@ if want marks-in-job; then
   # --always-on, inside each job: marks off and on every 250 ms, against a
   # control whose marks stay on (bench/phase_overhead.py --marks-toggle-ms;
   # 4 rounds of 30 s jobs, ~6 minutes).  GPUOS_PHASE_TRACER_PIN=CPUS runs
-  # the tracer on other CPUs than the job's (GPUOS_PHASE_PIN, default 4-7).
+  # the tracer on other CPUs than the job's (GPUOS_PHASE_PIN, default 4-7);
+  # GPUOS_MARKS_VARIANTS=always-on leaves the control out (to compare two
+  # shims on one host, one session per bundle).
   # What a mark still costs while off is the mark-cost part's.
   echo "== marks inside one job (toggled every 250 ms)"
   timeout 520 python3 "$ROOT/bench/phase_overhead.py" "$BIN_DIR" --pin "${GPUOS_PHASE_PIN:-4-7}" \
     --rounds "${GPUOS_PHASE_ROUNDS:-4}" --phase-seconds "${GPUOS_PHASE_SECONDS:-30}" --marks-toggle-ms 250 \
     ${GPUOS_PHASE_TRACER_PIN:+--tracer-pin "$GPUOS_PHASE_TRACER_PIN"} \
-    --variants always-on,control 2>&1 | tee "$OUT/marks-in-job.log" | tail -4
+    --variants "${GPUOS_MARKS_VARIANTS:-always-on,control}" 2>&1 | tee "$OUT/marks-in-job.log" | tail -4
   while IFS= read -r line; do
     row "marks in one job: ${line%% *}" DONE "$(tr -s ' ' <<<"${line#* }")"
   done < <(grep -E "^(always-on|control) +[0-9]" "$OUT/marks-in-job.log")
