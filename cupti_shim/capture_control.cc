@@ -386,12 +386,17 @@ void CaptureOnRangeEnd(std::string_view domain, std::string_view name, uint64_t 
   if (c.windows == nullptr) return;
   if (domain == kPythonDomain) {
     if (c.nvtx_steps) return;
-    // A step ends where the update returns; the next begins there.
+    // A step ends where the update returns; the next begins there.  Step i
+    // runs from the (i-1)th mark's end to the i-th's, as the report numbers
+    // steps from marks (analysis/step_finder.cc): the first mark's end
+    // begins step 1, and the first optimizer.step begins the count again
+    // where backward passes were counted before it.
     const bool optimizer = name == "optimizer.step";
+    const bool first_optimizer = optimizer && !c.python_optimizer;
     if (optimizer) c.python_optimizer = true;
     if (!optimizer && !(name == "autograd.backward" && !c.python_optimizer)) return;
     if (c.python_step_open) OnStepEnd(c, ts_ns);
-    OnStepBegin(c, -1, ts_ns);
+    OnStepBegin(c, c.python_step_open && !first_optimizer ? -1 : 1, ts_ns);
     c.python_step_open = true;
     MarksCountSteps();
     return;

@@ -10,8 +10,12 @@
 
 #include <cstdio>
 #include <fstream>
+#include <algorithm>
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "analysis/step_analysis.h"
 #include "gtest/gtest.h"
 #include "stream/trace_reader.h"
 
@@ -150,6 +154,68 @@ print("ok", push.__module__, "%.4f" % elapsed)
 )";
   std::string trace = dir_ + "/gil.gpuos";
   EXPECT_EQ(Shell(kTracer + " -q -o " + trace + " -- " + kPython + " " + dir_ + "/gil.py"), 0);
+}
+
+// Capture windows counted from the hook's marks (no NVTX step ranges): step
+// i runs from the (i-1)th optimizer.step's return to the i-th's (or, in a
+// loop with no optimizer, loss.backward()'s), as the report numbers them,
+// so that --capture steps=3..4 gives the report's steps 3 and 4 their CUDA
+// detail; each edge is at that mark's end.
+struct MarkEdges {
+  std::vector<uint64_t> ends;  // ends of the counting marks, in order
+  std::vector<std::pair<int64_t, uint64_t>> open, close;  // (step, ts)
+};
+
+MarkEdges CaptureFromMarks(const std::string& trace, const std::string& mark) {
+  MarkEdges out;
+  auto reader = TraceReader::Open(trace);
+  EXPECT_TRUE(reader.ok()) << reader.status();
+  if (!reader.ok()) return out;
+  EXPECT_TRUE(ForEachEvent(**reader, [&](const v1::Event& e) {
+                if (e.has_nvtx_range() && e.nvtx_range().domain() == "gpuos.python" &&
+                    e.nvtx_range().name() == mark) {
+                  out.ends.push_back(e.ts_ns() + e.nvtx_range().duration_ns());
+                }
+                if (e.has_capture_window()) {
+                  auto& edges = e.capture_window().edge() == v1::CaptureWindow::OPEN ? out.open : out.close;
+                  edges.emplace_back(e.capture_window().step(), e.ts_ns());
+                }
+              }).ok());
+  std::sort(out.ends.begin(), out.ends.end());
+  return out;
+}
+
+TEST_F(PythonHooksTest, CaptureWindowsCountStepsFromTheOptimizerStepsOrTheBackwardPasses) {
+  std::ofstream(dir_ + "/no_optimizer.py") << R"(
+import torch
+torch.manual_seed(0)
+w = torch.randn(10, 1, requires_grad=True)
+for _ in range(10):
+    x, y = torch.randn(20, 10), torch.randn(20, 1)
+    ((x @ w - y) ** 2).mean().backward()
+    with torch.no_grad():
+        w -= 0.01 * w.grad
+        w.grad.zero_()
+)";
+  for (const auto& [script, mark] : {std::pair<std::string, std::string>{script_, "optimizer.step"},
+                                     {dir_ + "/no_optimizer.py", "autograd.backward"}}) {
+    SCOPED_TRACE(mark);
+    const std::string trace = dir_ + "/capture.gpuos";
+    ASSERT_EQ(Shell(kTracer + " -q --capture steps=3..4 -o " + trace + " -- " + kPython + " " + script), 0);
+    const MarkEdges edges = CaptureFromMarks(trace, mark);
+    ASSERT_EQ(edges.ends.size(), 10u);
+    ASSERT_EQ(edges.open.size(), 1u);
+    ASSERT_EQ(edges.close.size(), 1u);
+    // Step 3 begins at the 3rd mark's end; step 4 ends at the 5th's.
+    EXPECT_EQ(edges.open[0], std::make_pair(int64_t{3}, edges.ends[2]));
+    EXPECT_EQ(edges.close[0], std::make_pair(int64_t{4}, edges.ends[4]));
+    auto analysis = AnalyzeSteps(trace, StepOptions());
+    ASSERT_TRUE(analysis.ok()) << analysis.status();
+    ASSERT_EQ(analysis->capture.windows.size(), 1u);
+    EXPECT_EQ(analysis->capture.windows[0].first_step, 3);
+    EXPECT_EQ(analysis->capture.windows[0].last_step, 4);
+    for (const StepRecord& s : analysis->steps) EXPECT_EQ(s.cuda_detail, s.index == 3 || s.index == 4) << s.index;
+  }
 }
 
 TEST_F(PythonHooksTest, NoPythonHooksTurnsThemOff) {
