@@ -51,6 +51,7 @@ struct Capture {
   std::atomic<bool> python_optimizer{false};   // an optimizer.step seen: backward no longer counts
   std::atomic<bool> follows_range_name{false};  // an nvtx=NAME spec: any range may be NAME
   bool python_step_open = false;
+  bool python_backward_seen = false;  // a backward pass returned before any step began
   uint64_t step_begin_ns = 0;  // the current step's start
   uint64_t step_ns = 0;        // the last step's length
 };
@@ -93,11 +94,12 @@ void CaptureForkRelease() {
   C().mu.unlock();
 }
 
-void SendEdge(const CaptureEdge& edge, uint64_t ts_ns) {
+void SendEdge(const CaptureEdge& edge, uint64_t ts_ns, bool cupti_subscribed = false) {
   ProtoWriter payload;
   payload.Uint(field::kCaptureEdge, edge.kind == CaptureEdge::kOpen ? 1 : 2);
   payload.Int(field::kCaptureStep, edge.step);
   payload.Text(field::kCaptureReason, edge.reason);
+  if (cupti_subscribed) payload.Bool(field::kCaptureCuptiSubscribed, true);
   SubmitEvent(EncodeEvent(ts_ns, CurrentPid(), CurrentTid(), field::kEventCaptureWindow,
                           payload));
 }
@@ -117,13 +119,17 @@ const FinalizeGapPolicy& FinalizeGap() {
 }
 
 // CUPTI's device kinds on or off; on, after CUPTI was taken out of the
-// process between windows, it comes back first.
-void SwitchDetail(bool on) {
+// process between windows, it comes back first.  Returns whether it did
+// (subscribed again: the calling step paid for that).
+bool SwitchDetail(bool on) {
 #ifdef GPUOS_SHIM_HAS_CUPTI
+  const bool was_out = on && CuptiSuspended();
   if (on) ResumeCuptiForWindow();
   SetDeviceActivityEnabled(on);
+  return was_out && !CuptiSuspended() && CuptiActivityActive();
 #else
   (void)on;
+  return false;
 #endif
 }
 
@@ -164,8 +170,8 @@ void SuspendIfGapIsFar(const Capture& c) {
 void Apply(const CaptureEdge& edge, uint64_t ts_ns) {
   if (edge.kind == CaptureEdge::kNone) return;
   if (edge.kind == CaptureEdge::kOpen) {
-    SwitchDetail(true);
-    SendEdge(edge, ts_ns);
+    const bool subscribed = SwitchDetail(true);
+    SendEdge(edge, ts_ns, subscribed);
   } else {
     SendEdge(edge, ts_ns);
     SwitchDetail(false);
@@ -388,17 +394,25 @@ void CaptureOnRangeEnd(std::string_view domain, std::string_view name, uint64_t 
     if (c.nvtx_steps) return;
     // A step ends where the update returns; the next begins there.  Step i
     // runs from the (i-1)th mark's end to the i-th's, as the report numbers
-    // steps from marks (analysis/step_finder.cc): the first mark's end
-    // begins step 1, and the first optimizer.step begins the count again
-    // where backward passes were counted before it.
+    // steps from marks (analysis/step_finder.cc): the first optimizer.step's
+    // return begins step 1.  A loop with no optimizer counts its backward
+    // passes, from the second one's return (step 2): at the first, an
+    // optimizer.step may still follow, and step 1 would then begin at the
+    // wrong mark.  (With gradient accumulation the backward passes before
+    // the first update count as steps 2..k, until that update starts the
+    // count again at 1.)
     const bool optimizer = name == "optimizer.step";
     const bool first_optimizer = optimizer && !c.python_optimizer;
     if (optimizer) c.python_optimizer = true;
     if (!optimizer && !(name == "autograd.backward" && !c.python_optimizer)) return;
-    if (c.python_step_open) OnStepEnd(c, ts_ns);
-    OnStepBegin(c, c.python_step_open && !first_optimizer ? -1 : 1, ts_ns);
-    c.python_step_open = true;
     MarksCountSteps();
+    if (!optimizer && !c.python_step_open && !c.python_backward_seen) {
+      c.python_backward_seen = true;
+      return;
+    }
+    if (c.python_step_open) OnStepEnd(c, ts_ns);
+    OnStepBegin(c, first_optimizer ? 1 : c.python_step_open ? -1 : 2, ts_ns);
+    c.python_step_open = true;
     return;
   }
   if (gpuos_capture::IsStepRangeName(name) && tid == c.step_tid) OnStepEnd(c, ts_ns);

@@ -12,8 +12,9 @@
 // (the report's default rule: "step 12", "iteration 3", "Batch 7",
 // "ProfilerStep#5"), else the Python hook's marks, a step ending where
 // optimizer.step() returns (or loss.backward(), in loops with no
-// optimizer); there step 1 begins where the first one returns, as the
-// report numbers steps from these marks.  Only the
+// optimizer); there step i runs from the (i-1)th one's return to the
+// i-th's, as the report numbers steps from these marks (backward passes
+// count from the second one's return, step 2).  Only the
 // first thread with NVTX step ranges counts.  A job with neither kind of
 // mark counts steps from the rhythm of its CUDA calls, where CUPTI runs
 // (CaptureOnStepCallReturn; from the 17th step on), for step-count specs;

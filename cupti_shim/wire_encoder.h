@@ -112,7 +112,7 @@ inline constexpr int kStatsSent = 1, kStatsDroppedQueue = 2, kStatsDroppedSend =
                      kStatsCuptiDropped = 4, kStatsCuptiActive = 5, kStatsCuptiStatus = 6,
                      kStatsNvtxActive = 7;
 // CaptureWindow
-inline constexpr int kCaptureEdge = 1, kCaptureStep = 2, kCaptureReason = 3;
+inline constexpr int kCaptureEdge = 1, kCaptureStep = 2, kCaptureReason = 3, kCaptureCuptiSubscribed = 4;
 }  // namespace field
 
 // Wraps a payload into an Event in *event (cleared first): the same bytes

@@ -26,6 +26,7 @@ void CaptureWindowCollector::Add(const v1::Event& event) {
     window.first_step = edge.step();
     window.start_ns = event.ts_ns();
     window.reason = edge.reason();
+    window.cupti_subscribed = edge.cupti_subscribed();
     open_.push_back(window);
   } else if (edge.edge() == v1::CaptureWindow::CLOSE && it != open_.end()) {
     CaptureWindowSpan window = *it;
@@ -61,6 +62,8 @@ void MarkCudaDetail(uint32_t pid, std::vector<StepRecord>& steps, CaptureInfo& c
   for (CaptureWindowSpan& w : capture.windows) {
     if (w.pid != pid) continue;
     int64_t first = -1, last = -1;
+    StepRecord* first_inside = nullptr;
+    size_t inside_steps = 0;
     for (StepRecord& s : steps) {
       const uint64_t slack = s.duration_ns() / 100;
       const uint64_t inside_start = std::max(s.start_ns, w.start_ns);
@@ -68,9 +71,14 @@ void MarkCudaDetail(uint32_t pid, std::vector<StepRecord>& steps, CaptureInfo& c
       const uint64_t inside = inside_end > inside_start ? inside_end - inside_start : 0;
       if (s.duration_ns() == 0 || inside + slack < s.duration_ns()) continue;
       s.cuda_detail = true;
-      if (first < 0) first = static_cast<int64_t>(s.index);
+      if (first < 0) {
+        first = static_cast<int64_t>(s.index);
+        first_inside = &s;
+      }
       last = static_cast<int64_t>(s.index);
+      ++inside_steps;
     }
+    if (w.cupti_subscribed && inside_steps >= 2) first_inside->window_start = true;
     if (first >= 0) {
       w.first_step = first;
       w.last_step = last;

@@ -26,6 +26,8 @@ struct CaptureWindowSpan {
   uint64_t end_ns = 0;
   std::string reason;  // the spec, or "ctl capture N"
   bool closed = true;  // false: the trace ended with the window open
+  // Opening it subscribed CUPTI again (taken out between windows).
+  bool cupti_subscribed = false;
 };
 
 struct CaptureInfo {
@@ -54,7 +56,9 @@ class CaptureWindowCollector {
 // capture is not in use; else the steps lying inside a window of `pid`
 // (up to 1% of a step's time may fall outside: where steps come from
 // other marks than the shim counted, their edges differ a little).  Fills the
-// windows' first_step/last_step from the steps found inside.
+// windows' first_step/last_step from the steps found inside.  In a window
+// whose opening subscribed CUPTI again, the first of two or more steps
+// inside is its window_start (step_breakdown.h).
 void MarkCudaDetail(uint32_t pid, std::vector<StepRecord>& steps, CaptureInfo& capture);
 
 // A spec that counts steps (steps=A..B, every=N,steps=K) opens windows only

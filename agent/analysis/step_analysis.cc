@@ -34,6 +34,8 @@ StepAnalysis SummarizeSteps(const StepPlan& plan, std::vector<StepRecord> steps,
   // GPU side says it has no detail.
   bool any_detail = false;
   for (const StepRecord& s : a.steps) any_detail |= s.cuda_detail && !(s.warmup && any_measured);
+  // A window_start step always has another detail step beside it
+  // (capture_detail.h).
 
   std::vector<double> durations, all_durations;
   std::array<std::vector<double>, kStageCount> shares;
@@ -45,6 +47,10 @@ StepAnalysis SummarizeSteps(const StepPlan& plan, std::vector<StepRecord> steps,
     a.all_steps_wall_ns += s.duration_ns();
     if (any_detail && !s.cuda_detail) {
       ++a.steps_without_detail;
+      continue;
+    }
+    if (s.window_start) {
+      ++a.window_start_steps;
       continue;
     }
     ++a.measured_steps;

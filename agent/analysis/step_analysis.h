@@ -53,6 +53,9 @@ struct StepAnalysis {
   // the measured summaries below, which are then over the steps with detail
   // only, so that GPU parts and GPU idle attribution mean what they say.
   size_t steps_without_detail = 0;
+  // Window-start steps (step_breakdown.h) left out of the measured
+  // summaries the same way: they paid CUPTI's subscription.
+  size_t window_start_steps = 0;
   // The OS and CPU side needs no CUDA detail: wall time, OS costs, off-CPU
   // time, data-fetch ranges and block I/O are summed here over every
   // measured step, with or without detail (all_steps = measured_steps +
@@ -86,7 +89,8 @@ struct StepAnalysis {
   bool has_steps() const { return !steps.empty(); }
   // Whether step `s` is one of the measured steps the summaries are over.
   bool InSummaries(const StepRecord& s) const {
-    return (summary_includes_warmup || !s.warmup) && (steps_without_detail == 0 || s.cuda_detail);
+    return (summary_includes_warmup || !s.warmup) && (steps_without_detail == 0 || s.cuda_detail) &&
+           !s.window_start;
   }
 };
 

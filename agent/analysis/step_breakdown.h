@@ -141,6 +141,11 @@ struct StepRecord {
   // trace recorded without --capture; analysis/capture_detail.h).  GPU
   // parts of a step without detail are empty, not zero work.
   bool cuda_detail = true;
+  // The first step of a capture window whose opening subscribed CUPTI
+  // again: the subscription (milliseconds) ran inside it, so the GPU-side
+  // summaries leave it out where its window has other steps; its detail is
+  // kept and shown.
+  bool window_start = false;
   uint64_t duration_ns() const { return end_ns - start_ns; }
 
   CpuParts cpu;

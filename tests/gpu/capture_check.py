@@ -24,7 +24,11 @@ and checks, on each capture run's trace (gpuos-trace dump):
      steps right after a window, whose flush lands there, are counted
      apart; single runs on these hosts spread by +-15%);
   4. finalize run only: the shim's status says CUPTI was finalized between
-     windows (not merely unsubscribed, and not refused).
+     windows (not merely unsubscribed, and not refused);
+  5. each window after the first says on its OPEN edge that it subscribed
+     CUPTI again (finalize runs; none does in capture runs), and the
+     report leaves the first step of each such window out of its GPU side
+     (step_analysis.window_start_steps, the steps' window_start).
 With --no-marks the job marks no steps (no NVTX ranges, traced with
 --no-python-hooks): the shim counts them live from the rhythm of its CUDA
 calls (cupti_shim/live_step_rhythm.h), CUPTI stays subscribed (no finalize
@@ -161,6 +165,27 @@ def check_outside_rate(rounds, verdict, label):
     return ratio
 
 
+def check_window_starts(trace, path, events, pid, finalized, verdict, label):
+    """Check 5: a window whose opening subscribed CUPTI again (finalized
+    between windows) says so on its OPEN edge, every later one does where
+    CUPTI was finalized and none does where it stayed subscribed, and the
+    report leaves the first step of each such window out of its GPU side."""
+    opens = [e["capture_window"] for e in events
+             if "capture_window" in e and int(e.get("pid", 0)) == pid and e["capture_window"].get("edge") == "OPEN"]
+    flagged = [bool(w.get("cupti_subscribed")) for w in opens]
+    expected = [finalized and i > 0 for i in range(len(opens))]
+    verdict(flagged == expected, "%sOPEN edges that subscribed CUPTI again: %d of %d (%s expected)" %
+            (label, sum(flagged), len(opens), "all but the first" if finalized else "none"))
+    with open(path, "w") as out:
+        subprocess.run([TRACE, "report", trace, "--format", "json"], stdout=out, check=True, timeout=300)
+    report = json.load(open(path))
+    left_out = report.get("step_analysis", {}).get("window_start_steps", -1)
+    starts = [s["index"] for s in report.get("steps", []) if s.get("window_start")]
+    verdict(left_out == sum(flagged) == len(starts),
+            "%sreport: %d window-start steps left out of the GPU side (%s), %d windows subscribed CUPTI again" %
+            (label, left_out, starts[:10], sum(flagged)))
+
+
 def check_live_rhythm_report(trace, path, shim_windows, verdict):
     """--no-marks: the report's steps are the shim's live count: each closed
     window of the trace (the shim's own step numbers on its edges) is a
@@ -265,6 +290,9 @@ def main():
                                                      args.spec, verdict, "%sround %d: " % (label, r + 1))
             if r == 0 and args.no_marks and name == "capture":
                 check_live_rhythm_report(o("capture_0.gpuos"), o("capture_report.json"), windows, verdict)
+            if not args.no_marks:
+                check_window_starts(o("%s_%d.gpuos" % (name, r)), o("%s_%d_report.json" % (name, r)), events,
+                                    cap_pid, name == "finalize", verdict, "%sround %d: " % (label, r + 1))
             if name == "finalize":
                 status = cupti_status(events, cap_pid)
                 verdict("between capture windows: CUPTI finalized" in status,

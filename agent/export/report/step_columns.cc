@@ -31,6 +31,12 @@ std::string StepCell(const StepColumn& column, double value, bool statistic) {
   return statistic ? absl::StrFormat("%.1f", value) : absl::StrFormat("%.0f", value);
 }
 
+std::string WindowStartsLeftOut(const StepAnalysis& a) {
+  if (a.window_start_steps == 0) return "";
+  return absl::StrFormat("; the first step of %d window%s left out: it paid for subscribing CUPTI again",
+                         a.window_start_steps, a.window_start_steps == 1 ? "" : "s");
+}
+
 size_t CudaDetailSteps(const StepAnalysis& a) {
   size_t n = 0;
   for (const StepRecord& s : a.steps) n += s.cuda_detail && (a.summary_includes_warmup || !s.warmup);

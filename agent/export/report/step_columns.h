@@ -37,7 +37,13 @@ size_t CudaDetailSteps(const StepAnalysis& a);
 // Whether the GPU-side summaries (measured_*) cover fewer steps than the
 // OS side (all_steps_*): a trace with capture windows.  Each summary then
 // says over how many steps it was computed.
-inline bool GpuSideOverFewerSteps(const StepAnalysis& a) { return a.steps_without_detail > 0; }
+inline bool GpuSideOverFewerSteps(const StepAnalysis& a) {
+  return a.steps_without_detail > 0 || a.window_start_steps > 0;
+}
+
+// "; the first step of N windows left out: ..." where window-start steps
+// (analysis/step_breakdown.h) are out of the GPU-side summaries; else "".
+std::string WindowStartsLeftOut(const StepAnalysis& a);
 
 // Whether `column` has a value for step `s` (not when it needs CUDA detail
 // the step lacks).

@@ -250,6 +250,7 @@ void CaptureJson(const CaptureInfo& capture, JsonWriter& json) {
     json.Field("end_ns", w.end_ns);
     json.Field("reason", w.reason);
     json.Field("closed", w.closed);
+    json.Field("cupti_subscribed", w.cupti_subscribed);
     json.EndObject();
   }
   json.EndArray();
@@ -295,6 +296,8 @@ void StepAnalysisJson(const StepAnalysis& a, JsonWriter& json) {
   // detail; every step's wall time is in all_steps_duration_ns.
   json.Field("cuda_detail_steps", static_cast<uint64_t>(CudaDetailSteps(a)));
   json.Field("steps_without_cuda_detail", static_cast<uint64_t>(a.steps_without_detail));
+  // Window-start steps: with detail, but out of the summaries above.
+  json.Field("window_start_steps", static_cast<uint64_t>(a.window_start_steps));
   StatsJson("all_steps_duration_ns", a.all_steps_duration_ns, json, 1.0);
   // Every measured step, with CUDA detail or not: what the OS-side
   // summary ("step_os_summary") is over.
@@ -315,6 +318,7 @@ void StepsJson(const StepAnalysis& a, JsonWriter& json) {
     json.Field("duration_ns", s.duration_ns());
     json.Field("warmup", s.warmup);
     json.Field("cuda_detail", s.cuda_detail);
+    if (s.window_start) json.Field("window_start", true);
     if (!s.left_out.empty()) json.Field("left_out", s.left_out);
     StepBody(s, json);
     json.EndObject();

@@ -68,7 +68,7 @@ void StepTable(const StepAnalysis& a, std::ostream& out, size_t max_steps) {
 // steps than the OS side; else nothing.
 std::string DetailStepsNote(const StepAnalysis& a) {
   if (!GpuSideOverFewerSteps(a)) return "";
-  return absl::StrFormat(" (over the %d steps with CUDA detail)", a.measured_steps);
+  return absl::StrFormat(" (over the %d steps with CUDA detail%s)", a.measured_steps, WindowStartsLeftOut(a));
 }
 
 void StageTable(const StepAnalysis& a, std::ostream& out) {
@@ -197,9 +197,9 @@ void CaptureText(const StepAnalysis& a, std::ostream& out) {
                          a.capture.windows.size() == 1 ? "" : "s", detail, a.all_steps);
   if (GpuSideOverFewerSteps(a)) {
     out << absl::StrFormat(
-        "; the GPU side below (stages, GPU idle, GPU and CUDA API columns) is over those %d, step time and OS "
+        "; the GPU side below (stages, GPU idle, GPU and CUDA API columns) is over %s %d%s, step time and OS "
         "costs over all %d\n",
-        a.measured_steps, a.all_steps);
+        a.window_start_steps > 0 ? "" : "those", a.measured_steps, WindowStartsLeftOut(a), a.all_steps);
   } else if (detail == 0) {
     out << "; no step has CUDA detail, so GPU parts and GPU idle causes below are empty, not measured\n";
   } else {

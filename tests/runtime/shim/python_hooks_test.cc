@@ -158,9 +158,9 @@ print("ok", push.__module__, "%.4f" % elapsed)
 
 // Capture windows counted from the hook's marks (no NVTX step ranges): step
 // i runs from the (i-1)th optimizer.step's return to the i-th's (or, in a
-// loop with no optimizer, loss.backward()'s), as the report numbers them,
-// so that --capture steps=3..4 gives the report's steps 3 and 4 their CUDA
-// detail; each edge is at that mark's end.
+// loop with no optimizer, loss.backward()'s, from step 2), as the report
+// numbers them, so that --capture steps=3..4 gives the report's steps 3 and
+// 4 their CUDA detail; each edge is at that mark's end.
 struct MarkEdges {
   std::vector<uint64_t> ends;  // ends of the counting marks, in order
   std::vector<std::pair<int64_t, uint64_t>> open, close;  // (step, ts)
@@ -216,6 +216,17 @@ for _ in range(10):
     EXPECT_EQ(analysis->capture.windows[0].last_step, 4);
     for (const StepRecord& s : analysis->steps) EXPECT_EQ(s.cuda_detail, s.index == 3 || s.index == 4) << s.index;
   }
+  // Step 1 of a loop with an optimizer: one window, from the first
+  // optimizer.step's return to the second's (the backward pass before the
+  // first update opens nothing).
+  const std::string trace = dir_ + "/first.gpuos";
+  ASSERT_EQ(Shell(kTracer + " -q --capture steps=1..1 -o " + trace + " -- " + kPython + " " + script_), 0);
+  const MarkEdges edges = CaptureFromMarks(trace, "optimizer.step");
+  ASSERT_EQ(edges.ends.size(), 10u);
+  ASSERT_EQ(edges.open.size(), 1u);
+  ASSERT_EQ(edges.close.size(), 1u);
+  EXPECT_EQ(edges.open[0], std::make_pair(int64_t{1}, edges.ends[0]));
+  EXPECT_EQ(edges.close[0], std::make_pair(int64_t{1}, edges.ends[1]));
 }
 
 TEST_F(PythonHooksTest, NoPythonHooksTurnsThemOff) {

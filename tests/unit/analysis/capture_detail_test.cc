@@ -110,6 +110,50 @@ TEST(CaptureDetail, GpuPartsComeFromTheStepsInsideTheWindow) {
   EXPECT_EQ(a.capture.spec, "steps=10..14");
 }
 
+// The OPEN edges of `events` marked as having subscribed CUPTI again, as
+// the shim marks a window after CUPTI was taken out of the process.
+std::vector<v1::Event> Resubscribed(std::vector<v1::Event> events) {
+  for (v1::Event& e : events) {
+    if (e.has_capture_window() && e.capture_window().edge() == v1::CaptureWindow::OPEN) {
+      e.mutable_capture_window()->set_cupti_subscribed(true);
+    }
+  }
+  return events;
+}
+
+TEST(CaptureDetail, AWindowsFirstStepThatPaidForSubscribingCuptiIsLeftOutOfTheGpuSide) {
+  StepAnalysis a = Analyze(Resubscribed(Steps(true)), "steps=10..14");
+  ASSERT_EQ(a.steps.size(), 30u);
+  for (const StepRecord& s : a.steps) {
+    EXPECT_EQ(s.cuda_detail, s.index >= 10 && s.index <= 14) << s.index;
+    EXPECT_EQ(s.window_start, s.index == 10) << s.index;
+    EXPECT_EQ(a.InSummaries(s), s.index >= 11 && s.index <= 14) << s.index;
+  }
+  EXPECT_EQ(a.measured_steps, 4u);
+  EXPECT_EQ(a.window_start_steps, 1u);
+  EXPECT_EQ(a.steps_without_detail, 24u);
+  EXPECT_EQ(a.all_steps, 29u);  // the OS side keeps every step
+  EXPECT_EQ(a.measured_total.gpu.idle_ns, 4 * 320u);
+  ASSERT_EQ(a.capture.windows.size(), 1u);
+  EXPECT_TRUE(a.capture.windows[0].cupti_subscribed);
+  EXPECT_EQ(a.capture.windows[0].first_step, 10);
+
+  std::ostringstream text;
+  WriteStepTextReport(a, Diagnose(a), text, 5);
+  EXPECT_NE(text.str().find("over the 4 steps with CUDA detail; the first step of 1 window left out: it paid for "
+                            "subscribing CUPTI again"),
+            std::string::npos)
+      << text.str();
+
+  // A window of one step keeps it: there is nothing else to measure.
+  StepAnalysis one = Analyze(Resubscribed(Steps(true, 10, 10)), "steps=10..10");
+  EXPECT_EQ(one.measured_steps, 1u);
+  EXPECT_EQ(one.window_start_steps, 0u);
+  // Without the mark (CUPTI stayed subscribed between windows) every step
+  // of the window counts.
+  EXPECT_EQ(Analyze(Steps(true), "steps=10..14").window_start_steps, 0u);
+}
+
 TEST(CaptureDetail, WithoutASpecEveryStepHasDetail) {
   StepAnalysis a = Analyze(Steps(false), "");
   EXPECT_FALSE(a.capture.in_use());
