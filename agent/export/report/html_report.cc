@@ -326,7 +326,7 @@ class HtmlReport {
     for (const StepColumn& c : columns) {
       std::vector<double> values;
       for (const StepRecord& s : a_.steps) {
-        if (Measured(s) && HasValue(c, s)) values.push_back(c.value(s));
+        if (Measured(s) && InColumnStats(c, s)) values.push_back(c.value(s));
       }
       stats.push_back(Distribution(std::move(values)));
     }

@@ -48,5 +48,10 @@ std::string WindowStartsLeftOut(const StepAnalysis& a);
 // Whether `column` has a value for step `s` (not when it needs CUDA detail
 // the step lacks).
 inline bool HasValue(const StepColumn& column, const StepRecord& s) { return !column.needs_detail || s.cuda_detail; }
+// Whether step `s`'s value of `column` goes into the column's mean/p50/p95
+// (a measured step's): not a window start's GPU-side values.
+inline bool InColumnStats(const StepColumn& column, const StepRecord& s) {
+  return HasValue(column, s) && !(column.needs_detail && s.window_start);
+}
 
 }  // namespace gpuos

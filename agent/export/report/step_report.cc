@@ -26,7 +26,7 @@ void StepTable(const StepAnalysis& a, std::ostream& out, size_t max_steps) {
   TextTable table(titles);
   for (size_t i = 0; i < a.steps.size() && i < max_steps; ++i) {
     const StepRecord& s = a.steps[i];
-    std::vector<std::string> cells = {absl::StrFormat("%d%s", s.index, s.warmup ? "*" : "")};
+    std::vector<std::string> cells = {absl::StrFormat("%d%s", s.index, s.warmup ? "*" : s.window_start ? "+" : "")};
     for (const StepColumn& c : columns) {
       cells.push_back(HasValue(c, s) ? StepCell(c, c.value(s), /*statistic=*/false) : "-");
     }
@@ -37,7 +37,7 @@ void StepTable(const StepAnalysis& a, std::ostream& out, size_t max_steps) {
   for (const StepRecord& s : a.steps) {
     if (s.warmup && !a.summary_includes_warmup) continue;
     for (size_t c = 0; c < columns.size(); ++c) {
-      if (HasValue(columns[c], s)) values[c].push_back(columns[c].value(s));
+      if (InColumnStats(columns[c], s)) values[c].push_back(columns[c].value(s));
     }
   }
   std::vector<DistributionStats> stats;
@@ -60,7 +60,10 @@ void StepTable(const StepAnalysis& a, std::ostream& out, size_t max_steps) {
          "  running a kernel / only copies / nothing; inv sw: involuntary switches of the launching thread.\n";
   if (a.capture.in_use()) {
     out << "  sync/copy/launch/cuda other/other, GPU kern/copy/idle and kernels need CUDA detail: '-' in steps\n"
-           "  without it, and their mean/p50/p95 are over the steps with it.\n";
+           "  without it, and their mean/p50/p95 are over the steps with it";
+    out << (a.window_start_steps > 0 ? " but the window starts (+: the first step of a\n"
+                                       "  window that subscribed CUPTI again, which that cost).\n"
+                                     : ".\n");
   }
 }
 
@@ -197,9 +200,9 @@ void CaptureText(const StepAnalysis& a, std::ostream& out) {
                          a.capture.windows.size() == 1 ? "" : "s", detail, a.all_steps);
   if (GpuSideOverFewerSteps(a)) {
     out << absl::StrFormat(
-        "; the GPU side below (stages, GPU idle, GPU and CUDA API columns) is over %s %d%s, step time and OS "
+        "; the GPU side below (stages, GPU idle, GPU and CUDA API columns) is over %s%d%s, step time and OS "
         "costs over all %d\n",
-        a.window_start_steps > 0 ? "" : "those", a.measured_steps, WindowStartsLeftOut(a), a.all_steps);
+        a.window_start_steps > 0 ? "" : "those ", a.measured_steps, WindowStartsLeftOut(a), a.all_steps);
   } else if (detail == 0) {
     out << "; no step has CUDA detail, so GPU parts and GPU idle causes below are empty, not measured\n";
   } else {

@@ -13,6 +13,7 @@
 #include "analysis/trace_summary.h"
 #include "export/report/html_report.h"
 #include "export/report/json_writer.h"
+#include "export/report/step_columns.h"
 #include "export/report/step_report.h"
 #include "analysis/diagnosis.h"
 #include "google/protobuf/struct.pb.h"
@@ -144,6 +145,15 @@ TEST(CaptureDetail, AWindowsFirstStepThatPaidForSubscribingCuptiIsLeftOutOfTheGp
                             "subscribing CUPTI again"),
             std::string::npos)
       << text.str();
+  // The step table's GPU columns: their mean over steps 11..14 only.
+  std::ostringstream table;
+  WriteStepTextReport(a, Diagnose(a), table, 30);
+  EXPECT_NE(table.str().find("   10+  "), std::string::npos) << table.str();
+  EXPECT_EQ(table.str().find("   11+  "), std::string::npos) << table.str();
+  for (const StepColumn& c : StepColumns()) {
+    EXPECT_EQ(InColumnStats(c, a.steps[10]), !c.needs_detail) << c.title;
+    EXPECT_TRUE(InColumnStats(c, a.steps[11])) << c.title;
+  }
 
   // A window of one step keeps it: there is nothing else to measure.
   StepAnalysis one = Analyze(Resubscribed(Steps(true, 10, 10)), "steps=10..10");
