@@ -31,6 +31,11 @@ std::string StepCell(const StepColumn& column, double value, bool statistic) {
   return statistic ? absl::StrFormat("%.1f", value) : absl::StrFormat("%.0f", value);
 }
 
+double DetailStepsSlowdown(const StepAnalysis& a) {
+  if (!GpuSideOverFewerSteps(a) || a.duration_ns.count == 0 || a.all_steps_duration_ns.p50 <= 0) return 0;
+  return a.duration_ns.p50 / a.all_steps_duration_ns.p50 - 1;
+}
+
 std::string WindowStartsLeftOut(const StepAnalysis& a) {
   if (a.window_start_steps == 0) return "";
   return absl::StrFormat("; the first step of %d window%s left out: it paid for subscribing CUPTI again",

@@ -41,6 +41,12 @@ inline bool GpuSideOverFewerSteps(const StepAnalysis& a) {
   return a.steps_without_detail > 0 || a.window_start_steps > 0;
 }
 
+// With capture windows: how much longer the median step with CUDA detail
+// (a measured one) took than the median of all steps (0 without windows,
+// or with no step either way); from 10% on the reports say it.
+double DetailStepsSlowdown(const StepAnalysis& a);
+inline constexpr double kDetailSlowdownToSay = 0.10;
+
 // "; the first step of N windows left out: ..." where window-start steps
 // (analysis/step_breakdown.h) are out of the GPU-side summaries; else "".
 std::string WindowStartsLeftOut(const StepAnalysis& a);

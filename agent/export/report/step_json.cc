@@ -298,6 +298,9 @@ void StepAnalysisJson(const StepAnalysis& a, JsonWriter& json) {
   json.Field("steps_without_cuda_detail", static_cast<uint64_t>(a.steps_without_detail));
   // Window-start steps: with detail, but out of the summaries above.
   json.Field("window_start_steps", static_cast<uint64_t>(a.window_start_steps));
+  // How much longer the median step with detail took than the median step
+  // (CUPTI's cost inside windows); 0 without windows.
+  json.Field("detail_steps_slowdown", DetailStepsSlowdown(a));
   StatsJson("all_steps_duration_ns", a.all_steps_duration_ns, json, 1.0);
   // Every measured step, with CUDA detail or not: what the OS-side
   // summary ("step_os_summary") is over.

@@ -209,6 +209,12 @@ void CaptureText(const StepAnalysis& a, std::ostream& out) {
     out << "\n";
   }
   if (!a.capture.note.empty()) out << "  " << Printable(a.capture.note) << "\n";
+  if (const double slower = DetailStepsSlowdown(a); slower >= kDetailSlowdownToSay) {
+    out << absl::StrFormat(
+        "  the steps with CUDA detail took %s%% longer than the job's steps (p50 %s ms against %s ms): CUPTI's\n"
+        "  records slow the job inside windows, so the GPU side below is the job as it ran then\n",
+        FormatPct1(slower), FormatMs3(a.duration_ns.p50), FormatMs3(a.all_steps_duration_ns.p50));
+  }
 }
 
 }  // namespace

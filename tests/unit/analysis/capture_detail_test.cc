@@ -164,6 +164,26 @@ TEST(CaptureDetail, AWindowsFirstStepThatPaidForSubscribingCuptiIsLeftOutOfTheGp
   EXPECT_EQ(Analyze(Steps(true), "steps=10..14").window_start_steps, 0u);
 }
 
+TEST(CaptureDetail, ReportsSayHowMuchSlowerTheStepsWithDetailRan) {
+  StepAnalysis a = Analyze(Steps(true), "steps=10..14");
+  EXPECT_EQ(DetailStepsSlowdown(a), 0.0);  // the constructed steps are all alike
+  std::ostringstream same;
+  WriteStepTextReport(a, Diagnose(a), same, 5);
+  EXPECT_EQ(same.str().find("took"), std::string::npos) << same.str();
+  // Steps inside windows at 1.5x the others' median, as CUPTI's records
+  // slow a short loop.
+  a.duration_ns.p50 = 1.5 * a.all_steps_duration_ns.p50;
+  EXPECT_DOUBLE_EQ(DetailStepsSlowdown(a), 0.5);
+  std::ostringstream text;
+  WriteStepTextReport(a, Diagnose(a), text, 5);
+  EXPECT_NE(text.str().find("the steps with CUDA detail took 50.0% longer than the job's steps (p50 0.002 ms "
+                            "against 0.001 ms)"),
+            std::string::npos)
+      << text.str();
+  // Without windows there is nothing to compare.
+  EXPECT_EQ(DetailStepsSlowdown(Analyze(Steps(false), "")), 0.0);
+}
+
 TEST(CaptureDetail, WithoutASpecEveryStepHasDetail) {
   StepAnalysis a = Analyze(Steps(false), "");
   EXPECT_FALSE(a.capture.in_use());
