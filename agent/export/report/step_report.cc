@@ -198,11 +198,16 @@ void CaptureText(const StepAnalysis& a, std::ostream& out) {
   out << absl::StrFormat("  capture windows (%s): %d window%s; CUDA detail in %d of %d steps",
                          a.capture.spec.empty() ? "on demand" : Printable(a.capture.spec), a.capture.windows.size(),
                          a.capture.windows.size() == 1 ? "" : "s", detail, a.all_steps);
-  if (GpuSideOverFewerSteps(a)) {
+  if (GpuSideOverFewerSteps(a) && a.window_start_steps > 0) {
     out << absl::StrFormat(
-        "; the GPU side below (stages, GPU idle, GPU and CUDA API columns) is over %s%d%s, step time and OS "
+        "; the GPU side below (stages, GPU idle, GPU and CUDA API columns) is over %d of them%s; step time and "
+        "OS costs over all %d\n",
+        a.measured_steps, WindowStartsLeftOut(a), a.all_steps);
+  } else if (GpuSideOverFewerSteps(a)) {
+    out << absl::StrFormat(
+        "; the GPU side below (stages, GPU idle, GPU and CUDA API columns) is over those %d, step time and OS "
         "costs over all %d\n",
-        a.window_start_steps > 0 ? "" : "those ", a.measured_steps, WindowStartsLeftOut(a), a.all_steps);
+        a.measured_steps, a.all_steps);
   } else if (detail == 0) {
     out << "; no step has CUDA detail, so GPU parts and GPU idle causes below are empty, not measured\n";
   } else {
