@@ -46,6 +46,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     case ControlRequest::kDetach:
       break;
+    case ControlRequest::kCapture: {
+      Check(!request.capture.empty() && request.capture.size() <= 256);
+      Check(OneLine(request.capture));
+      const ControlRequest again = gpuos_shim::ParseControlRequest("capture " + request.capture);
+      Check(again.kind == ControlRequest::kCapture && again.capture == request.capture);
+      break;
+    }
     case ControlRequest::kInvalid: {
       Check(!request.error.empty());
       const std::string reply = gpuos_shim::ErrorReply(request.error);
