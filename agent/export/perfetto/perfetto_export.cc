@@ -90,7 +90,8 @@ absl::Status MapEvents(TraceReader& reader, const ExportOptions& options, EventM
     if (!status.ok()) return status;
   }
   for (const CaptureWindowSpan& window : capture_windows.Finish(reader.header()).windows) {
-    absl::Status status = mapper.AddCaptureWindow(window.pid, window.start_ns, window.end_ns, window.reason);
+    absl::Status status =
+        mapper.AddCaptureWindow(window.pid, window.start_ns, window.end_ns, window.reason, window.cupti_subscribed);
     if (!status.ok()) return status;
   }
   if (reader.header().has_attach()) {

@@ -80,8 +80,8 @@ absl::Status EventMapper::AddAttachWindow(uint64_t start_ns, uint64_t end_ns) {
 }
 
 absl::Status EventMapper::AddCaptureWindow(uint32_t pid, uint64_t start_ns, uint64_t end_ns,
-                                           const std::string& reason) {
-  return CaptureWindowKind::Add(pid, start_ns, end_ns, reason, context_);
+                                           const std::string& reason, bool cupti_subscribed) {
+  return CaptureWindowKind::Add(pid, start_ns, end_ns, reason, cupti_subscribed, context_);
 }
 
 RecordDescriber::RecordDescriber(const v1::TraceHeader& header, const StringTable& strings)

@@ -36,7 +36,8 @@ class EventMapper {
   // trace-wide track: nothing outside it was recorded.
   absl::Status AddAttachWindow(uint64_t start_ns, uint64_t end_ns);
   // A capture window of process `pid` (--capture): CUDA detail inside.
-  absl::Status AddCaptureWindow(uint32_t pid, uint64_t start_ns, uint64_t end_ns, const std::string& reason);
+  absl::Status AddCaptureWindow(uint32_t pid, uint64_t start_ns, uint64_t end_ns, const std::string& reason,
+                                bool cupti_subscribed);
 
   uint64_t events() const { return events_; }
   uint64_t records() const { return context_.records(); }

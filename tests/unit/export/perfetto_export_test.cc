@@ -782,6 +782,33 @@ TEST_F(PerfettoExportTest, FailuresLeaveNoOutputBehind) {
 // of the thread that issued it, named after what it does, with the request
 // in its args; requests in flight together go to overflow lanes of that
 // track; a device without a name shows its major:minor.
+// Capture windows are slices on a track of their process, named after what
+// opened them; one whose opening subscribed CUPTI again says so.
+TEST_F(PerfettoExportTest, CaptureWindowsAreSlicesThatSayWhetherTheySubscribedCuptiAgain) {
+  auto edge = [](uint64_t ts, bool open, int64_t step, bool subscribed) {
+    v1::Event event = At(ts, 100, 100);
+    v1::CaptureWindow* w = event.mutable_capture_window();
+    w->set_edge(open ? v1::CaptureWindow::OPEN : v1::CaptureWindow::CLOSE);
+    w->set_step(step);
+    w->set_reason("every=10s,steps=2");
+    w->set_cupti_subscribed(subscribed);
+    return event;
+  };
+  std::vector<v1::Event> events = {
+      ProcessStart(kT0, 100, "python3"),
+      edge(kT0 + 1 * kMs, true, 0, false),  edge(kT0 + 3 * kMs, false, 1, false),
+      edge(kT0 + 10 * kMs, true, 9, true),  edge(kT0 + 12 * kMs, false, 10, false),
+  };
+  Decoded out = ExportAndCheck(events);
+  const std::vector<const DecodedEvent*> windows = out.Named("capture: every=10s,steps=2");
+  ASSERT_EQ(windows.size(), 2u);
+  EXPECT_EQ(windows[0]->ts, kT0 + 1 * kMs);
+  EXPECT_EQ(windows[0]->args.at("cupti_subscribed"), "false");
+  EXPECT_EQ(windows[1]->ts, kT0 + 10 * kMs);
+  EXPECT_EQ(windows[1]->args.at("cupti_subscribed"), "true");
+  EXPECT_EQ(windows[0]->track, windows[1]->track);
+}
+
 TEST_F(PerfettoExportTest, BlockIoRequestsAreSlicesOnTheirDeviceTrackUnderTheIssuingProcess) {
   options_.chrome_json_path = Path("out.json");
   std::vector<v1::Event> events = {

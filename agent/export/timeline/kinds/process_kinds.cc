@@ -67,10 +67,15 @@ void AttachWindowKind::Describe(const Payload&, const TimelineRecord&, ArgList& 
 }
 
 absl::Status CaptureWindowKind::Add(uint32_t pid, uint64_t start_ns, uint64_t end_ns, const std::string& reason,
-                                    MapContext& context) {
+                                    bool cupti_subscribed, MapContext& context) {
   return context.Emit<CaptureWindowKind>(MapContext::Span(start_ns, Length(start_ns, end_ns), pid),
                                          context.tracks().ProcessChild(pid, TrackKind::kCaptureWindows),
-                                         context.strings().Intern(absl::StrCat("capture: ", reason)), {});
+                                         context.strings().Intern(absl::StrCat("capture: ", reason)),
+                                         {cupti_subscribed});
+}
+
+void CaptureWindowKind::Describe(const Payload& p, const TimelineRecord&, ArgList& args) {
+  args.Bool("cupti_subscribed", p.cupti_subscribed);
 }
 
 }  // namespace gpuos

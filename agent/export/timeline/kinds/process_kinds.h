@@ -77,10 +77,12 @@ struct CaptureWindowKind {
   static constexpr Shape kShape = Shape::kSlice;
   static constexpr SliceCategory kCategory = SliceCategory::kCuda;
   static constexpr const char* kNames[] = {"capture"};
-  struct Payload {};
+  struct Payload {
+    bool cupti_subscribed;  // opening it subscribed CUPTI again (its first step paid for that)
+  };
   static absl::Status Add(uint32_t pid, uint64_t start_ns, uint64_t end_ns, const std::string& reason,
-                          MapContext& context);
-  static void Describe(const Payload&, const TimelineRecord&, ArgList&) {}
+                          bool cupti_subscribed, MapContext& context);
+  static void Describe(const Payload& p, const TimelineRecord& record, ArgList& args);
 };
 
 }  // namespace gpuos
