@@ -49,10 +49,9 @@ class EventQueue {
     bytes_.append(event.data(), event.size());
     ++count_;
   }
-  void AppendDeferred(DeferredEncoder encode, std::initializer_list<std::string_view> parts) {
-    size_t size = sizeof(encode);
-    for (std::string_view part : parts) size += part.size();
-    AppendSize(static_cast<uint32_t>(size) | kDeferredBit);
+  // `parts_size`: the parts' sizes summed.
+  void AppendDeferred(DeferredEncoder encode, std::initializer_list<std::string_view> parts, size_t parts_size) {
+    AppendSize(static_cast<uint32_t>(sizeof(encode) + parts_size) | kDeferredBit);
     bytes_.append(reinterpret_cast<const char*>(&encode), sizeof(encode));
     for (std::string_view part : parts) bytes_.append(part.data(), part.size());
     ++count_;
@@ -381,34 +380,35 @@ uint64_t MonotonicNs() {
   return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
-void SubmitEvent(std::string_view encoded_event) {
-  Channel& ch = TheChannel();
-  if (!ch.open.load(std::memory_order_relaxed)) return;
-  EnsureRegistered();
-  std::lock_guard<std::mutex> lock(ch.mu);
-  if (!ch.open.load()) return;  // detached meanwhile
-  if (ch.queue.bytes() + encoded_event.size() > kMaxQueuedBytes) {
-    ch.dropped_queue_full.fetch_add(1);
-    return;
-  }
-  ch.queue.Append(encoded_event);
-  StartSenderLocked(ch);
-}
+namespace {
 
-void SubmitDeferred(DeferredEncoder encode, std::initializer_list<std::string_view> parts) {
+// Puts `size` bytes into the queue through append(queue), or counts them
+// as dropped when the queue is at its bound.
+template <typename Append>
+void Enqueue(size_t size, Append append) {
   Channel& ch = TheChannel();
   if (!ch.open.load(std::memory_order_relaxed)) return;
   EnsureRegistered();
-  size_t size = 0;
-  for (std::string_view part : parts) size += part.size();
   std::lock_guard<std::mutex> lock(ch.mu);
   if (!ch.open.load()) return;  // detached meanwhile
   if (ch.queue.bytes() + size > kMaxQueuedBytes) {
     ch.dropped_queue_full.fetch_add(1);
     return;
   }
-  ch.queue.AppendDeferred(encode, parts);
+  append(ch.queue);
   StartSenderLocked(ch);
+}
+
+}  // namespace
+
+void SubmitEvent(std::string_view encoded_event) {
+  Enqueue(encoded_event.size(), [&](EventQueue& queue) { queue.Append(encoded_event); });
+}
+
+void SubmitDeferred(DeferredEncoder encode, std::initializer_list<std::string_view> parts) {
+  size_t size = 0;
+  for (std::string_view part : parts) size += part.size();
+  Enqueue(size, [&](EventQueue& queue) { queue.AppendDeferred(encode, parts, size); });
 }
 
 void FlushEvents() {

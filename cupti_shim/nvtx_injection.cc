@@ -172,12 +172,9 @@ bool Recording() {
   RestartListenerIfForked();
   return false;
 }
-// A thread's marking state: its range stack and reused encoding buffers
-// (the payload and the event around it).
+// A thread's marking state: its range stack.
 struct ThreadMarks {
   RangeStack stack;
-  ProtoWriter payload;
-  ProtoWriter event;
   ~ThreadMarks();
 };
 
@@ -190,21 +187,8 @@ thread_local ThreadMarks t_marks;
 ThreadMarks::~ThreadMarks() { t_marks_gone = true; }
 
 // This thread's state, or nullptr once it is gone (push/pop then record
-// nothing; marks and start/end ranges encode in buffers of their own).
+// nothing; marks and start/end ranges need no thread state).
 ThreadMarks* Marks() { return t_marks_gone ? nullptr : &t_marks; }
-
-// Encodes what fill() writes into a payload as an Event and queues it.
-template <typename Fill>
-void Submit(uint64_t ts_ns, uint32_t tid, int payload_field, Fill fill) {
-  ThreadMarks* marks = Marks();
-  ProtoWriter own_payload, own_event;
-  ProtoWriter& payload = marks ? marks->payload : own_payload;
-  ProtoWriter& event = marks ? marks->event : own_event;
-  payload.Clear();
-  fill(payload);
-  EncodeEventInto(ts_ns, CurrentPid(), tid, payload_field, payload, &event);
-  SubmitEvent(event.data());
-}
 
 // Start/end ranges may end on another thread: keyed by the id we return.
 std::mutex g_started_mu;
@@ -212,29 +196,36 @@ std::unordered_map<uint64_t, std::pair<OpenRange, uint32_t>>* g_started =
     new std::unordered_map<uint64_t, std::pair<OpenRange, uint32_t>>();
 std::atomic<uint64_t> g_next_range_id{1};
 
-// A range as the thread that ends it hands it over: this header, then the
-// name's bytes, then the domain's.  The sender thread encodes it
-// (EncodeRangeRecord), so that a training step's ranges cost it a copy.
-struct RangeRecord {
-  uint64_t start_ns;
-  uint64_t end_ns;
-  uint32_t pid;
-  uint32_t start_tid;
-  uint32_t end_tid;
-  uint32_t kind;  // 0: push/pop, 1: start/end
-  uint32_t depth;
-  uint32_t color;
-  uint32_t category;
-  uint32_t name_size;
-  uint32_t domain_size;
+// A range or mark as the thread that makes it hands it over: this header,
+// then the name's bytes, then the domain's.  The sender thread encodes it
+// (EncodeNvtxRecord), so that a training step's marks cost it a copy.
+struct NvtxRecord {
+  enum Kind : uint32_t { kPushPop = 0, kStartEnd = 1, kMark = 2 };  // NvtxRange.Kind, then a mark
+  uint64_t start_ns = 0;
+  uint64_t end_ns = 0;  // a mark: start_ns
+  uint32_t pid = 0;
+  uint32_t start_tid = 0;
+  uint32_t end_tid = 0;
+  uint32_t kind = kPushPop;
+  uint32_t depth = 0;
+  uint32_t color = 0;
+  uint32_t category = 0;
+  uint32_t name_size = 0;
+  uint32_t domain_size = 0;
 };
 
-void EncodeRangeRecord(std::string_view record, ProtoWriter* event) {
-  RangeRecord r;
+void EncodeNvtxRecord(std::string_view record, ProtoWriter* event) {
+  NvtxRecord r;
   memcpy(&r, record.data(), sizeof(r));
   const std::string_view name = record.substr(sizeof(r), r.name_size);
   const std::string_view domain = record.substr(sizeof(r) + r.name_size, r.domain_size);
   ProtoWriter payload;  // on the sender's thread, or one flushing at exit
+  if (r.kind == NvtxRecord::kMark) {
+    payload.Text(field::kNvtxMarkName, name);
+    payload.Text(field::kNvtxMarkDomain, domain);
+    EncodeEventInto(r.start_ns, r.pid, r.start_tid, field::kEventNvtxMark, payload, event);
+    return;
+  }
   payload.Uint(field::kNvtxRangeDuration, r.end_ns - r.start_ns);
   payload.Text(field::kNvtxRangeName, name);
   payload.Text(field::kNvtxRangeDomain, domain);
@@ -246,24 +237,26 @@ void EncodeRangeRecord(std::string_view record, ProtoWriter* event) {
   EncodeEventInto(r.start_ns, r.pid, r.start_tid, field::kEventNvtxRange, payload, event);
 }
 
+// Queues `r` with its name and domain (their sizes set here).
+void SubmitNvtxRecord(NvtxRecord& r, std::string_view name, std::string_view domain) {
+  r.pid = CurrentPid();
+  r.name_size = static_cast<uint32_t>(name.size());
+  r.domain_size = static_cast<uint32_t>(domain.size());
+  SubmitDeferred(EncodeNvtxRecord, {std::string_view(reinterpret_cast<const char*>(&r), sizeof(r)), name, domain});
+}
+
 void EmitRange(const OpenRange& range, uint64_t end_ns, uint32_t start_tid, uint32_t end_tid,
-               int kind, uint32_t depth) {
-  const std::string_view name = range.attributes.name;
-  const std::string_view domain = DomainName(range.domain);
-  RangeRecord r;
+               NvtxRecord::Kind kind, uint32_t depth) {
+  NvtxRecord r;
   r.start_ns = range.start_ns;
   r.end_ns = end_ns;
-  r.pid = CurrentPid();
   r.start_tid = start_tid;
   r.end_tid = end_tid;
-  r.kind = static_cast<uint32_t>(kind);
+  r.kind = kind;
   r.depth = depth;
   r.color = range.attributes.color;
   r.category = range.attributes.category;
-  r.name_size = static_cast<uint32_t>(name.size());
-  r.domain_size = static_cast<uint32_t>(domain.size());
-  SubmitDeferred(EncodeRangeRecord,
-                 {std::string_view(reinterpret_cast<const char*>(&r), sizeof(r)), name, domain});
+  SubmitNvtxRecord(r, range.attributes.name, DomainName(range.domain));
 }
 
 template <typename MakeAttributes>
@@ -273,10 +266,11 @@ void Mark(nvtxDomainHandle_t domain, MakeAttributes make) {
   if (BenchMarksPaused(now)) return;
   Attributes attributes;
   make(&attributes);
-  Submit(now, CurrentTid(), field::kEventNvtxMark, [&](ProtoWriter& payload) {
-    payload.Text(field::kNvtxMarkName, attributes.name);
-    payload.Text(field::kNvtxMarkDomain, DomainName(AsDomain(domain)));
-  });
+  NvtxRecord r;
+  r.start_ns = r.end_ns = now;
+  r.start_tid = r.end_tid = CurrentTid();
+  r.kind = NvtxRecord::kMark;
+  SubmitNvtxRecord(r, attributes.name, DomainName(AsDomain(domain)));
 }
 
 template <typename MakeAttributes>
@@ -316,7 +310,7 @@ int Pop(nvtxDomainHandle_t handle) {
     const bool recorded = range.start_ns != 0 && ChannelConfigured();
     const uint64_t now = recorded ? MonotonicNs() : 0;  // no clock read for a range not recorded
     const uint32_t tid = CurrentTid();
-    if (recorded) EmitRange(range, now, tid, tid, /*PUSH_POP*/ 0, depth);
+    if (recorded) EmitRange(range, now, tid, tid, NvtxRecord::kPushPop, depth);
     // Off the stack before the capture hears of it; the slot itself (past
     // the stack now) keeps the name until the next push.
     stack.Remove(i);
@@ -354,7 +348,7 @@ void End(nvtxRangeId_t id) {
     started = std::move(it->second);
     g_started->erase(it);
   }
-  EmitRange(started.first, now, started.second, CurrentTid(), /*START_END*/ 1, 0);
+  EmitRange(started.first, now, started.second, CurrentTid(), NvtxRecord::kStartEnd, 0);
   CaptureOnRangeEnd(DomainName(started.first.domain), started.first.attributes.name, now, CurrentTid());
 }
 
