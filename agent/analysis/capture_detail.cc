@@ -61,9 +61,8 @@ void MarkCudaDetail(uint32_t pid, std::vector<StepRecord>& steps, CaptureInfo& c
   for (StepRecord& s : steps) s.cuda_detail = false;
   for (CaptureWindowSpan& w : capture.windows) {
     if (w.pid != pid) continue;
-    int64_t first = -1, last = -1;
-    StepRecord* first_inside = nullptr;
-    size_t inside_steps = 0;
+    StepRecord* first = nullptr;
+    StepRecord* last = nullptr;
     for (StepRecord& s : steps) {
       const uint64_t slack = s.duration_ns() / 100;
       const uint64_t inside_start = std::max(s.start_ns, w.start_ns);
@@ -71,18 +70,13 @@ void MarkCudaDetail(uint32_t pid, std::vector<StepRecord>& steps, CaptureInfo& c
       const uint64_t inside = inside_end > inside_start ? inside_end - inside_start : 0;
       if (s.duration_ns() == 0 || inside + slack < s.duration_ns()) continue;
       s.cuda_detail = true;
-      if (first < 0) {
-        first = static_cast<int64_t>(s.index);
-        first_inside = &s;
-      }
-      last = static_cast<int64_t>(s.index);
-      ++inside_steps;
+      if (first == nullptr) first = &s;
+      last = &s;
     }
-    if (w.cupti_subscribed && inside_steps >= 2) first_inside->window_start = true;
-    if (first >= 0) {
-      w.first_step = first;
-      w.last_step = last;
-    }
+    if (first == nullptr) continue;
+    w.first_step = static_cast<int64_t>(first->index);
+    w.last_step = static_cast<int64_t>(last->index);
+    if (w.cupti_subscribed && first != last) first->window_start = true;
   }
 }
 

@@ -34,8 +34,6 @@ StepAnalysis SummarizeSteps(const StepPlan& plan, std::vector<StepRecord> steps,
   // GPU side says it has no detail.
   bool any_detail = false;
   for (const StepRecord& s : a.steps) any_detail |= s.cuda_detail && !(s.warmup && any_measured);
-  // A window_start step always has another detail step beside it
-  // (capture_detail.h).
 
   std::vector<double> durations, all_durations;
   std::array<std::vector<double>, kStageCount> shares;
@@ -49,7 +47,7 @@ StepAnalysis SummarizeSteps(const StepPlan& plan, std::vector<StepRecord> steps,
       ++a.steps_without_detail;
       continue;
     }
-    if (s.window_start) {
+    if (s.window_start) {  // its window has other detail steps (capture_detail.h)
       ++a.window_start_steps;
       continue;
     }

@@ -82,6 +82,13 @@ StepAnalysis Analyze(const std::vector<v1::Event>& events, const std::string& sp
   return *a;
 }
 
+// The text report of `a` with its own diagnosis, `max_steps` rows of steps.
+std::string TextReport(const StepAnalysis& a, size_t max_steps = 5) {
+  std::ostringstream text;
+  WriteStepTextReport(a, Diagnose(a), text, max_steps);
+  return text.str();
+}
+
 TEST(CaptureDetail, GpuPartsComeFromTheStepsInsideTheWindow) {
   StepAnalysis a = Analyze(Steps(true), "steps=10..14");
   ASSERT_EQ(a.steps.size(), 30u);
@@ -139,21 +146,19 @@ TEST(CaptureDetail, AWindowsFirstStepThatPaidForSubscribingCuptiIsLeftOutOfTheGp
   EXPECT_TRUE(a.capture.windows[0].cupti_subscribed);
   EXPECT_EQ(a.capture.windows[0].first_step, 10);
 
-  std::ostringstream text;
-  WriteStepTextReport(a, Diagnose(a), text, 5);
-  EXPECT_NE(text.str().find("over the 4 steps with CUDA detail; the first step of 1 window left out: it paid for "
-                            "subscribing CUPTI again"),
+  const std::string text = TextReport(a, 30);
+  EXPECT_NE(text.find("over the 4 steps with CUDA detail; the first step of 1 window left out: it paid for "
+                      "subscribing CUPTI again"),
             std::string::npos)
-      << text.str();
-  EXPECT_NE(text.str().find("is over 4 of them; the first step of 1 window left out: it paid for subscribing CUPTI "
-                            "again; step time and OS costs over all 29"),
+      << text;
+  EXPECT_NE(text.find("is over 4 of them; the first step of 1 window left out: it paid for subscribing CUPTI "
+                      "again; step time and OS costs over all 29"),
             std::string::npos)
-      << text.str();
-  // The step table's GPU columns: their mean over steps 11..14 only.
-  std::ostringstream table;
-  WriteStepTextReport(a, Diagnose(a), table, 30);
-  EXPECT_NE(table.str().find("   10+  "), std::string::npos) << table.str();
-  EXPECT_EQ(table.str().find("   11+  "), std::string::npos) << table.str();
+      << text;
+  // The step table marks step 10, and its GPU columns' mean is over steps
+  // 11..14 only.
+  EXPECT_NE(text.find("   10+  "), std::string::npos) << text;
+  EXPECT_EQ(text.find("   11+  "), std::string::npos) << text;
   for (const StepColumn& c : StepColumns()) {
     EXPECT_EQ(InColumnStats(c, a.steps[10]), !c.needs_detail) << c.title;
     EXPECT_TRUE(InColumnStats(c, a.steps[11])) << c.title;
@@ -171,19 +176,17 @@ TEST(CaptureDetail, AWindowsFirstStepThatPaidForSubscribingCuptiIsLeftOutOfTheGp
 TEST(CaptureDetail, ReportsSayHowMuchSlowerTheStepsWithDetailRan) {
   StepAnalysis a = Analyze(Steps(true), "steps=10..14");
   EXPECT_EQ(DetailStepsSlowdown(a), 0.0);  // the constructed steps are all alike
-  std::ostringstream same;
-  WriteStepTextReport(a, Diagnose(a), same, 5);
-  EXPECT_EQ(same.str().find("took"), std::string::npos) << same.str();
+  const std::string same = TextReport(a);
+  EXPECT_EQ(same.find("took"), std::string::npos) << same;
   // Steps inside windows at 1.5x the others' median, as CUPTI's records
   // slow a short loop.
   a.duration_ns.p50 = 1.5 * a.all_steps_duration_ns.p50;
   EXPECT_DOUBLE_EQ(DetailStepsSlowdown(a), 0.5);
-  std::ostringstream text;
-  WriteStepTextReport(a, Diagnose(a), text, 5);
-  EXPECT_NE(text.str().find("the steps with CUDA detail took 50.0% longer than the job's steps (p50 0.002 ms "
-                            "against 0.001 ms)"),
+  const std::string text = TextReport(a);
+  EXPECT_NE(text.find("the steps with CUDA detail took 50.0% longer than the job's steps (p50 0.002 ms "
+                      "against 0.001 ms)"),
             std::string::npos)
-      << text.str();
+      << text;
   // Without windows there is nothing to compare.
   EXPECT_EQ(DetailStepsSlowdown(Analyze(Steps(false), "")), 0.0);
 }
@@ -218,10 +221,9 @@ TEST(CaptureDetail, AStepSpecWithNoWindowInAJobWithoutStepMarksSaysWhy) {
   ASSERT_TRUE(a.has_steps());
   EXPECT_NE(a.capture.note.find("no window opened: steps=10..14 counts the steps the job marks"), std::string::npos)
       << a.capture.note;
-  std::ostringstream text;
-  WriteStepTextReport(a, Diagnose(a), text, 5);
-  EXPECT_NE(text.str().find("every=10s,steps=K or after=60s,for=10s open windows by time there"), std::string::npos)
-      << text.str();
+  const std::string text = TextReport(a);
+  EXPECT_NE(text.find("every=10s,steps=K or after=60s,for=10s open windows by time there"), std::string::npos)
+      << text;
   // Marked steps, a time spec, or a window that opened: nothing to say.
   EXPECT_TRUE(Analyze(Steps(false), "steps=10..14").capture.note.empty());
   EXPECT_TRUE(Analyze(events, "every=10s,steps=2").capture.note.empty());
