@@ -15,8 +15,9 @@
 
 #include "capture_windows.h"
 #include "event_channel.h"
-#include "live_step_rhythm.h"
 #include "fork_handlers.h"
+#include "live_step_rhythm.h"
+#include "optimizer_step_cycle.h"
 #include "wire_encoder.h"
 #ifdef GPUOS_SHIM_HAS_CUPTI
 #include "cupti_injection.h"
@@ -52,6 +53,7 @@ struct Capture {
   std::atomic<bool> follows_range_name{false};  // an nvtx=NAME spec: any range may be NAME
   bool python_step_open = false;
   bool python_backward_seen = false;  // a backward pass returned before any step began
+  gpuos_capture::OptimizerStepCycle optimizer_cycle;  // which optimizer's returns end steps
   uint64_t step_begin_ns = 0;  // the current step's start
   uint64_t step_ns = 0;        // the last step's length
 };
@@ -312,7 +314,7 @@ bool RangeMayMatter(bool begin, std::string_view domain, std::string_view name, 
   if (c.follows_range_name.load(std::memory_order_relaxed)) return true;
   if (domain == kPythonDomain) {
     if (begin || c.nvtx_steps.load(std::memory_order_relaxed)) return false;
-    return name == "optimizer.step" ||
+    return gpuos_capture::OptimizerNumber(name) != 0 ||
            (name == "autograd.backward" && !c.python_optimizer.load(std::memory_order_relaxed));
   }
   if (!gpuos_capture::IsStepRangeName(name)) return false;
@@ -400,12 +402,26 @@ void CaptureOnRangeEnd(std::string_view domain, std::string_view name, uint64_t 
     // optimizer.step may still follow, and step 1 would then begin at the
     // wrong mark.  (With gradient accumulation the backward passes before
     // the first update count as steps 2..k, until that update starts the
-    // count again at 1.)
-    const bool optimizer = name == "optimizer.step";
+    // count again at 1.)  Where several optimizers step, only the returns
+    // of the one that closes the cycle count (optimizer_step_cycle.h).
+    const uint32_t optimizer_number = gpuos_capture::OptimizerNumber(name);
+    const bool optimizer = optimizer_number != 0;
     const bool first_optimizer = optimizer && !c.python_optimizer;
     if (optimizer) c.python_optimizer = true;
     if (!optimizer && !(name == "autograd.backward" && !c.python_optimizer)) return;
     MarksCountSteps();
+    if (optimizer) {
+      const gpuos_capture::OptimizerStepCycle::Outcome o = c.optimizer_cycle.Add(optimizer_number);
+      if (o.began_at >= 0) {
+        // The cycle is known now: the report's step 1 began at an earlier
+        // return; here it begins now.
+        if (c.python_step_open) OnStepEnd(c, ts_ns);
+        OnStepBegin(c, 1, ts_ns);
+        c.python_step_open = true;
+        return;
+      }
+      if (!o.ends_step) return;
+    }
     if (!optimizer && !c.python_step_open && !c.python_backward_seen) {
       c.python_backward_seen = true;
       return;

@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "analysis/cuda_api_class.h"
 #include "analysis/step_extra_work.h"
+#include "cupti_shim/optimizer_step_cycle.h"
 #include "stream/event_comm.h"
 
 namespace gpuos {
@@ -170,7 +171,8 @@ void StepLocator::Add(const v1::Event& e) {
       if (step_.Matches(r.name())) {
         range.number = TrailingNumber(r.name());
         step_ranges_[ThreadKey(e.pid(), e.tid())].push_back(range);
-      } else if (r.name() == options_.optimizer_range_name) {
+      } else if (const uint32_t optimizer = gpuos_capture::OptimizerNumber(r.name(), options_.optimizer_range_name)) {
+        range.number = optimizer;
         optimizer_ranges_[ThreadKey(e.pid(), e.tid())].push_back(range);
       } else if (r.name() == options_.backward_range_name) {
         backward_ranges_[ThreadKey(e.pid(), e.tid())].push_back(range);
@@ -258,15 +260,40 @@ void StepLocator::OptimizerSteps(StepPlan& plan) {
   std::sort(ranges->begin(), ranges->end(), [](const Range& a, const Range& b) {
     return a.start_ns != b.start_ns ? a.start_ns < b.start_ns : a.end_ns > b.end_ns;
   });
-  // Step i runs from the end of optimizer step i-1 to the end of
-  // optimizer step i: fetch, forward, backward and update of one batch.
-  for (size_t i = 1; i < ranges->size(); ++i) {
+  // One optimizer's step inside another's (a wrapper's, in traces from
+  // before the hook marked only the outer one) is part of it.
+  std::vector<Range> outer;
+  for (const Range& r : *ranges) {
+    if (!outer.empty() && r.end_ns <= outer.back().end_ns) continue;
+    outer.push_back(r);
+  }
+  // Which returns end a step where several optimizers step (a GAN's two):
+  // the shim's rule, so that capture windows and the report agree.
+  gpuos_capture::OptimizerStepCycle cycle;
+  std::vector<size_t> boundaries;
+  for (size_t i = 0; i < outer.size(); ++i) {
+    const gpuos_capture::OptimizerStepCycle::Outcome o = cycle.Add(static_cast<uint32_t>(outer[i].number));
+    if (o.began_at >= 0) boundaries.assign(1, static_cast<size_t>(o.began_at));
+    if (o.ends_step) boundaries.push_back(i);
+  }
+  // Step i runs from the end of the (i-1)th boundary optimizer step to
+  // the end of the i-th: fetch, forward, backward and update of one batch.
+  for (size_t i = 1; i < boundaries.size(); ++i) {
     StepWindow w;
-    w.start_ns = (*ranges)[i - 1].end_ns;
-    w.end_ns = (*ranges)[i].end_ns;
+    w.start_ns = outer[boundaries[i - 1]].end_ns;
+    w.end_ns = outer[boundaries[i]].end_ns;
     if (w.end_ns <= w.start_ns) continue;
     w.index = i;
     plan.steps.push_back(w);
+  }
+  if (cycle.optimizers_seen() > 1 && !plan.steps.empty()) {
+    const std::string boundary =
+        cycle.boundary() == 1 ? options_.optimizer_range_name
+                              : absl::StrCat(options_.optimizer_range_name, "#", cycle.boundary());
+    plan.note = absl::StrFormat(
+        "%d optimizers step on this thread (the Python hook numbers them \"%s\", \"%s#2\", ...): steps run "
+        "between consecutive returns of \"%s\", and the other optimizers' updates fall inside them",
+        cycle.optimizers_seen(), options_.optimizer_range_name, options_.optimizer_range_name, boundary);
   }
   if (!plan.steps.empty()) return;
   plan.source = StepSource::kNone;

@@ -2,8 +2,10 @@
 # on PYTHONPATH of the traced command (unless --no-python-hooks), so that a
 # PyTorch script without NVTX annotations still shows its training steps:
 # every DataLoader batch fetch becomes a "DataLoader fetch" range, every
-# optimizer step an "optimizer.step" range and every loss.backward() (through
-# torch.autograd.backward) an "autograd.backward" range, in the NVTX domain
+# optimizer step an "optimizer.step" range ("optimizer.step#2", #3, ... for
+# the second, third optimizer stepping in the process: a GAN steps two an
+# iteration) and every loss.backward() (through torch.autograd.backward) an
+# "autograd.backward" range, in the NVTX domain
 # "gpuos.python", recorded by the gpuos-trace shim that is preloaded into
 # the process.  Nothing here may break the script: any failure leaves it
 # untouched.  An existing sitecustomize further down sys.path still runs.
@@ -72,15 +74,75 @@ def _patch_dataloader(ranged, module):
         cls.__next__ = ranged("DataLoader fetch", cls.__next__)
 
 
-def _patch_optimizers(ranged, module):
+def _optimizer_labels():
+    """label(optimizer): the range name of an optimizer's steps.  Optimizers
+    are numbered in the order they first step, a number going back to the
+    pool when its optimizer is collected, so that a loop that makes a new
+    optimizer every epoch (or every step) keeps "optimizer.step" and only
+    optimizers alive together are told apart (the analysis' rule for them:
+    cupti_shim/optimizer_step_cycle.h)."""
+    import heapq
+    import weakref
+    labels = {}   # id(optimizer) -> label, while it lives
+    free = []     # numbers given back, smallest first
+    count = [0]
+
+    def release(key, number):
+        labels.pop(key, None)
+        heapq.heappush(free, number)
+
+    def label(optimizer):
+        key = id(optimizer)
+        found = labels.get(key)
+        if found is not None:
+            return found
+        number = heapq.heappop(free) if free else count[0] + 1
+        count[0] = max(count[0], number)
+        found = b"optimizer.step" if number == 1 else b"optimizer.step#%d" % number
+        try:
+            weakref.finalize(optimizer, release, key, number)
+        except TypeError:
+            heapq.heappush(free, number)
+            found = b"optimizer.step"  # not weakly referable: not told apart
+        labels[key] = found
+        return found
+    return label
+
+
+def _patch_optimizers(push, pop, module):
     base = getattr(module, "Optimizer", None)
     if base is None:
         return
+    import functools
+    import threading
+    label = _optimizer_labels()
+    # An optimizer whose step calls another's (a wrapper: Accelerate's
+    # AcceleratedOptimizer, a subclass calling super().step()) makes one
+    # range, the outer one.  [0] outside a marked step, [1] inside.
+    marking = threading.local()
+
+    def ranged_step(step):
+        @functools.wraps(step)
+        def wrapper(self, *args, **kwargs):
+            state = getattr(marking, "state", None)
+            if state is None:
+                state = marking.state = [0]
+            if state[0]:
+                return step(self, *args, **kwargs)
+            state[0] = 1
+            push(label(self))
+            try:
+                return step(self, *args, **kwargs)
+            finally:
+                pop()
+                state[0] = 0
+        wrapper._gpuos_wrapped = True
+        return wrapper
 
     def wrap_class(cls):
         step = cls.__dict__.get("step")
         if step is not None and not getattr(step, "_gpuos_wrapped", False):
-            cls.step = ranged("optimizer.step", step)
+            cls.step = ranged_step(step)
 
     # Optimizers defined later (torch.optim.SGD, user classes) are
     # wrapped as they are created.
@@ -179,7 +241,7 @@ def _install():
     ranged = functools.partial(_ranged, push, pop)
     patches = {
         "torch.utils.data.dataloader": functools.partial(_patch_dataloader, ranged),
-        "torch.optim.optimizer": functools.partial(_patch_optimizers, ranged),
+        "torch.optim.optimizer": functools.partial(_patch_optimizers, push, pop),
         "torch.autograd": functools.partial(_patch_autograd, push, pop),
     }
     sys.meta_path.insert(0, _patching_finder(patches))

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "analysis/step_options.h"
 
@@ -23,13 +24,18 @@ std::optional<std::string> SlowStepTrigger::Observe(const v1::Event& event) {
     }
     return OnStep(event.pid(), range.duration_ns(), range.name());
   }
-  if (saw_step_ranges_ || range.name() != kDefaultOptimizerRangeName) return std::nullopt;
+  const uint32_t optimizer = gpuos_capture::OptimizerNumber(range.name(), kDefaultOptimizerRangeName);
+  if (saw_step_ranges_ || optimizer == 0) return std::nullopt;
   ProcessSteps& p = processes_[event.pid()];
-  const uint64_t previous = p.last_optimizer_start_ns;
-  if (event.ts_ns() <= previous) return std::nullopt;  // out of order: not a step
-  p.last_optimizer_start_ns = event.ts_ns();
+  // With several optimizers (a GAN's two), only the returns that end an
+  // iteration, as the report counts them.
+  if (!p.optimizers.Add(optimizer).ends_step) return std::nullopt;
+  const uint64_t end = event.ts_ns() + range.duration_ns();
+  const uint64_t previous = p.last_optimizer_end_ns;
+  if (end <= previous) return std::nullopt;  // out of order: not a step
+  p.last_optimizer_end_ns = end;
   if (previous == 0) return std::nullopt;
-  return OnStep(event.pid(), event.ts_ns() - previous, "the step before optimizer.step");
+  return OnStep(event.pid(), end - previous, absl::StrCat("the step ending at ", range.name()));
 }
 
 std::optional<std::string> SlowStepTrigger::OnStep(uint32_t pid, uint64_t duration_ns, const std::string& name) {

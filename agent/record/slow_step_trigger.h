@@ -3,8 +3,9 @@
 // Steps are what the recording sees live from the shim: NVTX ranges named
 // like steps (the report's default step regex: "step 12", "Batch 3",
 // "ProfilerStep#5"...), their duration; without any, the Python hook's
-// "optimizer.step" ranges, a step being the time from one to the next in
-// the same process.  Each process has its own median over its last
+// "optimizer.step" ranges, a step being the time from one's return to the
+// next in the same process (with several optimizers, the returns that end an
+// iteration: cupti_shim/optimizer_step_cycle.h).  Each process has its own median over its last
 // kHistory steps; a trace without either kind of range never triggers.
 #pragma once
 
@@ -15,6 +16,7 @@
 #include <string>
 
 #include "analysis/step_name_matcher.h"
+#include "cupti_shim/optimizer_step_cycle.h"
 #include "gpuos_trace.pb.h"
 
 namespace gpuos {
@@ -35,7 +37,8 @@ class SlowStepTrigger {
  private:
   struct ProcessSteps {
     std::deque<uint64_t> durations;  // the last kHistory steps
-    uint64_t last_optimizer_start_ns = 0;
+    gpuos_capture::OptimizerStepCycle optimizers;
+    uint64_t last_optimizer_end_ns = 0;
     uint64_t steps = 0;
     uint64_t quiet_until_step = 0;
   };

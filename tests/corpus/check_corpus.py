@@ -110,6 +110,10 @@ PROFILES = {
             "args": ["--device", "cpu", "--samples", "20000", "--features", "64", "--hidden", "128",
                      "--batch-size", "64", "--log-every", "50"],
             "iters": 1000},
+        "dcgan": {
+            "args": ["--device", "cpu", "--image-size", "32", "--ngf", "16", "--ndf", "16", "--batch-size", "16",
+                     "--workers", "1", "--dataset-size", "4000", "--log-every", "10"],
+            "iters": 60},
         "trainer": {
             "args": ["--device", "cpu", "--model", "mlp", "--hidden", "256", "--layers", "2",
                      "--batch-size", "64", "--workers", "2", "--warmup", "5"],
@@ -140,6 +144,13 @@ PROFILES = {
         "cpu_manual_sgd": {
             "args": ["--device", "cpu", "--log-every", "100"],
             "iters": 2000},
+        "dcgan": {
+            "args": ["--device", "cuda", "--workers", "4", "--log-every", "20"],
+            "iters": 600},
+        "wgan_critic": {
+            "script": "dcgan",
+            "args": ["--device", "cuda", "--workers", "4", "--n-critic", "5", "--log-every", "20"],
+            "iters": 200},
         "trainer": {
             "args": ["--device", "cuda", "--model", "cnn", "--batch-size", "64", "--workers", "4",
                      "--pin-memory", "--non-blocking", "--image-size", "3x64x64", "--warmup", "5"],

@@ -251,7 +251,7 @@ void WriteStepTextReport(const StepAnalysis& a, const Diagnosis& d, std::ostream
     out << "  " << a.other_threads_with_steps << " other thread(s) also had step ranges; only this one is analyzed\n";
   }
   // Steps nobody annotated: say what marks them, so a reader can judge.
-  if (StepSourceIsInferred(a.source)) {
+  if (StepSourceIsInferred(a.source) || (a.source == StepSource::kOptimizerSteps && !a.note.empty())) {
     out << "  how: " << Printable(a.note) << "\n";
   }
   // Wall time needs no CUDA detail: over every measured step.

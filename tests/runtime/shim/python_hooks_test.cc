@@ -229,6 +229,63 @@ for _ in range(10):
   EXPECT_EQ(edges.close[0], std::make_pair(int64_t{1}, edges.ends[1]));
 }
 
+// A GAN steps two optimizers an iteration, and a wrapper optimizer (as
+// Accelerate's AcceleratedOptimizer) steps the one it wraps: the hook names
+// the second optimizer's ranges "optimizer.step#2" and marks only the outer
+// of nested steps; the report and the shim's capture windows both count one
+// step an iteration, closed by the optimizer that steps last in it.
+TEST_F(PythonHooksTest, SeveralOptimizersMakeOneStepAnIterationAndAWrapperOneRange) {
+  std::ofstream(dir_ + "/gan.py") << R"(
+import torch
+torch.manual_seed(0)
+D, G = torch.nn.Linear(8, 1), torch.nn.Linear(4, 8)
+
+class Wrapped(torch.optim.Optimizer):
+    def __init__(self, inner):
+        self.inner = inner
+    def zero_grad(self, set_to_none=True):
+        self.inner.zero_grad()
+    def step(self, closure=None):
+        return self.inner.step(closure)
+
+optD = torch.optim.Adam(D.parameters(), lr=0.001)
+optG = Wrapped(torch.optim.SGD(G.parameters(), lr=0.01))
+for _ in range(10):
+    real, z = torch.randn(16, 8), torch.randn(16, 4)
+    optD.zero_grad()
+    (D(G(z).detach()).mean() - D(real).mean()).backward()
+    optD.step()
+    optG.zero_grad()
+    (-D(G(z)).mean()).backward()
+    optG.step()
+)";
+  const std::string trace = dir_ + "/gan.gpuos";
+  ASSERT_EQ(Shell(kTracer + " -q --capture steps=3..4 -o " + trace + " -- " + kPython + " " + dir_ + "/gan.py"),
+            0);
+  const MarkEdges first = CaptureFromMarks(trace, "optimizer.step");
+  const MarkEdges second = CaptureFromMarks(trace, "optimizer.step#2");
+  EXPECT_EQ(first.ends.size(), 10u);
+  ASSERT_EQ(second.ends.size(), 10u) << "one range per wrapper step, none for the optimizer it wraps";
+  EXPECT_EQ(CaptureFromMarks(trace, "optimizer.step#3").ends.size(), 0u);
+
+  auto analysis = AnalyzeSteps(trace, StepOptions());
+  ASSERT_TRUE(analysis.ok()) << analysis.status();
+  EXPECT_EQ(analysis->source, StepSource::kOptimizerSteps);
+  ASSERT_EQ(analysis->steps.size(), 9u) << "one step an iteration, not one an optimizer step";
+  for (size_t i = 0; i < analysis->steps.size(); ++i) {
+    EXPECT_EQ(analysis->steps[i].end_ns, second.ends[i + 1]) << "step " << analysis->steps[i].index;
+  }
+  EXPECT_NE(analysis->note.find("2 optimizers"), std::string::npos) << analysis->note;
+
+  // The shim's windows are the report's steps 3 and 4.
+  ASSERT_EQ(second.open.size(), 1u);
+  ASSERT_EQ(second.close.size(), 1u);
+  EXPECT_EQ(second.open[0], std::make_pair(int64_t{3}, second.ends[2]));
+  EXPECT_EQ(second.close[0], std::make_pair(int64_t{4}, second.ends[4]));
+  ASSERT_EQ(analysis->capture.windows.size(), 1u);
+  for (const StepRecord& s : analysis->steps) EXPECT_EQ(s.cuda_detail, s.index == 3 || s.index == 4) << s.index;
+}
+
 TEST_F(PythonHooksTest, NoPythonHooksTurnsThemOff) {
   std::string trace = dir_ + "/nohooks.gpuos";
   ASSERT_EQ(Shell(kTracer + " -q --no-python-hooks -o " + trace + " -- " + kPython + " " + script_), 0);

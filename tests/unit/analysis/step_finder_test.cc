@@ -196,6 +196,42 @@ TEST(StepFinderTest, OptimizerStepFallback) {
   EXPECT_NE(plan.note.find("only one"), std::string::npos) << plan.note;
 }
 
+TEST(StepFinderTest, OptimizerStepsOfSeveralOptimizersMakeOneStepACycle) {
+  // A GAN: the discriminator's "optimizer.step", then the generator's
+  // "optimizer.step#2", every iteration: steps end at the generator's.
+  StepPlan plan = Locate({Range(5, 5, 100, 110, "optimizer.step", "gpuos.python"),
+                          Range(5, 5, 200, 210, "optimizer.step#2", "gpuos.python"),
+                          Range(5, 5, 300, 310, "optimizer.step", "gpuos.python"),
+                          Range(5, 5, 400, 410, "optimizer.step#2", "gpuos.python"),
+                          Range(5, 5, 500, 510, "optimizer.step", "gpuos.python"),
+                          Range(5, 5, 600, 610, "optimizer.step#2", "gpuos.python")});
+  ASSERT_EQ(plan.source, StepSource::kOptimizerSteps);
+  ASSERT_EQ(plan.steps.size(), 2u);
+  EXPECT_EQ(plan.steps[0].start_ns, 210u);
+  EXPECT_EQ(plan.steps[0].end_ns, 410u);
+  EXPECT_EQ(plan.steps[0].index, 1u);
+  EXPECT_EQ(plan.steps[1].start_ns, 410u);
+  EXPECT_EQ(plan.steps[1].end_ns, 610u);
+  EXPECT_NE(plan.note.find("2 optimizers"), std::string::npos) << plan.note;
+  EXPECT_NE(plan.note.find("\"optimizer.step#2\""), std::string::npos) << plan.note;
+
+  // A wrapper's step around the optimizer it wraps, both marked (traces
+  // from before the hook marked only the outer one): one step each.
+  plan = Locate({Range(5, 5, 100, 150, "optimizer.step"), Range(5, 5, 110, 140, "optimizer.step#2"),
+                 Range(5, 5, 300, 350, "optimizer.step"), Range(5, 5, 310, 340, "optimizer.step#2"),
+                 Range(5, 5, 500, 550, "optimizer.step"), Range(5, 5, 510, 540, "optimizer.step#2")});
+  ASSERT_EQ(plan.steps.size(), 2u);
+  EXPECT_EQ(plan.steps[0].start_ns, 150u);
+  EXPECT_EQ(plan.steps[0].end_ns, 350u);
+  EXPECT_EQ(plan.steps[1].end_ns, 550u);
+  EXPECT_TRUE(plan.note.empty()) << plan.note;
+
+  // Names that only look like the hook's are not optimizer steps.
+  plan = Locate({Range(5, 5, 100, 110, "optimizer.step#x"), Range(5, 5, 200, 210, "optimizer.steps"),
+                 Range(5, 5, 300, 310, "optimizer.step#1")});
+  EXPECT_NE(plan.source, StepSource::kOptimizerSteps);
+}
+
 TEST(StepFinderTest, NoStepsSaysWhy) {
   StepPlan plan = Locate({Range(1, 1, 0, 100, "forward"), ProcessStart(0, 1, 0, "python")});
   EXPECT_EQ(plan.source, StepSource::kNone);

@@ -61,6 +61,27 @@ TEST(SlowStepTrigger, OptimizerStepRhythmWithoutStepRanges) {
   EXPECT_TRUE(absl::StrContains(*slow, "pid 7")) << *slow;
 }
 
+TEST(SlowStepTrigger, AGansTwoOptimizersMakeOneStepAnIteration) {
+  // The discriminator's step 10 ms after the generator's, the generator's
+  // 40 ms later: every 50 ms an iteration.  Counted per optimizer step, the
+  // 10 ms halves would set the median and a normal 40 ms half would
+  // trigger at 3x.
+  SlowStepTrigger trigger(3.0);
+  uint64_t ts = 0;
+  for (int i = 0; i < 10; ++i) {
+    ts += 10 * kMs;
+    EXPECT_FALSE(trigger.Observe(Range(7, ts, kMs, "optimizer.step"))) << i;
+    ts += 40 * kMs;
+    EXPECT_FALSE(trigger.Observe(Range(7, ts, kMs, "optimizer.step#2"))) << i;
+  }
+  ts += 10 * kMs;
+  EXPECT_FALSE(trigger.Observe(Range(7, ts, kMs, "optimizer.step")));
+  ts += 190 * kMs;  // an iteration of 200 ms: 4x
+  auto slow = trigger.Observe(Range(7, ts, kMs, "optimizer.step#2"));
+  ASSERT_TRUE(slow.has_value());
+  EXPECT_TRUE(absl::StrContains(*slow, "200.0 ms")) << *slow;
+}
+
 TEST(SlowStepTrigger, EachProcessHasItsOwnMedian) {
   SlowStepTrigger trigger(3.0);
   for (int i = 0; i < 10; ++i) {
