@@ -17,8 +17,12 @@ inline constexpr char kDefaultDataRangeRegex[] =
     R"(^((get|fetch|load|next)[ _-]?(batch|data)|data[ _-]?load(er|ing)?([ _-]?(fetch|next))?)$)";
 // PyTorch's "pt_data_worker", gpuos-trainer's "gpuos-data-<i>".
 inline constexpr char kDefaultWorkerCommRegex[] = R"(^(pt_data_worker.*|gpuos-data-.*|data[ _-]?worker.*)$)";
+// The NVTX domain of the Python start-up hook's ranges (agent/python_hooks).
+inline constexpr char kPythonHookDomain[] = "gpuos.python";
 // Written by the Python start-up hook (domain "gpuos.python") around each
-// optimizer.step(); used for steps only when no step ranges exist.
+// optimizer.step() ("optimizer.step#2", ... for a second optimizer and
+// more: cupti_shim/optimizer_step_cycle.h); used for steps only when no
+// step ranges exist.
 inline constexpr char kDefaultOptimizerRangeName[] = "optimizer.step";
 // Written by the Python start-up hook around each torch.autograd.backward()
 // (loss.backward()); steps between their ends when there are no

@@ -5,10 +5,11 @@
 # optimizer step an "optimizer.step" range ("optimizer.step#2", #3, ... for
 # the second, third optimizer stepping in the process: a GAN steps two an
 # iteration) and every loss.backward() (through torch.autograd.backward) an
-# "autograd.backward" range, in the NVTX domain
-# "gpuos.python", recorded by the gpuos-trace shim that is preloaded into
-# the process.  Nothing here may break the script: any failure leaves it
-# untouched.  An existing sitecustomize further down sys.path still runs.
+# "autograd.backward" range, in the NVTX domain "gpuos.python", recorded by
+# the gpuos-trace shim that is preloaded into the process; and a process
+# whose init_process_group returns states its rank (a "torch.distributed
+# RANK=..." range).  Nothing here may break the script: any failure leaves
+# it untouched.  An existing sitecustomize further down sys.path still runs.
 import os
 import sys
 
@@ -198,6 +199,36 @@ def _patch_autograd(push, pop, module):
     module.backward = wrapper
 
 
+def _patch_distributed(push, pop, module):
+    # A rank started without torchrun's variables (torch.multiprocessing.spawn
+    # passes the rank as an argument) says which it is once its process
+    # group is up, in the variables' own words: the recording reads this
+    # range's name as it reads /proc/PID/environ
+    # (agent/record/rank_environment.h).
+    import functools
+    init = getattr(module, "init_process_group", None)
+    if init is None or getattr(init, "_gpuos_wrapped", False):
+        return
+
+    @functools.wraps(init)
+    def wrapper(*args, **kwargs):
+        result = init(*args, **kwargs)
+        try:
+            fields = ["RANK=%d" % module.get_rank(), "WORLD_SIZE=%d" % module.get_world_size()]
+            for name in ("LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT",
+                         "CUDA_VISIBLE_DEVICES"):
+                value = os.environ.get(name)
+                if value and " " not in value and "=" not in value and len(value) < 256:
+                    fields.append("%s=%s" % (name, value))
+            push(("torch.distributed " + " ".join(fields)).encode())
+            pop()
+        except Exception:
+            pass
+        return result
+    wrapper._gpuos_wrapped = True
+    module.init_process_group = wrapper
+
+
 def _patching_finder(patches):
     """A meta path finder that runs patches[name](module) right after the
     module `name` is executed, wherever it is found."""
@@ -243,6 +274,7 @@ def _install():
         "torch.utils.data.dataloader": functools.partial(_patch_dataloader, ranged),
         "torch.optim.optimizer": functools.partial(_patch_optimizers, push, pop),
         "torch.autograd": functools.partial(_patch_autograd, push, pop),
+        "torch.distributed.distributed_c10d": functools.partial(_patch_distributed, push, pop),
     }
     sys.meta_path.insert(0, _patching_finder(patches))
 

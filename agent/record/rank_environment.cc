@@ -1,6 +1,8 @@
 // Rank variables from a process's environment; see rank_environment.h.
 #include "record/rank_environment.h"
 
+#include <algorithm>
+
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -56,6 +58,13 @@ std::optional<v1::RankInfo> ParseRankEnvironment(std::string_view block) {
   }
   if (!named) return std::nullopt;
   return info;
+}
+
+std::optional<v1::RankInfo> ParseRankMark(std::string_view range_name) {
+  if (range_name.substr(0, kRankMarkPrefix.size()) != kRankMarkPrefix) return std::nullopt;
+  std::string block(range_name.substr(kRankMarkPrefix.size()));
+  std::replace(block.begin(), block.end(), ' ', '\0');
+  return ParseRankEnvironment(block);
 }
 
 std::optional<v1::RankInfo> ReadRankInfo(pid_t pid, std::string_view host) {

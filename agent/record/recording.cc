@@ -11,6 +11,7 @@
 #include <climits>
 #include <string>
 
+#include "analysis/step_options.h"
 #include "common/path_name.h"
 #include "common/valid_utf8.h"
 #include "record/event_decoder.h"
@@ -230,6 +231,7 @@ void Recording::OnShimEvent(const v1::Event& event) {
   if (event.has_shim_stats()) shim_status_[event.pid()] = event.shim_stats();
   if (event.has_gpu_kernel()) ++kernels_by_pid_[event.pid()];
   Write(event);
+  if (event.has_nvtx_range() && event.nvtx_range().domain() == kPythonHookDomain) NoteRankMark(event);
   if (slow_steps_) {
     if (std::optional<std::string> slow = slow_steps_->Observe(event)) DumpFlight(*slow);
   }
@@ -239,6 +241,7 @@ void Recording::Track(v1::Event& event) {
   switch (event.payload_case()) {
     case v1::Event::kProcessStart:
       live_processes_.insert(event.pid());
+      ranked_pids_.erase(event.pid());  // a reused pid
       ++processes_seen_;
       ++threads_seen_;
       thread_pid_[event.tid()] = event.pid();
@@ -302,19 +305,35 @@ void Recording::AddExistingProcess(pid_t pid, pid_t ppid, const std::string& com
   NoteRank(static_cast<uint32_t>(pid), ts_ns);
 }
 
-void Recording::NoteRank(uint32_t pid, uint64_t ts_ns) {
+const std::string& Recording::Host() {
   if (host_.empty()) {
     struct utsname uts {};
     host_ = uname(&uts) == 0 ? ValidUtf8(uts.nodename) : "?";
   }
-  std::optional<v1::RankInfo> rank = ReadRankInfo(static_cast<pid_t>(pid), host_);
+  return host_;
+}
+
+void Recording::NoteRank(uint32_t pid, uint64_t ts_ns) {
+  std::optional<v1::RankInfo> rank = ReadRankInfo(static_cast<pid_t>(pid), Host());
+  if (rank) WriteRank(pid, ts_ns, *std::move(rank));
+}
+
+void Recording::NoteRankMark(const v1::Event& event) {
+  if (ranked_pids_.count(event.pid())) return;  // its environment said it
+  std::optional<v1::RankInfo> rank = ParseRankMark(event.nvtx_range().name());
   if (!rank) return;
+  rank->set_host(Host());
+  WriteRank(event.pid(), event.ts_ns(), *std::move(rank));
+}
+
+void Recording::WriteRank(uint32_t pid, uint64_t ts_ns, v1::RankInfo info) {
   v1::Event event;
   event.set_ts_ns(ts_ns);
   event.set_pid(pid);
   event.set_tid(pid);
-  *event.mutable_rank_info() = std::move(*rank);
+  *event.mutable_rank_info() = std::move(info);
   Write(event);
+  ranked_pids_.insert(pid);
 }
 
 void Recording::AddExistingThread(pid_t pid, pid_t tid, const std::string& comm, uint64_t ts_ns) {

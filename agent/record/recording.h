@@ -118,6 +118,11 @@ class Recording {
   void Track(v1::Event& event);
   // Writes a RankInfo event for `pid` when its environment names a rank.
   void NoteRank(uint32_t pid, uint64_t ts_ns);
+  // The same from the Python hook's rank mark, for a process whose
+  // environment named none.
+  void NoteRankMark(const v1::Event& event);
+  void WriteRank(uint32_t pid, uint64_t ts_ns, v1::RankInfo info);
+  const std::string& Host();
   void NoteWriteError(const absl::Status& status);
 
   const RecordOptions& options_;
@@ -144,6 +149,7 @@ class Recording {
   size_t threads_seen_ = 0;
   absl::Status write_error_;
   std::string host_;  // for RankInfo, read once
+  std::set<uint32_t> ranked_pids_;  // a RankInfo written
 };
 
 }  // namespace gpuos

@@ -1,6 +1,9 @@
 #!/usr/bin/env python3
 """A DistributedDataParallel training job, one process per rank (started by
-torchrun or launch_ranks.py, which set RANK, LOCAL_RANK, WORLD_SIZE...).
+torchrun or launch_ranks.py, which set RANK, LOCAL_RANK, WORLD_SIZE...; or,
+with `--spawn N`, by this script through torch.multiprocessing.spawn, as
+PyTorch's DDP tutorial does: the rank is then an argument, in no
+environment variable).
 
 Two shapes, one loop:
 - the default: a small MLP on the CPU with gloo (the CI's multi-rank tests);
@@ -84,6 +87,13 @@ def build_model(args):
                          nn.ReLU(), nn.Linear(args.hidden, 10))
 
 
+def free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--steps", type=int, default=30)
@@ -100,14 +110,29 @@ def main():
     p.add_argument("--ready-file", default="")
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     p.add_argument("--backend", default="gloo", choices=["gloo", "nccl"])
+    p.add_argument("--spawn", type=int, default=0, help="start this many ranks with torch.multiprocessing.spawn")
     args = p.parse_args()
+    if args.spawn > 0:
+        import torch.multiprocessing as mp
+        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+        os.environ.setdefault("MASTER_PORT", str(free_port()))
+        mp.spawn(train, args=(args,), nprocs=args.spawn, join=True)
+    else:
+        train(None, args)
 
+
+def train(spawned_rank, args):
+    """One rank's job; `spawned_rank` is None under torchrun's variables."""
     torch.set_num_threads(1)
     device = torch.device("cpu")
+    local_rank = spawned_rank if spawned_rank is not None else int(os.environ.get("LOCAL_RANK", "0"))
     if args.device == "cuda":
-        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")) % torch.cuda.device_count())
+        device = torch.device("cuda", local_rank % torch.cuda.device_count())
         torch.cuda.set_device(device)
-    dist.init_process_group(args.backend)
+    if spawned_rank is None:
+        dist.init_process_group(args.backend)
+    else:
+        dist.init_process_group(args.backend, rank=spawned_rank, world_size=args.spawn)
     rank = dist.get_rank()
     model = DistributedDataParallel(build_model(args).to(device))
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9 if args.model == "resnet18" else 0)

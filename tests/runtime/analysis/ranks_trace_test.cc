@@ -60,8 +60,10 @@ std::vector<std::string> Job(int nproc, int steps, int slow_rank, const std::str
 // waiting per step.  Attached, steps are inferred from the CPU activity,
 // which may split a rank's step in two (the report's ranks_note says so),
 // halving its per-step figures.
+// `local_ranks`: the ranks had LOCAL_RANK (launched by torchrun's rules;
+// torch.multiprocessing.spawn sets none, and none is made up).
 void ExpectRanks(const google::protobuf::Struct& report, int nproc, int slow_rank, double min_steps,
-                 const std::set<std::string>& causes, double min_wait) {
+                 const std::set<std::string>& causes, double min_wait, bool local_ranks = true) {
   const auto& ranks = report.fields().at("ranks").list_value().values();
   ASSERT_EQ(ranks.size(), static_cast<size_t>(nproc)) << "every rank, once";
   std::set<int> numbers;
@@ -73,7 +75,11 @@ void ExpectRanks(const google::protobuf::Struct& report, int nproc, int slow_ran
     numbers.insert(rank);
     pids.insert(r.at("pid").number_value());
     EXPECT_EQ(r.at("world_size").number_value(), nproc);
-    EXPECT_EQ(r.at("local_rank").number_value(), rank);
+    if (local_ranks) {
+      EXPECT_EQ(r.at("local_rank").number_value(), rank);
+    } else {
+      EXPECT_EQ(r.at("local_rank").kind_case(), google::protobuf::Value::kNullValue);
+    }
     EXPECT_FALSE(r.at("host").string_value().empty());
     EXPECT_GE(r.at("steps").number_value(), min_steps) << "its own steps";
     EXPECT_GT(r.at("step_ns").struct_value().fields().at("mean").number_value(), 0);
@@ -178,6 +184,28 @@ TEST_F(RanksTraceTest, LaunchedThreeRanksOneSlowed) {
   for (int rank = 0; rank < 3; ++rank) {
     EXPECT_NE(timeline.find(absl::StrCat("rank ", rank, "/3 python")), std::string::npos) << "rank " << rank;
   }
+}
+
+// Ranks started by torch.multiprocessing.spawn (PyTorch's DDP tutorial) get
+// their rank as an argument, in no environment variable: the Python hook
+// names them once init_process_group returns.
+TEST_F(RanksTraceTest, SpawnedRanksAreNamedByThePythonHook) {
+  const std::string trace = dir_.File("spawned.gpuos");
+  rt::RunResult run = rt::Run({rt::TracerPath(), "-q", "-o", trace, "--", kPython, kDdp + "/train_ddp.py", "--spawn",
+                               "2", "--steps", "30", "--slow-rank", "1", "--extra-preprocess-ms",
+                               absl::StrCat(kExtraMs)},
+                              Within(240));
+  ASSERT_EQ(run.exit_code, 0) << run.Describe();
+  ExpectRanks(JsonReport(trace), 2, 1, 20, {"data_loader"}, 0.5, /*local_ranks=*/false);
+
+  // Without the hook nothing says which process is which rank: no ranks,
+  // rather than guessed ones.
+  const std::string bare = dir_.File("spawned-nohooks.gpuos");
+  run = rt::Run({rt::TracerPath(), "-q", "--no-python-hooks", "-o", bare, "--", kPython, kDdp + "/train_ddp.py",
+                 "--spawn", "2", "--steps", "10"},
+                Within(240));
+  ASSERT_EQ(run.exit_code, 0) << run.Describe();
+  EXPECT_EQ(JsonReport(bare).fields().at("ranks").list_value().values_size(), 0);
 }
 
 // No rank slowed: no straggler is named, and the diagnosis has no

@@ -57,6 +57,22 @@ TEST(RankEnvironment, NoRankVariablesIsNoRank) {
   EXPECT_EQ(cut->rank(), 5);
 }
 
+TEST(RankEnvironment, ReadsThePythonHooksRankMark) {
+  auto info = ParseRankMark("torch.distributed RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=4000");
+  ASSERT_TRUE(info.has_value());
+  EXPECT_EQ(info->rank(), 1);
+  EXPECT_EQ(info->world_size(), 2);
+  EXPECT_FALSE(info->has_local_rank());
+  EXPECT_EQ(info->master_addr(), "127.0.0.1");
+  EXPECT_EQ(info->master_port(), 4000u);
+  // Not the mark: another range, the prefix alone, no rank in it.
+  EXPECT_FALSE(ParseRankMark("optimizer.step").has_value());
+  EXPECT_FALSE(ParseRankMark("torch.distributed").has_value());
+  EXPECT_FALSE(ParseRankMark("torch.distributed ").has_value());
+  EXPECT_FALSE(ParseRankMark("torch.distributed MASTER_ADDR=x").has_value());
+  EXPECT_FALSE(ParseRankMark("torch.distributedRANK=1").has_value());
+}
+
 TEST(RankEnvironment, ReadsALiveProcess) {
   ASSERT_EQ(setenv("RANK", "7", 1), 0);
   // The environ file is the block the process started with, not setenv's
