@@ -53,13 +53,30 @@ def _shim_ranges():
     return push, pop
 
 
+# torch.compiler.is_compiling once torch.compiler is imported: while
+# torch.compile traces a wrapped call, the wrapper calls straight through
+# (a call into the shim is nothing Dynamo can trace: a graph break, and an
+# error under fullgraph=True).  A list, so that Dynamo reads it as a
+# constant.
+_compiling = [None]
+
+
+def _note_compiler(module):
+    if _compiling[0] is None:
+        _compiling[0] = getattr(module, "is_compiling", None)
+
+
 def _ranged(push, pop, name, fn):
     """fn, wrapped to run inside an NVTX range named `name`."""
     import functools
     label = name.encode()
 
+    compiling = _compiling
+
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
+        if compiling[0] is not None and compiling[0]():
+            return fn(*args, **kwargs)
         push(label)
         try:
             return fn(*args, **kwargs)
@@ -122,9 +139,13 @@ def _patch_optimizers(push, pop, module):
     # range, the outer one.  [0] outside a marked step, [1] inside.
     marking = threading.local()
 
+    compiling = _compiling
+
     def ranged_step(step):
         @functools.wraps(step)
         def wrapper(self, *args, **kwargs):
+            if compiling[0] is not None and compiling[0]():
+                return step(self, *args, **kwargs)
             state = getattr(marking, "state", None)
             if state is None:
                 state = marking.state = [0]
@@ -181,8 +202,12 @@ def _patch_autograd(push, pop, module):
     # the thread, [1] inside one, [2] on a thread Python did not start.
     IDLE, INSIDE, FOREIGN = 0, 1, 2
 
+    compiling = _compiling
+
     @functools.wraps(backward)
     def wrapper(*args, **kwargs):
+        if compiling[0] is not None and compiling[0]():
+            return backward(*args, **kwargs)
         state = getattr(marking, "state", None)
         if state is None:
             state = marking.state = [FOREIGN if isinstance(threading.current_thread(), foreign) else IDLE]
@@ -275,6 +300,7 @@ def _install():
         "torch.optim.optimizer": functools.partial(_patch_optimizers, push, pop),
         "torch.autograd": functools.partial(_patch_autograd, push, pop),
         "torch.distributed.distributed_c10d": functools.partial(_patch_distributed, push, pop),
+        "torch.compiler": _note_compiler,
     }
     sys.meta_path.insert(0, _patching_finder(patches))
 

@@ -141,6 +141,11 @@ PROFILES = {
             "script": "compiled_mlp",
             "args": ["--device", "cuda", "--compile-mode", "default", "--log-every", "200"],
             "iters": 3000},
+        "compiled_optimizer": {
+            "script": "compiled_mlp",
+            "args": ["--device", "cuda", "--compile-mode", "default", "--compile-optimizer", "graph",
+                     "--log-every", "200"],
+            "iters": 3000},
         "cpu_manual_sgd": {
             "args": ["--device", "cpu", "--log-every", "100"],
             "iters": 2000},

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """A small MLP classifier trained under torch.compile.
 
-The model is wrapped with torch.compile(model, mode=--compile-mode);
+The model is wrapped with torch.compile(model, mode=--compile-mode), and
+with --compile-optimizer the optimizer step too, as PyTorch's recipe
+"Compiling the optimizer with torch.compile" does;
 "reduce-overhead" captures the step's kernels in CUDA graphs.  PyTorch
 without torch.compile (1.x) runs the same loop eagerly and says so.  The
 data stays on the device (batches generated up front and cycled); Adam;
@@ -34,6 +36,8 @@ def parse_args():
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
     p.add_argument("--compile-mode", choices=["default", "reduce-overhead", "none"], default="default",
                    help="torch.compile mode; none: eager")
+    p.add_argument("--compile-optimizer", choices=["none", "graph", "fullgraph"], default="none",
+                   help="also compile optimizer.step() (PyTorch's recipe), allowing graph breaks or not")
     p.add_argument("--batch-size", type=int, default=128)
     p.add_argument("--in-features", type=int, default=784)
     p.add_argument("--hidden", type=int, default=1024)
@@ -69,6 +73,12 @@ def main():
             print("torch.compile is not available in torch %s: running eagerly" % torch.__version__,
                   file=sys.stderr, flush=True)
     optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
+    update = optimizer.step
+    if args.compile_optimizer != "none" and hasattr(torch, "compile"):
+        @torch.compile(fullgraph=args.compile_optimizer == "fullgraph")
+        def update():
+            optimizer.step()
+        compiled += ", optimizer " + args.compile_optimizer
     xs = [torch.randn(args.batch_size, args.in_features, device=device) for _ in range(args.num_batches)]
     ys = [torch.randint(0, args.num_classes, (args.batch_size,), device=device) for _ in range(args.num_batches)]
     print("MLP %dx%d, batch %d, %s, compile=%s, torch %s" % (
@@ -84,7 +94,7 @@ def main():
             optimizer.zero_grad(set_to_none=True)
             loss = F.cross_entropy(model(x), y)
             loss.backward()
-            optimizer.step()
+            update()
 
             it += 1
             if it % args.log_every == 0 or it <= 3:
