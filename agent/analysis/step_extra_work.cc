@@ -175,4 +175,52 @@ size_t MarkExtraCpuWorkSteps(std::vector<StepWindow>& steps, const std::vector<S
   return marked;
 }
 
+PeriodicFold FoldPeriodicExtraWork(std::vector<StepWindow>& steps, const std::vector<bool>& fetches) {
+  const size_t n = steps.size();
+  std::vector<size_t> at;
+  for (size_t i = 0; i < n; ++i) {
+    if (!steps[i].left_out.empty()) at.push_back(i);
+  }
+  if (at.size() < 3 || fetches.size() != n) return {};
+  const size_t k = at[1] - at[0];
+  if (k < 2 || at[0] > k || n - at.back() > k) return {};
+  uint64_t extra_ns = 0, wall_ns = 0;
+  for (size_t j = 0; j < at.size(); ++j) {
+    if ((j > 0 && at[j] - at[j - 1] != k) || fetches[at[j]]) return {};
+    extra_ns += steps[at[j]].end_ns - steps[at[j]].start_ns;
+  }
+  for (size_t i = at[0]; i < n; ++i) wall_ns += steps[i].end_ns - steps[i].start_ns;
+  if (3 * extra_ns < wall_ns) return {};
+
+  std::vector<StepWindow> folded;
+  if (at[0] > 0) {
+    StepWindow head;
+    head.start_ns = steps[0].start_ns;
+    head.end_ns = steps[at[0] - 1].end_ns;
+    head.warmup = true;
+    head.left_out = "the iteration began before the first mark (its periodic work is not in the trace)";
+    folded.push_back(head);
+  }
+  for (size_t j = 0; j < at.size(); ++j) {
+    const size_t last = std::min(at[j] + k, n) - 1;
+    StepWindow w;
+    w.index = j + 1;
+    w.start_ns = steps[at[j]].start_ns;
+    w.end_ns = steps[last].end_ns;
+    if (last - at[j] + 1 < k) {
+      w.warmup = true;
+      w.left_out = absl::StrFormat("the job ended inside this iteration (%d of %d steps between marks)",
+                                   last - at[j] + 1, k);
+    }
+    folded.push_back(w);
+  }
+  if (steps[0].warmup) folded[0].warmup = true;
+  steps = std::move(folded);
+  PeriodicFold out;
+  out.period = static_cast<uint32_t>(k);
+  out.share = static_cast<double>(extra_ns) / static_cast<double>(wall_ns);
+  out.occurrences = static_cast<uint32_t>(at.size());
+  return out;
+}
+
 }  // namespace gpuos

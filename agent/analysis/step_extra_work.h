@@ -67,4 +67,30 @@ struct StepCpuWork {
 // out.
 size_t MarkExtraCpuWorkSteps(std::vector<StepWindow>& steps, const std::vector<StepCpuWork>& work);
 
+// Extra work that recurs at a fixed period and takes a large part of the run
+// is part of every iteration, not an interruption of it: a reinforcement-
+// learning loop collects a rollout (environment steps and the policy's
+// forward passes: no backward pass), then makes k minibatch updates, so
+// every k-th step between optimizer marks holds the rollout.  Leaving those
+// out would report the updates alone.  The rule, over the steps the marking
+// above left out (warm-up aside):
+//   - at least 3 of them, at positions with one difference k >= 2, the
+//     first within k of the start and the last within k of the end (the
+//     work recurs for the whole run);
+//   - they hold at least a third of the wall time from the first of them to
+//     the end (an evaluation every N steps is a smaller part, and stays
+//     left out);
+//   - no data fetch (`fetches[i]`: a data-loader range on the loop's
+//     thread) inside any of them: an evaluation pass reads its own data.
+// Then one step is k of them: from the start of a step with the extra work
+// to the start of the next; the steps before the first are one step left
+// out (that iteration began before the first mark), and so is a last one
+// cut short by the job's end.  `period` 0: nothing changed.
+struct PeriodicFold {
+  uint32_t period = 0;     // k
+  double share = 0;        // of the wall time from the first such step on
+  uint32_t occurrences = 0;
+};
+PeriodicFold FoldPeriodicExtraWork(std::vector<StepWindow>& steps, const std::vector<bool>& fetches);
+
 }  // namespace gpuos

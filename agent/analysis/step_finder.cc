@@ -94,10 +94,10 @@ absl::StatusOr<std::unique_ptr<StepLocator>> StepLocator::Create(const StepOptio
   if (!step.ok()) return step.status();
   auto worker = StepNameMatcher::Create(options.worker_comm_regex, "worker comm regex");
   if (!worker.ok()) return worker.status();
-  // The collector compiles this one; fail here, before a pass is wasted.
   auto data = StepNameMatcher::Create(options.data_range_regex, "--data-range-regex");
   if (!data.ok()) return data.status();
-  return std::unique_ptr<StepLocator>(new StepLocator(options, std::move(*step), std::move(*worker)));
+  return std::unique_ptr<StepLocator>(
+      new StepLocator(options, std::move(*step), std::move(*worker), std::move(*data)));
 }
 
 void StepLocator::SeeComm(uint64_t ts, uint32_t pid, uint32_t tid, const std::string& comm) {
@@ -176,6 +176,8 @@ void StepLocator::Add(const v1::Event& e) {
         optimizer_ranges_[ThreadKey(e.pid(), e.tid())].push_back(range);
       } else if (r.name() == options_.backward_range_name) {
         backward_ranges_[ThreadKey(e.pid(), e.tid())].push_back(range);
+      } else if (data_.Matches(r.name())) {
+        data_fetch_starts_[ThreadKey(e.pid(), e.tid())].push_back(e.ts_ns());
       }
       break;
     }

@@ -149,8 +149,8 @@ class StepLocator {
     uint64_t end_ns;
     int64_t number;  // TrailingNumber of the name
   };
-  StepLocator(const StepOptions& options, StepNameMatcher step, StepNameMatcher worker)
-      : options_(options), step_(std::move(step)), worker_(std::move(worker)) {}
+  StepLocator(const StepOptions& options, StepNameMatcher step, StepNameMatcher worker, StepNameMatcher data)
+      : options_(options), step_(std::move(step)), worker_(std::move(worker)), data_(std::move(data)) {}
   // CUDA API calls of one thread.
   struct ThreadApi {
     explicit ThreadApi(const StepOptions& options) : rhythm(options) {}
@@ -174,6 +174,8 @@ class StepLocator {
   // passes); empty when the loop's thread is not a main thread with a
   // timeline.
   std::vector<StepCpuWork> CpuWork(const StepPlan& plan) const;
+  // Whether a data-loader range began on the loop's thread inside each step.
+  std::vector<bool> FetchesInSteps(const StepPlan& plan);
   // The backward passes' starts on thread `key` (the uprobe's, else the
   // Python hook's), sorted.
   std::vector<uint64_t> BackwardStarts(uint64_t key) const;
@@ -217,9 +219,11 @@ class StepLocator {
   StepOptions options_;
   StepNameMatcher step_;
   StepNameMatcher worker_;
+  StepNameMatcher data_;
   // By (pid << 32 | tid).
   absl::flat_hash_map<uint64_t, std::vector<Range>> step_ranges_;
   absl::flat_hash_map<uint64_t, std::vector<Range>> optimizer_ranges_;
+  absl::flat_hash_map<uint64_t, std::vector<uint64_t>> data_fetch_starts_;  // data-loader ranges
   // The shim's live rhythm marks by thread, and the call they are named after.
   absl::flat_hash_map<uint64_t, std::vector<uint64_t>> live_rhythm_marks_;
   std::string live_rhythm_call_;

@@ -171,7 +171,32 @@ void StepLocator::MarkExtraWork(StepPlan& plan) {
   const std::vector<SequenceToken> tokens = GpuTokens(plan.pid, named);
   const size_t marked =
       tokens.empty() ? MarkExtraCpuWorkSteps(plan.steps, CpuWork(plan)) : MarkExtraWorkSteps(plan.steps, tokens);
-  if (marked > 0) NoteLeftOut(plan);
+  if (marked == 0) return;
+  const PeriodicFold fold = FoldPeriodicExtraWork(plan.steps, FetchesInSteps(plan));
+  if (fold.period == 0) {
+    NoteLeftOut(plan);
+    return;
+  }
+  absl::StrAppend(
+      &plan.note, plan.note.empty() ? "" : "; ",
+      absl::StrFormat("one interval in %d between these marks held extra work with no backward pass (%d times, "
+                      "%.0f%% of the run's time from the first): work that large at a fixed period is part of "
+                      "each iteration (an RL rollout before k minibatch updates), so a step here is %d of those "
+                      "intervals, from the start of one such stretch to the next",
+                      fold.period, fold.occurrences, 100 * fold.share, fold.period));
+}
+
+std::vector<bool> StepLocator::FetchesInSteps(const StepPlan& plan) {
+  std::vector<bool> out(plan.steps.size(), false);
+  auto it = data_fetch_starts_.find(ThreadKey(plan.pid, plan.tid));
+  if (it == data_fetch_starts_.end()) return out;
+  std::vector<uint64_t>& starts = it->second;
+  std::sort(starts.begin(), starts.end());
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    auto first = std::lower_bound(starts.begin(), starts.end(), plan.steps[i].start_ns);
+    out[i] = first != starts.end() && *first < plan.steps[i].end_ns;
+  }
+  return out;
 }
 
 bool StepLocator::LiveRhythmSteps(StepPlan& plan, const std::string& why) {

@@ -110,6 +110,9 @@ PROFILES = {
             "args": ["--device", "cpu", "--samples", "20000", "--features", "64", "--hidden", "128",
                      "--batch-size", "64", "--log-every", "50"],
             "iters": 1000},
+        "ppo_rollout": {
+            "args": ["--device", "cpu", "--log-every", "3"],
+            "iters": 30},
         "dcgan": {
             "args": ["--device", "cpu", "--image-size", "32", "--ngf", "16", "--ndf", "16", "--batch-size", "16",
                      "--workers", "1", "--dataset-size", "4000", "--log-every", "10"],
@@ -149,6 +152,9 @@ PROFILES = {
         "cpu_manual_sgd": {
             "args": ["--device", "cpu", "--log-every", "100"],
             "iters": 2000},
+        "ppo_rollout": {
+            "args": ["--device", "cuda", "--num-envs", "8", "--log-every", "5"],
+            "iters": 60},
         "dcgan": {
             "args": ["--device", "cuda", "--workers", "4", "--log-every", "20"],
             "iters": 600},

@@ -186,3 +186,87 @@ TEST(StepExtraWorkTest, NoCpuExtraWhenNothingStandsApart) {
 
 }  // namespace
 }  // namespace gpuos
+
+namespace gpuos {
+namespace {
+
+// Steps between optimizer marks of `update_ms`; every `period`-th (from
+// `first`) also holds `extra_ms` of work and is marked left out as the
+// marking above leaves such steps out.
+std::vector<StepWindow> PeriodicSteps(size_t n, size_t period, size_t first, uint64_t update_ms, uint64_t extra_ms) {
+  std::vector<StepWindow> steps;
+  uint64_t now = 1'000 * kMs;
+  for (size_t i = 0; i < n; ++i) {
+    StepWindow w;
+    w.index = i + 1;
+    w.start_ns = now;
+    const bool extra = i >= first && (i - first) % period == 0;
+    now += (update_ms + (extra ? extra_ms : 0)) * kMs;
+    w.end_ns = now;
+    if (extra) {
+      w.warmup = true;
+      w.left_out = "extra CPU work";
+    }
+    steps.push_back(w);
+  }
+  return steps;
+}
+
+TEST(StepExtraWorkTest, ARolloutBeforeEveryKUpdatesIsPartOfTheIteration) {
+  // PPO: the first rollout ran before the first mark, so the first 15
+  // updates make a partial iteration; then 5 of rollout (40 ms) + 16
+  // updates (3 ms).
+  std::vector<StepWindow> steps = PeriodicSteps(15 + 5 * 16, 16, 15, 3, 40);
+  steps[0].warmup = true;
+  const PeriodicFold fold = FoldPeriodicExtraWork(steps, std::vector<bool>(steps.size(), false));
+  EXPECT_EQ(fold.period, 16u);
+  EXPECT_EQ(fold.occurrences, 5u);
+  EXPECT_NEAR(fold.share, 5.0 * 43 / (5 * (40 + 16 * 3)), 1e-9);
+  ASSERT_EQ(steps.size(), 6u);
+  EXPECT_TRUE(steps[0].warmup);
+  EXPECT_NE(steps[0].left_out.find("before the first mark"), std::string::npos);
+  EXPECT_EQ(steps[0].end_ns - steps[0].start_ns, 15 * 3 * kMs);
+  for (size_t i = 1; i < steps.size(); ++i) {
+    EXPECT_EQ(steps[i].end_ns - steps[i].start_ns, (40 + 16 * 3) * kMs) << i;
+    EXPECT_FALSE(steps[i].warmup) << i;
+    EXPECT_TRUE(steps[i].left_out.empty()) << i;
+    EXPECT_EQ(steps[i].index, i);
+    EXPECT_EQ(steps[i].start_ns, steps[i - 1].end_ns) << "contiguous";
+  }
+
+  // A job that ends inside an iteration: its last one is left out.
+  steps = PeriodicSteps(5 * 16 - 4, 16, 0, 3, 40);
+  ASSERT_EQ(FoldPeriodicExtraWork(steps, std::vector<bool>(steps.size(), false)).period, 16u);
+  ASSERT_EQ(steps.size(), 5u);
+  EXPECT_TRUE(steps.back().warmup);
+  EXPECT_NE(steps.back().left_out.find("12 of 16"), std::string::npos) << steps.back().left_out;
+}
+
+TEST(StepExtraWorkTest, AnEvaluationEveryNStepsStaysLeftOut) {
+  const std::vector<bool> no_fetch(60, false);
+  // A small part of the run (25 ms every 10 steps of 10 ms: 20%).
+  std::vector<StepWindow> steps = PeriodicSteps(60, 10, 9, 10, 25);
+  EXPECT_EQ(FoldPeriodicExtraWork(steps, no_fetch).period, 0u);
+  EXPECT_EQ(steps.size(), 60u);
+  // A large part, but the evaluation reads its own data.
+  steps = PeriodicSteps(60, 10, 9, 10, 100);
+  std::vector<bool> fetches = no_fetch;
+  for (size_t i = 9; i < 60; i += 10) fetches[i] = true;
+  EXPECT_EQ(FoldPeriodicExtraWork(steps, fetches).period, 0u);
+  EXPECT_EQ(steps.size(), 60u);
+  // Not at one period (an evaluation, then a checkpoint off the beat).
+  steps = PeriodicSteps(60, 10, 9, 10, 100);
+  steps[25].left_out = "extra CPU work";
+  EXPECT_EQ(FoldPeriodicExtraWork(steps, no_fetch).period, 0u);
+  // Only twice, or stopping long before the end (a phase, not the loop).
+  steps = PeriodicSteps(25, 10, 9, 10, 100);
+  EXPECT_EQ(FoldPeriodicExtraWork(steps, std::vector<bool>(25, false)).period, 0u);
+  steps = PeriodicSteps(60, 10, 9, 10, 100);
+  steps[49].left_out.clear();
+  steps[59].left_out.clear();
+  EXPECT_EQ(FoldPeriodicExtraWork(steps, no_fetch).period, 0u);
+  EXPECT_EQ(steps.size(), 60u);
+}
+
+}  // namespace
+}  // namespace gpuos
