@@ -261,13 +261,38 @@ std::vector<Segmentation> TryAnchors(const std::vector<SequenceToken>& t,
   return tried;
 }
 
+// The share of a segmentation's steady segments in which a backward pass
+// began.
+double SteadyShareWithBackward(const std::vector<SequenceToken>& t, const Segmentation& s,
+                               const std::vector<uint64_t>& backward_starts) {
+  size_t steady = 0, with = 0;
+  for (size_t i = 0; i < s.segments(); ++i) {
+    if (!s.steady[i]) continue;
+    ++steady;
+    const uint64_t from = t[s.cuts[i]].start_ns;
+    const uint64_t to = s.cuts[i + 1] < t.size() ? t[s.cuts[i + 1]].start_ns : t.back().end_ns;
+    auto it = std::lower_bound(backward_starts.begin(), backward_starts.end(), from);
+    with += it != backward_starts.end() && *it < to;
+  }
+  return steady == 0 ? 0 : static_cast<double>(with) / static_cast<double>(steady);
+}
+
 // The winning segmentation among those tried (see the header's rule), or
 // nullptr when none qualifies.
 const Segmentation* ChooseSegmentation(const std::vector<SequenceToken>& t, const std::vector<Segmentation>& tried,
                                        size_t symbols, const PeriodOptions& options) {
+  // Where the backward passes are known, a unit without them is no
+  // training iteration beside one with them (an RL loop's environment
+  // step, repeated for a rollout before the updates): only units with
+  // them compete then.
+  const std::vector<uint64_t>& backward = options.backward_starts;
+  auto trains = [&](const Segmentation& s) { return SteadyShareWithBackward(t, s, backward) >= 0.5; };
+  bool some_train = false;
+  for (const Segmentation& s : tried) some_train |= !backward.empty() && Qualifies(s, options) && trains(s);
+  auto competes = [&](const Segmentation& s) { return Qualifies(s, options) && (!some_train || trains(s)); };
   const Segmentation* chosen = nullptr;
   for (const Segmentation& s : tried) {
-    if (!Qualifies(s, options)) continue;
+    if (!competes(s)) continue;
     if (chosen == nullptr || s.time_share > chosen->time_share) chosen = &s;
   }
   if (chosen == nullptr) return nullptr;
@@ -276,7 +301,7 @@ const Segmentation* ChooseSegmentation(const std::vector<SequenceToken>& t, cons
   // anchor that also occurs in evaluation batches splits them off too).
   const Segmentation* finest = chosen;
   for (const Segmentation& s : tried) {
-    if (!Qualifies(s, options) || s.time_share < chosen->time_share - 0.03) continue;
+    if (!competes(s) || s.time_share < chosen->time_share - 0.03) continue;
     if (s.steady_count > finest->steady_count ||
         (s.steady_count == finest->steady_count && s.segments() < finest->segments())) {
       finest = &s;
@@ -291,7 +316,7 @@ const Segmentation* ChooseSegmentation(const std::vector<SequenceToken>& t, cons
   const Segmentation* finer = nullptr;
   bool absorbed = false;
   for (const Segmentation& s : tried) {
-    if (!Qualifies(s, options) || s.steady_count < 2 * chosen->steady_count) continue;
+    if (!competes(s) || s.steady_count < 2 * chosen->steady_count) continue;
     std::vector<bool> in_fine(symbols, false);
     for (size_t i = s.cuts[s.representative]; i < s.cuts[s.representative] + s.unit; ++i) in_fine[t[i].symbol] = true;
     size_t covered = 0;

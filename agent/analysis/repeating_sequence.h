@@ -44,7 +44,9 @@
 //     symbol made once per evaluation would otherwise turn into the unit),
 //     the best finer one by the same measure wins; an optimizer step, the extra of a
 //     gradient-accumulation micro-batch, is smaller than a forward and
-//     backward pass;
+//     backward pass; where the job's backward passes are known, not a finer
+//     unit that holds none while the coarse one does (an RL loop's
+//     environment step, repeated for a rollout before the updates);
 //   - the cut inside the cycle: before the iteration's first token marked
 //     preferred (the caller marks the input's host-to-device copy), else
 //     before the position with the largest median time gap, where the job
@@ -92,6 +94,11 @@ struct PeriodOptions {
   // True: tokens are the waits themselves (a thread blocked), so a step
   // starts at the token with the longest median duration.
   bool tokens_are_waits = false;
+  // Where the job's backward passes began (sorted; empty: not known).  A
+  // finer unit with none in its steady segments, against a coarse one with
+  // them, is no training iteration: the rollout an RL loop repeats before
+  // its updates, not iterations with an evaluation pass between them.
+  std::vector<uint64_t> backward_starts;
 };
 
 struct Iteration {

@@ -82,6 +82,9 @@ size_t MarkExtraCpuWorkSteps(std::vector<StepWindow>& steps, const std::vector<S
 //     left out);
 //   - no data fetch (`fetches[i]`: a data-loader range on the loop's
 //     thread) inside any of them: an evaluation pass reads its own data.
+//     (So the caller folds only steps from the Python hook's marks, which
+//     come with its fetch ranges; with the uprobe's, a large evaluation
+//     pass and a rollout look alike, and the report says so instead.)
 // Then one step is k of them: from the start of a step with the extra work
 // to the start of the next; the steps before the first are one step left
 // out (that iteration began before the first mark), and so is a last one

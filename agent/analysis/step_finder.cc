@@ -534,6 +534,7 @@ bool StepLocator::KernelSequenceSteps(StepPlan& plan, uint32_t pid, const std::s
                     name.find("HtoD") != std::string::npos);
   }
   PeriodOptions options;
+  options.backward_starts = BackwardStartsOfProcess(pid);
   PeriodResult period = FindRepeatingSequence(tokens, preferred, options);
   const std::string what = absl::StrFormat(
       "the GPU work of process %d (its %d kernel launches, copies, memsets and synchronizations across its "

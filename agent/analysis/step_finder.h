@@ -179,6 +179,9 @@ class StepLocator {
   // The backward passes' starts on thread `key` (the uprobe's, else the
   // Python hook's), sorted.
   std::vector<uint64_t> BackwardStarts(uint64_t key) const;
+  // Every backward pass's start in process `pid` (the uprobe's and the
+  // Python hook's, on any thread), sorted.
+  std::vector<uint64_t> BackwardStartsOfProcess(uint32_t pid) const;
   // The data workers of the plan's process.
   void FindWorkers(StepPlan& plan) const;
   // Sources 3 to 8 without annotations; `why` says why sources 1 and 2

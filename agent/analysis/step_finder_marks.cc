@@ -28,6 +28,19 @@ void NoteLeftOut(StepPlan& plan) {
   std::string out = absl::StrJoin(left, "; ");
   if (left_out > left.size()) absl::StrAppend(&out, "; and ", left_out - left.size(), " more");
   absl::StrAppend(&plan.note, plan.note.empty() ? "" : "; ", "left out of the summaries: ", out);
+  // Say it where what is left out is a large part of the run: it may be
+  // part of every iteration rather than an interruption.
+  uint64_t out_ns = 0, all_ns = 0;
+  for (const StepWindow& w : plan.steps) {
+    all_ns += w.end_ns - w.start_ns;
+    if (!w.left_out.empty()) out_ns += w.end_ns - w.start_ns;
+  }
+  if (all_ns > 0 && 5 * out_ns >= all_ns) {
+    absl::StrAppend(&plan.note,
+                    absl::StrFormat(" (these steps hold %.0f%% of the run's time: if their extra work belongs to "
+                                    "every iteration, as an RL loop's rollout does, a step here is only part of one)",
+                                    100.0 * static_cast<double>(out_ns) / static_cast<double>(all_ns)));
+  }
 }
 
 }  // namespace
@@ -147,6 +160,19 @@ std::vector<uint64_t> StepLocator::BackwardStarts(uint64_t key) const {
   return starts;
 }
 
+std::vector<uint64_t> StepLocator::BackwardStartsOfProcess(uint32_t pid) const {
+  std::vector<uint64_t> starts;
+  for (const auto* by_thread : {&backward_uprobe_starts_, &backward_ranges_}) {
+    for (const auto& [key, ranges] : *by_thread) {
+      if (static_cast<uint32_t>(key >> 32) != pid) continue;
+      for (const Range& r : ranges) starts.push_back(r.start_ns);
+    }
+  }
+  std::sort(starts.begin(), starts.end());
+  starts.erase(std::unique(starts.begin(), starts.end()), starts.end());
+  return starts;
+}
+
 std::vector<StepCpuWork> StepLocator::CpuWork(const StepPlan& plan) const {
   std::vector<StepCpuWork> out;
   if (plan.tid != plan.pid || !cpu_.HasTimeline(plan.tid)) return out;
@@ -172,7 +198,11 @@ void StepLocator::MarkExtraWork(StepPlan& plan) {
   const size_t marked =
       tokens.empty() ? MarkExtraCpuWorkSteps(plan.steps, CpuWork(plan)) : MarkExtraWorkSteps(plan.steps, tokens);
   if (marked == 0) return;
-  const PeriodicFold fold = FoldPeriodicExtraWork(plan.steps, FetchesInSteps(plan));
+  // Only the Python hook's marks come with its data fetches, which tell an
+  // evaluation pass (it reads data) from a rollout (it makes its own).
+  const bool fetches_seen = plan.source == StepSource::kOptimizerSteps || plan.source == StepSource::kBackwardRanges;
+  const PeriodicFold fold =
+      fetches_seen ? FoldPeriodicExtraWork(plan.steps, FetchesInSteps(plan)) : PeriodicFold{};
   if (fold.period == 0) {
     NoteLeftOut(plan);
     return;

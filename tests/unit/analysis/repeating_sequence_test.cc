@@ -2,7 +2,8 @@
 // where in the cycle it cuts), gradient accumulation (the unit is the whole
 // optimizer step), a model of identical layers (a per-layer anchor must not
 // win), interleaved evaluation passes (left out, not merged into the unit),
-// warm-up iterations, a different last batch, an occasional extra token
+// an RL loop's rollout (part of the iteration where the backward passes
+// are known), warm-up iterations, a different last batch, an occasional extra token
 // tolerated, and a stream with no period.
 #include "analysis/repeating_sequence.h"
 
@@ -197,6 +198,48 @@ TEST(RepeatingSequenceTest, EvaluationPassesAreLeftOutNotMergedIntoTheUnit) {
   // after iterations 9, 19, ... 49, and the first 4 of the last pass's.
   EXPECT_EQ(Steady(r), 60u);
   EXPECT_EQ(eval_batches, 5u * 5u + 4u);
+
+  // Knowing where the backward passes began (at kernel 10) changes nothing:
+  // the training iteration has them, the evaluation batches do not.
+  PeriodOptions with_backward;
+  for (const SequenceToken& token : s.tokens()) {
+    if (token.symbol == 10) with_backward.backward_starts.push_back(token.start_ns);
+  }
+  r = FindRepeatingSequence(s.tokens(), preferred, with_backward);
+  ASSERT_TRUE(r.found) << r.why_not;
+  EXPECT_EQ(r.unit_tokens, 23u);
+  EXPECT_EQ(Steady(r), 60u);
+}
+
+TEST(RepeatingSequenceTest, AnRlRolloutIsPartOfTheIterationWhereBackwardPassesAreKnown) {
+  // PPO: a rollout of 64 environment steps (the policy's forward pass,
+  // kernels 0-5, and the action's copy back, 6), advantages (7-9), then 8
+  // minibatch updates (forward 10-15, backward 16-25, optimizer 26-28),
+  // 12 iterations.  The environment step splits the trace well and the
+  // updates look like an evaluation pass beside it; the backward passes
+  // say which is training.
+  Stream s;
+  std::vector<uint64_t> backward;
+  for (int i = 0; i < 12; ++i) {
+    for (int e = 0; e < 64; ++e) s.Add(Range(0, 7), 300 * kUs);
+    s.Add(Range(7, 10));
+    for (int u = 0; u < 8; ++u) {
+      s.Add(Range(10, 16));
+      backward.push_back(s.now());
+      s.Add(Range(16, 29));
+    }
+  }
+  PeriodOptions options;
+  options.backward_starts = backward;
+  PeriodResult r = FindRepeatingSequence(s.tokens(), {}, options);
+  ASSERT_TRUE(r.found) << r.why_not;
+  EXPECT_EQ(r.unit_tokens, 64u * 7 + 3 + 8u * 19) << "the rollout and its updates";
+  EXPECT_GE(Steady(r), 10u);
+  // Without them the environment step wins, as an iteration between
+  // evaluation passes would: the trace alone cannot tell the two apart.
+  r = FindRepeatingSequence(s.tokens(), {}, PeriodOptions());
+  ASSERT_TRUE(r.found) << r.why_not;
+  EXPECT_EQ(r.unit_tokens, 7u);
 }
 
 TEST(RepeatingSequenceTest, WarmUpAndLastBatchAreLeftOutWithTheReason) {
