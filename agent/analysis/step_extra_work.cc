@@ -175,30 +175,27 @@ size_t MarkExtraCpuWorkSteps(std::vector<StepWindow>& steps, const std::vector<S
   return marked;
 }
 
-PeriodicFold FoldPeriodicExtraWork(std::vector<StepWindow>& steps, const std::vector<bool>& fetches) {
-  const size_t n = steps.size();
-  std::vector<size_t> at;
-  for (size_t i = 0; i < n; ++i) {
-    if (!steps[i].left_out.empty()) at.push_back(i);
-  }
-  if (at.size() < 3 || fetches.size() != n) return {};
-  const size_t k = at[1] - at[0];
-  if (k < 2 || at[0] > k || n - at.back() > k) return {};
-  uint64_t extra_ns = 0, wall_ns = 0;
-  for (size_t j = 0; j < at.size(); ++j) {
-    if ((j > 0 && at[j] - at[j - 1] != k) || fetches[at[j]]) return {};
-    extra_ns += steps[at[j]].end_ns - steps[at[j]].start_ns;
-  }
-  for (size_t i = at[0]; i < n; ++i) wall_ns += steps[i].end_ns - steps[i].start_ns;
-  if (3 * extra_ns < wall_ns) return {};
+namespace {
 
+// One step from each of `at` (one period k apart; the first within k of the
+// start, the last within k of the end) to the next; the steps before the
+// first make one step left out with `head_reason`.  Returns the period, 0
+// when `at` is not such a series.
+uint32_t FoldAt(std::vector<StepWindow>& steps, const std::vector<size_t>& at, const char* head_reason) {
+  const size_t n = steps.size();
+  if (at.size() < 3) return 0;
+  const size_t k = at[1] - at[0];
+  if (k < 2 || at[0] > k || n - at.back() > k) return 0;
+  for (size_t j = 1; j < at.size(); ++j) {
+    if (at[j] - at[j - 1] != k) return 0;
+  }
   std::vector<StepWindow> folded;
   if (at[0] > 0) {
     StepWindow head;
     head.start_ns = steps[0].start_ns;
     head.end_ns = steps[at[0] - 1].end_ns;
     head.warmup = true;
-    head.left_out = "the iteration began before the first mark (its periodic work is not in the trace)";
+    head.left_out = head_reason;
     folded.push_back(head);
   }
   for (size_t j = 0; j < at.size(); ++j) {
@@ -209,17 +206,56 @@ PeriodicFold FoldPeriodicExtraWork(std::vector<StepWindow>& steps, const std::ve
     w.end_ns = steps[last].end_ns;
     if (last - at[j] + 1 < k) {
       w.warmup = true;
-      w.left_out = absl::StrFormat("the job ended inside this iteration (%d of %d steps between marks)",
-                                   last - at[j] + 1, k);
+      w.left_out = absl::StrFormat("the job ended inside this iteration (%d of its %d repeats)", last - at[j] + 1, k);
     }
     folded.push_back(w);
   }
   if (steps[0].warmup) folded[0].warmup = true;
   steps = std::move(folded);
+  return static_cast<uint32_t>(k);
+}
+
+}  // namespace
+
+PeriodicFold FoldPeriodicExtraWork(std::vector<StepWindow>& steps, const std::vector<bool>& fetches) {
+  const size_t n = steps.size();
+  if (fetches.size() != n) return {};
+  std::vector<size_t> at;
+  uint64_t extra_ns = 0, wall_ns = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (steps[i].left_out.empty()) continue;
+    if (fetches[i]) return {};
+    at.push_back(i);
+    extra_ns += steps[i].end_ns - steps[i].start_ns;
+  }
+  if (at.empty()) return {};
+  for (size_t i = at[0]; i < n; ++i) wall_ns += steps[i].end_ns - steps[i].start_ns;
+  if (3 * extra_ns < wall_ns) return {};
   PeriodicFold out;
-  out.period = static_cast<uint32_t>(k);
-  out.share = static_cast<double>(extra_ns) / static_cast<double>(wall_ns);
   out.occurrences = static_cast<uint32_t>(at.size());
+  out.share = static_cast<double>(extra_ns) / static_cast<double>(wall_ns);
+  out.period = FoldAt(steps, at, "the iteration began before the first mark (its periodic work is not in the trace)");
+  return out;
+}
+
+PeriodicFold FoldAroundTrainingSteps(std::vector<StepWindow>& steps, const std::vector<uint64_t>& backward_starts) {
+  if (backward_starts.empty()) return {};
+  size_t steady = 0, steady_training = 0;
+  std::vector<size_t> at;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    auto it = std::lower_bound(backward_starts.begin(), backward_starts.end(), steps[i].start_ns);
+    const bool training = it != backward_starts.end() && *it < steps[i].end_ns;
+    if (steps[i].left_out.empty()) {
+      ++steady;
+      steady_training += training;
+    } else if (training) {
+      at.push_back(i);
+    }
+  }
+  if (steady == 0 || 20 * steady_training > steady) return {};
+  PeriodicFold out;
+  out.occurrences = static_cast<uint32_t>(at.size());
+  out.period = FoldAt(steps, at, "before the first stretch with backward passes (a partial iteration)");
   return out;
 }
 

@@ -96,4 +96,13 @@ struct PeriodicFold {
 };
 PeriodicFold FoldPeriodicExtraWork(std::vector<StepWindow>& steps, const std::vector<bool>& fetches);
 
+// Steps of a repeating unit with no backward pass in it (at most 1 steady
+// step in 20 holds a backward start), beside left-out steps that hold the
+// backward passes at one period k (edges as above): the unit is an RL
+// loop's environment step, repeated for a rollout, and the left-out
+// stretches are its updates.  Then one step is k of them, from the start of
+// one update stretch to the next (`share` unset).  An evaluation pass is the
+// reverse: the backward passes are in the steady unit.
+PeriodicFold FoldAroundTrainingSteps(std::vector<StepWindow>& steps, const std::vector<uint64_t>& backward_starts);
+
 }  // namespace gpuos

@@ -545,6 +545,15 @@ bool StepLocator::KernelSequenceSteps(StepPlan& plan, uint32_t pid, const std::s
     return false;
   }
   PeriodSteps(plan, StepSource::kRepeatingKernelSequence, period, what, why, symbols_);
+  const PeriodicFold fold = FoldAroundTrainingSteps(plan.steps, options.backward_starts);
+  if (fold.period != 0) {
+    absl::StrAppend(&plan.note,
+                    absl::StrFormat("; but that unit holds no backward pass, and the stretches left out hold them, "
+                                    "one in %d (%d times): the unit is an RL loop's environment step, repeated for "
+                                    "a rollout before its updates, so a step here is %d of them with their "
+                                    "updates, from the start of one update stretch to the next",
+                                    fold.period, fold.occurrences, fold.period));
+  }
   return true;
 }
 

@@ -239,7 +239,7 @@ TEST(StepExtraWorkTest, ARolloutBeforeEveryKUpdatesIsPartOfTheIteration) {
   ASSERT_EQ(FoldPeriodicExtraWork(steps, std::vector<bool>(steps.size(), false)).period, 16u);
   ASSERT_EQ(steps.size(), 5u);
   EXPECT_TRUE(steps.back().warmup);
-  EXPECT_NE(steps.back().left_out.find("12 of 16"), std::string::npos) << steps.back().left_out;
+  EXPECT_NE(steps.back().left_out.find("12 of its 16"), std::string::npos) << steps.back().left_out;
 }
 
 TEST(StepExtraWorkTest, AnEvaluationEveryNStepsStaysLeftOut) {
@@ -266,6 +266,38 @@ TEST(StepExtraWorkTest, AnEvaluationEveryNStepsStaysLeftOut) {
   steps[59].left_out.clear();
   EXPECT_EQ(FoldPeriodicExtraWork(steps, no_fetch).period, 0u);
   EXPECT_EQ(steps.size(), 60u);
+}
+
+TEST(StepExtraWorkTest, UpdatesBetweenRolloutsOfARepeatedEnvironmentStepMakeTheIteration) {
+  // The kernel sequence's unit is the environment step (3 ms, no backward
+  // pass); every 32nd step is the updates (left out, 8 backward passes).
+  std::vector<StepWindow> steps = PeriodicSteps(20 + 4 * 32, 32, 20, 3, 40);
+  std::vector<uint64_t> backward;
+  for (const StepWindow& w : steps) {
+    if (w.left_out.empty()) continue;
+    for (int b = 0; b < 8; ++b) backward.push_back(w.start_ns + (b * 5 + 1) * kMs);
+  }
+  std::vector<StepWindow> folded = steps;
+  const PeriodicFold fold = FoldAroundTrainingSteps(folded, backward);
+  EXPECT_EQ(fold.period, 32u);
+  EXPECT_EQ(fold.occurrences, 4u);
+  ASSERT_EQ(folded.size(), 5u);
+  EXPECT_TRUE(folded[0].warmup);
+  for (size_t i = 1; i < folded.size(); ++i) {
+    EXPECT_TRUE(folded[i].left_out.empty()) << i;
+    EXPECT_EQ(folded[i].end_ns - folded[i].start_ns, (40 + 32 * 3) * kMs) << i;
+  }
+  // An evaluation pass every 32 steps: the backward passes are in the
+  // steady steps, so nothing changes.
+  backward.clear();
+  for (const StepWindow& w : steps) {
+    if (w.left_out.empty()) backward.push_back(w.start_ns + kMs);
+  }
+  folded = steps;
+  EXPECT_EQ(FoldAroundTrainingSteps(folded, backward).period, 0u);
+  EXPECT_EQ(folded.size(), steps.size());
+  // Nothing known about backward passes: nothing changes.
+  EXPECT_EQ(FoldAroundTrainingSteps(folded, {}).period, 0u);
 }
 
 }  // namespace
