@@ -547,8 +547,11 @@ bool StepLocator::KernelSequenceSteps(StepPlan& plan, uint32_t pid, const std::s
   PeriodSteps(plan, StepSource::kRepeatingKernelSequence, period, what, why, symbols_);
   const PeriodicFold fold = FoldAroundTrainingSteps(plan.steps, options.backward_starts);
   if (fold.period != 0) {
+    // The stretches listed as left out are in the steps now.
+    const size_t listed = plan.note.find("; left out of the summaries: ");
+    if (listed != std::string::npos) plan.note.resize(listed);
     absl::StrAppend(&plan.note,
-                    absl::StrFormat("; but that unit holds no backward pass, and the stretches left out hold them, "
+                    absl::StrFormat("; but that unit holds no backward pass, and the stretches it leaves out hold them, "
                                     "one in %d (%d times): the unit is an RL loop's environment step, repeated for "
                                     "a rollout before its updates, so a step here is %d of them with their "
                                     "updates, from the start of one update stretch to the next",
