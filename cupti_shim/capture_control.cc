@@ -413,10 +413,11 @@ void CaptureOnRangeEnd(std::string_view domain, std::string_view name, uint64_t 
     if (optimizer) {
       const gpuos_capture::OptimizerStepCycle::Outcome o = c.optimizer_cycle.Add(optimizer_number);
       if (o.began_at >= 0) {
-        // The cycle is known now: the report's step 1 began at an earlier
-        // return; here it begins now.
+        // The cycle is known now, and this return ends the report's step 1
+        // (begun at an earlier return; here the provisional steps were
+        // counted instead): step 2 begins, as in the report.
         if (c.python_step_open) OnStepEnd(c, ts_ns);
-        OnStepBegin(c, 1, ts_ns);
+        OnStepBegin(c, 2, ts_ns);
         c.python_step_open = true;
         return;
       }

@@ -23,14 +23,12 @@ OptimizerStepCycle::Returns& OptimizerStepCycle::Of(uint32_t optimizer) {
     if (r.optimizer == optimizer) return r;
   }
   if (returns_.size() == kMaxOptimizers) returns_.erase(returns_.begin());  // a bound, not a case
-  return returns_.emplace_back(Returns{optimizer, 0, 0});
+  return returns_.emplace_back(Returns{optimizer, 0});
 }
 
 void OptimizerStepCycle::BoundaryReturned() {
-  for (Returns& r : returns_) {
-    r.most = std::max(r.most, r.since_boundary);
-    r.since_boundary = 0;
-  }
+  for (Returns& r : returns_) r.since_boundary = 0;
+  returns_since_boundary_ = 0;
 }
 
 OptimizerStepCycle::Outcome OptimizerStepCycle::Add(uint32_t optimizer) {
@@ -39,24 +37,36 @@ OptimizerStepCycle::Outcome OptimizerStepCycle::Add(uint32_t optimizer) {
   if (std::find(seen_.begin(), seen_.end(), optimizer) == seen_.end() && seen_.size() < kMaxOptimizers) {
     seen_.push_back(optimizer);
   }
+  ++returns_since_boundary_;
   if (boundary_ == 0) {
     boundary_ = first_ = optimizer;
     first_returns_ = 1;
     out.ends_step = true;
-  } else if (learning_ && optimizer == first_ && previous_ != first_) {
-    // D, G, D: the optimizer that stepped last closes the cycle.
-    boundary_ = previous_;
+  } else if (learning_ && optimizer == first_) {
+    // Provisionally a boundary; the optimizer that stepped before it may
+    // close the cycle.
+    if (previous_ != first_ && candidate_ == 0) {
+      candidate_ = previous_;
+      candidate_index_ = previous_index_;
+    }
+    ++first_returns_;
+    out.ends_step = true;
+  } else if (learning_ && optimizer == candidate_) {
+    // D, G, D, ..., G: G closes the cycle that began at its first return.
+    boundary_ = optimizer;
     learning_ = false;
-    out.began_at = previous_index_;
-    Of(first_).since_boundary = first_returns_;
-    BoundaryReturned();
-    Of(optimizer).since_boundary = 1;
+    out.began_at = candidate_index_;
+    out.ends_step = true;
+    longest_cycle_ = std::max<uint64_t>(static_cast<uint64_t>(index_ - candidate_index_), first_returns_ + 1);
   } else if (optimizer == boundary_) {
-    if (learning_) ++first_returns_;
+    longest_cycle_ = std::max(longest_cycle_, returns_since_boundary_);
     out.ends_step = true;
   } else {
     Returns& r = Of(optimizer);
-    if (++r.since_boundary >= 2 && r.since_boundary > 4 * r.most) {
+    ++r.since_boundary;
+    const bool takes_over = learning_ ? r.since_boundary >= 2
+                                      : r.since_boundary >= 2 && returns_since_boundary_ > 4 * longest_cycle_;
+    if (takes_over) {
       boundary_ = optimizer;
       learning_ = false;
       out.ends_step = true;

@@ -12,17 +12,22 @@
 // actor's and critic's: every return ending a step would halve the steps.
 //
 // The rule, online, one optimizer step's return at a time:
-//   - the first optimizer to step is the boundary, provisionally, and each
-//     of its returns ends a step while nothing else steps;
-//   - when it returns after another optimizer stepped, the one that stepped
-//     last is the boundary from then on (the cycle D, G, D: G closes the
-//     iteration; D x5, G, D: a WGAN critic's five updates and the
-//     generator's are one iteration), and the step under way began at that
-//     one's return;
-//   - an optimizer other than the boundary that returns more than 4 times as
-//     often between two boundary returns as it ever did (at least twice:
-//     one never seen before) becomes the boundary at that return: a new
-//     optimizer that replaced the old one while it still lives.
+//   - the first optimizer to step, F, is the boundary provisionally: each of
+//     its returns ends a step while the cycle is not known;
+//   - when F returns after another optimizer X stepped, X may close the
+//     cycle (D, G, D: G does); when X returns again, it does: X is the
+//     boundary from then on, step 1 ran from X's first return to this one,
+//     and this return ends it (D x5, G, D x5, G: a WGAN critic's five
+//     updates and the generator's are one iteration, whether the generator
+//     also steps after the first batch or not);
+//   - while learning, an optimizer Y other than F that returns twice with no
+//     F return between takes over at its second return (a new optimizer
+//     that replaced F; a loop updating Y twice per update of F);
+//   - once known, an optimizer other than the boundary takes over at a
+//     return (its second at least) when the boundary has not returned for
+//     more than 4 times the longest cycle seen (a new optimizer that
+//     replaced the old one while it still lives);
+//   - an optimizer that steps once and never again changes nothing.
 // Every return of the boundary optimizer ends a step and begins the next.
 // With one optimizer this is every return.
 #pragma once
@@ -45,9 +50,10 @@ class OptimizerStepCycle {
  public:
   struct Outcome {
     bool ends_step = false;  // this return is a boundary: it ends a step and begins the next
-    // The boundary moved back to an earlier return (the learning case
-    // above): the step under way began at that return's index, not at the
-    // provisional one.  -1: no such move.
+    // The cycle was learned at this return: the provisional boundaries
+    // before it are void, and step 1 began at the return of index
+    // `began_at` (counting from 0), ending at this one (ends_step is set).
+    // -1: no such change.
     int64_t began_at = -1;
   };
 
@@ -60,8 +66,7 @@ class OptimizerStepCycle {
  private:
   struct Returns {
     uint32_t optimizer;
-    uint32_t since_boundary;  // returns since the boundary's last one
-    uint32_t most;            // the most it made between two boundary returns
+    uint32_t since_boundary;  // its returns since the boundary's last one
   };
   Returns& Of(uint32_t optimizer);
   void BoundaryReturned();
@@ -70,9 +75,13 @@ class OptimizerStepCycle {
   uint32_t first_ = 0;
   uint32_t first_returns_ = 0;  // while learning
   bool learning_ = true;
+  uint32_t candidate_ = 0;          // while learning: the optimizer before F's return after it
+  int64_t candidate_index_ = -1;    // that optimizer's return
   uint32_t previous_ = 0;
   int64_t previous_index_ = -1;
   int64_t index_ = -1;
+  uint64_t returns_since_boundary_ = 0;  // of any optimizer
+  uint64_t longest_cycle_ = 1;           // returns from one boundary return to the next
   std::vector<uint32_t> seen_;     // every optimizer number met (up to kMaxOptimizers)
   std::vector<Returns> returns_;   // likewise
   static constexpr size_t kMaxOptimizers = 64;

@@ -74,7 +74,9 @@ size_t MarkExtraCpuWorkSteps(std::vector<StepWindow>& steps, const std::vector<S
 // every k-th step between optimizer marks holds the rollout.  Leaving those
 // out would report the updates alone.  The rule, over the steps the marking
 // above left out (warm-up aside):
-//   - at least 3 of them, at positions with one difference k >= 2, the
+//   - at least 3 of them, at positions with one difference k >= 2 (in
+//     practice k >= 4: the marking above leaves out at most a quarter of
+//     the steps, so a rollout every 2 or 3 updates is never marked), the
 //     first within k of the start and the last within k of the end (the
 //     work recurs for the whole run);
 //   - they hold at least a third of the wall time from the first of them to

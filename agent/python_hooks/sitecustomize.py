@@ -100,30 +100,39 @@ def _optimizer_labels():
     optimizers alive together are told apart (the analysis' rule for them:
     cupti_shim/optimizer_step_cycle.h)."""
     import heapq
+    import threading
     import weakref
     labels = {}   # id(optimizer) -> label, while it lives
     free = []     # numbers given back, smallest first
     count = [0]
+    # Re-entrant: a finalizer (release) may run inside label() on the same
+    # thread, when a collection happens there.
+    lock = threading.RLock()
 
     def release(key, number):
-        labels.pop(key, None)
-        heapq.heappush(free, number)
+        with lock:
+            labels.pop(key, None)
+            heapq.heappush(free, number)
 
     def label(optimizer):
         key = id(optimizer)
         found = labels.get(key)
         if found is not None:
             return found
-        number = heapq.heappop(free) if free else count[0] + 1
-        count[0] = max(count[0], number)
-        found = b"optimizer.step" if number == 1 else b"optimizer.step#%d" % number
-        try:
-            weakref.finalize(optimizer, release, key, number)
-        except TypeError:
-            heapq.heappush(free, number)
-            found = b"optimizer.step"  # not weakly referable: not told apart
-        labels[key] = found
-        return found
+        with lock:
+            found = labels.get(key)
+            if found is not None:
+                return found
+            number = heapq.heappop(free) if free else count[0] + 1
+            count[0] = max(count[0], number)
+            found = b"optimizer.step" if number == 1 else b"optimizer.step#%d" % number
+            try:
+                weakref.finalize(optimizer, release, key, number)
+            except TypeError:
+                heapq.heappush(free, number)
+                found = b"optimizer.step"  # not weakly referable: not told apart
+            labels[key] = found
+            return found
     return label
 
 
@@ -151,13 +160,17 @@ def _patch_optimizers(push, pop, module):
                 state = marking.state = [0]
             if state[0]:
                 return step(self, *args, **kwargs)
+            try:
+                name = label(self)
+            except Exception:
+                name = b"optimizer.step"
+            push(name)
             state[0] = 1
-            push(label(self))
             try:
                 return step(self, *args, **kwargs)
             finally:
-                pop()
                 state[0] = 0
+                pop()
         wrapper._gpuos_wrapped = True
         return wrapper
 
@@ -213,13 +226,13 @@ def _patch_autograd(push, pop, module):
             state = marking.state = [FOREIGN if isinstance(threading.current_thread(), foreign) else IDLE]
         if state[0] != IDLE:
             return backward(*args, **kwargs)
-        state[0] = INSIDE
         push(label)
+        state[0] = INSIDE
         try:
             return backward(*args, **kwargs)
         finally:
-            pop()
             state[0] = IDLE
+            pop()
     wrapper._gpuos_wrapped = True
     module.backward = wrapper
 

@@ -331,9 +331,11 @@ void Recording::WriteRank(uint32_t pid, uint64_t ts_ns, v1::RankInfo info) {
   event.set_ts_ns(ts_ns);
   event.set_pid(pid);
   event.set_tid(pid);
+  // Only a rank number counts: a launcher may set WORLD_SIZE alone, and the
+  // hook's mark from the process it spawns must still be read.
+  if (info.has_rank()) ranked_pids_.insert(pid);
   *event.mutable_rank_info() = std::move(info);
   Write(event);
-  ranked_pids_.insert(pid);
 }
 
 void Recording::AddExistingThread(pid_t pid, pid_t tid, const std::string& comm, uint64_t ts_ns) {

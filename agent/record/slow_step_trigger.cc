@@ -29,8 +29,13 @@ std::optional<std::string> SlowStepTrigger::Observe(const v1::Event& event) {
   ProcessSteps& p = processes_[event.pid()];
   // With several optimizers (a GAN's two), only the returns that end an
   // iteration, as the report counts them.
-  if (!p.optimizers.Add(optimizer).ends_step) return std::nullopt;
+  const gpuos_capture::OptimizerStepCycle::Outcome o = p.optimizers.Add(optimizer);
+  if (!o.ends_step) return std::nullopt;
   const uint64_t end = event.ts_ns() + range.duration_ns();
+  if (o.began_at >= 0) {
+    p.last_optimizer_end_ns = end;  // the provisional steps were no steps: measure from here
+    return std::nullopt;
+  }
   const uint64_t previous = p.last_optimizer_end_ns;
   if (end <= previous) return std::nullopt;  // out of order: not a step
   p.last_optimizer_end_ns = end;
