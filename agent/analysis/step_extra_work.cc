@@ -19,6 +19,8 @@ constexpr double kMaxExtraShare = 0.25;
 constexpr double kMinCpuExtraOfStep = 0.75;
 constexpr double kCpuExtraGap = 2.0;
 constexpr double kMinCpuExtraOfRun = 0.02;
+constexpr size_t kNeighbours = 8;
+constexpr size_t kMinNeighbours = 3;
 
 uint64_t Sum(const std::vector<uint64_t>& v) {
   uint64_t s = 0;
@@ -26,43 +28,122 @@ uint64_t Sum(const std::vector<uint64_t>& v) {
   return s;
 }
 
-// Each step's CPU work beyond the steady step's (see the header).
-std::vector<uint64_t> CpuExtras(const std::vector<StepCpuWork>& work, uint64_t median_total) {
-  const size_t n = work.size();
-  // The most common number of stretches (ties: the smaller).
+// The steady work around one step: medians over its neighbours.
+struct LocalSteady {
+  uint64_t total_ns = 0;
+  std::vector<uint64_t> position_ns;  // per stretch position of the steady count
+};
+
+// The most common number of stretches (ties: the smaller).
+size_t SteadyStretches(const std::vector<StepCpuWork>& work) {
   std::vector<size_t> sorted;
   for (const StepCpuWork& w : work) sorted.push_back(w.stretches_ns.size());
   std::sort(sorted.begin(), sorted.end());
   size_t steady = sorted[0], run = 0, best_run = 0;
-  for (size_t i = 0; i < n; ++i) {
+  for (size_t i = 0; i < sorted.size(); ++i) {
     run = i > 0 && sorted[i] == sorted[i - 1] ? run + 1 : 1;
     if (run > best_run) {
       best_run = run;
       steady = sorted[i];
     }
   }
-  std::vector<uint64_t> position_median(steady, 0);
+  return steady;
+}
+
+// The steady work of the steps `refs`.
+LocalSteady SteadyOf(const std::vector<size_t>& refs, const std::vector<StepCpuWork>& work,
+                     const std::vector<uint64_t>& totals, size_t steady) {
+  LocalSteady out;
+  std::vector<uint64_t> at;
+  for (size_t j : refs) at.push_back(totals[j]);
+  out.total_ns = Median(at);
+  out.position_ns.assign(steady, 0);
   for (size_t q = 0; q < steady; ++q) {
-    std::vector<uint64_t> at;
-    for (const StepCpuWork& w : work) {
-      if (w.stretches_ns.size() == steady) at.push_back(w.stretches_ns[q]);
+    at.clear();
+    for (size_t j : refs) {
+      if (work[j].stretches_ns.size() == steady) at.push_back(work[j].stretches_ns[q]);
     }
-    position_median[q] = Median(std::move(at));
+    out.position_ns[q] = at.empty() ? 0 : Median(at);
   }
-  std::vector<uint64_t> extra(n, 0);
+  return out;
+}
+
+// A step's CPU work beyond a steady step's, and that steady step's CPU time
+// at the step's own speed.
+struct CpuExtra {
+  uint64_t ns = 0;
+  uint64_t steady_total_ns = 0;
+  double share() const { return steady_total_ns ? static_cast<double>(ns) / static_cast<double>(steady_total_ns) : 0; }
+};
+
+// A step's extra over `ref` (see the header).  With several stretches, each
+// one is compared with the reference scaled to the step's own speed, as its
+// other stretches show it (a machine slower for a while slows every stretch;
+// an evaluation pass lengthens one).
+CpuExtra ExtraOver(const StepCpuWork& w, uint64_t total, const LocalSteady& ref, size_t steady) {
+  if (w.stretches_ns.size() > steady) return {0, ref.total_ns};  // more backward passes: not forward-only work
+  if (w.stretches_ns.size() < steady || steady == 1) {
+    return {total > ref.total_ns ? total - ref.total_ns : 0, ref.total_ns};
+  }
+  uint64_t ref_sum = 0;
+  for (uint64_t ns : ref.position_ns) ref_sum += ns;
+  CpuExtra best{0, ref_sum};
+  for (size_t q = 0; q < steady; ++q) {
+    const uint64_t others_ref = ref_sum - ref.position_ns[q];
+    if (others_ref == 0) continue;
+    const double speed = static_cast<double>(total - w.stretches_ns[q]) / static_cast<double>(others_ref);
+    const double expected = speed * static_cast<double>(ref.position_ns[q]);
+    if (static_cast<double>(w.stretches_ns[q]) <= expected) continue;
+    const CpuExtra e{static_cast<uint64_t>(static_cast<double>(w.stretches_ns[q]) - expected),
+                     static_cast<uint64_t>(speed * static_cast<double>(ref_sum))};
+    if (e.share() > best.share()) best = e;
+  }
+  return best;
+}
+
+// Each step's extra work against the steady step on either side of it: the
+// medians over the up to kNeighbours steps before it, and over those after
+// it, that are not left out already.  The side that counts is the one whose
+// steady step is closest to the step's work outside its extra (the step's
+// own speed): so a machine whose speed drifts over the run, or changes at
+// once, moves the reference with it.  A side with fewer than
+// kMinNeighbours such steps is not used (both: all the other steps are
+// one side).
+std::vector<CpuExtra> CpuExtras(const std::vector<StepWindow>& steps, const std::vector<StepCpuWork>& work,
+                                const std::vector<uint64_t>& totals, size_t steady) {
+  const size_t n = work.size();
+  auto usable = [&](size_t j) { return !steps[j].warmup && steps[j].left_out.empty(); };
+  std::vector<CpuExtra> out(n);
   for (size_t i = 0; i < n; ++i) {
-    const StepCpuWork& w = work[i];
-    if (w.stretches_ns.size() > steady) continue;  // more backward passes: not forward-only work
-    if (w.stretches_ns.size() < steady) {
-      const uint64_t total = Sum(w.stretches_ns);
-      extra[i] = total > median_total ? total - median_total : 0;
-      continue;
+    std::vector<size_t> before, after;
+    for (size_t j = i; j > 0 && before.size() < kNeighbours; --j) {
+      if (usable(j - 1)) before.push_back(j - 1);
     }
-    for (size_t q = 0; q < steady; ++q) {
-      if (w.stretches_ns[q] > position_median[q]) extra[i] = std::max(extra[i], w.stretches_ns[q] - position_median[q]);
+    for (size_t j = i + 1; j < n && after.size() < kNeighbours; ++j) {
+      if (usable(j)) after.push_back(j);
+    }
+    std::vector<std::vector<size_t>> sides;
+    if (before.size() >= kMinNeighbours) sides.push_back(before);
+    if (after.size() >= kMinNeighbours) sides.push_back(after);
+    if (sides.empty()) {
+      sides.emplace_back();
+      for (size_t j = 0; j < n; ++j) {
+        if (j != i) sides.back().push_back(j);
+      }
+    }
+    uint64_t best_mismatch = UINT64_MAX;
+    for (const std::vector<size_t>& refs : sides) {
+      const LocalSteady ref = SteadyOf(refs, work, totals, steady);
+      const CpuExtra e = ExtraOver(work[i], totals[i], ref, steady);
+      const uint64_t rest = totals[i] - std::min(totals[i], e.ns);
+      const uint64_t mismatch = rest > ref.total_ns ? rest - ref.total_ns : ref.total_ns - rest;
+      if (mismatch < best_mismatch) {
+        best_mismatch = mismatch;
+        out[i] = e;
+      }
     }
   }
-  return extra;
+  return out;
 }
 
 }  // namespace
@@ -130,26 +211,25 @@ size_t MarkExtraCpuWorkSteps(std::vector<StepWindow>& steps, const std::vector<S
   if (n < kMinSteps || work.size() != n) return 0;
   std::vector<uint64_t> totals;
   for (const StepCpuWork& w : work) totals.push_back(Sum(w.stretches_ns));
-  const uint64_t median_total = Median(totals);
-  if (median_total == 0) return 0;
-  const std::vector<uint64_t> extra = CpuExtras(work, median_total);
-  // Steps already left out (warm-up: its first-time work can dwarf an
-  // evaluation pass) do not set the break.
-  std::vector<uint64_t> sorted;
+  if (Median(totals) == 0) return 0;
+  const std::vector<CpuExtra> extra = CpuExtras(steps, work, totals, SteadyStretches(work));
+  // Each extra as a share of its steady step; steps already left out
+  // (warm-up: its first-time work can dwarf an evaluation pass) do not set
+  // the break.
+  std::vector<double> share(n, 0);
+  std::vector<double> sorted;
   for (size_t k = 0; k < n; ++k) {
-    if (!steps[k].warmup && steps[k].left_out.empty()) sorted.push_back(extra[k]);
+    share[k] = extra[k].share();
+    if (!steps[k].warmup && steps[k].left_out.empty()) sorted.push_back(share[k]);
   }
   if (sorted.empty()) return 0;
-  std::sort(sorted.begin(), sorted.end(), std::greater<uint64_t>());
-  const double floor = kMinCpuExtraOfStep * static_cast<double>(median_total);
+  std::sort(sorted.begin(), sorted.end(), std::greater<double>());
   // The first break from the top: the largest extras that stand apart.
-  uint64_t threshold = 0;  // 0: none stands apart
+  double threshold = 0;  // 0: none stands apart
   const size_t most = std::min(sorted.size(), static_cast<size_t>(kMaxExtraShare * static_cast<double>(n)));
   for (size_t c = 1; c <= most && threshold == 0; ++c) {
-    const uint64_t next = c < sorted.size() ? sorted[c] : 0;
-    if (static_cast<double>(sorted[c - 1]) >= floor && static_cast<double>(sorted[c - 1]) >= kCpuExtraGap * next) {
-      threshold = sorted[c - 1];
-    }
+    const double next = c < sorted.size() ? sorted[c] : 0;
+    if (sorted[c - 1] >= kMinCpuExtraOfStep && sorted[c - 1] >= kCpuExtraGap * next) threshold = sorted[c - 1];
   }
   if (threshold == 0) return 0;
   // Extras that would move the mean step by less than kMinCpuExtraOfRun
@@ -158,18 +238,18 @@ size_t MarkExtraCpuWorkSteps(std::vector<StepWindow>& steps, const std::vector<S
   for (size_t k = 0; k < n; ++k) {
     if (steps[k].warmup || !steps[k].left_out.empty()) continue;
     run += static_cast<double>(totals[k]);
-    if (extra[k] >= threshold) extras += static_cast<double>(extra[k]);
+    if (share[k] >= threshold) extras += static_cast<double>(extra[k].ns);
   }
   if (extras < kMinCpuExtraOfRun * run) return 0;
   size_t marked = 0;
   for (size_t k = 0; k < n; ++k) {
     StepWindow& w = steps[k];
-    if (w.warmup || !w.left_out.empty() || extra[k] < threshold) continue;
+    if (w.warmup || !w.left_out.empty() || share[k] < threshold) continue;
     w.warmup = true;
     w.left_out = absl::StrFormat(
-        "extra CPU work: the loop's thread ran %.3f ms more than the steady step (%.3f ms) between two marks, with "
-        "no backward pass in that stretch (an evaluation pass or checkpoint?)",
-        extra[k] / 1e6, median_total / 1e6);
+        "extra CPU work: the loop's thread ran %.3f ms more than the steady step around it (%.3f ms) between two "
+        "marks, with no backward pass in that stretch (an evaluation pass or checkpoint?)",
+        extra[k].ns / 1e6, extra[k].steady_total_ns / 1e6);
     ++marked;
   }
   return marked;

@@ -25,22 +25,29 @@
 // at its backward passes' starts into stretches and the CPU time the
 // loop's thread ran (not blocked, not preempted: a data stall or a busy
 // machine does not count) in each stretch:
-//   - the steady step has the most common number of stretches; each
-//     stretch position's median is its steady CPU time;
-//   - a step's extra is its largest stretch's CPU time beyond the median of
-//     that position (a step with fewer stretches: its total beyond the
-//     median step's; one with more, i.e. more backward passes than the
-//     steady step, has none: its extra is backward work, a merged step);
+//   - the steady step has the most common number of stretches; around
+//     each step, on each side, the up to 8 nearest steps not left out
+//     already give the steady step's CPU time (their median) and each
+//     stretch position's (so a shared machine whose speed drifts over the
+//     run, or changes at once, moves the reference with it);
+//   - a step's extra against one side is its largest stretch's CPU time
+//     beyond that side's median of that position (a step with fewer
+//     stretches: its total beyond the side's median step; one with more,
+//     i.e. more backward passes than the steady step, has none: its extra
+//     is backward work, a merged step); of the sides with at least 3
+//     steps, the one that counts is that whose steady step is closest to
+//     the step's CPU time less that extra (the side of the step's own
+//     speed), and the extra is taken as a share of its steady step;
 //   - the steps left out are those whose extra stands apart: the largest c
-//     extras for the smallest c (at most a quarter of the steps) such that
-//     the c-th is at least 3/4 of the median step's CPU time and at least
-//     twice the next one (noise, a longer batch, a garbage collection make
-//     a continuum below; an evaluation pass is most of a step's work or
-//     more, above), unless together they are less than 2% of the CPU work
-//     of the steps (the mean would move by less than that: a few spikes of
-//     a busy machine, a rare garbage collection, are not worth the risk);
+//     shares for the smallest c (at most a quarter of the steps) such that
+//     the c-th is at least 3/4 and at least twice the next one (noise, a
+//     longer batch, a garbage collection make a continuum below; an
+//     evaluation pass is most of a step's work or more, above), unless
+//     together they are less than 2% of the CPU work of the steps (the mean
+//     would move by less than that: a few spikes of a busy machine, a rare
+//     garbage collection, are not worth the risk);
 //   - fewer than 5 steps: nothing is marked.
-// Cost: O(steps log steps).
+// Cost: O(steps x 16 log 16).
 
 #include <cstdint>
 #include <string>

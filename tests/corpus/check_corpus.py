@@ -28,7 +28,8 @@ Checks, per row (a row fails with its reasons; exit status 1 if any does):
              process started, so step_analysis.pid is that process (not a
              DataLoader worker) and step_analysis.tid its main thread
   own        the mean measured step is within 5% of the job's own mean
-             iteration time over the same span
+             iteration time over the same span (attached: the steps inside
+             the span that the job's own timing lines cover)
   l=a        (attached rows) launched and attached agree: the mean step,
              each divided by the job's own iteration time in that run, within
              3% (the job's own speed may differ between the two runs; the
@@ -415,6 +416,7 @@ class Row:
         self.skipped = ""
         self.seconds = None
         self.job_pid = None  # attached: the pid attached to
+        self.own_span = None  # attached: (start_ns, end_ns) the job's own timing covers
 
     def fail(self, check, reason):
         for script_re, mode_re, check_re, why in KNOWN_GAPS:
@@ -429,10 +431,24 @@ class Row:
 
     @property
     def mean_ms(self):
+        """The report's mean measured step; attached, over the steps inside
+        the span the job's own timing covers (a shared machine's speed
+        drifts within the attach window)."""
         d = self.steps.get("duration_ns")
         if not d or not self.steps.get("measured_steps"):
             return None
+        inside = self.steps_in_own_span()
+        if inside is not None and len(inside) >= MIN_STEPS:
+            return sum(st["duration_ns"] for st in inside) / len(inside) / 1e6
         return d["mean"] / 1e6
+
+    def steps_in_own_span(self):
+        if not self.own_span or not self.report:
+            return None
+        lo, hi = self.own_span
+        include_left_out = self.steps.get("summary_includes_warmup")
+        return [st for st in self.report.get("steps") or []
+                if (include_left_out or not st.get("warmup")) and st["start_ns"] >= lo and st["end_ns"] <= hi]
 
     @property
     def diagnosis(self):
@@ -565,7 +581,12 @@ class Harness:
                 job.finish(10)
         self.read_report(row, trace_file, tag)
         if name != "trainer" and row.report:
-            row.own_ms = self.own_ms_in_window(job, row.report)
+            row.own_ms, row.own_span = self.own_ms_in_window(job, row.report)
+            inside = row.steps_in_own_span()
+            if inside is not None:
+                row.notes.append("mean step over the %d measured steps inside the span of the job's own timing "
+                                 "lines (%s)" % (len(inside), "used" if len(inside) >= MIN_STEPS
+                                                  else "too few: the whole window's mean is used"))
         if name == "trainer" and row.report and row.report.get("attach"):
             timed = float(parse_result(job.lines).get("elapsed_s", 0) or 0)
             window = (row.report["attach"]["end_ns"] - row.report["attach"]["start_ns"]) / 1e9
@@ -574,14 +595,17 @@ class Harness:
 
     def own_ms_in_window(self, job, report):
         """The mean of the job's "ms/iter" lines whose whole interval (from the
-        previous such line) lies inside the attach window."""
+        previous such line) lies inside the attach window, and the span those
+        intervals cover: (mean, (start_ns, end_ns)), or (None, None)."""
         attach = report.get("attach") or {}
         lo, hi = attach.get("start_ns"), attach.get("end_ns")
         if not lo or not hi:
-            return None
+            return None, None
         lines = job.timing_lines()
-        inside = [ms for (t0, _), (t1, ms) in zip(lines, lines[1:]) if t0 >= lo and t1 <= hi]
-        return sum(inside) / len(inside) if inside else None
+        inside = [(t0, t1, ms) for (t0, _), (t1, ms) in zip(lines, lines[1:]) if t0 >= lo and t1 <= hi]
+        if not inside:
+            return None, None
+        return sum(ms for _, _, ms in inside) / len(inside), (inside[0][0], inside[-1][1])
 
     def read_report(self, row, trace_file, tag):
         if not os.path.exists(trace_file):

@@ -162,6 +162,38 @@ TEST(StepExtraWorkTest, AFewSpikesInALongRunStayIn) {
   EXPECT_EQ(MarkExtraCpuWorkSteps(steps, work), 2u);
 }
 
+TEST(StepExtraWorkTest, EvaluationPassesStandApartWhileTheMachineSpeedDrifts) {
+  // A shared VM's speed drifts: the steady step's CPU time grows by half
+  // over the run, gradually or at once, so a late steady step is longer
+  // than an early evaluation pass's extra
+  // (grad_accum_eval on CI: steps of 30 to 46 ms, evaluations of 33 to
+  // 56 ms).  Each step is judged against its neighbours.
+  // change: 0 gradual, else the first slower step (20: right after an
+  // evaluation).
+  for (size_t change : {0u, 15u, 20u}) {
+    std::vector<StepCpuWork> work = CpuSteps(40, 3, 0.08, 11);
+    for (size_t i = 0; i < work.size(); ++i) {
+      const double speed = change ? (i < change ? 1.0 : 1.55) : 1.0 + 0.55 * static_cast<double>(i) / 39;
+      for (uint64_t& ns : work[i].stretches_ns) ns = static_cast<uint64_t>(static_cast<double>(ns) * speed);
+      // An evaluation pass after every 10th step: 1.1 steps' work.
+      if (i % 10 == 9) work[i].stretches_ns.back() += static_cast<uint64_t>(1.1 * 23 * kMs * speed);
+    }
+    std::vector<StepWindow> steps = Windows(40);
+    steps[0].warmup = true;
+    EXPECT_EQ(MarkExtraCpuWorkSteps(steps, work), 4u) << change;
+    for (size_t i = 1; i < steps.size(); ++i) {
+      EXPECT_EQ(!steps[i].left_out.empty(), i % 10 == 9) << change << " " << i << ": " << steps[i].left_out;
+    }
+  }
+  // The drift alone, with no evaluation pass, marks nothing.
+  std::vector<StepCpuWork> work = CpuSteps(40, 3, 0.08, 12);
+  for (size_t i = 0; i < work.size(); ++i) {
+    for (uint64_t& ns : work[i].stretches_ns) ns = static_cast<uint64_t>(static_cast<double>(ns) * (i < 20 ? 1.0 : 1.8));
+  }
+  std::vector<StepWindow> steps = Windows(40);
+  EXPECT_EQ(MarkExtraCpuWorkSteps(steps, work), 0u);
+}
+
 TEST(StepExtraWorkTest, NoCpuExtraWhenNothingStandsApart) {
   // Extras that form a continuum (variable-length batches: 0.5x to 3x the
   // work) mark nothing, however large the largest: 5 to 44 ms around 24.
