@@ -6,7 +6,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
 #include "analysis/cuda_api_class.h"
 #include "analysis/step_extra_work.h"
 #include "cupti_shim/optimizer_step_cycle.h"
@@ -547,9 +546,6 @@ bool StepLocator::KernelSequenceSteps(StepPlan& plan, uint32_t pid, const std::s
   PeriodSteps(plan, StepSource::kRepeatingKernelSequence, period, what, why, symbols_);
   const PeriodicFold fold = FoldAroundTrainingSteps(plan.steps, options.backward_starts);
   if (fold.period != 0) {
-    // The stretches listed as left out are in the steps now.
-    const size_t listed = plan.note.find("; left out of the summaries: ");
-    if (listed != std::string::npos) plan.note.resize(listed);
     absl::StrAppend(&plan.note,
                     absl::StrFormat("; but that unit holds no backward pass, and the stretches it leaves out hold them, "
                                     "one in %d (%d times): the unit is an RL loop's environment step, repeated for "
@@ -557,6 +553,7 @@ bool StepLocator::KernelSequenceSteps(StepPlan& plan, uint32_t pid, const std::s
                                     "updates, from the start of one update stretch to the next",
                                     fold.period, fold.occurrences, fold.period));
   }
+  NoteLeftOut(plan);
   return true;
 }
 
@@ -589,6 +586,7 @@ bool StepLocator::CpuActivitySteps(StepPlan& plan, const std::string& why, std::
   plan.pid = pid;
   plan.tid = pid;
   PeriodSteps(plan, StepSource::kRepeatingCpuActivity, period, what, why, names);
+  NoteLeftOut(plan);
   return true;
 }
 
@@ -602,8 +600,6 @@ void StepLocator::PeriodSteps(StepPlan& plan, StepSource source, const PeriodRes
   };
   plan.source = source;
   plan.steps.clear();
-  std::vector<std::string> left;
-  size_t left_out = 0;
   for (size_t i = 0; i < period.iterations.size(); ++i) {
     const Iteration& it = period.iterations[i];
     StepWindow w;
@@ -612,25 +608,18 @@ void StepLocator::PeriodSteps(StepPlan& plan, StepSource source, const PeriodRes
     w.end_ns = it.end_ns;
     w.left_out = it.left_out;
     w.warmup = !it.left_out.empty();
-    if (!it.left_out.empty()) {
-      ++left_out;
-      if (left.size() < 8) left.push_back(absl::StrCat("step ", i, ": ", it.left_out));
-    }
     plan.steps.push_back(std::move(w));
   }
   plan.anchor_name = name(period.cut_symbol);
-  std::string out = left_out == 0 ? "none" : absl::StrJoin(left, "; ");
-  if (left_out > left.size()) absl::StrAppend(&out, "; and ", left_out - left.size(), " more");
   plan.note = absl::StrFormat(
       "%s; steps are the repeating unit of %s: %d iterations of %d tokens each, found by splitting the sequence "
       "at each \"%s\" (%d anchors tried) and comparing the pieces; %d of %d iterations are steady (%.0f%% of "
-      "the time from the first token to the last); a step starts before \"%s\" (%s); left out of the summaries: %s",
+      "the time from the first token to the last); a step starts before \"%s\" (%s)",
       why, what, period.iterations.size(), period.unit_tokens, name(period.anchor_symbol), period.anchors_tested,
       period.steady, period.iterations.size(), 100 * period.time_share, plan.anchor_name,
       period.cut_preferred ? "the iteration's host-to-device input copy"
       : source == StepSource::kRepeatingCpuActivity ? "the longest wait in the cycle (median)"
-                                                     : "the position in the cycle with the longest median wait before it",
-      out);
+                                                     : "the position in the cycle with the longest median wait before it");
 }
 
 }  // namespace gpuos

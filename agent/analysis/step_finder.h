@@ -214,9 +214,12 @@ class StepLocator {
   // memsets, synchronizations) in call order; `named`: how many have a GPU
   // record's name.
   std::vector<SequenceToken> GpuTokens(uint32_t pid, size_t& named) const;
-  // Steps from a repeating sequence's iterations, and the note.
+  // Steps from a repeating sequence's iterations, and the note up to the
+  // list of steps left out (NoteLeftOut, once the steps are final).
   void PeriodSteps(StepPlan& plan, StepSource source, const PeriodResult& period, const std::string& what,
                    const std::string& why, const std::vector<std::string>& symbol_names);
+  // Appends "left out of the summaries: ..." for plan.steps to plan.note.
+  static void NoteLeftOut(StepPlan& plan);
   std::string ThreadText(uint32_t tid) const;
 
   StepOptions options_;

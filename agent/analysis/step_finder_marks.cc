@@ -16,16 +16,18 @@ namespace {
 
 uint64_t ThreadKey(uint32_t pid, uint32_t tid) { return (static_cast<uint64_t>(pid) << 32) | tid; }
 
+}  // namespace
+
 // Appends "left out of the summaries: step i: why; ..." for the steps
-// marked left out, eight at most.
-void NoteLeftOut(StepPlan& plan) {
+// marked left out, eight at most ("none" when none is).
+void StepLocator::NoteLeftOut(StepPlan& plan) {
   std::vector<std::string> left;
   size_t left_out = 0;
   for (const StepWindow& w : plan.steps) {
     if (w.left_out.empty()) continue;
     if (++left_out <= 8) left.push_back(absl::StrCat("step ", w.index, ": ", w.left_out));
   }
-  std::string out = absl::StrJoin(left, "; ");
+  std::string out = left_out == 0 ? "none" : absl::StrJoin(left, "; ");
   if (left_out > left.size()) absl::StrAppend(&out, "; and ", left_out - left.size(), " more");
   absl::StrAppend(&plan.note, plan.note.empty() ? "" : "; ", "left out of the summaries: ", out);
   // Say it where what is left out is a large part of the run: it may be
@@ -42,8 +44,6 @@ void NoteLeftOut(StepPlan& plan) {
                                     100.0 * static_cast<double>(out_ns) / static_cast<double>(all_ns)));
   }
 }
-
-}  // namespace
 
 bool StepLocator::BackwardSteps(StepPlan& plan, const std::string& why, bool from_uprobe) {
   const std::vector<Range>* ranges = nullptr;

@@ -4,8 +4,9 @@
 // named by joining the calls to their kernel records; an attached trace
 // with uprobe-recorded driver calls only (no kernel names); a job with no
 // CUDA, by its threads' blocking points; loss.backward() marks for a loop
-// that updates by hand; the order of the sources; and fixed windows, with
-// the reason, when nothing repeats.
+// that updates by hand; an RL loop whose environment step repeats, folded
+// with its updates into one step; the order of the sources; and fixed
+// windows, with the reason, when nothing repeats.
 #include <algorithm>
 #include <cstdint>
 #include <random>
@@ -444,6 +445,53 @@ TEST(StepPeriodTest, UprobeBackwardRangesWhenTheGpuWorkHasNoPeriod) {
   ASSERT_EQ(plan.steps.size(), 29u);
   EXPECT_EQ(plan.steps.back().end_ns, starts.back());
   EXPECT_NE(plan.note.find("no repeating unit"), std::string::npos) << plan.note;
+}
+
+}  // namespace
+}  // namespace gpuos
+
+namespace gpuos {
+namespace {
+
+TEST(StepPeriodTest, AnRlLoopsEnvironmentStepsAndUpdatesMakeOneStepAndOneList) {
+  // A rollout of 32 environment steps (the policy's 4 kernels, the action's
+  // copy back, the environment's 300 us), then 4 minibatch updates whose
+  // kernels differ from iteration to iteration (shapes that vary), 10
+  // iterations: the environment step is the repeating unit, the updates
+  // (with the backward passes) are what it leaves out.
+  Loop loop;
+  std::mt19937 rng(5);
+  std::vector<v1::Event> marks;
+  for (int i = 0; i < 10; ++i) {
+    for (int e = 0; e < 32; ++e) {
+      for (int k = 0; k < 4; ++k) loop.Launch(kPid, absl::StrCat("policy_kernel_", k));
+      loop.Copy(kPid, v1::MEMCPY_DTOH, 4);
+      loop.Wait(300 * kUs);
+    }
+    for (int u = 0; u < 4; ++u) {
+      const int variant = static_cast<int>(rng() % 5);
+      for (int k = 0; k < 8; ++k) loop.Launch(kPid, absl::StrCat("update_fwd_", k, "_", variant));
+      marks.push_back(UprobeBackward(loop.now(), kPid));
+      for (int k = 0; k < 8; ++k) loop.Launch(kAutograd, absl::StrCat("update_bwd_", k, "_", variant));
+      for (int k = 0; k < 2; ++k) loop.Launch(kPid, absl::StrCat("adam_", k));
+    }
+  }
+  std::vector<v1::Event> events = loop.events();
+  events.insert(events.end(), marks.begin(), marks.end());
+  StepPlan plan = Locate(events);
+  ASSERT_EQ(plan.source, StepSource::kRepeatingKernelSequence) << plan.note;
+  const size_t folded = plan.note.find("an RL loop's environment step");
+  ASSERT_NE(folded, std::string::npos) << plan.note;
+  // The list of steps left out comes once, after the fold, and names the
+  // steps of the folded plan.
+  const size_t listed = plan.note.find("left out of the summaries: ");
+  ASSERT_NE(listed, std::string::npos) << plan.note;
+  EXPECT_GT(listed, folded) << plan.note;
+  EXPECT_EQ(plan.note.find("left out of the summaries: ", listed + 1), std::string::npos) << plan.note;
+  size_t measured = 0;
+  for (const StepWindow& w : plan.steps) measured += w.left_out.empty();
+  EXPECT_GE(measured, 8u) << plan.note;
+  EXPECT_LE(plan.steps.size(), 11u) << plan.note;
 }
 
 }  // namespace
