@@ -180,8 +180,13 @@ class StepLocator {
   // Python hook's), sorted.
   std::vector<uint64_t> BackwardStarts(uint64_t key) const;
   // Every backward pass's start in process `pid` (the uprobe's and the
-  // Python hook's, on any thread), sorted.
+  // Python hook's, on any thread but the autograd engine's), sorted.
   std::vector<uint64_t> BackwardStartsOfProcess(uint32_t pid) const;
+  // Whether thread (pid << 32 | tid) is one of PyTorch's autograd engine
+  // threads (by its name, thread_roles.h): a backward pass that starts there
+  // was called from inside another (reentrant activation checkpointing
+  // recomputes and differentiates each segment so), never by the loop.
+  bool OnAutogradEngineThread(uint64_t key) const;
   // The data workers of the plan's process.
   void FindWorkers(StepPlan& plan) const;
   // Sources 3 to 8 without annotations; `why` says why sources 1 and 2

@@ -10,6 +10,7 @@
 #include "analysis/accumulation_period.h"
 #include "analysis/step_extra_work.h"
 #include "analysis/step_finder.h"
+#include "analysis/thread_roles.h"
 
 namespace gpuos {
 namespace {
@@ -48,7 +49,12 @@ void StepLocator::NoteLeftOut(StepPlan& plan) {
 bool StepLocator::BackwardSteps(StepPlan& plan, const std::string& why, bool from_uprobe) {
   const std::vector<Range>* ranges = nullptr;
   uint64_t key = 0;
+  size_t reentrant = 0;
   for (const auto& [k, r] : from_uprobe ? backward_uprobe_starts_ : backward_ranges_) {
+    if (OnAutogradEngineThread(k)) {
+      reentrant += r.size();
+      continue;
+    }
     if (ranges == nullptr || r.size() > ranges->size() || (r.size() == ranges->size() && k < key)) {
       ranges = &r;
       key = k;
@@ -62,12 +68,18 @@ bool StepLocator::BackwardSteps(StepPlan& plan, const std::string& why, bool fro
   if (ends.size() < 2) return false;
   plan.pid = static_cast<uint32_t>(key >> 32);
   plan.tid = static_cast<uint32_t>(key);
-  const std::string marks =
+  std::string marks =
       from_uprobe ? absl::StrFormat("gpuos-trace's uprobe on torch::autograd::Engine::execute, every "
                                     "loss.backward() of Python or C++: %d on thread %s",
                                     ranges->size(), ThreadText(plan.tid))
                   : absl::StrFormat("the Python start-up hook's marks of loss.backward(): %d on thread %s",
                                     ranges->size(), ThreadText(plan.tid));
+  if (reentrant > 0) {
+    absl::StrAppend(&marks, absl::StrFormat("; %d more on PyTorch's autograd engine threads are backward calls made "
+                                            "inside a backward pass (reentrant activation checkpointing), not the "
+                                            "loop's",
+                                            reentrant));
+  }
   const std::string bounds = from_uprobe ? "the start of" : "the end of";
   std::string grouping;
   if (const uint32_t k = GroupBackwardSteps(plan, ends, plan.tid, grouping); k > 0) {
@@ -147,6 +159,11 @@ uint32_t StepLocator::GroupBackwardSteps(StepPlan& plan, const std::vector<uint6
   return period.k;
 }
 
+bool StepLocator::OnAutogradEngineThread(uint64_t key) const {
+  auto comm = comm_.find(static_cast<uint32_t>(key));
+  return comm != comm_.end() && RoleFromComm(comm->second.second) == ThreadRole::kAutograd;
+}
+
 std::vector<uint64_t> StepLocator::BackwardStarts(uint64_t key) const {
   std::vector<uint64_t> starts;
   auto uprobe = backward_uprobe_starts_.find(key);
@@ -164,7 +181,7 @@ std::vector<uint64_t> StepLocator::BackwardStartsOfProcess(uint32_t pid) const {
   std::vector<uint64_t> starts;
   for (const auto* by_thread : {&backward_uprobe_starts_, &backward_ranges_}) {
     for (const auto& [key, ranges] : *by_thread) {
-      if (static_cast<uint32_t>(key >> 32) != pid) continue;
+      if (static_cast<uint32_t>(key >> 32) != pid || OnAutogradEngineThread(key)) continue;
       for (const Range& r : ranges) starts.push_back(r.start_ns);
     }
   }

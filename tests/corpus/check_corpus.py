@@ -118,6 +118,11 @@ PROFILES = {
             "args": ["--device", "cpu", "--image-size", "32", "--ngf", "16", "--ndf", "16", "--batch-size", "16",
                      "--workers", "1", "--dataset-size", "4000", "--log-every", "10"],
             "iters": 60},
+        "checkpointed_lm": {
+            "args": ["--device", "cpu", "--batch-size", "4", "--block-size", "64", "--vocab", "500",
+                     "--d-model", "64", "--n-head", "4", "--n-layer", "3", "--train-blocks", "2000",
+                     "--workers", "1", "--log-every", "10"],
+            "iters": 40},
         "trainer": {
             "args": ["--device", "cpu", "--model", "mlp", "--hidden", "256", "--layers", "2",
                      "--batch-size", "64", "--workers", "2", "--warmup", "5"],
@@ -163,6 +168,13 @@ PROFILES = {
             "script": "dcgan",
             "args": ["--device", "cuda", "--workers", "4", "--n-critic", "5", "--log-every", "20"],
             "iters": 200},
+        "checkpointed_lm": {
+            "args": ["--device", "cuda", "--log-every", "20"],
+            "iters": 300},
+        "checkpointed_lm_nonreentrant": {
+            "script": "checkpointed_lm",
+            "args": ["--device", "cuda", "--checkpoint", "nonreentrant", "--log-every", "20"],
+            "iters": 300},
         "trainer": {
             "args": ["--device", "cuda", "--model", "cnn", "--batch-size", "64", "--workers", "4",
                      "--pin-memory", "--non-blocking", "--image-size", "3x64x64", "--warmup", "5"],

@@ -496,3 +496,63 @@ TEST(StepPeriodTest, AnRlLoopsEnvironmentStepsAndUpdatesMakeOneStepAndOneList) {
 
 }  // namespace
 }  // namespace gpuos
+
+namespace gpuos {
+namespace {
+
+v1::Event ThreadNamed(uint64_t ts, uint32_t tid, const std::string& comm) {
+  v1::Event e;
+  e.set_ts_ns(ts);
+  e.set_pid(kPid);
+  e.set_tid(tid);
+  e.mutable_thread_start()->set_comm(comm);
+  return e;
+}
+
+TEST(StepPeriodTest, ReentrantCheckpointingsBackwardCallsOnTheAutogradThreadAreNotSteps) {
+  // A 6-block model under reentrant activation checkpointing (Hugging Face's
+  // gradient_checkpointing): the forward runs each block once; loss.backward()
+  // on the main thread, then on the autograd thread each block's forward is
+  // recomputed and a backward call made from inside the backward pass, which
+  // the uprobe sees as a backward pass of that thread (6 an iteration, the
+  // main thread's 1).  40 iterations, no hook.
+  Loop loop;
+  std::vector<v1::Event> extra{ThreadNamed(kT0 - kMs, kAutograd, "pt_autograd_0")};
+  std::vector<uint64_t> main_starts;
+  for (int i = 0; i < 40; ++i) {
+    loop.Wait(2 * kMs);
+    loop.Copy(kPid, v1::MEMCPY_HTOD, 4096);
+    for (int b = 0; b < 6; ++b) {
+      for (int k = 0; k < 10; ++k) loop.Launch(kPid, absl::StrCat("block_fwd_", k));
+    }
+    main_starts.push_back(loop.now());
+    extra.push_back(UprobeBackward(loop.now(), kPid));
+    for (int b = 0; b < 6; ++b) {
+      extra.push_back(UprobeBackward(loop.now(), kAutograd));
+      for (int k = 0; k < 10; ++k) loop.Launch(kAutograd, absl::StrCat("block_fwd_", k));
+      for (int k = 0; k < 12; ++k) loop.Launch(kAutograd, absl::StrCat("block_bwd_", k));
+    }
+    for (int k = 0; k < 4; ++k) loop.Launch(kPid, absl::StrCat("adamw_", k));
+  }
+  std::vector<v1::Event> events = loop.events();
+  events.insert(events.end(), extra.begin(), extra.end());
+  StepPlan plan = Locate(events);
+  ASSERT_EQ(plan.source, StepSource::kRepeatingKernelSequence) << plan.note;
+  size_t measured = 0;
+  for (const StepWindow& w : plan.steps) measured += w.left_out.empty();
+  EXPECT_GE(measured, 36u) << plan.note;
+  EXPECT_LE(plan.steps.size(), 40u) << plan.note;
+
+  // Without GPU work to repeat (the uprobe's marks alone), the main
+  // thread's backward passes make the steps, and the note says why the
+  // autograd thread's do not.
+  std::vector<v1::Event> marks_only(extra.begin(), extra.end());
+  plan = Locate(marks_only);
+  ASSERT_EQ(plan.source, StepSource::kBackwardUprobe) << plan.note;
+  EXPECT_EQ(plan.tid, kPid);
+  EXPECT_EQ(plan.steps.size(), 39u);
+  EXPECT_NE(plan.note.find("240 more on PyTorch's autograd engine threads"), std::string::npos) << plan.note;
+}
+
+}  // namespace
+}  // namespace gpuos
