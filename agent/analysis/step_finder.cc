@@ -19,6 +19,10 @@ uint64_t ThreadKey(uint32_t pid, uint32_t tid) { return (static_cast<uint64_t>(p
 // Fixed windows beyond this many are widened: a tiny --window over an hour
 // would otherwise make billions of steps.
 constexpr uint64_t kMaxFixedWindows = 100000;
+// Side threads of the GPU work (StepLocator::GpuTokens): each under this
+// share of the process's calls, all of them under the second.
+constexpr double kSideThreadShare = 0.05;
+constexpr double kSideThreadsShare = 0.10;
 
 // "HTOD" for MEMCPY_HTOD; a value this build does not know (a newer
 // writer's, or a damaged file's) by its number.
@@ -130,7 +134,7 @@ void StepLocator::Add(const v1::Event& e) {
         }
         if (call.bytes()) absl::StrAppend(&token, " ", call.bytes(), " B");
       }
-      gpu_calls_.push_back(GpuCall{e.ts_ns(), e.ts_ns() + call.duration_ns(), e.pid(), call.correlation_id(),
+      gpu_calls_.push_back(GpuCall{e.ts_ns(), e.ts_ns() + call.duration_ns(), e.pid(), e.tid(), call.correlation_id(),
                                    Symbol(token), api.find("Graph") != std::string_view::npos});
       break;
     }
@@ -498,11 +502,32 @@ void StepLocator::FixedWindows(StepPlan& plan, const std::string& why) {
       why, Ms(static_cast<double>(width)), widened, over, ThreadText(plan.tid), n, rest);
 }
 
-std::vector<SequenceToken> StepLocator::GpuTokens(uint32_t pid, size_t& named) const {
+std::vector<SequenceToken> StepLocator::GpuTokens(uint32_t pid, size_t& named, size_t* side_threads,
+                                                  size_t* side_calls) const {
   std::vector<GpuCall> calls;
+  absl::flat_hash_map<uint32_t, size_t> by_thread;
   for (const GpuCall& c : gpu_calls_) {
-    if (c.pid == pid) calls.push_back(c);
+    if (c.pid != pid) continue;
+    calls.push_back(c);
+    ++by_thread[c.tid];
   }
+  absl::flat_hash_set<uint32_t> side;
+  size_t side_total = 0;
+  for (const auto& [tid, n] : by_thread) {
+    if (static_cast<double>(n) < kSideThreadShare * static_cast<double>(calls.size())) {
+      side.insert(tid);
+      side_total += n;
+    }
+  }
+  if (!side.empty() && static_cast<double>(side_total) < kSideThreadsShare * static_cast<double>(calls.size())) {
+    calls.erase(std::remove_if(calls.begin(), calls.end(), [&](const GpuCall& c) { return side.contains(c.tid); }),
+                calls.end());
+  } else {
+    side.clear();
+    side_total = 0;
+  }
+  if (side_threads != nullptr) *side_threads = side.size();
+  if (side_calls != nullptr) *side_calls = side_total;
   std::sort(calls.begin(), calls.end(), [](const GpuCall& a, const GpuCall& b) {
     return a.start_ns != b.start_ns ? a.start_ns < b.start_ns : a.correlation_id < b.correlation_id;
   });
@@ -523,8 +548,8 @@ std::vector<SequenceToken> StepLocator::GpuTokens(uint32_t pid, size_t& named) c
 }
 
 bool StepLocator::KernelSequenceSteps(StepPlan& plan, uint32_t pid, const std::string& why, std::string& why_not) {
-  size_t named = 0;
-  std::vector<SequenceToken> tokens = GpuTokens(pid, named);
+  size_t named = 0, side_threads = 0, side_calls = 0;
+  std::vector<SequenceToken> tokens = GpuTokens(pid, named, &side_threads, &side_calls);
   std::vector<bool> preferred(symbols_.size(), false);
   for (size_t i = 0; i < symbols_.size(); ++i) {
     const std::string& name = symbols_[i];
@@ -535,10 +560,18 @@ bool StepLocator::KernelSequenceSteps(StepPlan& plan, uint32_t pid, const std::s
   PeriodOptions options;
   options.backward_starts = BackwardStartsOfProcess(pid);
   PeriodResult period = FindRepeatingSequence(tokens, preferred, options);
-  const std::string what = absl::StrFormat(
+  std::string what = absl::StrFormat(
       "the GPU work of process %d (its %d kernel launches, copies, memsets and synchronizations across its "
-      "threads in call order, %d named by their GPU records%s)",
+      "threads in call order, %d named by their GPU records%s",
       pid, tokens.size(), named, named == 0 ? ", the rest by the call and its arguments" : "");
+  if (side_threads > 0) {
+    absl::StrAppend(&what, absl::StrFormat("; not the %d calls of %d thread%s that each made under %.0f%% of them, "
+                                           "which come at no fixed place in the loop (a thread that prefetches "
+                                           "batches to the GPU)",
+                                           side_calls, side_threads, side_threads == 1 ? "" : "s",
+                                           100 * kSideThreadShare));
+  }
+  absl::StrAppend(&what, ")");
   if (!period.found) {
     why_not = absl::StrCat("no repeating unit in ", what, ": ", period.why_not);
     return false;

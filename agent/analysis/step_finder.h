@@ -217,8 +217,14 @@ class StepLocator {
   bool CpuActivitySteps(StepPlan& plan, const std::string& why, std::string& why_not);
   // The GPU work of process `pid` (launches named by their kernels, copies,
   // memsets, synchronizations) in call order; `named`: how many have a GPU
-  // record's name.
-  std::vector<SequenceToken> GpuTokens(uint32_t pid, size_t& named) const;
+  // record's name; `side_threads`/`side_calls`: the threads left out and
+  // their calls.  A thread that makes under kSideThreadShare of the
+  // process's calls, where such threads make under kSideThreadsShare of
+  // them together, is left out: its calls come at no fixed place in the
+  // loop's sequence (a thread that prefetches batches to the GPU, an EMA
+  // update beside the loop).
+  std::vector<SequenceToken> GpuTokens(uint32_t pid, size_t& named, size_t* side_threads = nullptr,
+                                       size_t* side_calls = nullptr) const;
   // Steps from a repeating sequence's iterations, and the note up to the
   // list of steps left out (NoteLeftOut, once the steps are final).
   void PeriodSteps(StepPlan& plan, StepSource source, const PeriodResult& period, const std::string& what,
@@ -253,6 +259,7 @@ class StepLocator {
     uint64_t start_ns;
     uint64_t end_ns;
     uint32_t pid;
+    uint32_t tid;
     uint32_t correlation_id;
     uint32_t api_symbol;  // the call's own token (API name, or uprobe details)
     bool graph = false;   // a graph launch: its kernels are many

@@ -89,6 +89,11 @@ PROFILES = {
             "args": ["--device", "cpu", "--arch", "resnet18", "--image-size", "32", "-b", "8", "-j", "2",
                      "--num-classes", "10", "--lr", "0.01", "--print-freq", "5"],
             "iters": 40},
+        "imagenet_thread_prefetch": {
+            "script": "imagenet_resnet",
+            "args": ["--device", "cpu", "--arch", "resnet18", "--image-size", "32", "-b", "8", "-j", "2",
+                     "--num-classes", "10", "--lr", "0.01", "--print-freq", "5", "--prefetch", "thread"],
+            "iters": 40},
         "word_lm_lstm": {
             "args": ["--device", "cpu", "--vocab", "1000", "--train-tokens", "16000", "--valid-tokens", "2000",
                      "--emsize", "64", "--nhid", "64", "--batch-size", "8", "--bptt", "20",
@@ -131,6 +136,16 @@ PROFILES = {
     "gpu": {
         "imagenet_resnet": {
             "args": ["--device", "cuda", "--arch", "resnet18", "-b", "64", "-j", "4", "--print-freq", "10"],
+            "iters": 200},
+        "imagenet_stream_prefetch": {
+            "script": "imagenet_resnet",
+            "args": ["--device", "cuda", "--arch", "resnet18", "-b", "64", "-j", "4", "--print-freq", "10",
+                     "--prefetch", "stream"],
+            "iters": 200},
+        "imagenet_thread_prefetch": {
+            "script": "imagenet_resnet",
+            "args": ["--device", "cuda", "--arch", "resnet18", "-b", "64", "-j", "4", "--print-freq", "10",
+                     "--prefetch", "thread"],
             "iters": 200},
         "word_lm_lstm": {
             "args": ["--device", "cuda", "--train-tokens", "400000", "--log-interval", "50"],

@@ -556,3 +556,55 @@ TEST(StepPeriodTest, ReentrantCheckpointingsBackwardCallsOnTheAutogradThreadAreN
 
 }  // namespace
 }  // namespace gpuos
+
+namespace gpuos {
+namespace {
+
+TEST(StepPeriodTest, APrefetchingThreadsCopiesAreNotPartOfTheRepeatingUnit) {
+  // A background thread takes batches from the DataLoader and copies them
+  // to the GPU (a queue of two ahead): its two copies fall anywhere in the
+  // loop's sequence, none, one or two batches' worth an iteration.  40
+  // iterations, no marks.
+  constexpr uint32_t kPrefetcher = kPid + 9;
+  Loop loop;
+  std::mt19937 rng(7);
+  int owed = 1;  // batches the prefetcher has yet to copy
+  auto prefetch = [&] {
+    for (int b = 0; b < owed; ++b) {
+      loop.Copy(kPrefetcher, v1::MEMCPY_HTOD, 64 * 3 * 224 * 224 * 4);
+      loop.Copy(kPrefetcher, v1::MEMCPY_HTOD, 64 * 8);
+    }
+    owed = 0;
+  };
+  for (int i = 0; i < 40; ++i) {
+    loop.Wait((i % 4 == 3 ? 60 : 4) * kMs);  // every 4th batch is late
+    ++owed;
+    const int at = static_cast<int>(rng() % 70);
+    const bool skip = rng() % 3 == 0;  // now and then the copy slips to the next iteration
+    for (int k = 0; k < 30; ++k) {
+      if (k == at && !skip) prefetch();
+      loop.Launch(kPid, absl::StrCat("fwd_kernel_", k));
+    }
+    for (int k = 0; k < 30; ++k) {
+      if (k + 30 == at && !skip) prefetch();
+      loop.Launch(kAutograd, absl::StrCat("bwd_kernel_", k));
+    }
+    for (int k = 0; k < 6; ++k) loop.Launch(kPid, absl::StrCat("sgd_kernel_", k % 2));
+    if (at >= 60 && !skip) prefetch();
+    loop.Copy(kPid, v1::MEMCPY_DTOH, 4);
+  }
+  StepPlan plan = Locate(loop.events());
+  ASSERT_EQ(plan.source, StepSource::kRepeatingKernelSequence) << plan.note;
+  EXPECT_NE(plan.note.find("calls of 1 thread that each made under 5%"), std::string::npos) << plan.note;
+  size_t measured = 0, late = 0;
+  for (const StepWindow& w : plan.steps) {
+    if (!w.left_out.empty()) continue;
+    ++measured;
+    late += w.end_ns - w.start_ns > 50 * kMs;
+  }
+  EXPECT_GE(measured, 38u) << plan.note;
+  EXPECT_GE(late, 9u) << "the late batches' steps are measured: " << plan.note;
+}
+
+}  // namespace
+}  // namespace gpuos
