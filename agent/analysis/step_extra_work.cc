@@ -339,4 +339,33 @@ PeriodicFold FoldAroundTrainingSteps(std::vector<StepWindow>& steps, const std::
   return out;
 }
 
+PeriodicFold FoldExtraTrainingSteps(std::vector<StepWindow>& steps, const std::vector<uint64_t>& backward_starts) {
+  if (backward_starts.empty()) return {};
+  const size_t n = steps.size();
+  std::vector<size_t> starts_in(n, 0);
+  std::vector<size_t> steady;
+  for (size_t i = 0; i < n; ++i) {
+    auto from = std::lower_bound(backward_starts.begin(), backward_starts.end(), steps[i].start_ns);
+    auto to = std::lower_bound(from, backward_starts.end(), steps[i].end_ns);
+    starts_in[i] = static_cast<size_t>(to - from);
+    if (steps[i].left_out.empty()) steady.push_back(starts_in[i]);
+  }
+  if (steady.empty()) return {};
+  const size_t steady_starts = Median(steady);
+  std::vector<size_t> at;
+  for (size_t i = 0; i < n; ++i) {
+    if (!steps[i].left_out.empty() && starts_in[i] > steady_starts) at.push_back(i);
+  }
+  if (at.size() >= 4 && at[1] - at[0] != at[2] - at[1]) at.erase(at.begin());
+  // Each iteration ends with the unit that holds the extra update.
+  std::vector<size_t> after;
+  for (size_t i : at) {
+    if (i + 1 < n) after.push_back(i + 1);
+  }
+  PeriodicFold out;
+  out.occurrences = static_cast<uint32_t>(at.size());
+  out.period = FoldAt(steps, after, "before the first stretch with the extra update (a partial iteration)");
+  return out;
+}
+
 }  // namespace gpuos

@@ -114,4 +114,14 @@ PeriodicFold FoldPeriodicExtraWork(std::vector<StepWindow>& steps, const std::ve
 // reverse: the backward passes are in the steady unit.
 PeriodicFold FoldAroundTrainingSteps(std::vector<StepWindow>& steps, const std::vector<uint64_t>& backward_starts);
 
+// Left-out steps of a repeating unit that hold more backward passes than
+// the steady step does (the median count), at one period k for the whole
+// run (edges as above; a first such step off the period, the warm-up, is
+// not counted): the extra work is another update made once every k units,
+// as a GAN's generator update after k critic updates (each with its
+// gradient penalty's backward pass), not an evaluation pass or checkpoint
+// (those add no backward pass).  Then one step is k units, ending with the
+// one that holds the extra update (`share` unset).
+PeriodicFold FoldExtraTrainingSteps(std::vector<StepWindow>& steps, const std::vector<uint64_t>& backward_starts);
+
 }  // namespace gpuos

@@ -232,6 +232,7 @@ class StepLocator {
   // Appends "left out of the summaries: ..." for plan.steps to plan.note.
   static void NoteLeftOut(StepPlan& plan);
   std::string ThreadText(uint32_t tid) const;
+  static uint64_t ThreadKey(uint32_t pid, uint32_t tid) { return (static_cast<uint64_t>(pid) << 32) | tid; }
 
   StepOptions options_;
   StepNameMatcher step_;

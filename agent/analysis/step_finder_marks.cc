@@ -15,8 +15,6 @@
 namespace gpuos {
 namespace {
 
-uint64_t ThreadKey(uint32_t pid, uint32_t tid) { return (static_cast<uint64_t>(pid) << 32) | tid; }
-
 }  // namespace
 
 // Appends "left out of the summaries: step i: why; ..." for the steps

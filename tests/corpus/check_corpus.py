@@ -179,6 +179,11 @@ PROFILES = {
         "dcgan": {
             "args": ["--device", "cuda", "--workers", "4", "--log-every", "20"],
             "iters": 600},
+        "wgan_gp": {
+            "script": "dcgan",
+            "args": ["--device", "cuda", "--workers", "4", "--n-critic", "5", "--gradient-penalty", "10",
+                     "--log-every", "20"],
+            "iters": 200},
         "wgan_critic": {
             "script": "dcgan",
             "args": ["--device", "cuda", "--workers", "4", "--n-critic", "5", "--log-every", "20"],
@@ -186,6 +191,10 @@ PROFILES = {
         "checkpointed_lm": {
             "args": ["--device", "cuda", "--log-every", "20"],
             "iters": 300},
+        "lm_dynamic_padding": {
+            "script": "checkpointed_lm",
+            "args": ["--device", "cuda", "--checkpoint", "none", "--dynamic-padding", "--log-every", "20"],
+            "iters": 400},
         "checkpointed_lm_nonreentrant": {
             "script": "checkpointed_lm",
             "args": ["--device", "cuda", "--checkpoint", "nonreentrant", "--log-every", "20"],

@@ -11,6 +11,9 @@ checkpointing.
 The loop is the run_clm_no_trainer loop: a DataLoader over fixed-length
 token blocks, `outputs = model(batch)`, `loss.backward()`, gradient
 clipping, AdamW, a linear schedule with warm-up, `optimizer.zero_grad()`.
+With --dynamic-padding the examples have lengths from --block-size / 8 to
+--block-size and each batch is padded to its longest (DataCollatorWithPadding's
+way), so every batch has its own shape.
 """
 import argparse
 import math
@@ -26,17 +29,30 @@ class TokenBlocks(torch.utils.data.Dataset):
     """Fixed-length blocks of a synthetic token stream (a Markov chain, so
     the loss falls)."""
 
-    def __init__(self, n_blocks, block_size, vocab, seed):
+    def __init__(self, n_blocks, block_size, vocab, seed, variable):
         g = torch.Generator().manual_seed(seed)
         steps = torch.randint(1, 4, (n_blocks * block_size,), generator=g)
-        self.tokens = torch.cumsum(steps, 0) % vocab
+        self.tokens = torch.cumsum(steps, 0) % vocab + 1  # 0 pads
         self.block_size = block_size
+        self.lengths = (torch.randint(block_size // 8, block_size + 1, (n_blocks,), generator=g) if variable
+                        else torch.full((n_blocks,), block_size))
 
     def __len__(self):
         return len(self.tokens) // self.block_size
 
     def __getitem__(self, i):
-        return self.tokens[i * self.block_size:(i + 1) * self.block_size]
+        return self.tokens[i * self.block_size:i * self.block_size + int(self.lengths[i])]
+
+
+def pad_collate(examples):
+    """Pads to the longest example of the batch; labels -100 on the padding."""
+    longest = max(len(x) for x in examples)
+    tokens = torch.zeros(len(examples), longest, dtype=torch.long)
+    labels = torch.full((len(examples), longest), -100, dtype=torch.long)
+    for row, x in enumerate(examples):
+        tokens[row, :len(x)] = x
+        labels[row, :len(x)] = x
+    return tokens, labels
 
 
 class Block(nn.Module):
@@ -64,7 +80,7 @@ class CausalLM(nn.Module):
         self.checkpoint = checkpoint
         self.register_buffer("mask", torch.triu(torch.full((block_size, block_size), float("-inf")), 1))
 
-    def forward(self, tokens):
+    def forward(self, tokens, labels):
         t = tokens.size(1)
         x = self.wte(tokens) + self.wpe(torch.arange(t, device=tokens.device))
         mask = self.mask[:t, :t]
@@ -74,7 +90,8 @@ class CausalLM(nn.Module):
             else:
                 x = block(x, mask)
         logits = self.lm_head(self.ln_f(x))
-        return F.cross_entropy(logits[:, :-1].reshape(-1, logits.size(-1)), tokens[:, 1:].reshape(-1))
+        return F.cross_entropy(logits[:, :-1].reshape(-1, logits.size(-1)), labels[:, 1:].reshape(-1),
+                               ignore_index=-100)
 
 
 def checkpoint_block(block, x, mask, reentrant):
@@ -90,6 +107,8 @@ def parse_args():
     p.add_argument("--checkpoint", choices=["reentrant", "nonreentrant", "none"], default="reentrant")
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--block-size", type=int, default=256)
+    p.add_argument("--dynamic-padding", action="store_true", help="examples of varied length, batches padded to "
+                   "their longest")
     p.add_argument("--vocab", type=int, default=8192)
     p.add_argument("--d-model", type=int, default=512)
     p.add_argument("--n-head", type=int, default=8)
@@ -117,8 +136,9 @@ def main():
     device = torch.device(args.device)
     model = CausalLM(args.vocab, args.block_size, args.d_model, args.n_head, args.n_layer, args.checkpoint)
     model.to(device).train()
-    data = TokenBlocks(args.train_blocks, args.block_size, args.vocab, args.seed)
+    data = TokenBlocks(args.train_blocks, args.block_size, args.vocab - 1, args.seed, args.dynamic_padding)
     loader = torch.utils.data.DataLoader(data, batch_size=args.batch_size, shuffle=True, drop_last=True,
+                                         collate_fn=pad_collate,
                                          num_workers=args.workers, pin_memory=device.type == "cuda",
                                          persistent_workers=args.workers > 0)
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
@@ -138,9 +158,10 @@ def main():
     done = False
     epoch = 0
     while not done:
-        for batch in loader:
-            batch = batch.to(device, non_blocking=True)
-            loss = model(batch)
+        for tokens, labels in loader:
+            tokens = tokens.to(device, non_blocking=True)
+            labels = labels.to(device, non_blocking=True)
+            loss = model(tokens, labels)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             optimizer.step()
@@ -171,9 +192,9 @@ def main():
     warm = args.warmup_iters if len(times) > args.warmup_iters else 0
     measured = times[warm:]
     print("RESULT script=checkpointed_lm iters=%d warmup_iters=%d iter_ms_mean=%.3f iter_ms_p50=%.3f "
-          "elapsed_s=%.2f device=%s checkpoint=%s" % (
+          "elapsed_s=%.2f device=%s checkpoint=%s dynamic_padding=%d" % (
               step, warm, 1000 * sum(measured) / len(measured), 1000 * sorted(measured)[len(measured) // 2],
-              time.perf_counter() - start, device.type, args.checkpoint), flush=True)
+              time.perf_counter() - start, device.type, args.checkpoint, int(args.dynamic_padding)), flush=True)
 
 
 if __name__ == "__main__":

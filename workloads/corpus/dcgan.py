@@ -11,7 +11,11 @@ DataLoader over torchvision's FakeData (random tensors without
 torchvision) with --workers processes.  One iteration is one batch: both
 updates.  With --n-critic K the discriminator is updated K times per
 generator update (on K batches), as WGAN-style loops do; an iteration is
-then one generator update.
+then one generator update.  With --gradient-penalty W the losses are
+WGAN-GP's: the critic (no sigmoid) scores real and generated batches, and
+a penalty on the norm of its gradient at points between them, taken with
+torch.autograd.grad(create_graph=True), is added with weight W; then one
+backward pass through that gradient.
 """
 import argparse
 import time
@@ -33,7 +37,7 @@ def generator(nz, ngf, nc, image_size):
     return nn.Sequential(*layers)
 
 
-def discriminator(ndf, nc, image_size):
+def discriminator(ndf, nc, image_size, sigmoid=True):
     downs = max(1, image_size.bit_length() - 3)
     layers = [nn.Conv2d(nc, ndf, 4, 2, 1, bias=False), nn.LeakyReLU(0.2, inplace=True)]
     mult = 1
@@ -41,7 +45,7 @@ def discriminator(ndf, nc, image_size):
         layers += [nn.Conv2d(ndf * mult, ndf * mult * 2, 4, 2, 1, bias=False),
                    nn.BatchNorm2d(ndf * mult * 2), nn.LeakyReLU(0.2, inplace=True)]
         mult *= 2
-    layers += [nn.Conv2d(ndf * mult, 1, 4, 1, 0, bias=False), nn.Sigmoid()]
+    layers += [nn.Conv2d(ndf * mult, 1, 4, 1, 0, bias=False)] + ([nn.Sigmoid()] if sigmoid else [])
     return nn.Sequential(*layers)
 
 
@@ -77,6 +81,8 @@ def parse_args():
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--dataset-size", type=int, default=50000)
     p.add_argument("--n-critic", type=int, default=1, help="discriminator updates per generator update")
+    p.add_argument("--gradient-penalty", type=float, default=0.0,
+                   help="WGAN-GP: Wasserstein losses and a gradient penalty of this weight (0: DCGAN's BCE)")
     p.add_argument("--lr", type=float, default=0.0002)
     p.add_argument("--iters", type=int, default=None)
     p.add_argument("--seconds", type=float, default=None)
@@ -101,7 +107,8 @@ def main():
 
     netG = generator(args.nz, args.ngf, nc, args.image_size).to(device)
     netG.apply(weights_init)
-    netD = discriminator(args.ndf, nc, args.image_size).to(device)
+    gp_weight = args.gradient_penalty
+    netD = discriminator(args.ndf, nc, args.image_size, sigmoid=gp_weight == 0).to(device)
     netD.apply(weights_init)
     criterion = nn.BCELoss()
     real_label, fake_label = 1.0, 0.0
@@ -126,17 +133,26 @@ def main():
             netD.zero_grad()
             real = data[0].to(device)
             b_size = real.size(0)
-            label = torch.full((b_size,), real_label, dtype=torch.float, device=device)
-            output = netD(real).view(-1)
-            errD_real = criterion(output, label)
-            errD_real.backward()
             noise = torch.randn(b_size, args.nz, 1, 1, device=device)
-            fake = netG(noise)
-            label.fill_(fake_label)
-            output = netD(fake.detach()).view(-1)
-            errD_fake = criterion(output, label)
-            errD_fake.backward()
-            errD = errD_real + errD_fake
+            if gp_weight:
+                fake = netG(noise)
+                alpha = torch.rand(b_size, 1, 1, 1, device=device)
+                mixed = (alpha * real + (1 - alpha) * fake.detach()).requires_grad_(True)
+                grad, = torch.autograd.grad(netD(mixed).sum(), mixed, create_graph=True)
+                penalty = ((grad.reshape(b_size, -1).norm(2, dim=1) - 1) ** 2).mean()
+                errD = netD(fake.detach()).mean() - netD(real).mean() + gp_weight * penalty
+                errD.backward()
+            else:
+                label = torch.full((b_size,), real_label, dtype=torch.float, device=device)
+                output = netD(real).view(-1)
+                errD_real = criterion(output, label)
+                errD_real.backward()
+                fake = netG(noise)
+                label.fill_(fake_label)
+                output = netD(fake.detach()).view(-1)
+                errD_fake = criterion(output, label)
+                errD_fake.backward()
+                errD = errD_real + errD_fake
             optimizerD.step()
             critic_updates += 1
             if critic_updates % args.n_critic != 0:
@@ -144,9 +160,12 @@ def main():
 
             # (2) Update G: maximize log(D(G(z)))
             netG.zero_grad()
-            label.fill_(real_label)
-            output = netD(fake).view(-1)
-            errG = criterion(output, label)
+            if gp_weight:
+                errG = -netD(fake).mean()
+            else:
+                label.fill_(real_label)
+                output = netD(fake).view(-1)
+                errG = criterion(output, label)
             errG.backward()
             optimizerG.step()
 

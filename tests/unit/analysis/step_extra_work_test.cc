@@ -334,3 +334,48 @@ TEST(StepExtraWorkTest, UpdatesBetweenRolloutsOfARepeatedEnvironmentStepMakeTheI
 
 }  // namespace
 }  // namespace gpuos
+
+namespace gpuos {
+namespace {
+
+TEST(StepExtraWorkTest, AnUpdateEveryKUnitsWithItsOwnBackwardPassMakesTheIteration) {
+  // WGAN-GP: the kernel sequence's unit is a critic update (20 ms, two
+  // backward passes: the gradient penalty's torch.autograd.grad and the
+  // loss's); every 5th also holds the generator's update (one more
+  // backward pass, 6 ms more), so it is left out as extra work; so is the
+  // warm-up, step 0.
+  std::vector<StepWindow> steps = PeriodicSteps(4 + 5 * 30, 5, 4, 20, 6);
+  steps[0].warmup = true;
+  steps[0].left_out = "warm-up";
+  std::vector<uint64_t> backward;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const size_t passes = i == 0 ? 4 : steps[i].left_out.empty() ? 2 : 3;
+    for (size_t b = 0; b < passes; ++b) backward.push_back(steps[i].start_ns + (b * 5 + 1) * kMs);
+  }
+  std::vector<StepWindow> folded = steps;
+  const PeriodicFold fold = FoldExtraTrainingSteps(folded, backward);
+  EXPECT_EQ(fold.period, 5u);
+  EXPECT_EQ(fold.occurrences, 30u);
+  // The head (steps 0-4) left out; 29 whole iterations, each ending with
+  // the generator's update; the 4 critic updates after the last one are an
+  // iteration the job ended inside.
+  ASSERT_EQ(folded.size(), 31u);
+  EXPECT_TRUE(folded[0].warmup);
+  EXPECT_NE(folded[30].left_out.find("ended inside"), std::string::npos) << folded[30].left_out;
+  for (size_t i = 1; i < 30; ++i) {
+    EXPECT_TRUE(folded[i].left_out.empty()) << i << ": " << folded[i].left_out;
+    EXPECT_EQ(folded[i].end_ns - folded[i].start_ns, (5 * 20 + 6) * kMs) << i;
+  }
+  // An evaluation pass every 5 steps adds no backward pass: nothing changes.
+  backward.clear();
+  for (size_t i = 0; i < steps.size(); ++i) {
+    for (size_t b = 0; b < 2; ++b) backward.push_back(steps[i].start_ns + (b * 5 + 1) * kMs);
+  }
+  folded = steps;
+  EXPECT_EQ(FoldExtraTrainingSteps(folded, backward).period, 0u);
+  EXPECT_EQ(folded.size(), steps.size());
+  EXPECT_EQ(FoldExtraTrainingSteps(folded, {}).period, 0u);
+}
+
+}  // namespace
+}  // namespace gpuos
