@@ -48,7 +48,9 @@ CLOCK_MONOTONIC, the trace's clock, when the harness reads it).  The
 trainer prints only its final summary: elapsed_s / measured_steps; attached,
 its --warmup and --steps are sized from the launched run's speed so that
 its timed steps are about those of the attach window (a note gives both
-spans).
+spans), and the report's steps are compared over the span that ends when
+its summary line arrives and lasts elapsed_s.  Attached rows compare the
+report's steps inside the span the job's own timing covers.
 
 Every process is started with a timeout and ended with its descendants
 (by pid) when it runs over, when the harness ends, or when the harness is
@@ -627,6 +629,14 @@ class Harness:
             timed = float(parse_result(job.lines).get("elapsed_s", 0) or 0)
             window = (row.report["attach"]["end_ns"] - row.report["attach"]["start_ns"]) / 1e9
             row.notes.append("the trainer's timed steps took %.2f s, the attach window %.2f s" % (timed, window))
+            # Its timed steps end where it prints its summary: the report's
+            # steps are compared over that span.
+            printed = next((t for t, text in reversed(job.lines) if text.startswith("gpuos-trainer:")), None)
+            if printed and timed > 0:
+                row.own_span = (printed - int(timed * 1e9), printed)
+                inside = row.steps_in_own_span()
+                row.notes.append("mean step over the %d measured steps inside the trainer's timed span (%s)" % (
+                    len(inside), "used" if len(inside) >= MIN_STEPS else "too few: the whole window's mean is used"))
         return row
 
     def own_ms_in_window(self, job, report):
