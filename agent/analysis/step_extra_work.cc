@@ -257,6 +257,13 @@ size_t MarkExtraCpuWorkSteps(std::vector<StepWindow>& steps, const std::vector<S
 
 namespace {
 
+// How many of `backward_starts` (sorted) fall inside `step`.
+size_t BackwardStartsIn(const StepWindow& step, const std::vector<uint64_t>& backward_starts) {
+  auto from = std::lower_bound(backward_starts.begin(), backward_starts.end(), step.start_ns);
+  auto to = std::lower_bound(from, backward_starts.end(), step.end_ns);
+  return static_cast<size_t>(to - from);
+}
+
 // One step from each of `at` (one period k apart; the first within k of the
 // start, the last within k of the end) to the next; the steps before the
 // first make one step left out with `head_reason`.  Returns the period, 0
@@ -323,8 +330,7 @@ PeriodicFold FoldAroundTrainingSteps(std::vector<StepWindow>& steps, const std::
   size_t steady = 0, steady_training = 0;
   std::vector<size_t> at;
   for (size_t i = 0; i < steps.size(); ++i) {
-    auto it = std::lower_bound(backward_starts.begin(), backward_starts.end(), steps[i].start_ns);
-    const bool training = it != backward_starts.end() && *it < steps[i].end_ns;
+    const bool training = BackwardStartsIn(steps[i], backward_starts) > 0;
     if (steps[i].left_out.empty()) {
       ++steady;
       steady_training += training;
@@ -345,9 +351,7 @@ PeriodicFold FoldExtraTrainingSteps(std::vector<StepWindow>& steps, const std::v
   std::vector<size_t> starts_in(n, 0);
   std::vector<size_t> steady;
   for (size_t i = 0; i < n; ++i) {
-    auto from = std::lower_bound(backward_starts.begin(), backward_starts.end(), steps[i].start_ns);
-    auto to = std::lower_bound(from, backward_starts.end(), steps[i].end_ns);
-    starts_in[i] = static_cast<size_t>(to - from);
+    starts_in[i] = BackwardStartsIn(steps[i], backward_starts);
     if (steps[i].left_out.empty()) steady.push_back(starts_in[i]);
   }
   if (steady.empty()) return {};
