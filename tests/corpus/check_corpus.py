@@ -825,7 +825,7 @@ def main():
     p.add_argument("--only", help="regex on script names")
     p.add_argument("--modes", default="launched,nohooks,nonvtx,attached",
                    help="comma list of launched, nohooks, nonvtx, attached, uprobes (default: %(default)s)")
-    p.add_argument("--work", help="keep logs, traces and reports here (default: a temporary dir, removed)")
+    p.add_argument("--work", help="keep logs, traces and reports here (default: a temporary dir, removed unless a row failed)")
     p.add_argument("--json", help="also write the rows as JSON to this file")
     p.add_argument("--budget", type=int, default=0,
                    help="seconds: start no run after this much time (its row says so); 0: no limit")
@@ -869,8 +869,14 @@ def main():
         interrupted = str(e)
     finally:
         end_live_jobs()
-        if not keep:
-            shutil.rmtree(args.work, ignore_errors=True)
+    # A failed row's traces, logs and reports stay where they were written,
+    # so a miss seen once (a timing check on a shared machine) can be read.
+    failed = interrupted or any(r.failures for r in h.rows)
+    if failed and not keep:
+        print("gpuos-trace corpus check: the failed run's traces, logs and reports are kept in %s"
+              % args.work, flush=True)
+    elif not keep:
+        shutil.rmtree(args.work, ignore_errors=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump([r.to_json() for r in h.rows], f, indent=1)
