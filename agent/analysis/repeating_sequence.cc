@@ -277,6 +277,27 @@ double SteadyShareWithBackward(const std::vector<SequenceToken>& t, const Segmen
   return steady == 0 ? 0 : static_cast<double>(with) / static_cast<double>(steady);
 }
 
+// When a segmentation's first steady segment begins.
+uint64_t FirstSteadyStart(const std::vector<SequenceToken>& t, const Segmentation& s) {
+  for (size_t i = 0; i < s.segments(); ++i) {
+    if (s.steady[i]) return t[s.cuts[i]].start_ns;
+  }
+  return t.back().end_ns;
+}
+
+// The share of the time from `from` to the last token's end spent in the
+// segmentation's steady segments that begin at or after `from`.
+double SteadyTimeShareFrom(const std::vector<SequenceToken>& t, const Segmentation& s, uint64_t from) {
+  if (t.back().end_ns <= from) return 0;
+  uint64_t steady_ns = 0;
+  for (size_t i = 0; i < s.segments(); ++i) {
+    if (!s.steady[i] || t[s.cuts[i]].start_ns < from) continue;
+    const size_t to = s.cuts[i + 1];
+    steady_ns += t[to < t.size() ? to : to - 1].start_ns - t[s.cuts[i]].start_ns;
+  }
+  return static_cast<double>(steady_ns) / static_cast<double>(t.back().end_ns - from);
+}
+
 // The winning segmentation among those tried (see the header's rule), or
 // nullptr when none qualifies.
 const Segmentation* ChooseSegmentation(const std::vector<SequenceToken>& t, const std::vector<Segmentation>& tried,
@@ -299,9 +320,15 @@ const Segmentation* ChooseSegmentation(const std::vector<SequenceToken>& t, cons
   // Near ties go to the one with more steady segments (a call every 2
   // iterations splits as well, into pairs), then to fewer segments (an
   // anchor that also occurs in evaluation batches splits them off too).
+  // Two units are compared over the time from where both have begun to
+  // repeat: a coarse unit (an epoch of iterations) counts the warm-up
+  // iterations inside its first segment as steady, where the iterations'
+  // own unit leaves them out as unlike the rest.
   const Segmentation* finest = chosen;
   for (const Segmentation& s : tried) {
-    if (!competes(s) || s.time_share < chosen->time_share - 0.03) continue;
+    if (!competes(s)) continue;
+    const uint64_t from = std::max(FirstSteadyStart(t, s), FirstSteadyStart(t, *chosen));
+    if (SteadyTimeShareFrom(t, s, from) < SteadyTimeShareFrom(t, *chosen, from) - 0.03) continue;
     if (s.steady_count > finest->steady_count ||
         (s.steady_count == finest->steady_count && s.segments() < finest->segments())) {
       finest = &s;

@@ -140,6 +140,31 @@ TEST(RepeatingSequenceTest, AccumulatingMicroBatchesDoNotHideTheOptimizerStep) {
   }
 }
 
+TEST(RepeatingSequenceTest, AnEpochThatHoldsTheWarmUpDoesNotOutweighTheIteration) {
+  // 6 epochs of 20 iterations and 10 of a seventh, each epoch starting
+  // with a shuffle (symbol 90); the first iteration also autotunes (extra
+  // tokens 91-94 and 300 ms of waiting).  The epoch repeats too, and its first
+  // segment counts the warm-up as steady (4 extra tokens of 400 are within
+  // the tolerance), where the iteration's unit leaves that iteration out:
+  // over the whole run the epoch covers more time, over the time both
+  // repeat the iteration does.
+  Stream s;
+  for (int epoch = 0; epoch < 7; ++epoch) {
+    s.Add({90}, kMs);
+    for (int i = 0; i < (epoch < 6 ? 20 : 10); ++i) {
+      if (epoch == 0 && i == 0) {
+        s.Add({91, 92, 93, 94});
+        s.Wait(300 * kMs);
+      }
+      s.Add(Range(0, 20), 3 * kMs);
+    }
+  }
+  PeriodResult r = FindRepeatingSequence(s.tokens(), {}, PeriodOptions());
+  ASSERT_TRUE(r.found) << r.why_not;
+  EXPECT_EQ(r.unit_tokens, 20u);
+  EXPECT_GE(Steady(r), 120u);
+}
+
 TEST(RepeatingSequenceTest, IdenticalLayersDoNotMakeTheUnit) {
   // 12 identical layers forward (0,1,2 each), backward (10,11,12 each),
   // then one optimizer kernel: a forward kernel splits most segments alike,
