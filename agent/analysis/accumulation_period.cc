@@ -111,4 +111,48 @@ AccumulationPeriod FindAccumulationPeriod(const std::vector<uint64_t>& work_ns, 
   return r;
 }
 
+namespace {
+
+// The busiest of the k-1 positions that hold no update: the median of each
+// position's intervals, the largest.
+double BusiestOtherPosition(const std::vector<uint64_t>& work_ns, const AccumulationPeriod& period) {
+  double busiest = 0;
+  for (uint32_t p = 0; p < period.k; ++p) {
+    if (p == period.phase) continue;
+    std::vector<uint64_t> at;
+    for (size_t j = p; j < work_ns.size(); j += period.k) at.push_back(work_ns[j]);
+    busiest = std::max(busiest, static_cast<double>(Median(std::move(at))));
+  }
+  return busiest;
+}
+
+// The intervals whose CPU time reached the geometric mean of the update's
+// median and the busiest other position's, when that split keeps groups of
+// k apart: every gap between consecutive ones at least k backward passes,
+// but for a few (noise), else none.
+std::vector<size_t> ClearUpdates(const std::vector<uint64_t>& work_ns, const AccumulationPeriod& period) {
+  const double update = static_cast<double>(period.update_median_ns);
+  const double other = BusiestOtherPosition(work_ns, period);
+  if (other <= 0 || update < kClearUpdateRatio * other) return {};
+  const double threshold = std::sqrt(update * other);
+  std::vector<size_t> updates;
+  for (size_t j = 0; j < work_ns.size(); ++j) {
+    if (static_cast<double>(work_ns[j]) >= threshold) updates.push_back(j);
+  }
+  size_t short_groups = 0;
+  for (size_t i = 1; i < updates.size(); ++i) short_groups += updates[i] - updates[i - 1] < period.k;
+  if (updates.size() < 2 || short_groups > (updates.size() - 1) / 20) return {};
+  return updates;
+}
+
+}  // namespace
+
+std::vector<size_t> UpdateIntervals(const std::vector<uint64_t>& work_ns, const AccumulationPeriod& period) {
+  if (!period.found || period.k == 0) return {};
+  if (std::vector<size_t> clear = ClearUpdates(work_ns, period); !clear.empty()) return clear;
+  std::vector<size_t> updates;
+  for (size_t j = period.phase; j < work_ns.size(); j += period.k) updates.push_back(j);
+  return updates;
+}
+
 }  // namespace gpuos

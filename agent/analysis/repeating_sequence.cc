@@ -277,6 +277,21 @@ double SteadyShareWithBackward(const std::vector<SequenceToken>& t, const Segmen
   return steady == 0 ? 0 : static_cast<double>(with) / static_cast<double>(steady);
 }
 
+// The median count of backward starts in a segmentation's steady segments
+// (`steady`) or in its others.
+size_t BackwardStartsMedian(const std::vector<SequenceToken>& t, const Segmentation& s,
+                            const std::vector<uint64_t>& backward_starts, bool steady) {
+  std::vector<size_t> counts;
+  for (size_t i = 0; i < s.segments(); ++i) {
+    if (static_cast<bool>(s.steady[i]) != steady) continue;
+    const uint64_t from = t[s.cuts[i]].start_ns;
+    const uint64_t to = s.cuts[i + 1] < t.size() ? t[s.cuts[i + 1]].start_ns : t.back().end_ns;
+    counts.push_back(std::lower_bound(backward_starts.begin(), backward_starts.end(), to) -
+                     std::lower_bound(backward_starts.begin(), backward_starts.end(), from));
+  }
+  return Median(std::move(counts));
+}
+
 // When a segmentation's first steady segment begins.
 uint64_t FirstSteadyStart(const std::vector<SequenceToken>& t, const Segmentation& s) {
   for (size_t i = 0; i < s.segments(); ++i) {
@@ -350,6 +365,13 @@ const Segmentation* ChooseSegmentation(const std::vector<SequenceToken>& t, cons
     const size_t from = chosen->cuts[chosen->representative];
     for (size_t i = from; i < from + chosen->unit; ++i) covered += in_fine[t[i].symbol];
     if (covered < 0.75 * chosen->unit) continue;
+    // An absorbed evaluation adds no backward pass; an extra with more of
+    // them than the steady unit is training (the update after micro-batches
+    // or tasks: MAML's meta-update after its tasks' adaptation), and then
+    // the finer unit is a part of the iteration.
+    if (!backward.empty() && BackwardStartsMedian(t, s, backward, false) > BackwardStartsMedian(t, s, backward, true)) {
+      continue;
+    }
     absorbed |= MedianExtra(s) >= s.unit;
     if (finer == nullptr || s.time_share > finer->time_share) finer = &s;
   }

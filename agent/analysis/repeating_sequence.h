@@ -36,7 +36,10 @@
 //     covers only the forward pass; an anchor inside a gradient-accumulation
 //     micro-batch leaves the optimizer's segment out), near ties (within
 //     0.03) going to the finer one (a logging call every 2 iterations also
-//     splits well, into pairs);
+//     splits well, into pairs); two are compared over the time from where
+//     both have begun to repeat (a coarse unit, an epoch, counts the warm-up
+//     iterations inside its first segment as steady where the iteration's
+//     unit leaves them out);
 //   - except: when a finer qualifying segmentation (twice the steady
 //     segments at least, its unit's symbols making 75% of the coarse
 //     unit's tokens) has irregular segments at least twice its steady length (the extra is as big as an iteration
@@ -46,7 +49,9 @@
 //     gradient-accumulation micro-batch, is smaller than a forward and
 //     backward pass; where the job's backward passes are known, not a finer
 //     unit that holds none while the coarse one does (an RL loop's
-//     environment step, repeated for a rollout before the updates);
+//     environment step, repeated for a rollout before the updates), nor one
+//     whose irregular segments hold more backward passes than its steady
+//     ones (the extra is training: MAML's meta-update after its tasks);
 //   - the cut inside the cycle: before the iteration's first token marked
 //     preferred (the caller marks the input's host-to-device copy), else
 //     before the position with the largest median time gap, where the job

@@ -356,9 +356,13 @@ PeriodicFold FoldExtraTrainingSteps(std::vector<StepWindow>& steps, const std::v
   }
   if (steady.empty()) return {};
   const size_t steady_starts = Median(steady);
+  // Another update adds about a unit's backward passes (a generator's one
+  // or two); many more, with no update of their own, are an evaluation that
+  // adapts before it scores (MAML's torch.autograd.grad calls), left out.
+  const size_t most_starts = 2 * steady_starts + 1;
   std::vector<size_t> at;
   for (size_t i = 0; i < n; ++i) {
-    if (!steps[i].left_out.empty() && starts_in[i] > steady_starts) at.push_back(i);
+    if (!steps[i].left_out.empty() && starts_in[i] > steady_starts && starts_in[i] <= most_starts) at.push_back(i);
   }
   if (at.size() >= 4 && at[1] - at[0] != at[2] - at[1]) at.erase(at.begin());
   // Each iteration ends with the unit that holds the extra update.

@@ -115,7 +115,9 @@ PeriodicFold FoldPeriodicExtraWork(std::vector<StepWindow>& steps, const std::ve
 PeriodicFold FoldAroundTrainingSteps(std::vector<StepWindow>& steps, const std::vector<uint64_t>& backward_starts);
 
 // Left-out steps of a repeating unit that hold more backward passes than
-// the steady step does (the median count), at one period k for the whole
+// the steady step does (the median count m) but at most 2m + 1 (many more
+// are an evaluation that adapts with torch.autograd.grad before it scores,
+// as MAML's, and stay left out), at one period k for the whole
 // run (edges as above; a first such step off the period, the warm-up, is
 // not counted): the extra work is another update made once every k units,
 // as a GAN's generator update after k critic updates (each with its

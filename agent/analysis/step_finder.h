@@ -176,8 +176,8 @@ class StepLocator {
   std::vector<StepCpuWork> CpuWork(const StepPlan& plan) const;
   // Whether a data-loader range began on the loop's thread inside each step.
   std::vector<bool> FetchesInSteps(const StepPlan& plan);
-  // The backward passes' starts on thread `key` (the uprobe's, else the
-  // Python hook's), sorted.
+  // The backward passes' starts on thread `key` (the Python hook's, the
+  // loop's loss.backward() calls, else the uprobe's), sorted.
   std::vector<uint64_t> BackwardStarts(uint64_t key) const;
   // Every backward pass's start in process `pid` (the uprobe's and the
   // Python hook's, on any thread but the autograd engine's), sorted.
@@ -208,8 +208,9 @@ class StepLocator {
   bool BackwardSteps(StepPlan& plan, const std::string& why, bool from_uprobe = false);
   // Steps of k backward marks each (`bounds`, sorted, on main thread `tid`)
   // when the CPU work between them has a period of k
-  // (accumulation_period.h): returns k and the evidence in `detail`, or 0
-  // and why not.
+  // (accumulation_period.h), following the updates: a group with more
+  // marks before its update is left out.  Returns k and the evidence in
+  // `detail`, or 0 and why not.
   uint32_t GroupBackwardSteps(StepPlan& plan, const std::vector<uint64_t>& bounds, uint32_t tid, std::string& detail);
   // Source 4 on process `pid`; false (with `why_not`) when it has no period.
   bool KernelSequenceSteps(StepPlan& plan, uint32_t pid, const std::string& why, std::string& why_not);

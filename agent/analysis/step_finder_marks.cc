@@ -3,6 +3,7 @@
 // grouped k at a time under gradient accumulation, the shim's live rhythm
 // marks, and the steps from marks that hold extra work; see step_finder.h.
 #include <algorithm>
+#include <cmath>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -136,15 +137,28 @@ uint32_t StepLocator::GroupBackwardSteps(StepPlan& plan, const std::vector<uint6
                                  period.evidence);
     return 0;
   }
-  // Interval j (after backward pass j) holds the update when j % k ==
-  // phase: a group starts with backward pass phase + 1 (mod k).
-  const size_t first = (period.phase + 1) % period.k;
+  // A group runs from the backward pass after one update to the backward
+  // pass after the next (interval j follows backward pass j), and from the
+  // first backward pass where the first update closes a whole group.
+  std::vector<size_t> group_starts;
+  const std::vector<size_t> updates = UpdateIntervals(work, period);
+  if (!updates.empty() && updates.front() + 1 == period.k) group_starts.push_back(0);
+  for (size_t j : updates) group_starts.push_back(j + 1);
   std::vector<StepWindow> steps;
-  for (size_t i = first; i + period.k < bounds.size(); i += period.k) {
+  size_t without_update = 0;
+  for (size_t g = 0; g + 1 < group_starts.size(); ++g) {
     StepWindow w;
-    w.start_ns = bounds[i];
-    w.end_ns = bounds[i + period.k];
+    w.start_ns = bounds[group_starts[g]];
+    w.end_ns = bounds[group_starts[g + 1]];
     w.index = steps.size();
+    if (const size_t passes = group_starts[g + 1] - group_starts[g]; passes > period.k) {
+      w.warmup = true;
+      w.left_out = absl::StrFormat("%d backward passes before one update where the others have %d: backward passes "
+                                   "with no update of their own (an evaluation that adapts before it scores, as "
+                                   "MAML's)",
+                                   passes, period.k);
+      ++without_update;
+    }
     steps.push_back(w);
   }
   if (steps.empty()) {
@@ -154,6 +168,13 @@ uint32_t StepLocator::GroupBackwardSteps(StepPlan& plan, const std::vector<uint6
   plan.steps = std::move(steps);
   plan.source = StepSource::kBackwardGroups;
   detail = period.evidence;
+  if (without_update > 0) {
+    absl::StrAppend(&detail, absl::StrFormat("; the groups follow the updates (intervals of at least %.3f ms "
+                                             "CPU time), and %d held more backward passes than %d",
+                                             std::sqrt(static_cast<double>(period.update_median_ns) *
+                                                       static_cast<double>(period.other_median_ns)) / 1e6,
+                                             without_update, period.k));
+  }
   return period.k;
 }
 
@@ -163,12 +184,16 @@ bool StepLocator::OnAutogradEngineThread(uint64_t key) const {
 }
 
 std::vector<uint64_t> StepLocator::BackwardStarts(uint64_t key) const {
+  // The hook's marks where it ran: they are the loop's loss.backward()
+  // calls, where the uprobe also counts torch.autograd.grad's, which an
+  // evaluation that adapts to each task before it scores (MAML's) makes
+  // with no optimizer step.
   std::vector<uint64_t> starts;
-  auto uprobe = backward_uprobe_starts_.find(key);
-  if (uprobe != backward_uprobe_starts_.end()) {
-    for (const Range& r : uprobe->second) starts.push_back(r.start_ns);
-  } else if (auto hook = backward_ranges_.find(key); hook != backward_ranges_.end()) {
+  auto hook = backward_ranges_.find(key);
+  if (hook != backward_ranges_.end()) {
     for (const Range& r : hook->second) starts.push_back(r.start_ns);
+  } else if (auto uprobe = backward_uprobe_starts_.find(key); uprobe != backward_uprobe_starts_.end()) {
+    for (const Range& r : uprobe->second) starts.push_back(r.start_ns);
   }
   std::sort(starts.begin(), starts.end());
   starts.erase(std::unique(starts.begin(), starts.end()), starts.end());

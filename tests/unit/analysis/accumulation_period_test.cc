@@ -2,7 +2,9 @@
 // consecutive backward passes: gradient accumulation with k = 2, 3, 4 and 8
 // (jittered, evaluation passes every few optimizer steps, a slow first
 // interval), no accumulation (jittered, and with a rare extra), random
-// work, too few intervals, and two periods that do not divide each other.
+// work, too few intervals, two periods that do not divide each other, and
+// where the updates are (UpdateIntervals): by their length where they stand
+// clear (MAML's evaluations adapt with no update), else by position.
 // (A loop without accumulation that does extra CPU work every k-th
 // iteration, such as expensive logging, looks the same as accumulation of
 // k: the header says so.)
@@ -116,6 +118,38 @@ TEST(AccumulationPeriodTest, TwoPeriodsThatDoNotDivideEachOtherAreAmbiguous) {
   EXPECT_FALSE(p.found);
   EXPECT_TRUE(p.ambiguous);
   EXPECT_NE(p.evidence.find("but also"), std::string::npos) << p.evidence;
+}
+
+TEST(AccumulationPeriodTest, ClearUpdatesAreFoundWhereTheyAreNotOnlyAtThePhase) {
+  // MAML: 4 adaptation gradients (5 ms apart) and the meta-update's
+  // interval (25 ms) an iteration; after every 10th iteration an evaluation
+  // adapts with 20 gradients of 2 ms and no update (a multiple of 5, so the
+  // phase holds and the period is found).  The updates are the long
+  // intervals, and none falls inside an evaluation.
+  std::vector<uint64_t> w;
+  std::vector<size_t> expected;
+  for (int it = 1; it <= 40; ++it) {
+    for (int g = 0; g < 4; ++g) w.push_back(5 * kMs + g * 10'000);
+    expected.push_back(w.size());
+    w.push_back(25 * kMs);
+    if (it % 10 == 0) {
+      for (int e = 0; e < 20; ++e) w.push_back(2 * kMs + e * 10'000);
+    }
+  }
+  const AccumulationPeriod p = FindAccumulationPeriod(w);
+  ASSERT_TRUE(p.found) << p.evidence;
+  EXPECT_EQ(p.k, 5u);
+  EXPECT_EQ(UpdateIntervals(w, p), expected);
+
+  // An update that hardly stands out is found by its position: every k-th
+  // interval at the phase, as before.
+  std::vector<uint64_t> close = Accumulation(3, 40, 2 * kMs, 0, 0.05, 3);
+  const AccumulationPeriod q = FindAccumulationPeriod(close);
+  ASSERT_TRUE(q.found) << q.evidence;
+  ASSERT_LT(q.update_median_ns, kClearUpdateRatio * q.other_median_ns);
+  const std::vector<size_t> updates = UpdateIntervals(close, q);
+  ASSERT_EQ(updates.size(), 40u);
+  for (size_t i = 0; i < updates.size(); ++i) EXPECT_EQ(updates[i], q.phase + 3 * i);
 }
 
 }  // namespace

@@ -3,7 +3,9 @@
 // optimizer step), a model of identical layers (a per-layer anchor must not
 // win), interleaved evaluation passes (left out, not merged into the unit),
 // an RL loop's rollout (part of the iteration where the backward passes
-// are known), warm-up iterations, a different last batch, an occasional extra token
+// are known), an epoch that holds the warm-up (not the unit), MAML's
+// meta-update after its tasks (the iteration, not the task), warm-up
+// iterations, a different last batch, an occasional extra token
 // tolerated, and a stream with no period.
 #include "analysis/repeating_sequence.h"
 
@@ -265,6 +267,47 @@ TEST(RepeatingSequenceTest, AnRlRolloutIsPartOfTheIterationWhereBackwardPassesAr
   r = FindRepeatingSequence(s.tokens(), {}, PeriodOptions());
   ASSERT_TRUE(r.found) << r.why_not;
   EXPECT_EQ(r.unit_tokens, 7u);
+}
+
+TEST(RepeatingSequenceTest, AMetaUpdateWithItsOwnBackwardPassIsNoAbsorbedEvaluation) {
+  // First-order MAML: an iteration adapts to 4 tasks (each a forward pass,
+  // kernels 0-5, and a gradient, 6-9: a backward pass), then scores the
+  // queries (the same forward kernels 4 times but the first, 30, chosen
+  // for a larger batch; a stack, 20) and makes the
+  // meta-update (its own backward pass, the same backward kernels 4 times,
+  // and Adam, 21-25); every 15 iterations an evaluation adapts to 40 tasks
+  // the same way with no update.  The task's unit repeats most and its
+  // irregular segments (the meta-update) hold more than a unit's extra
+  // work, as an evaluation absorbed by a coarse unit would; but they hold
+  // a backward pass more than its steady segments: training, not
+  // evaluation, so the iteration stays the unit.
+  Stream s;
+  std::vector<uint64_t> backward;
+  auto task = [&](uint64_t gap) {
+    s.Add(Range(0, 6), gap);
+    backward.push_back(s.now());
+    s.Add(Range(6, 10));
+  };
+  for (int i = 1; i <= 60; ++i) {
+    for (int t = 0; t < 4; ++t) task(t == 0 ? kMs : 100 * kUs);
+    for (int q = 0; q < 4; ++q) {
+      s.Add({30});  // the first layer's kernel for the queries' batch size
+      s.Add(Range(1, 6));
+    }
+    s.Add({20});
+    backward.push_back(s.now());
+    for (int q = 0; q < 4; ++q) s.Add(Range(6, 10));
+    s.Add(Range(21, 26));
+    if (i % 15 == 0) {
+      for (int t = 0; t < 40; ++t) task(100 * kUs);
+    }
+  }
+  PeriodOptions options;
+  options.backward_starts = backward;
+  PeriodResult r = FindRepeatingSequence(s.tokens(), {}, options);
+  ASSERT_TRUE(r.found) << r.why_not;
+  EXPECT_EQ(r.unit_tokens, 4u * 10 + 4 * 6 + 1 + 4 * 4 + 5) << "the iteration: 4 tasks and the meta-update";
+  EXPECT_GE(Steady(r), 50u);
 }
 
 TEST(RepeatingSequenceTest, WarmUpAndLastBatchAreLeftOutWithTheReason) {

@@ -375,6 +375,18 @@ TEST(StepExtraWorkTest, AnUpdateEveryKUnitsWithItsOwnBackwardPassMakesTheIterati
   EXPECT_EQ(FoldExtraTrainingSteps(folded, backward).period, 0u);
   EXPECT_EQ(folded.size(), steps.size());
   EXPECT_EQ(FoldExtraTrainingSteps(folded, {}).period, 0u);
+
+  // MAML: an evaluation every 5 steps adapts to its tasks with 40
+  // torch.autograd.grad calls and no update of its own: far more backward
+  // passes than another update makes; it stays left out, nothing folded.
+  backward.clear();
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const size_t passes = steps[i].left_out.empty() || i == 0 ? 2 : 2 + 40;
+    for (size_t b = 0; b < passes; ++b) backward.push_back(steps[i].start_ns + (b * 100 + 1) * 1'000);
+  }
+  folded = steps;
+  EXPECT_EQ(FoldExtraTrainingSteps(folded, backward).period, 0u);
+  EXPECT_EQ(folded.size(), steps.size());
 }
 
 }  // namespace
