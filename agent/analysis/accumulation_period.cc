@@ -126,26 +126,51 @@ double BusiestOtherPosition(const std::vector<uint64_t>& work_ns, const Accumula
   return busiest;
 }
 
-// The intervals whose CPU time reached the geometric mean of the update's
-// median and the busiest other position's, when that split keeps groups of
-// k apart: every gap between consecutive ones at least k backward passes,
-// but for a few (noise), else none.
+// The intervals at or above ClearUpdateThreshold, from the first one at the
+// period's phase (the trace may begin inside a group, and a slow first
+// interval is warm-up).  Where several come closer than k backward passes
+// (an update and noise), one stays: the one a multiple of k before the next
+// one after them, else the last (an update closes its group).  None when
+// that happens too often (more than 1 in 20 groups).
 std::vector<size_t> ClearUpdates(const std::vector<uint64_t>& work_ns, const AccumulationPeriod& period) {
-  const double update = static_cast<double>(period.update_median_ns);
-  const double other = BusiestOtherPosition(work_ns, period);
-  if (other <= 0 || update < kClearUpdateRatio * other) return {};
-  const double threshold = std::sqrt(update * other);
-  std::vector<size_t> updates;
+  const double threshold = ClearUpdateThreshold(work_ns, period);
+  if (threshold <= 0) return {};
+  std::vector<size_t> hits;
   for (size_t j = 0; j < work_ns.size(); ++j) {
-    if (static_cast<double>(work_ns[j]) >= threshold) updates.push_back(j);
+    if (static_cast<double>(work_ns[j]) < threshold) continue;
+    if (hits.empty() && j % period.k != period.phase) continue;
+    hits.push_back(j);
   }
-  size_t short_groups = 0;
-  for (size_t i = 1; i < updates.size(); ++i) short_groups += updates[i] - updates[i - 1] < period.k;
-  if (updates.size() < 2 || short_groups > (updates.size() - 1) / 20) return {};
+  std::vector<size_t> updates;
+  size_t crowded = 0;
+  for (size_t i = 0; i < hits.size();) {
+    size_t last = i;  // the cluster hits[i..last]
+    while (last + 1 < hits.size() && hits[last + 1] - hits[last] < period.k) ++last;
+    size_t keep = hits[last];
+    if (last > i && last + 1 < hits.size()) {
+      size_t on_period = 0;
+      for (size_t c = i; c <= last; ++c) {
+        if ((hits[last + 1] - hits[c]) % period.k == 0) keep = hits[c], ++on_period;
+      }
+      if (on_period != 1) keep = hits[last];
+    }
+    crowded += last - i;
+    updates.push_back(keep);
+    i = last + 1;
+  }
+  if (updates.size() < 2 || crowded > updates.size() / 20) return {};
   return updates;
 }
 
 }  // namespace
+
+double ClearUpdateThreshold(const std::vector<uint64_t>& work_ns, const AccumulationPeriod& period) {
+  if (!period.found || period.k == 0) return 0;
+  const double update = static_cast<double>(period.update_median_ns);
+  const double other = BusiestOtherPosition(work_ns, period);
+  if (other <= 0 || update < kClearUpdateRatio * other) return 0;
+  return std::sqrt(update * other);
+}
 
 std::vector<size_t> UpdateIntervals(const std::vector<uint64_t>& work_ns, const AccumulationPeriod& period) {
   if (!period.found || period.k == 0) return {};

@@ -67,15 +67,20 @@ AccumulationPeriod FindAccumulationPeriod(const std::vector<uint64_t>& work_ns,
 // optimizer update, in order.
 //   - Where the update stands clear (its median at least kClearUpdateRatio
 //     times the median of the busiest other position of the group), every
-//     interval that ran at least the geometric mean of those two medians.
+//     interval that ran at least the geometric mean of those two medians
+//     (the first at the period's phase; of several closer than k backward
+//     passes, one).
 //     A run of backward passes with no update between them (an evaluation
 //     that adapts to each task with torch.autograd.grad before it scores,
 //     as MAML's does) then makes one long group, and the groups after it
 //     keep to the updates whatever its length.
-//   - Otherwise, or where that split leaves more than 1 in 20 groups with
-//     fewer than k backward passes (noise reaching the threshold), every
+//   - Otherwise, or where more than 1 in 20 of those come closer than k
+//     backward passes to another (noise reaching the threshold), every
 //     k-th interval at the period's phase.
 inline constexpr double kClearUpdateRatio = 2.0;
+// The CPU time from which an interval holds a clear update (the geometric
+// mean above), or 0 where the update does not stand clear.
+double ClearUpdateThreshold(const std::vector<uint64_t>& work_ns, const AccumulationPeriod& period);
 std::vector<size_t> UpdateIntervals(const std::vector<uint64_t>& work_ns, const AccumulationPeriod& period);
 
 }  // namespace gpuos

@@ -301,14 +301,16 @@ uint64_t FirstSteadyStart(const std::vector<SequenceToken>& t, const Segmentatio
 }
 
 // The share of the time from `from` to the last token's end spent in the
-// segmentation's steady segments that begin at or after `from`.
+// segmentation's steady segments (the part of one that began before).
 double SteadyTimeShareFrom(const std::vector<SequenceToken>& t, const Segmentation& s, uint64_t from) {
   if (t.back().end_ns <= from) return 0;
   uint64_t steady_ns = 0;
   for (size_t i = 0; i < s.segments(); ++i) {
-    if (!s.steady[i] || t[s.cuts[i]].start_ns < from) continue;
+    if (!s.steady[i]) continue;
     const size_t to = s.cuts[i + 1];
-    steady_ns += t[to < t.size() ? to : to - 1].start_ns - t[s.cuts[i]].start_ns;
+    const uint64_t begin = std::max(t[s.cuts[i]].start_ns, from);
+    const uint64_t end = t[to < t.size() ? to : to - 1].start_ns;
+    if (end > begin) steady_ns += end - begin;
   }
   return static_cast<double>(steady_ns) / static_cast<double>(t.back().end_ns - from);
 }

@@ -359,7 +359,7 @@ PeriodicFold FoldExtraTrainingSteps(std::vector<StepWindow>& steps, const std::v
   // Another update adds about a unit's backward passes (a generator's one
   // or two); many more, with no update of their own, are an evaluation that
   // adapts before it scores (MAML's torch.autograd.grad calls), left out.
-  const size_t most_starts = 2 * steady_starts + 1;
+  const size_t most_starts = 2 * std::max<size_t>(steady_starts, 1) + 1;
   std::vector<size_t> at;
   for (size_t i = 0; i < n; ++i) {
     if (!steps[i].left_out.empty() && starts_in[i] > steady_starts && starts_in[i] <= most_starts) at.push_back(i);

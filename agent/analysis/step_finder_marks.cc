@@ -3,7 +3,6 @@
 // grouped k at a time under gradient accumulation, the shim's live rhythm
 // marks, and the steps from marks that hold extra work; see step_finder.h.
 #include <algorithm>
-#include <cmath>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -171,9 +170,7 @@ uint32_t StepLocator::GroupBackwardSteps(StepPlan& plan, const std::vector<uint6
   if (without_update > 0) {
     absl::StrAppend(&detail, absl::StrFormat("; the groups follow the updates (intervals of at least %.3f ms "
                                              "CPU time), and %d held more backward passes than %d",
-                                             std::sqrt(static_cast<double>(period.update_median_ns) *
-                                                       static_cast<double>(period.other_median_ns)) / 1e6,
-                                             without_update, period.k));
+                                             ClearUpdateThreshold(work, period) / 1e6, without_update, period.k));
   }
   return period.k;
 }
@@ -190,7 +187,7 @@ std::vector<uint64_t> StepLocator::BackwardStarts(uint64_t key) const {
   // with no optimizer step.
   std::vector<uint64_t> starts;
   auto hook = backward_ranges_.find(key);
-  if (hook != backward_ranges_.end()) {
+  if (hook != backward_ranges_.end() && hook->second.size() >= 2) {
     for (const Range& r : hook->second) starts.push_back(r.start_ns);
   } else if (auto uprobe = backward_uprobe_starts_.find(key); uprobe != backward_uprobe_starts_.end()) {
     for (const Range& r : uprobe->second) starts.push_back(r.start_ns);
@@ -237,7 +234,14 @@ void StepLocator::MarkExtraWork(StepPlan& plan) {
   const std::vector<SequenceToken> tokens = GpuTokens(plan.pid, named);
   const size_t marked =
       tokens.empty() ? MarkExtraCpuWorkSteps(plan.steps, CpuWork(plan)) : MarkExtraWorkSteps(plan.steps, tokens);
-  if (marked == 0) return;
+  if (marked == 0) {
+    // Steps the source itself left out (backward groups without an update)
+    // are listed all the same.
+    if (std::any_of(plan.steps.begin(), plan.steps.end(), [](const StepWindow& w) { return !w.left_out.empty(); })) {
+      NoteLeftOut(plan);
+    }
+    return;
+  }
   // Only the Python hook's marks come with its data fetches, which tell an
   // evaluation pass (it reads data) from a rollout (it makes its own).
   const bool fetches_seen = plan.source == StepSource::kOptimizerSteps || plan.source == StepSource::kBackwardRanges;

@@ -905,6 +905,9 @@ def main():
         h.run()
     except Interrupted as e:
         interrupted = str(e)
+    except Exception:
+        log("gpuos-trace corpus check: its traces, logs and reports are kept in %s" % args.work)
+        raise
     finally:
         end_live_jobs()
     # A failed row's traces, logs and reports stay where they were written,

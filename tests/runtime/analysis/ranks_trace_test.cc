@@ -9,19 +9,20 @@
 // near the extra time.  Needs root (eBPF) and python3-torch; skips without.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <map>
-#include <set>
 #include <regex>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "analysis/straggler.h"
 #include "google/protobuf/struct.pb.h"
 #include "gtest/gtest.h"
 #include "runtime_support.h"
-#include "analysis/straggler.h"
 #include "stream/trace_writer.h"
 
 namespace gpuos {
@@ -210,17 +211,21 @@ TEST_F(RanksTraceTest, SpawnedRanksAreNamedByThePythonHook) {
   EXPECT_EQ(JsonReport(bare).fields().at("ranks").list_value().values_size(), 0);
 }
 
-// Each rank's "rank R ... mean_step_ms M loop_cpu_ms C" line: the training
-// thread's own CPU time per step, by rank.  The ranks print at the same
-// moment and their lines can run together, so the fields are searched for
-// anywhere in the output.
-std::map<int, double> LoopCpuMsByRank(const std::string& out) {
-  static const std::regex kLine(R"(rank (\d+) steps \d+ mean_step_ms [0-9.]+ loop_cpu_ms ([0-9.]+))");
-  std::map<int, double> cpu;
+// Each rank's "rank R steps N mean_step_ms M loop_cpu_ms C" line: its mean
+// step and its training thread's own CPU time per step.  The ranks print at
+// the same moment and their lines can run together, so the fields are
+// searched for anywhere in the output.
+struct RankTiming {
+  double step_ms = 0;
+  double cpu_ms = 0;
+};
+std::map<int, RankTiming> RankTimings(const std::string& out) {
+  static const std::regex kLine(R"(rank (\d+) steps \d+ mean_step_ms ([0-9.]+) loop_cpu_ms ([0-9.]+))");
+  std::map<int, RankTiming> timings;
   for (std::sregex_iterator m(out.begin(), out.end(), kLine), end; m != end; ++m) {
-    cpu[std::stoi((*m)[1])] = std::stod((*m)[2]);
+    timings[std::stoi((*m)[1])] = {std::stod((*m)[2]), std::stod((*m)[3])};
   }
-  return cpu;
+  return timings;
 }
 
 // No rank slowed: no straggler is named, and the diagnosis has no
@@ -228,33 +233,34 @@ std::map<int, double> LoopCpuMsByRank(const std::string& out) {
 // "Balanced" is judged by the job's own account: on a 2-CPU machine one
 // rank can really need more CPU time a step than the other (it shares a
 // CPU with the tracer or the other rank's threads), and then naming it is
-// right; the test asks for no straggler when the ranks' own CPU times per
-// step differ by less than the rule's smallest straggler cost.
+// right.  So: no straggler when the ranks' own CPU times per step differ by
+// less than the rule's smallest straggler cost (max(1 ms, 10% of the step))
+// unless the kernel saw it held back (an OS cause: preemption, faults...);
+// with a larger gap, only the rank that needed more CPU time.
 TEST_F(RanksTraceTest, LaunchedBalancedRanksHaveNoStraggler) {
   std::vector<std::string> argv = {rt::TracerPath(), "-q", "-o", dir_.File("balanced.gpuos"), "--"};
   for (const std::string& a : Job(2, 40, -1)) argv.push_back(a);
   rt::RunResult run = rt::Run(argv, Within(240));
   ASSERT_EQ(run.exit_code, 0) << run.Describe();
-  const std::map<int, double> cpu_ms = LoopCpuMsByRank(run.out);
-  ASSERT_EQ(cpu_ms.size(), 2u) << run.Describe();
-  const double cpu_gap_ms = std::abs(cpu_ms.at(0) - cpu_ms.at(1));
+  const std::map<int, RankTiming> timing = RankTimings(run.out);
+  ASSERT_EQ(timing.size(), 2u) << run.Describe();
+  const double cpu_gap_ms = std::abs(timing.at(0).cpu_ms - timing.at(1).cpu_ms);
+  const double smallest_cost_ms =
+      std::max(kStragglerMinNs / 1e6, kStragglerMinShare * std::max(timing.at(0).step_ms, timing.at(1).step_ms));
+  const std::string cpu_text =
+      absl::StrCat("loop CPU ms per step: rank 0 ", timing.at(0).cpu_ms, ", rank 1 ", timing.at(1).cpu_ms);
   const google::protobuf::Struct report = JsonReport(dir_.File("balanced.gpuos"));
   ASSERT_EQ(report.fields().at("ranks").list_value().values_size(), 2);
   const auto& straggler = report.fields().at("straggler");
-  if (cpu_gap_ms >= kStragglerMinNs / 1e6) {
-    // The machine made one rank slower: a straggler may be named, but only
-    // the rank that needed more CPU time.
-    const int slower = cpu_ms.at(0) > cpu_ms.at(1) ? 0 : 1;
-    if (straggler.kind_case() == google::protobuf::Value::kStructValue) {
-      EXPECT_EQ(straggler.struct_value().fields().at("rank").number_value(), slower)
-          << "loop CPU ms per step: rank 0 " << cpu_ms.at(0) << ", rank 1 " << cpu_ms.at(1);
-    }
+  const bool named = straggler.kind_case() == google::protobuf::Value::kStructValue;
+  if (cpu_gap_ms >= smallest_cost_ms) {
+    const int slower = timing.at(0).cpu_ms > timing.at(1).cpu_ms ? 0 : 1;
+    if (named) EXPECT_EQ(straggler.struct_value().fields().at("rank").number_value(), slower) << cpu_text;
     return;
   }
-  EXPECT_EQ(straggler.kind_case(), google::protobuf::Value::kNullValue)
-      << (straggler.kind_case() == google::protobuf::Value::kStructValue
-              ? straggler.struct_value().fields().at("cause_detail").string_value()
-              : "");
+  const std::set<std::string> kOsCauses = {"preemption", "page_faults", "mmap_munmap", "blocking_syscalls"};
+  if (named && kOsCauses.count(straggler.struct_value().fields().at("cause").string_value()) > 0) return;
+  EXPECT_FALSE(named) << straggler.struct_value().fields().at("cause_detail").string_value() << "; " << cpu_text;
   const Fields& d = report.fields().at("diagnosis").struct_value().fields();
   EXPECT_NE(d.at("bottleneck").string_value(), "straggler");
   for (const auto& f : d.at("secondary").list_value().values()) {

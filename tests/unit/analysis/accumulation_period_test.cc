@@ -141,8 +141,18 @@ TEST(AccumulationPeriodTest, ClearUpdatesAreFoundWhereTheyAreNotOnlyAtThePhase) 
   EXPECT_EQ(p.k, 5u);
   EXPECT_EQ(UpdateIntervals(w, p), expected);
 
+  // A slow first interval (warm-up) and one noisy interval inside a group
+  // reach the threshold too: neither closes a whole group at the phase, so
+  // neither cuts one.
+  std::vector<uint64_t> noisy = w;
+  noisy[0] += 40 * kMs;
+  noisy[expected[20] - 2] += 30 * kMs;
+  const AccumulationPeriod n = FindAccumulationPeriod(noisy);
+  ASSERT_TRUE(n.found) << n.evidence;
+  EXPECT_EQ(UpdateIntervals(noisy, n), expected);
+
   // An update that hardly stands out is found by its position: every k-th
-  // interval at the phase, as before.
+  // interval at the phase.
   std::vector<uint64_t> close = Accumulation(3, 40, 2 * kMs, 0, 0.05, 3);
   const AccumulationPeriod q = FindAccumulationPeriod(close);
   ASSERT_TRUE(q.found) << q.evidence;
