@@ -261,6 +261,16 @@ std::vector<Segmentation> TryAnchors(const std::vector<SequenceToken>& t,
   return tried;
 }
 
+// How many of `backward_starts` (sorted) began in segment i, from its first
+// token's start to the next segment's (the last: to the last token's end).
+size_t BackwardStartsInSegment(const std::vector<SequenceToken>& t, const Segmentation& s, size_t i,
+                               const std::vector<uint64_t>& backward_starts) {
+  const uint64_t from = t[s.cuts[i]].start_ns;
+  const uint64_t to = s.cuts[i + 1] < t.size() ? t[s.cuts[i + 1]].start_ns : t.back().end_ns;
+  auto first = std::lower_bound(backward_starts.begin(), backward_starts.end(), from);
+  return static_cast<size_t>(std::lower_bound(first, backward_starts.end(), to) - first);
+}
+
 // The share of a segmentation's steady segments in which a backward pass
 // began.
 double SteadyShareWithBackward(const std::vector<SequenceToken>& t, const Segmentation& s,
@@ -269,10 +279,7 @@ double SteadyShareWithBackward(const std::vector<SequenceToken>& t, const Segmen
   for (size_t i = 0; i < s.segments(); ++i) {
     if (!s.steady[i]) continue;
     ++steady;
-    const uint64_t from = t[s.cuts[i]].start_ns;
-    const uint64_t to = s.cuts[i + 1] < t.size() ? t[s.cuts[i + 1]].start_ns : t.back().end_ns;
-    auto it = std::lower_bound(backward_starts.begin(), backward_starts.end(), from);
-    with += it != backward_starts.end() && *it < to;
+    with += BackwardStartsInSegment(t, s, i, backward_starts) > 0;
   }
   return steady == 0 ? 0 : static_cast<double>(with) / static_cast<double>(steady);
 }
@@ -283,11 +290,7 @@ size_t BackwardStartsMedian(const std::vector<SequenceToken>& t, const Segmentat
                             const std::vector<uint64_t>& backward_starts, bool steady) {
   std::vector<size_t> counts;
   for (size_t i = 0; i < s.segments(); ++i) {
-    if (static_cast<bool>(s.steady[i]) != steady) continue;
-    const uint64_t from = t[s.cuts[i]].start_ns;
-    const uint64_t to = s.cuts[i + 1] < t.size() ? t[s.cuts[i + 1]].start_ns : t.back().end_ns;
-    counts.push_back(std::lower_bound(backward_starts.begin(), backward_starts.end(), to) -
-                     std::lower_bound(backward_starts.begin(), backward_starts.end(), from));
+    if (static_cast<bool>(s.steady[i]) == steady) counts.push_back(BackwardStartsInSegment(t, s, i, backward_starts));
   }
   return Median(std::move(counts));
 }

@@ -13,9 +13,6 @@
 #include "analysis/thread_roles.h"
 
 namespace gpuos {
-namespace {
-
-}  // namespace
 
 // Appends "left out of the summaries: step i: why; ..." for the steps
 // marked left out, eight at most ("none" when none is).

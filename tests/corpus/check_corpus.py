@@ -912,8 +912,8 @@ def main():
         end_live_jobs()
     # A failed row's traces, logs and reports stay where they were written,
     # so a miss seen once (a timing check on a shared machine) can be read.
-    failed = interrupted or any(r.failures for r in h.rows)
-    if failed and not keep:
+    failed = [r for r in h.rows if r.failures]
+    if (failed or interrupted) and not keep:
         print("gpuos-trace corpus check: the failed run's traces, logs and reports are kept in %s"
               % args.work, flush=True)
     elif not keep:
@@ -931,7 +931,6 @@ def main():
             print("GAP %s %s %s" % (r.script, r.mode, gap))
         for note in r.notes:
             print("note %s %s: %s" % (r.script, r.mode, note))
-    failed = [r for r in h.rows if r.failures]
     if interrupted:
         print("interrupted by %s: the rows after the last one above did not run" % interrupted)
         return 1

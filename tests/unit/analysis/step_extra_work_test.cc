@@ -386,7 +386,8 @@ TEST(StepExtraWorkTest, AnUpdateEveryKUnitsWithItsOwnBackwardPassMakesTheIterati
   }
   folded = steps;
   EXPECT_EQ(FoldExtraTrainingSteps(folded, backward).period, 0u);
-  EXPECT_EQ(folded.size(), steps.size());
+  ASSERT_EQ(folded.size(), steps.size());
+  for (size_t i = 0; i < steps.size(); ++i) EXPECT_EQ(folded[i].left_out, steps[i].left_out) << i;
 }
 
 }  // namespace
