@@ -74,6 +74,8 @@ import tempfile
 import threading
 import time
 
+import rank_checks
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CORPUS = os.path.join(ROOT, "workloads", "corpus")
 
@@ -148,6 +150,18 @@ PROFILES = {
             "args": ["--device", "cpu", "--channels", "16", "--image-size", "14", "--tasks", "4", "--inner-steps", "1",
                      "--eval-every", "20", "--eval-tasks", "8", "--eval-inner-steps", "5", "--log-every", "10"],
             "iters": 80},
+        "ddp_tutorial": {
+            "ranks": 2,
+            "args": ["--device", "cpu", "--in-dim", "64", "--hidden", "128", "--layers", "2", "--num-classes", "10",
+                     "--batch-size", "32", "--dataset-size", "4096", "--val-size", "512", "--workers", "1",
+                     "--grad-accum", "2", "--log-every", "10"],
+            "iters": 120},
+        "ddp_spawn": {
+            "script": "ddp_tutorial", "ranks": 2, "launcher": "spawn",
+            "args": ["--device", "cpu", "--in-dim", "64", "--hidden", "128", "--layers", "2", "--num-classes", "10",
+                     "--batch-size", "32", "--dataset-size", "4096", "--val-size", "512", "--workers", "1",
+                     "--log-every", "10"],
+            "iters": 120},
         "trainer": {
             "args": ["--device", "cpu", "--model", "mlp", "--hidden", "256", "--layers", "2",
                      "--batch-size", "64", "--workers", "2", "--warmup", "5"],
@@ -233,6 +247,14 @@ PROFILES = {
             "script": "maml_fewshot",
             "args": ["--device", "cuda", "--first-order", "--tasks", "4", "--inner-steps", "1", "--log-every", "20"],
             "iters": 600},
+        "ddp_tutorial": {
+            "ranks": 2,
+            "args": ["--device", "cuda", "--grad-accum", "2", "--workers", "4", "--log-every", "20"],
+            "iters": 400},
+        "ddp_spawn": {
+            "script": "ddp_tutorial", "ranks": 2, "launcher": "spawn",
+            "args": ["--device", "cuda", "--workers", "4", "--log-every", "20"],
+            "iters": 400},
         "trainer": {
             "args": ["--device", "cuda", "--model", "cnn", "--batch-size", "64", "--workers", "4",
                      "--pin-memory", "--non-blocking", "--image-size", "3x64x64", "--warmup", "5"],
@@ -364,7 +386,7 @@ class Job:
 
     def timing_lines(self):
         with self.cond:
-            return [(t, float(m.group(1))) for t, s in self.lines for m in [MS_PER_ITER.search(s)] if m]
+            return timing_lines(self.lines)
 
     def wait_for(self, predicate, timeout_s):
         """Waits until predicate(lines) holds, the job exits or timeout_s passes."""
@@ -404,6 +426,11 @@ class Job:
                 return " | ".join(line.strip() for line in f.read().splitlines()[-n:])
         except OSError:
             return ""
+
+
+def timing_lines(lines):
+    """[(monotonic_ns, ms)] of the "<X> ms/iter" lines among (monotonic_ns, text)."""
+    return [(t, float(m.group(1))) for t, s in lines for m in [MS_PER_ITER.search(s)] if m]
 
 
 def run_report(trace, trace_file, work, name):
@@ -448,6 +475,14 @@ def own_ms_from_result(result):
     return None
 
 
+def gpu_count():
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, timeout=30, text=True).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return 0
+    return sum(1 for line in out.splitlines() if line.startswith("GPU "))
+
+
 def trainer_has_no_nvtx(trainer):
     try:
         out = subprocess.run([trainer, "--help"], capture_output=True, timeout=30, text=True)
@@ -487,6 +522,7 @@ class Row:
         self.seconds = None
         self.job_pid = None  # attached: the pid attached to
         self.own_span = None  # attached: (start_ns, end_ns) the job's own timing covers
+        self.rank_own = {}    # multi-rank jobs: {rank: its own mean iteration ms}
 
     def fail(self, check, reason):
         for script_re, mode_re, check_re, why in KNOWN_GAPS:
@@ -564,11 +600,11 @@ class Harness:
             extra = ["--steps", str(spec["iters"])] + (["--no-nvtx"] if mode == "nonvtx" else [])
             argv = [self.trainer] + spec["args"] + extra
         else:
-            argv = script_argv(self.python, spec, name, ["--iters", str(spec["iters"])])
+            argv = self.job_argv(spec, name, ["--iters", str(spec["iters"])])
         log("== %s %s: %s" % (name, mode, " ".join(argv)))
         job = Job([self.trace] + opts + ["--"] + argv, os.path.join(self.work, tag + ".log"), self.env())
         rc = job.finish(RUN_TIMEOUT_S[self.profile])
-        result = parse_result(job.lines)
+        result = self.own_results(row, spec, job.lines)
         row.own_ms = own_ms_from_result(result)
         row.iters = int(result.get("iters", result.get("steps", 0)) or 0) or None
         if rc is None:
@@ -601,7 +637,7 @@ class Harness:
                 del args[args.index("--warmup"):args.index("--warmup") + 2]
             argv = [self.trainer] + args + ["--warmup", str(warm_steps), "--steps", str(steps)]
         else:
-            argv = script_argv(self.python, spec, name, ["--seconds", "600"])
+            argv = self.job_argv(spec, name, ["--seconds", "600"])
         log("== %s %s: %s" % (name, mode, " ".join(argv)))
         job = Job(argv, os.path.join(self.work, tag + ".log"), self.env())
         row.job_pid = job.proc.pid
@@ -610,8 +646,10 @@ class Harness:
                 time.sleep(cfg["trainer_warm_s"])
                 warm = job.proc.poll() is None
             else:
+                # Every rank of a multi-rank job logs its own lines.
+                warm_lines = cfg["warm_lines"] * spec.get("ranks", 1)
                 warm = job.wait_for(lambda lines: sum(1 for _, s in lines if MS_PER_ITER.search(s))
-                                    >= cfg["warm_lines"], cfg["warm_timeout_s"])
+                                    >= warm_lines, cfg["warm_timeout_s"])
             if not warm:
                 row.fail("run", "the job did not warm up (%s): %s" % (
                     "exited" if job.proc.poll() is not None else "timeout", job.stderr_tail()))
@@ -650,8 +688,16 @@ class Harness:
             else:
                 job.finish(10)
         self.read_report(row, trace_file, tag)
-        if name != "trainer" and row.report:
-            row.own_ms, row.own_span = self.own_ms_in_window(job, row.report)
+        if name != "trainer" and row.report and "ranks" in spec:
+            for rank, lines in rank_checks.lines_by_rank(job.lines).items():
+                own, span = self.own_ms_in_window(timing_lines(lines), row.report)
+                row.rank_own[rank] = own
+                if rank == 0:
+                    row.own_ms, row.own_span = own, span
+            row.notes.append("ranks' own timing: their lines inside the window; the ranks' mean steps are over "
+                             "the whole window")
+        elif name != "trainer" and row.report:
+            row.own_ms, row.own_span = self.own_ms_in_window(job.timing_lines(), row.report)
             inside = row.steps_in_own_span()
             if inside is not None:
                 row.notes.append("mean step over the %d measured steps inside the span of the job's own timing "
@@ -671,7 +717,7 @@ class Harness:
                     len(inside), "used" if len(inside) >= MIN_STEPS else "too few: the whole window's mean is used"))
         return row
 
-    def own_ms_in_window(self, job, report):
+    def own_ms_in_window(self, lines, report):
         """The mean of the job's "ms/iter" lines whose whole interval (from the
         previous such line) lies inside the attach window, and the span those
         intervals cover: (mean, (start_ns, end_ns)), or (None, None)."""
@@ -679,11 +725,27 @@ class Harness:
         lo, hi = attach.get("start_ns"), attach.get("end_ns")
         if not lo or not hi:
             return None, None
-        lines = job.timing_lines()
         inside = [(t0, t1, ms) for (t0, _), (t1, ms) in zip(lines, lines[1:]) if t0 >= lo and t1 <= hi]
         if not inside:
             return None, None
         return sum(ms for _, _, ms in inside) / len(inside), (inside[0][0], inside[-1][1])
+
+    def job_argv(self, spec, name, extra):
+        argv = script_argv(self.python, spec, name, extra)
+        return rank_checks.launcher_argv(self.python, spec, argv) if "ranks" in spec else argv
+
+    def own_results(self, row, spec, lines):
+        """The RESULT pairs of the job (of rank 0 in a multi-rank job, whose
+        every rank's own mean goes to row.rank_own)."""
+        if "ranks" not in spec:
+            return parse_result(lines)
+        by_rank = rank_checks.lines_by_rank(lines)
+        for rank, rank_lines in by_rank.items():
+            row.rank_own[rank] = own_ms_from_result(parse_result(rank_lines))
+        missing = [r for r in range(spec["ranks"]) if row.rank_own.get(r) is None]
+        if missing:
+            row.fail("run", "ranks %s printed no RESULT line" % missing)
+        return parse_result(by_rank.get(0, []))
 
     def read_report(self, row, trace_file, tag):
         if not os.path.exists(trace_file):
@@ -696,9 +758,17 @@ class Harness:
         row.report = report
 
     # ---- checks
-    def check_row(self, row):
+    def check_row(self, row, spec):
         if row.report is None:
             return
+        if "ranks" in spec:
+            rank_checks.check(row, spec, self.check_steps)
+        else:
+            self.check_steps(row)
+
+    def check_steps(self, row):
+        """The report's own steps: found, on the job's main thread (a rank's
+        main thread in a multi-rank job), as long as the job's own."""
         st = row.steps
         source = st.get("source")
         measured = st.get("measured_steps") or 0
@@ -707,8 +777,11 @@ class Harness:
         elif measured < MIN_STEPS:
             row.fail("steps", "only %d measured steps (%s)" % (measured, source))
         if source not in ("none", None):
-            job_pid = row.job_pid or next(
-                (p["pid"] for p in row.report.get("processes", []) if p.get("is_root")), None)
+            processes = row.report.get("processes", [])
+            job_pid = row.job_pid or next((p["pid"] for p in processes if p.get("is_root")), None)
+            if row.rank_own:  # a rank: a child of the process started
+                ranks = [p["pid"] for p in processes if p.get("ppid") == job_pid]
+                job_pid = st.get("pid") if st.get("pid") in ranks else "one of %s" % ranks
             if st.get("pid") != job_pid or st.get("tid") != st.get("pid"):
                 row.fail("thread", "steps on pid %s tid %s \"%s\", not the job's main thread %s" % (
                     st.get("pid"), st.get("tid"), st.get("thread_comm"), job_pid))
@@ -723,13 +796,18 @@ class Harness:
                 row.fail("own", "mean step %.3f ms vs own %.3f ms (%+.1f%%, limit %.0f%%)" % (
                     mean, row.own_ms, 100 * err, 100 * OWN_TOLERANCE))
 
-    def check_pair(self, row, ref, check):
+    def check_pair(self, row, ref, check, spec):
         """l=a (row attached, ref launched) or a=u (row un-annotated, ref annotated)."""
         if row.report is None:
             row.fail(check, "this run has no report to compare")
             return
         if ref is None or ref.report is None:
             row.fail(check, "no %s report to compare with" % (ref.mode if ref else "reference"))
+            return
+        if "ranks" in spec and row.report.get("ranks") and ref.report.get("ranks"):
+            rank_checks.check_pair(row, ref, check)
+            if row.diagnosis != ref.diagnosis:
+                row.fail(check, "diagnosis %s vs %s's %s" % (row.diagnosis, ref.mode, ref.diagnosis))
             return
         if row.diagnosis != ref.diagnosis:
             row.fail(check, "diagnosis %s vs %s's %s" % (row.diagnosis, ref.mode, ref.diagnosis))
@@ -763,6 +841,12 @@ class Harness:
             row.skipped = "no gpuos-trainer at %s" % self.trainer
             self.rows.append(row)
             return
+        if self.profile == "gpu" and spec.get("ranks", 1) > gpu_count():
+            # NCCL will not put two ranks of a communicator on one GPU.
+            row = Row(name, "all")
+            row.skipped = "%d ranks want as many GPUs; %d here" % (spec["ranks"], gpu_count())
+            self.rows.append(row)
+            return
         want = ["launched"] + (["nonvtx"] if is_trainer else ["nohooks"]) + ["attached", "uprobes"]
         for mode in want:
             if mode not in modes:
@@ -781,11 +865,11 @@ class Harness:
                     else self.launched(name, spec, mode)
                 row.seconds = time.monotonic() - t0
             rows[mode] = row
-            self.check_row(row)
+            self.check_row(row, spec)
             if mode in ("attached", "uprobes") and "launched" in rows:
-                self.check_pair(row, rows["launched"], "l=a")
+                self.check_pair(row, rows["launched"], "l=a", spec)
             if mode in ("nohooks", "nonvtx") and "launched" in rows:
-                self.check_pair(row, rows["launched"], "a=u")
+                self.check_pair(row, rows["launched"], "a=u", spec)
             self.rows.append(row)
             log("   %s %s: %s" % (name, mode, "PASS" if not row.failures else "FAIL"))
 
