@@ -231,6 +231,11 @@ RankLoad LoadOf(const RankSummary& rank) {
   load.off_cpu.syscall_ns = per(o.syscall_ns);
   load.off_cpu.futex_ns = per(o.futex_ns);
   load.bottleneck = BottleneckKey(rank.diagnosis.primary.bottleneck);
+  const bool all = rank.steps.summary_includes_warmup;
+  for (size_t i = 0; i < rank.steps.steps.size() && i < rank.comm.steps.size(); ++i) {
+    const StepRecord& s = rank.steps.steps[i];
+    if (all || !s.warmup) load.step_waits.push_back({s.start_ns, rank.comm.steps[i].exposed_ns});
+  }
   return load;
 }
 
@@ -272,7 +277,7 @@ absl::StatusOr<RankAnalysis> Analyze(const v1::TraceHeader& header, const EachEv
     loads.push_back(LoadOf(r));
   }
   out.straggler_not_judged = StragglerNotJudged(loads);
-  out.straggler = FindStraggler(loads);
+  out.straggler = FindStraggler(loads, &out.straggler_turns);
   NoteStepCountSpread(by_pid, &out.note);
 
   for (auto& [pid, r] : by_pid) out.ranks.push_back(std::move(r));

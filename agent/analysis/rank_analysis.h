@@ -50,6 +50,9 @@ struct RankAnalysis {
   std::optional<Straggler> straggler;
   // Why no straggler could be judged (StragglerNotJudged), or empty.
   std::string straggler_not_judged;
+  // Why none was named where one rank waited least on average but the
+  // ranks took turns holding each other back (FindStraggler), or empty.
+  std::string straggler_turns;
   std::string read_error;  // the first per-rank analysis error, if any
   // Set when the ranks' step counts disagree (by more than
   // kRankStepCountSpread) while their steps were inferred from the work

@@ -295,6 +295,16 @@ size_t BackwardStartsMedian(const std::vector<SequenceToken>& t, const Segmentat
   return Median(std::move(counts));
 }
 
+// The update tokens (options.update_symbols) in a segmentation's
+// representative steady segment.
+size_t UpdateTokens(const std::vector<SequenceToken>& t, const Segmentation& s, const std::vector<bool>& update) {
+  size_t n = 0;
+  for (size_t i = s.cuts[s.representative]; i < s.cuts[s.representative] + s.unit; ++i) {
+    n += t[i].symbol < update.size() && update[t[i].symbol];
+  }
+  return n;
+}
+
 // When a segmentation's first steady segment begins.
 uint64_t FirstSteadyStart(const std::vector<SequenceToken>& t, const Segmentation& s) {
   for (size_t i = 0; i < s.segments(); ++i) {
@@ -377,7 +387,17 @@ const Segmentation* ChooseSegmentation(const std::vector<SequenceToken>& t, cons
     if (!backward.empty() && BackwardStartsMedian(t, s, backward, false) > BackwardStartsMedian(t, s, backward, true)) {
       continue;
     }
-    absorbed |= MedianExtra(s) >= s.unit;
+    // Updates known by their kernels: a finer unit without one is a
+    // micro-batch of the coarse unit's accumulation group; one with an
+    // update, of which the coarse unit holds two or more (and as many
+    // times its backward passes), is the iteration of an epoch.
+    const size_t fine_updates = UpdateTokens(t, s, options.update_symbols);
+    const size_t coarse_updates = UpdateTokens(t, *chosen, options.update_symbols);
+    if (fine_updates == 0 && coarse_updates > 0) continue;
+    const size_t fine_backward = backward.empty() ? 0 : BackwardStartsMedian(t, s, backward, true);
+    const bool epoch_of_iterations = fine_updates > 0 && coarse_updates >= 2 * fine_updates && fine_backward > 0 &&
+                                     BackwardStartsMedian(t, *chosen, backward, true) >= 2 * fine_backward;
+    absorbed |= MedianExtra(s) >= s.unit || epoch_of_iterations;
     if (finer == nullptr || s.time_share > finer->time_share) finer = &s;
   }
   return absorbed && finer != nullptr ? finer : chosen;

@@ -52,6 +52,14 @@
 //     environment step, repeated for a rollout before the updates), nor one
 //     whose irregular segments hold more backward passes than its steady
 //     ones (the extra is training: MAML's meta-update after its tasks);
+//     where the optimizer's updates are known by their kernels
+//     (update_symbols), not a finer unit that holds none while the coarse
+//     one does (a micro-batch of an accumulation group, whatever its
+//     extra's size); and a finer unit that holds an update wins, whatever
+//     its extra's size, when the coarse one holds at least twice its
+//     updates and its backward passes (with the backward passes known):
+//     the coarse unit is an epoch of iterations, its extra the evaluation
+//     and checkpoint between epochs;
 //   - the cut inside the cycle: before the iteration's first token marked
 //     preferred (the caller marks the input's host-to-device copy), else
 //     before the position with the largest median time gap, where the job
@@ -104,6 +112,11 @@ struct PeriodOptions {
   // them, is no training iteration: the rollout an RL loop repeats before
   // its updates, not iterations with an evaluation pass between them.
   std::vector<uint64_t> backward_starts;
+  // Symbols of an optimizer update's kernels, by symbol id (empty: not
+  // known): PyTorch's foreach and fused optimizers, apex's and DeepSpeed's
+  // launch multi_tensor_apply kernels, and only for the update (gradient
+  // clipping, unscaling, the step).
+  std::vector<bool> update_symbols;
 };
 
 struct Iteration {

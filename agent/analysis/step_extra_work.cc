@@ -5,6 +5,7 @@
 #include <functional>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/median.h"
 
@@ -146,40 +147,68 @@ std::vector<CpuExtra> CpuExtras(const std::vector<StepWindow>& steps, const std:
   return out;
 }
 
-}  // namespace
+constexpr size_t kNone = SIZE_MAX;
 
-size_t MarkExtraWorkSteps(std::vector<StepWindow>& steps, const std::vector<SequenceToken>& tokens) {
+// The GPU work by step: which step each token falls in (kNone: between
+// steps or outside), each step's token count, and which tokens are of a
+// kind that fewer than half of the steps hold.
+struct StepTokens {
+  std::vector<size_t> step_of;
+  std::vector<size_t> count;
+  std::vector<bool> rare;
+  size_t median = 0;
+};
+
+StepTokens TokensByStep(const std::vector<StepWindow>& steps, const std::vector<SequenceToken>& tokens) {
   const size_t n = steps.size();
-  if (n < kMinSteps || tokens.empty()) return 0;
-  // Which step each token falls in (kNone: between steps or outside).
-  constexpr size_t kNone = SIZE_MAX;
-  std::vector<size_t> step_of(tokens.size(), kNone);
-  std::vector<size_t> count(n, 0);
+  StepTokens out;
+  out.step_of.assign(tokens.size(), kNone);
+  out.count.assign(n, 0);
   size_t s = 0;
   for (size_t i = 0; i < tokens.size(); ++i) {
     const uint64_t ts = tokens[i].start_ns;
     while (s < n && steps[s].end_ns <= ts) ++s;
     if (s == n) break;
     if (ts < steps[s].start_ns) continue;
-    step_of[i] = s;
-    ++count[s];
+    out.step_of[i] = s;
+    ++out.count[s];
   }
-  const size_t median = Median(count);
-  if (median == 0) return 0;
-
-  // Symbols seen in at least half of the steps are the steady step's.
+  out.median = n == 0 ? 0 : Median(out.count);
   size_t symbols = 0;
   for (const SequenceToken& t : tokens) symbols = std::max<size_t>(symbols, t.symbol + 1);
   std::vector<uint32_t> steps_with(symbols, 0);
   std::vector<size_t> last_step(symbols, kNone);
   for (size_t i = 0; i < tokens.size(); ++i) {
-    if (step_of[i] == kNone || last_step[tokens[i].symbol] == step_of[i]) continue;
-    last_step[tokens[i].symbol] = step_of[i];
+    if (out.step_of[i] == kNone || last_step[tokens[i].symbol] == out.step_of[i]) continue;
+    last_step[tokens[i].symbol] = out.step_of[i];
     ++steps_with[tokens[i].symbol];
   }
+  out.rare.assign(tokens.size(), false);
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    out.rare[i] = out.step_of[i] != kNone && 2 * steps_with[tokens[i].symbol] < n;
+  }
+  return out;
+}
+
+size_t CountIn(const std::vector<uint64_t>& sorted, uint64_t from, uint64_t to) {
+  auto first = std::lower_bound(sorted.begin(), sorted.end(), from);
+  return static_cast<size_t>(std::lower_bound(first, sorted.end(), to) - first);
+}
+
+}  // namespace
+
+size_t MarkExtraWorkSteps(std::vector<StepWindow>& steps, const std::vector<SequenceToken>& tokens,
+                          std::vector<size_t>* marked_steps) {
+  const size_t n = steps.size();
+  if (n < kMinSteps || tokens.empty()) return 0;
+  const StepTokens by_step = TokensByStep(steps, tokens);
+  const std::vector<size_t>& count = by_step.count;
+  const size_t median = by_step.median;
+  if (median == 0) return 0;
+  // Symbols seen in at least half of the steps are the steady step's.
   std::vector<size_t> foreign(n, 0);
   for (size_t i = 0; i < tokens.size(); ++i) {
-    if (step_of[i] != kNone && 2 * steps_with[tokens[i].symbol] < n) ++foreign[step_of[i]];
+    if (by_step.rare[i]) ++foreign[by_step.step_of[i]];
   }
   const size_t foreign_limit =
       std::max<size_t>(kMinForeignTokens, static_cast<size_t>(kForeignShare * static_cast<double>(median)));
@@ -202,8 +231,70 @@ size_t MarkExtraWorkSteps(std::vector<StepWindow>& steps, const std::vector<Sequ
         "evaluation pass or checkpoint?)",
         count[k], median, foreign[k]);
     ++marked;
+    if (marked_steps != nullptr) marked_steps->push_back(k);
   }
   return marked;
+}
+
+size_t SplitExtraWorkSteps(std::vector<StepWindow>& steps, const std::vector<SequenceToken>& tokens,
+                           const std::vector<size_t>& marked, const std::vector<uint64_t>& fetch_starts,
+                           const std::vector<uint64_t>& backward_starts) {
+  if (marked.empty() || fetch_starts.empty() || backward_starts.empty()) return 0;
+  const StepTokens by_step = TokensByStep(steps, tokens);
+  std::vector<size_t> backward(steps.size());
+  for (size_t k = 0; k < steps.size(); ++k) backward[k] = CountIn(backward_starts, steps[k].start_ns, steps[k].end_ns);
+  const size_t median_backward = Median(backward);
+  if (median_backward == 0 || by_step.median == 0) return 0;
+  // Where each marked step's iteration begins (0: not split).
+  std::vector<uint64_t> cut_at(steps.size(), 0);
+  size_t split = 0;
+  for (size_t k : marked) {
+    const StepWindow& w = steps[k];
+    auto first_backward = std::lower_bound(backward_starts.begin(), backward_starts.end(), w.start_ns);
+    if (first_backward == backward_starts.end() || *first_backward >= w.end_ns) continue;
+    // The step's tokens: a run, as tokens and steps are both in time order.
+    const auto starts_before = [&](uint64_t t) {
+      return static_cast<size_t>(std::lower_bound(tokens.begin(), tokens.end(), t, [](const SequenceToken& a,
+                                                                                         uint64_t v) {
+                                   return a.start_ns < v;
+                                 }) - tokens.begin());
+    };
+    const size_t begin = starts_before(w.start_ns), end = starts_before(w.end_ns);
+    uint64_t extra_end = 0;
+    for (size_t i = begin; i < end && tokens[i].start_ns < *first_backward; ++i) {
+      if (by_step.rare[i]) extra_end = std::max(extra_end, tokens[i].end_ns);
+    }
+    if (extra_end == 0) continue;
+    auto fetch = std::lower_bound(fetch_starts.begin(), fetch_starts.end(), extra_end);
+    if (fetch == fetch_starts.end() || *fetch >= *first_backward) continue;
+    const size_t after = end - starts_before(*fetch);
+    const double work = static_cast<double>(after) / static_cast<double>(by_step.median);
+    if (CountIn(backward_starts, *fetch, w.end_ns) != median_backward || work < 2.0 / 3 || work > 1.5) continue;
+    cut_at[k] = *fetch;
+    ++split;
+  }
+  if (split == 0) return 0;
+  std::vector<StepWindow> out;
+  out.reserve(steps.size() + split);
+  for (size_t k = 0; k < steps.size(); ++k) {
+    if (cut_at[k] == 0) {
+      out.push_back(steps[k]);
+      continue;
+    }
+    StepWindow extra = steps[k];
+    extra.end_ns = cut_at[k];
+    absl::StrAppend(&extra.left_out, "; the iteration after it, from its first data fetch, is measured on its own");
+    StepWindow iteration = steps[k];
+    iteration.start_ns = cut_at[k];
+    iteration.warmup = false;
+    iteration.left_out.clear();
+    out.push_back(std::move(extra));
+    out.push_back(std::move(iteration));
+  }
+  const uint64_t first_index = steps.front().index;
+  for (size_t k = 0; k < out.size(); ++k) out[k].index = first_index + k;
+  steps = std::move(out);
+  return split;
 }
 
 size_t MarkExtraCpuWorkSteps(std::vector<StepWindow>& steps, const std::vector<StepCpuWork>& work) {

@@ -60,8 +60,33 @@ namespace gpuos {
 
 // `steps` sorted by start and not overlapping; `tokens` in time order
 // (a token belongs to the step its start falls in).  Returns how many steps
-// were newly marked left out.
-size_t MarkExtraWorkSteps(std::vector<StepWindow>& steps, const std::vector<SequenceToken>& tokens);
+// were newly marked left out; `marked`, where given, gets their indices.
+size_t MarkExtraWorkSteps(std::vector<StepWindow>& steps, const std::vector<SequenceToken>& tokens,
+                          std::vector<size_t>* marked = nullptr);
+
+// A step from optimizer.step marks that MarkExtraWorkSteps left out often
+// ends with a whole iteration: the extra work (an evaluation pass, a
+// checkpoint, an epoch's end) runs after one update and before the next
+// iteration fetches its data, and between them may come what an epoch's
+// start costs (the DataLoader's iterator made again, its workers filling
+// their queues), which the job's own timing counts in that iteration.
+// Such a step is split in two where the iteration begins, and the
+// iteration is measured.  The rule, for each of the `marked` steps:
+//   - the extra ends with the last token, before the step's first backward
+//     start, of a kind that fewer than half of the steps hold (the
+//     evaluation's kernels, the checkpoint's copies, a barrier's wait);
+//   - the iteration begins at the first data fetch (`fetch_starts`, sorted:
+//     the Python hook's DataLoader marks on the loop's thread) after that
+//     and before the first backward start;
+//   - split only when the part from there to the step's end holds the
+//     median step's number of backward starts (at least one) and
+//     between 2/3 and 3/2 of the median step's tokens.
+// Then the step is two: the extra, left out as before, and the iteration,
+// measured.  Steps are numbered again in order.  Returns how many steps were
+// split.
+size_t SplitExtraWorkSteps(std::vector<StepWindow>& steps, const std::vector<SequenceToken>& tokens,
+                           const std::vector<size_t>& marked, const std::vector<uint64_t>& fetch_starts,
+                           const std::vector<uint64_t>& backward_starts);
 
 // The CPU side of one step: the CPU time the loop's thread ran in each
 // stretch between the step's bounds and the starts of the backward passes

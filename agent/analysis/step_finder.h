@@ -176,6 +176,9 @@ class StepLocator {
   std::vector<StepCpuWork> CpuWork(const StepPlan& plan) const;
   // Whether a data-loader range began on the loop's thread inside each step.
   std::vector<bool> FetchesInSteps(const StepPlan& plan);
+  // The iterations at the end of the `marked` steps with extra GPU work, cut
+  // off and measured (SplitExtraWorkSteps).
+  void SplitOffIterations(StepPlan& plan, const std::vector<SequenceToken>& tokens, const std::vector<size_t>& marked);
   // The backward passes' starts on thread `key` (the Python hook's, the
   // loop's loss.backward() calls, else the uprobe's), sorted.
   std::vector<uint64_t> BackwardStarts(uint64_t key) const;

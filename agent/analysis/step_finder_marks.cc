@@ -229,8 +229,9 @@ void StepLocator::MarkExtraWork(StepPlan& plan) {
   // An evaluation pass or checkpoint between two marks falls into a step.
   size_t named = 0;
   const std::vector<SequenceToken> tokens = GpuTokens(plan.pid, named);
-  const size_t marked =
-      tokens.empty() ? MarkExtraCpuWorkSteps(plan.steps, CpuWork(plan)) : MarkExtraWorkSteps(plan.steps, tokens);
+  std::vector<size_t> marked_steps;
+  const size_t marked = tokens.empty() ? MarkExtraCpuWorkSteps(plan.steps, CpuWork(plan))
+                                       : MarkExtraWorkSteps(plan.steps, tokens, &marked_steps);
   if (marked == 0) {
     // Steps the source itself left out (backward groups without an update)
     // are listed all the same.
@@ -245,6 +246,7 @@ void StepLocator::MarkExtraWork(StepPlan& plan) {
   const PeriodicFold fold =
       fetches_seen ? FoldPeriodicExtraWork(plan.steps, FetchesInSteps(plan)) : PeriodicFold{};
   if (fold.period == 0) {
+    if (plan.source == StepSource::kOptimizerSteps) SplitOffIterations(plan, tokens, marked_steps);
     NoteLeftOut(plan);
     return;
   }
@@ -255,6 +257,23 @@ void StepLocator::MarkExtraWork(StepPlan& plan) {
                       "each iteration (an RL rollout before k minibatch updates), so a step here is %d of those "
                       "intervals, from the start of one such stretch to the next",
                       fold.period, fold.occurrences, 100 * fold.share, fold.period));
+}
+
+void StepLocator::SplitOffIterations(StepPlan& plan, const std::vector<SequenceToken>& tokens,
+                                     const std::vector<size_t>& marked) {
+  std::vector<uint64_t> fetches;
+  if (auto it = data_fetch_starts_.find(ThreadKey(plan.pid, plan.tid)); it != data_fetch_starts_.end()) {
+    fetches = it->second;
+  }
+  std::sort(fetches.begin(), fetches.end());
+  const size_t split =
+      SplitExtraWorkSteps(plan.steps, tokens, marked, fetches, BackwardStarts(ThreadKey(plan.pid, plan.tid)));
+  if (split == 0) return;
+  absl::StrAppend(&plan.note, plan.note.empty() ? "" : "; ",
+                  absl::StrFormat("%d of the steps with extra work ended with a whole iteration (its data fetch, "
+                                  "its backward passes, its update): each was cut where that iteration's first data "
+                                  "fetch began, the extra before it left out and the iteration measured",
+                                  split));
 }
 
 std::vector<bool> StepLocator::FetchesInSteps(const StepPlan& plan) {

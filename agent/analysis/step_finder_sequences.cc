@@ -76,6 +76,10 @@ bool StepLocator::KernelSequenceSteps(StepPlan& plan, uint32_t pid, const std::s
   }
   PeriodOptions options;
   options.backward_starts = BackwardStartsOfProcess(pid);
+  options.update_symbols.resize(symbols_.size());
+  for (size_t i = 0; i < symbols_.size(); ++i) {
+    options.update_symbols[i] = symbols_[i].find("multi_tensor") != std::string::npos;
+  }
   PeriodResult period = FindRepeatingSequence(tokens, preferred, options);
   std::string what = absl::StrFormat(
       "the GPU work of process %d (its %d kernel launches, copies, memsets and synchronizations across its "

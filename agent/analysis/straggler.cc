@@ -2,6 +2,7 @@
 #include "analysis/straggler.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "absl/strings/str_format.h"
 
@@ -84,6 +85,42 @@ void Rescale(double scale, RankLoad& r) {
   rescale(r.off_cpu.mmap_munmap_ns), rescale(r.off_cpu.syscall_ns), rescale(r.off_cpu.futex_ns);
 }
 
+// In how many parts of the run `low` waited least, and in how many parts
+// every rank had steps (see the header); {0, 0} when there are too few
+// steps to tell parts apart.
+std::pair<size_t, size_t> PartsLowest(const std::vector<RankLoad>& ranks, const RankLoad& low) {
+  const std::vector<RankStepWait>& mine = low.step_waits;
+  uint64_t from = 0, to = UINT64_MAX;
+  for (const RankLoad& r : ranks) {
+    if (r.step_waits.empty()) return {0, 0};
+    from = std::max(from, r.step_waits.front().start_ns);
+    to = std::min(to, r.step_waits.back().start_ns + 1);
+  }
+  size_t inside = 0;
+  for (const RankStepWait& w : mine) inside += w.start_ns >= from && w.start_ns < to;
+  const size_t parts = std::min(kStragglerParts, inside / kStragglerMinSteps);
+  if (parts < 3) return {0, 0};
+  size_t judged = 0, lowest = 0;
+  for (size_t p = 0; p < parts; ++p) {
+    const uint64_t a = from + (to - from) * p / parts, b = from + (to - from) * (p + 1) / parts;
+    // Each rank's mean exposed communication there, as a share of its step.
+    std::vector<double> share;
+    for (const RankLoad& r : ranks) {
+      double sum = 0;
+      size_t n = 0;
+      for (const RankStepWait& w : r.step_waits) {
+        if (w.start_ns >= a && w.start_ns < b) sum += static_cast<double>(w.exposed_comm_ns), ++n;
+      }
+      if (n == 0) break;
+      share.push_back(sum / static_cast<double>(n) / r.step_ns);
+    }
+    if (share.size() != ranks.size()) continue;
+    ++judged;
+    lowest += std::min_element(share.begin(), share.end()) - share.begin() == 0;
+  }
+  return {lowest, judged};
+}
+
 }  // namespace
 
 std::string StragglerNotJudged(const std::vector<RankLoad>& ranks) {
@@ -104,7 +141,7 @@ std::string StragglerNotJudged(const std::vector<RankLoad>& ranks) {
                          fewest->steps_with_detail_only ? " (longer or more capture windows)" : "");
 }
 
-std::optional<Straggler> FindStraggler(const std::vector<RankLoad>& all) {
+std::optional<Straggler> FindStraggler(const std::vector<RankLoad>& all, std::string* turns) {
   if (!StragglerNotJudged(all).empty()) return std::nullopt;
   // Every per-step figure as a share of the rank's own mean step, then in
   // ns of the straggler's step: in a synchronous job every rank's true step
@@ -126,6 +163,16 @@ std::optional<Straggler> FindStraggler(const std::vector<RankLoad>& all) {
   const double threshold = std::max<double>(kStragglerMinNs, kStragglerMinShare * ref);
   const double cost = others_comm - low.exposed_comm_ns;
   if (cost < threshold || ranks[1].exposed_comm_ns - low.exposed_comm_ns < threshold) return std::nullopt;
+  if (const auto [lowest, judged] = PartsLowest(ranks, low);
+      judged > 0 && static_cast<double>(lowest) < kStragglerMinPartShare * static_cast<double>(judged)) {
+    if (turns != nullptr) {
+      *turns = absl::StrFormat(
+          "the ranks took turns: the others waited %.3f ms per step more than rank %d over the run, but rank %d "
+          "waited least in only %zu of %zu parts of it (%.0f%% wanted), so no single rank held the others back",
+          cost / 1e6, low.rank, low.rank, lowest, judged, 100 * kStragglerMinPartShare);
+    }
+    return std::nullopt;
+  }
 
   Straggler s;
   s.rank = low.rank;

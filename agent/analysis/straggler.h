@@ -14,7 +14,15 @@
 //     max(kStragglerMinNs, kStragglerMinShare of the mean step): that
 //     excess, the time the others waited for it, is cost_ns_per_step,
 //   - and the next-lowest rank waits at least as much more as well (with
-//     two stragglers neither is named: "no single straggler").
+//     two stragglers neither is named: "no single straggler");
+//   - and it held the others back for most of the run, not in turns: the
+//     span its measured steps share with the others' is cut into up to
+//     kStragglerParts parts of at least kStragglerMinSteps of its steps
+//     each (at least 3 parts, else this is not checked), and it must wait
+//     least in at least kStragglerMinPartShare of the parts where every
+//     rank has steps.  Ranks whose lateness moves from one to another over
+//     the run (phases of a data pipeline, of the machine) hold no single
+//     rank responsible: none is named, and why is said.
 // Its cause is what it did with that time: the part of its training
 // thread's step (CpuParts, step_breakdown.h: in data fetches, in CUDA
 // launch / copy / sync / other calls, or else running the loop's own code
@@ -44,6 +52,15 @@ inline constexpr uint64_t kStragglerMinNs = 1'000'000;
 inline constexpr double kStragglerMinShare = 0.10;
 inline constexpr double kStragglerCauseShare = 0.25;
 inline constexpr size_t kStragglerMinSteps = 5;
+inline constexpr size_t kStragglerParts = 10;
+inline constexpr double kStragglerMinPartShare = 2.0 / 3;
+
+// One measured step of a rank: when it began and its exposed
+// communication.
+struct RankStepWait {
+  uint64_t start_ns = 0;
+  uint64_t exposed_comm_ns = 0;
+};
 
 // What the rule reads of one rank, per measured step (means).
 struct RankLoad {
@@ -60,6 +77,7 @@ struct RankLoad {
   double data_stage_ns = 0;
   OffCpuParts off_cpu;  // of the driving thread, per step (means, rounded)
   std::string bottleneck;  // its own diagnosis's primary finding (key)
+  std::vector<RankStepWait> step_waits;  // its measured steps, in time order (empty: not checked for turns)
 };
 
 struct Straggler {
@@ -83,7 +101,9 @@ struct Straggler {
 // fewer than kStragglerMinSteps.
 std::string StragglerNotJudged(const std::vector<RankLoad>& ranks);
 
-// Null when there is no single straggler or it cannot be judged.
-std::optional<Straggler> FindStraggler(const std::vector<RankLoad>& ranks);
+// Null when there is no single straggler or it cannot be judged; then,
+// where a rank would be named but the ranks took turns, `turns` (when
+// given) says so with the numbers.
+std::optional<Straggler> FindStraggler(const std::vector<RankLoad>& ranks, std::string* turns = nullptr);
 
 }  // namespace gpuos

@@ -159,6 +159,8 @@ void WriteRankTextReport(const RankAnalysis& a, std::ostream& out, uint32_t repo
   } else {
     if (!a.straggler_not_judged.empty()) {
       out << "  straggler: not judged (" << a.straggler_not_judged << ")\n";
+    } else if (!a.straggler_turns.empty()) {
+      out << "  straggler: none (" << a.straggler_turns << ")\n";
     } else {
       out << "  straggler: none (the ranks did not wait for one rank in collectives by more than "
           << absl::StrFormat("max(%.1f ms, %.0f%% of a step))\n", kStragglerMinNs / 1e6, kStragglerMinShare * 100);
@@ -180,6 +182,7 @@ void WriteRankJsonMembers(const RankAnalysis& a, JsonWriter& json) {
   json.Field("ranks_note", a.note);
   WriteStragglerJson(a.straggler, json);
   json.Field("straggler_not_judged", a.straggler_not_judged);
+  json.Field("straggler_turns", a.straggler_turns);
 }
 
 }  // namespace gpuos

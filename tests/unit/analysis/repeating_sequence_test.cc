@@ -4,7 +4,9 @@
 // win), interleaved evaluation passes (left out, not merged into the unit),
 // an RL loop's rollout (part of the iteration where the backward passes
 // are known), an epoch that holds the warm-up (not the unit), MAML's
-// meta-update after its tasks (the iteration, not the task), warm-up
+// meta-update after its tasks (the iteration, not the task), an epoch of
+// iterations and a micro-batch told apart by the optimizer's update
+// kernels, warm-up
 // iterations, a different last batch, an occasional extra token
 // tolerated, and a stream with no period.
 #include "analysis/repeating_sequence.h"
@@ -308,6 +310,79 @@ TEST(RepeatingSequenceTest, AMetaUpdateWithItsOwnBackwardPassIsNoAbsorbedEvaluat
   ASSERT_TRUE(r.found) << r.why_not;
   EXPECT_EQ(r.unit_tokens, 4u * 10 + 4 * 6 + 1 + 4 * 4 + 5) << "the iteration: 4 tasks and the meta-update";
   EXPECT_GE(Steady(r), 50u);
+}
+
+TEST(RepeatingSequenceTest, AnEpochOfIterationsWithTheirUpdatesIsNoIteration) {
+  // DDP as PyTorch's tutorial writes it: an iteration is the input's copy
+  // (0), a forward pass (1-9), a backward pass (10-19) and a foreach
+  // optimizer's update (20-22: multi_tensor_apply kernels); every 10
+  // iterations a logged loss.item() (40-43: a copy, its waits).  After every 30 iterations
+  // (an epoch) an evaluation of 3 forward-only batches (1-9 and an argmax,
+  // 30, each) with 20 ms of waiting, a snapshot's copies (31, 10 of them)
+  // and a barrier (32).  The epoch repeats too, absorbs the evaluation and
+  // the logging, and so covers more time; the iteration's irregular
+  // segments are mostly the logged ones, a few tokens longer, so only the
+  // updates tell: the epoch holds 30 of them and 30 backward passes, the
+  // iteration one of each.
+  Stream s;
+  std::vector<uint64_t> backward;
+  int step = 0;
+  for (int epoch = 0; epoch < 8; ++epoch) {
+    for (int i = 0; i < 30; ++i) {
+      s.Add(Range(0, 10), kMs);
+      backward.push_back(s.now());
+      s.Add(Range(10, 23));
+      if (++step % 10 == 0) s.Add({40, 41, 42, 43});
+    }
+    for (int b = 0; b < 3; ++b) {
+      s.Add(Range(1, 10), b == 0 ? 0 : 20 * kMs / 3);
+      s.Add({30});
+    }
+    for (int c = 0; c < 10; ++c) s.Add({31});
+    s.Add({32});
+  }
+  PeriodOptions options;
+  options.backward_starts = backward;
+  PeriodResult epoch_unit = FindRepeatingSequence(s.tokens(), {}, options);
+  ASSERT_TRUE(epoch_unit.found) << epoch_unit.why_not;
+  EXPECT_GT(epoch_unit.unit_tokens, 23u) << "without the updates known, the epoch (the case this rule is for)";
+  options.update_symbols.assign(44, false);
+  for (uint32_t k = 20; k < 23; ++k) options.update_symbols[k] = true;
+  PeriodResult r = FindRepeatingSequence(s.tokens(), {}, options);
+  ASSERT_TRUE(r.found) << r.why_not;
+  EXPECT_EQ(r.unit_tokens, 23u) << "the iteration, with its update";
+  EXPECT_GE(Steady(r), 200u);
+}
+
+TEST(RepeatingSequenceTest, AMicroBatchWithoutAnUpdateIsNoIterationWhateverTheUpdatesSize) {
+  // Gradient accumulation: 4 alike micro-batches (copy 0, forward 1-5,
+  // backward 10-14: zero_grad(set_to_none=False), so every one adds to the
+  // gradients), then the update: 12 multi_tensor_apply launches (20-31:
+  // clipping, the optimizer over many parameter groups), more than a
+  // micro-batch's tokens.  The micro-batch's irregular segments hold that
+  // much extra, as an evaluation absorbed by the step would; but the
+  // updates are known by their kernels, and the micro-batch holds none.
+  Stream s;
+  std::vector<uint64_t> backward;
+  for (int step = 0; step < 40; ++step) {
+    for (int m = 0; m < 4; ++m) {
+      s.Add(Range(0, 6), kMs);
+      backward.push_back(s.now());
+      s.Add(Range(10, 15));
+    }
+    s.Add(Range(20, 32));
+  }
+  PeriodOptions options;
+  options.backward_starts = backward;
+  PeriodResult micro = FindRepeatingSequence(s.tokens(), {}, options);
+  ASSERT_TRUE(micro.found) << micro.why_not;
+  EXPECT_EQ(micro.unit_tokens, 11u) << "without the updates known, the micro-batch (the case this rule is for)";
+  options.update_symbols.assign(32, false);
+  for (uint32_t k = 20; k < 32; ++k) options.update_symbols[k] = true;
+  PeriodResult r = FindRepeatingSequence(s.tokens(), {}, options);
+  ASSERT_TRUE(r.found) << r.why_not;
+  EXPECT_EQ(r.unit_tokens, 4u * 11 + 12) << "the optimizer step: 4 micro-batches and the update";
+  EXPECT_GE(Steady(r), 38u);
 }
 
 TEST(RepeatingSequenceTest, WarmUpAndLastBatchAreLeftOutWithTheReason) {

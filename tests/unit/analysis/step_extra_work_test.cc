@@ -2,7 +2,9 @@
 // (more work) and a checkpoint (kinds of work steady steps lack) are left
 // out with the reason; a data stall (slower, same work), an occasional
 // loss.item() and a warm-up step keep what they had; work that varies
-// from step to step (dynamic shapes) marks nothing.  MarkExtraCpuWorkSteps
+// from step to step (dynamic shapes) marks nothing.  SplitExtraWorkSteps
+// cuts the iteration that ends such a step off its extra work, where the
+// iteration's first data fetch begins, and only there.  MarkExtraCpuWorkSteps
 // on the CPU work of constructed steps: evaluation passes (a stretch
 // between two marks running far longer, no backward pass in it) are left
 // out, jitter, a garbage collection and a merged step (more backward
@@ -82,6 +84,85 @@ TEST(StepExtraWorkTest, WorkThatVariesFromStepToStepMarksNothing) {
   for (uint32_t i = 0; i < 30; ++i) t.Step(Work(1000 + 20 * (i % 3), 1020 + 20 * (i % 3), Work(0, 100)));
   EXPECT_EQ(MarkExtraWorkSteps(t.steps, t.tokens), 0u);
   for (const StepWindow& w : t.steps) EXPECT_TRUE(w.left_out.empty()) << w.left_out;
+}
+
+// Steps from optimizer.step marks: each a data fetch, a forward pass (0-49),
+// a backward pass (50-99) and the update; `extra` (before the fetch)
+// inserts an evaluation's or checkpoint's work first.
+struct MarkedLoop {
+  Trace t;
+  std::vector<uint64_t> fetches, backward;
+  void Step(const std::vector<uint32_t>& extra = {}, bool fetch = true, uint64_t epoch_start_wait = 0) {
+    StepWindow w;
+    w.index = t.steps.size();
+    w.start_ns = t.now;
+    for (uint32_t s : extra) {
+      t.tokens.push_back(SequenceToken{s, t.now, t.now + 5'000});
+      t.now += 10'000;
+    }
+    t.now += kMs;
+    if (fetch) fetches.push_back(t.now);
+    t.now += kMs + epoch_start_wait;
+    for (uint32_t s = 0; s < 100; ++s) {
+      if (s == 50) backward.push_back(t.now);
+      t.tokens.push_back(SequenceToken{s, t.now, t.now + 5'000});
+      t.now += 10'000;
+    }
+    w.end_ns = t.now;
+    t.steps.push_back(w);
+  }
+};
+
+TEST(StepExtraWorkTest, TheIterationAfterAnEvaluationIsCutOffAndMeasured) {
+  // Steps 10 and 20 begin with an evaluation (60 forward-only kernels,
+  // 200-259) and a checkpoint's copies (300-309); step 20's iteration also
+  // waits 40 ms for its first batch (an epoch's start: the DataLoader's
+  // workers started again), which the job's own timing counts.
+  MarkedLoop loop;
+  for (int i = 0; i < 30; ++i) {
+    loop.Step(i == 10 || i == 20 ? Work(200, 260, Work(300, 310)) : std::vector<uint32_t>{}, true,
+              i == 20 ? 40 * kMs : 0);
+  }
+  std::vector<size_t> marked;
+  ASSERT_EQ(MarkExtraWorkSteps(loop.t.steps, loop.t.tokens, &marked), 2u);
+  const uint64_t epoch_iteration_end = loop.t.steps[20].end_ns;
+  EXPECT_EQ(SplitExtraWorkSteps(loop.t.steps, loop.t.tokens, marked, loop.fetches, loop.backward), 2u);
+  ASSERT_EQ(loop.t.steps.size(), 32u);
+  for (size_t k = 0; k < loop.t.steps.size(); ++k) {
+    const StepWindow& w = loop.t.steps[k];
+    EXPECT_EQ(w.index, k);
+    if (k > 0) EXPECT_EQ(w.start_ns, loop.t.steps[k - 1].end_ns) << "contiguous";
+    const bool extra = k == 10 || k == 21;
+    EXPECT_EQ(!w.left_out.empty(), extra) << "step " << k << ": " << w.left_out;
+    EXPECT_EQ(w.warmup, extra) << "step " << k;
+  }
+  EXPECT_NE(loop.t.steps[21].left_out.find("measured on its own"), std::string::npos) << loop.t.steps[21].left_out;
+  // The epoch's first iteration: from its fetch, its 40 ms wait included.
+  EXPECT_EQ(loop.t.steps[22].start_ns, loop.fetches[20]);
+  EXPECT_EQ(loop.t.steps[22].end_ns, epoch_iteration_end);
+  EXPECT_GT(loop.t.steps[22].end_ns - loop.t.steps[22].start_ns, 40 * kMs);
+}
+
+TEST(StepExtraWorkTest, AStepIsNotCutWithoutAFetchAfterTheExtraOrAWholeIteration) {
+  MarkedLoop loop;
+  for (int i = 0; i < 30; ++i) {
+    // 10: no data fetch marked (a loop over tensors on the device); 20: the
+    // extra comes after the backward pass, where no iteration follows it.
+    loop.Step(i == 10 ? Work(200, 260) : std::vector<uint32_t>{}, i != 10);
+    if (i == 20) {
+      for (uint32_t s = 200; s < 260; ++s) {
+        loop.t.tokens.push_back(SequenceToken{s, loop.t.now, loop.t.now + 5'000});
+        loop.t.now += 10'000;
+      }
+      loop.t.steps.back().end_ns = loop.t.now;
+    }
+  }
+  std::vector<size_t> marked;
+  ASSERT_EQ(MarkExtraWorkSteps(loop.t.steps, loop.t.tokens, &marked), 2u);
+  EXPECT_EQ(SplitExtraWorkSteps(loop.t.steps, loop.t.tokens, marked, loop.fetches, loop.backward), 0u);
+  EXPECT_EQ(loop.t.steps.size(), 30u);
+  EXPECT_FALSE(loop.t.steps[10].left_out.empty());
+  EXPECT_FALSE(loop.t.steps[20].left_out.empty());
 }
 
 // `n` steps of `k` stretches (a step cut at its backward passes), each
