@@ -38,7 +38,9 @@ Checks, per row (a row fails with its reasons; exit status 1 if any does):
              same job (same iteration count) find the same number of steps
              (within 1; or so once the un-annotated run's steps left out as
              "less work than the steady iteration", evaluations cut out as
-             their own unit, are not counted) and the same diagnosis
+             their own unit, are not counted; the annotated run's extra
+             work cut off the iteration after it is not counted either)
+             and the same diagnosis
 
 The job's own timing: every script prints a line containing "<X> ms/iter"
 (the mean iteration time since its previous such line) every few
@@ -83,8 +85,11 @@ OWN_TOLERANCE = 0.05      # mean step vs the job's own iteration time
 ATTACH_TOLERANCE = 0.03   # launched vs attached
 STEP_COUNT_TOLERANCE = 1  # annotated vs un-annotated
 # How the repeating kernel sequence's report names a left-out unit that holds
-# less work than the steady iteration (agent/analysis/repeating_sequence.cc).
+# less work than the steady iteration (agent/analysis/repeating_sequence.cc),
+# and how steps from marks name the extra work cut off the iteration after
+# it (agent/analysis/step_extra_work.cc): neither is an iteration.
 LESS_WORK_THAN_AN_ITERATION = "less work than the steady iteration"
+EXTRA_CUT_OFF_AN_ITERATION = "measured on its own"
 MIN_STEPS = 3
 
 # Sizes per profile.  cpu: a few seconds each on a 2-core machine (CI);
@@ -805,17 +810,18 @@ class Harness:
             row.fail(check, "no %s report to compare with" % (ref.mode if ref else "reference"))
             return
         if "ranks" in spec and row.report.get("ranks") and ref.report.get("ranks"):
-            rank_checks.check_pair(row, ref, check)
+            rank_checks.check_pair(row, ref, check, LESS_WORK_THAN_AN_ITERATION, EXTRA_CUT_OFF_AN_ITERATION)
             if row.diagnosis != ref.diagnosis:
                 row.fail(check, "diagnosis %s vs %s's %s" % (row.diagnosis, ref.mode, ref.diagnosis))
             return
         if row.diagnosis != ref.diagnosis:
             row.fail(check, "diagnosis %s vs %s's %s" % (row.diagnosis, ref.mode, ref.diagnosis))
         if check == "a=u":
-            a, b = row.steps.get("steps") or 0, ref.steps.get("steps") or 0
             # A unit with less work than an iteration (an evaluation cut out
             # as its own step by the kernel sequence) is no iteration; marks
-            # put it inside one.
+            # put it inside one, or cut it off the iteration after it.
+            a, b = row.steps.get("steps") or 0, ref.steps.get("steps") or 0
+            b -= sum(1 for st in ref.report.get("steps") or [] if EXTRA_CUT_OFF_AN_ITERATION in (st.get("left_out") or ""))
             not_iterations = sum(1 for st in row.report.get("steps") or []
                                  if (st.get("left_out") or "").startswith(LESS_WORK_THAN_AN_ITERATION))
             if abs(a - b) > STEP_COUNT_TOLERANCE and abs(a - not_iterations - b) > STEP_COUNT_TOLERANCE:

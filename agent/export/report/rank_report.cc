@@ -35,6 +35,7 @@ void WriteStepCommJson(const RankSummary& r, JsonWriter& json) {
     json.Field("start_ns", s.start_ns);
     json.Field("duration_ns", s.duration_ns());
     json.Field("warmup", s.warmup);
+    json.Field("left_out", s.left_out);
     json.Field("comm_ns", r.comm.steps[i].comm_ns);
     json.Field("exposed_comm_ns", r.comm.steps[i].exposed_ns);
     json.EndObject();
