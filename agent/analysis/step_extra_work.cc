@@ -267,10 +267,10 @@ size_t SplitExtraWorkSteps(std::vector<StepWindow>& steps, const std::vector<Seq
     if (extra_end == 0) continue;
     auto fetch = std::lower_bound(fetch_starts.begin(), fetch_starts.end(), extra_end);
     if (fetch == fetch_starts.end() || *fetch >= *first_backward) continue;
-    const size_t after = end - starts_before(*fetch);
+    const size_t after = end - starts_before(extra_end);
     const double work = static_cast<double>(after) / static_cast<double>(by_step.median);
-    if (CountIn(backward_starts, *fetch, w.end_ns) != median_backward || work < 2.0 / 3 || work > 1.5) continue;
-    cut_at[k] = *fetch;
+    if (CountIn(backward_starts, extra_end, w.end_ns) != median_backward || work < 2.0 / 3 || work > 1.5) continue;
+    cut_at[k] = extra_end;
     ++split;
   }
   if (split == 0) return 0;
@@ -283,7 +283,7 @@ size_t SplitExtraWorkSteps(std::vector<StepWindow>& steps, const std::vector<Seq
     }
     StepWindow extra = steps[k];
     extra.end_ns = cut_at[k];
-    absl::StrAppend(&extra.left_out, "; the iteration after it, from its first data fetch, is measured on its own");
+    absl::StrAppend(&extra.left_out, "; the iteration after it, from the end of that work, is measured on its own");
     StepWindow iteration = steps[k];
     iteration.start_ns = cut_at[k];
     iteration.warmup = false;

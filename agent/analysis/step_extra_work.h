@@ -75,9 +75,12 @@ size_t MarkExtraWorkSteps(std::vector<StepWindow>& steps, const std::vector<Sequ
 //   - the extra ends with the last token, before the step's first backward
 //     start, of a kind that fewer than half of the steps hold (the
 //     evaluation's kernels, the checkpoint's copies, a barrier's wait);
-//   - the iteration begins at the first data fetch (`fetch_starts`, sorted:
-//     the Python hook's DataLoader marks on the loop's thread) after that
-//     and before the first backward start;
+//   - the iteration begins there, when a data fetch (`fetch_starts`,
+//     sorted: the Python hook's DataLoader marks on the loop's thread)
+//     follows before the first backward start: what comes between is the
+//     iteration's (a new epoch's DataLoader iterator waits for its workers
+//     to start again before its first fetch; after a checkpoint's last
+//     copy only its last bytes are written);
 //   - split only when the part from there to the step's end holds the
 //     median step's number of backward starts (at least one) and
 //     between 2/3 and 3/2 of the median step's tokens.

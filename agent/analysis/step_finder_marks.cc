@@ -271,8 +271,8 @@ void StepLocator::SplitOffIterations(StepPlan& plan, const std::vector<SequenceT
   if (split == 0) return;
   absl::StrAppend(&plan.note, plan.note.empty() ? "" : "; ",
                   absl::StrFormat("%d of the steps with extra work ended with a whole iteration (its data fetch, "
-                                  "its backward passes, its update): each was cut where that iteration's first data "
-                                  "fetch began, the extra before it left out and the iteration measured",
+                                  "its backward passes, its update): each was cut where the extra work's last GPU "
+                                  "operation ended, the extra before it left out and the iteration measured",
                                   split));
 }
 

@@ -3,8 +3,8 @@
 // out with the reason; a data stall (slower, same work), an occasional
 // loss.item() and a warm-up step keep what they had; work that varies
 // from step to step (dynamic shapes) marks nothing.  SplitExtraWorkSteps
-// cuts the iteration that ends such a step off its extra work, where the
-// iteration's first data fetch begins, and only there.  MarkExtraCpuWorkSteps
+// cuts the iteration that ends such a step off its extra work, where that
+// work's last GPU operation ends, and only where a data fetch follows.  MarkExtraCpuWorkSteps
 // on the CPU work of constructed steps: evaluation passes (a stretch
 // between two marks running far longer, no backward pass in it) are left
 // out, jitter, a garbage collection and a merged step (more backward
@@ -137,8 +137,9 @@ TEST(StepExtraWorkTest, TheIterationAfterAnEvaluationIsCutOffAndMeasured) {
     EXPECT_EQ(w.warmup, extra) << "step " << k;
   }
   EXPECT_NE(loop.t.steps[21].left_out.find("measured on its own"), std::string::npos) << loop.t.steps[21].left_out;
-  // The epoch's first iteration: from its fetch, its 40 ms wait included.
-  EXPECT_EQ(loop.t.steps[22].start_ns, loop.fetches[20]);
+  // The epoch's first iteration: from the end of the checkpoint's last copy
+  // (1 ms and 5 us before the fetch), its 40 ms wait included.
+  EXPECT_EQ(loop.t.steps[22].start_ns, loop.fetches[20] - kMs - 5'000);
   EXPECT_EQ(loop.t.steps[22].end_ns, epoch_iteration_end);
   EXPECT_GT(loop.t.steps[22].end_ns - loop.t.steps[22].start_ns, 40 * kMs);
 }
