@@ -15,7 +15,9 @@ For each script, the modes (default: all that apply):
              gpuos-trace --pid PID --duration Ns
   uprobes    the same with --no-inject (CUDA seen through uprobes on
              libcuda only); not in the default --modes
-Each trace is read with `gpuos-trace report --format json`.
+Each trace is read with `gpuos-trace report --format json`.  A script run
+as several ranks ("ranks" in its profile entry) is started through a
+launcher and checked rank by rank as well: rank_checks.py.
 
 Checks, per row (a row fails with its reasons; exit status 1 if any does):
   run        the job and gpuos-trace exited 0 (attached: the job still
