@@ -2,6 +2,7 @@
 #include "analysis/straggler.h"
 
 #include <algorithm>
+#include <array>
 #include <utility>
 
 #include "absl/strings/str_format.h"
@@ -121,6 +122,30 @@ std::pair<size_t, size_t> PartsLowest(const std::vector<RankLoad>& ranks, const 
   return {lowest, judged};
 }
 
+// The part where `mine` exceeds `theirs` most, and by how much ({N, 0}
+// where it exceeds none).
+template <size_t N>
+std::pair<size_t, double> LargestExcess(const std::array<double, N>& mine, const std::array<double, N>& theirs) {
+  size_t best = N;
+  double excess = 0;
+  for (size_t k = 0; k < N; ++k) {
+    if (mine[k] - theirs[k] > excess) excess = mine[k] - theirs[k], best = k;
+  }
+  return {best, excess};
+}
+
+// Why the ranks[0], which the others waited `cost` for on average, is no
+// straggler because the ranks took turns (see the header), or empty.
+std::string TookTurns(const std::vector<RankLoad>& ranks, double cost) {
+  const RankLoad& low = ranks[0];
+  const auto [lowest, judged] = PartsLowest(ranks, low);
+  if (judged == 0 || static_cast<double>(lowest) >= kStragglerMinPartShare * static_cast<double>(judged)) return "";
+  return absl::StrFormat(
+      "the ranks took turns: the others waited %.3f ms per step more than rank %d over the run, but rank %d "
+      "waited least in only %zu of %zu parts of it (%.0f%% wanted), so no single rank held the others back",
+      cost / 1e6, low.rank, low.rank, lowest, judged, 100 * kStragglerMinPartShare);
+}
+
 }  // namespace
 
 std::string StragglerNotJudged(const std::vector<RankLoad>& ranks) {
@@ -163,14 +188,8 @@ std::optional<Straggler> FindStraggler(const std::vector<RankLoad>& all, std::st
   const double threshold = std::max<double>(kStragglerMinNs, kStragglerMinShare * ref);
   const double cost = others_comm - low.exposed_comm_ns;
   if (cost < threshold || ranks[1].exposed_comm_ns - low.exposed_comm_ns < threshold) return std::nullopt;
-  if (const auto [lowest, judged] = PartsLowest(ranks, low);
-      judged > 0 && static_cast<double>(lowest) < kStragglerMinPartShare * static_cast<double>(judged)) {
-    if (turns != nullptr) {
-      *turns = absl::StrFormat(
-          "the ranks took turns: the others waited %.3f ms per step more than rank %d over the run, but rank %d "
-          "waited least in only %zu of %zu parts of it (%.0f%% wanted), so no single rank held the others back",
-          cost / 1e6, low.rank, low.rank, lowest, judged, 100 * kStragglerMinPartShare);
-    }
+  if (std::string why = TookTurns(ranks, cost); !why.empty()) {
+    if (turns != nullptr) *turns = std::move(why);
     return std::nullopt;
   }
 
@@ -190,11 +209,7 @@ std::optional<Straggler> FindStraggler(const std::vector<RankLoad>& all, std::st
     const auto o = OsParts(ranks[i].off_cpu);
     for (size_t k = 0; k < 4; ++k) their_os[k] += o[k] / (ranks.size() - 1);
   }
-  size_t best = kParts;
-  double best_excess = 0;
-  for (size_t k = 0; k < kParts; ++k) {
-    if (mine[k] - theirs[k] > best_excess) best_excess = mine[k] - theirs[k], best = k;
-  }
+  const auto [best, best_excess] = LargestExcess(mine, theirs);
   if (best == kParts || best_excess < kStragglerCauseShare * cost) {
     s.cause = "unknown";
     s.cause_detail = absl::StrFormat(
@@ -203,11 +218,7 @@ std::optional<Straggler> FindStraggler(const std::vector<RankLoad>& all, std::st
     return s;
   }
   s.excess_ns_per_step = static_cast<uint64_t>(best_excess);
-  size_t os_best = 4;
-  double os_excess = 0;
-  for (size_t k = 0; k < 4; ++k) {
-    if (my_os[k] - their_os[k] > os_excess) os_excess = my_os[k] - their_os[k], os_best = k;
-  }
+  const auto [os_best, os_excess] = LargestExcess(my_os, their_os);
   Cause cause = kPartCauses[best];
   // The loop's own code, unless the thread ran it hardly longer than the
   // others and the rest of the excess is its OS cost, or its waits for its
