@@ -24,7 +24,9 @@
 // loop's thread with no backward pass in it.  The rule, with each step cut
 // at its backward passes' starts into stretches and the CPU time the
 // loop's thread ran (not blocked, not preempted: a data stall or a busy
-// machine does not count) in each stretch:
+// machine does not count; nor inside its data-loader ranges: a new epoch's
+// DataLoader iterator forks its workers, data loading, not extra work) in
+// each stretch:
 //   - the steady step has the most common number of stretches; around
 //     each step, on each side, the up to 8 nearest steps not left out
 //     already give the steady step's CPU time (their median) and each

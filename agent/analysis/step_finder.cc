@@ -173,7 +173,7 @@ void StepLocator::Add(const v1::Event& e) {
       } else if (r.name() == options_.backward_range_name) {
         backward_ranges_[ThreadKey(e.pid(), e.tid())].push_back(range);
       } else if (data_.Matches(r.name())) {
-        data_fetch_starts_[ThreadKey(e.pid(), e.tid())].push_back(e.ts_ns());
+        data_ranges_[ThreadKey(e.pid(), e.tid())].push_back(range);
       }
       break;
     }

@@ -171,11 +171,14 @@ class StepLocator {
   // by their GPU work, or without any, by the loop's CPU work.
   void MarkExtraWork(StepPlan& plan);
   // The CPU work of each step of `plan` (stretches between backward
-  // passes); empty when the loop's thread is not a main thread with a
-  // timeline.
+  // passes), outside the loop thread's data-loader ranges (a new epoch's
+  // iterator forks its workers: data loading, not extra work); empty when
+  // the loop's thread is not a main thread with a timeline.
   std::vector<StepCpuWork> CpuWork(const StepPlan& plan) const;
   // Whether a data-loader range began on the loop's thread inside each step.
-  std::vector<bool> FetchesInSteps(const StepPlan& plan);
+  std::vector<bool> FetchesInSteps(const StepPlan& plan) const;
+  // The loop thread's data-loader ranges, overlapping ones merged, sorted.
+  std::vector<Range> DataRanges(const StepPlan& plan) const;
   // The iterations at the end of the `marked` steps with extra GPU work, cut
   // off and measured (SplitExtraWorkSteps).
   void SplitOffIterations(StepPlan& plan, const std::vector<SequenceToken>& tokens, const std::vector<size_t>& marked);
@@ -245,7 +248,7 @@ class StepLocator {
   // By (pid << 32 | tid).
   absl::flat_hash_map<uint64_t, std::vector<Range>> step_ranges_;
   absl::flat_hash_map<uint64_t, std::vector<Range>> optimizer_ranges_;
-  absl::flat_hash_map<uint64_t, std::vector<uint64_t>> data_fetch_starts_;  // data-loader ranges
+  absl::flat_hash_map<uint64_t, std::vector<Range>> data_ranges_;  // data-loader ranges (fetches, iterators)
   // The shim's live rhythm marks by thread, and the call they are named after.
   absl::flat_hash_map<uint64_t, std::vector<uint64_t>> live_rhythm_marks_;
   std::string live_rhythm_call_;

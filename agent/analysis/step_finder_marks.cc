@@ -211,15 +211,27 @@ std::vector<StepCpuWork> StepLocator::CpuWork(const StepPlan& plan) const {
   std::vector<StepCpuWork> out;
   if (plan.tid != plan.pid || !cpu_.HasTimeline(plan.tid)) return out;
   const std::vector<uint64_t> starts = BackwardStarts(ThreadKey(plan.pid, plan.tid));
+  const std::vector<Range> data = DataRanges(plan);
+  // The running time in [from, to) outside the data ranges.
+  auto running = [&](uint64_t from, uint64_t to) {
+    uint64_t ns = cpu_.RunningNs(plan.tid, from, to);
+    auto r = std::lower_bound(data.begin(), data.end(), from,
+                              [](const Range& a, uint64_t t) { return a.end_ns <= t; });
+    for (; r != data.end() && r->start_ns < to; ++r) {
+      const uint64_t inside = cpu_.RunningNs(plan.tid, std::max(from, r->start_ns), std::min(to, r->end_ns));
+      ns -= std::min(ns, inside);
+    }
+    return ns;
+  };
   for (const StepWindow& w : plan.steps) {
     StepCpuWork work;
     uint64_t from = w.start_ns;
     auto it = std::upper_bound(starts.begin(), starts.end(), w.start_ns);
     for (; it != starts.end() && *it < w.end_ns; ++it) {
-      work.stretches_ns.push_back(cpu_.RunningNs(plan.tid, from, *it));
+      work.stretches_ns.push_back(running(from, *it));
       from = *it;
     }
-    work.stretches_ns.push_back(cpu_.RunningNs(plan.tid, from, w.end_ns));
+    work.stretches_ns.push_back(running(from, w.end_ns));
     out.push_back(std::move(work));
   }
   return out;
@@ -262,10 +274,7 @@ void StepLocator::MarkExtraWork(StepPlan& plan) {
 void StepLocator::SplitOffIterations(StepPlan& plan, const std::vector<SequenceToken>& tokens,
                                      const std::vector<size_t>& marked) {
   std::vector<uint64_t> fetches;
-  if (auto it = data_fetch_starts_.find(ThreadKey(plan.pid, plan.tid)); it != data_fetch_starts_.end()) {
-    fetches = it->second;
-  }
-  std::sort(fetches.begin(), fetches.end());
+  for (const Range& r : DataRanges(plan)) fetches.push_back(r.start_ns);
   const size_t split =
       SplitExtraWorkSteps(plan.steps, tokens, marked, fetches, BackwardStarts(ThreadKey(plan.pid, plan.tid)));
   if (split == 0) return;
@@ -276,12 +285,27 @@ void StepLocator::SplitOffIterations(StepPlan& plan, const std::vector<SequenceT
                                   split));
 }
 
-std::vector<bool> StepLocator::FetchesInSteps(const StepPlan& plan) {
+std::vector<StepLocator::Range> StepLocator::DataRanges(const StepPlan& plan) const {
+  std::vector<Range> ranges;
+  if (auto it = data_ranges_.find(ThreadKey(plan.pid, plan.tid)); it != data_ranges_.end()) ranges = it->second;
+  std::sort(ranges.begin(), ranges.end(), [](const Range& a, const Range& b) { return a.start_ns < b.start_ns; });
+  // One range where several overlap (a script's own "data loading" range
+  // around the hook's fetch).
+  std::vector<Range> merged;
+  for (const Range& r : ranges) {
+    if (!merged.empty() && r.start_ns <= merged.back().end_ns) {
+      merged.back().end_ns = std::max(merged.back().end_ns, r.end_ns);
+    } else {
+      merged.push_back(r);
+    }
+  }
+  return merged;
+}
+
+std::vector<bool> StepLocator::FetchesInSteps(const StepPlan& plan) const {
   std::vector<bool> out(plan.steps.size(), false);
-  auto it = data_fetch_starts_.find(ThreadKey(plan.pid, plan.tid));
-  if (it == data_fetch_starts_.end()) return out;
-  std::vector<uint64_t>& starts = it->second;
-  std::sort(starts.begin(), starts.end());
+  std::vector<uint64_t> starts;
+  for (const Range& r : DataRanges(plan)) starts.push_back(r.start_ns);
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     auto first = std::lower_bound(starts.begin(), starts.end(), plan.steps[i].start_ns);
     out[i] = first != starts.end() && *first < plan.steps[i].end_ns;

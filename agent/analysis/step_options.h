@@ -14,7 +14,7 @@ inline constexpr char kDefaultStepRegex[] = R"(^(step|iteration|batch|ProfilerSt
 // "get batch" (gpuos-trainer, the Nsight articles), "DataLoader fetch" (the
 // Python start-up hook), "fetch batch", "load_batch", "next batch", "data loading".
 inline constexpr char kDefaultDataRangeRegex[] =
-    R"(^((get|fetch|load|next)[ _-]?(batch|data)|data[ _-]?load(er|ing)?([ _-]?(fetch|next))?)$)";
+    R"(^((get|fetch|load|next)[ _-]?(batch|data)|data[ _-]?load(er|ing)?([ _-]?(fetch|next|iter))?)$)";
 // PyTorch's "pt_data_worker", gpuos-trainer's "gpuos-data-<i>".
 inline constexpr char kDefaultWorkerCommRegex[] = R"(^(pt_data_worker.*|gpuos-data-.*|data[ _-]?worker.*)$)";
 // The NVTX domain of the Python start-up hook's ranges (agent/python_hooks).

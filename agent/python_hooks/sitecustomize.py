@@ -2,6 +2,8 @@
 # on PYTHONPATH of the traced command (unless --no-python-hooks), so that a
 # PyTorch script without NVTX annotations still shows its training steps:
 # every DataLoader batch fetch becomes a "DataLoader fetch" range, every
+# iterator made of a DataLoader (an epoch's start: its workers started, or
+# waited for to start again) a "DataLoader iter" range, every
 # optimizer step an "optimizer.step" range ("optimizer.step#2", #3, ... for
 # the second, third optimizer stepping in the process: a GAN steps two an
 # iteration) and every loss.backward() (through torch.autograd.backward) an
@@ -90,6 +92,11 @@ def _patch_dataloader(ranged, module):
     cls = getattr(module, "_BaseDataLoaderIter", None)
     if cls is not None and not getattr(cls.__next__, "_gpuos_wrapped", False):
         cls.__next__ = ranged("DataLoader fetch", cls.__next__)
+    # iter(loader) forks the workers, or (persistent_workers) waits for them
+    # to start again: the loop waits for data there too, once an epoch.
+    loader = getattr(module, "DataLoader", None)
+    if loader is not None and not getattr(loader.__iter__, "_gpuos_wrapped", False):
+        loader.__iter__ = ranged("DataLoader iter", loader.__iter__)
 
 
 def _optimizer_labels():

@@ -1,5 +1,7 @@
 // The Python start-up hook, end to end: a PyTorch script with no NVTX and
-// no change gets one "DataLoader fetch" range per batch fetch and one
+// no change gets one "DataLoader fetch" range per batch fetch, one
+// "DataLoader iter" range per iterator made of a DataLoader (an epoch's
+// start: data loading, not extra work), one
 // "optimizer.step" range per step and one "autograd.backward" range per
 // loss.backward(), on its main thread, in the domain "gpuos.python"
 // (a backward nested in a backward pass, as reentrant checkpointing makes,
@@ -32,6 +34,7 @@ int Shell(const std::string& command) {
 
 struct Counts {
   int fetches = 0;
+  int iters = 0;
   int steps = 0;
   int backwards = 0;
   uint32_t backward_tid = 0;
@@ -51,6 +54,7 @@ Counts CountRanges(const std::string& trace) {
                   counts.fetch_tid = e.tid();
                   counts.pid = e.pid();
                 }
+                if (e.nvtx_range().name() == "DataLoader iter") ++counts.iters;
                 if (e.nvtx_range().name() == "optimizer.step") ++counts.steps;
                 if (e.nvtx_range().name() == "autograd.backward") {
                   ++counts.backwards;
@@ -97,12 +101,52 @@ TEST_F(PythonHooksTest, MarksEveryFetchAndOptimizerStepWithoutCodeChanges) {
   std::string trace = dir_ + "/hooks.gpuos";
   ASSERT_EQ(Shell(kTracer + " -q -o " + trace + " -- " + kPython + " " + script_), 0);
   Counts counts = CountRanges(trace);
-  // 10 batches, plus the fetch that ends the loop with StopIteration.
+  // 10 batches, plus the fetch that ends the loop with StopIteration; one
+  // iterator made (the loop's).
   EXPECT_EQ(counts.fetches, 11);
+  EXPECT_EQ(counts.iters, 1);
   EXPECT_EQ(counts.steps, 10);
   EXPECT_EQ(counts.backwards, 10);
   EXPECT_EQ(counts.fetch_tid, counts.pid) << "fetches happen on the main thread";
   EXPECT_EQ(counts.backward_tid, counts.pid);
+}
+
+// A DataLoader without persistent workers forks them again at every
+// epoch's iter(): the loop waits there for data, once an epoch.  That is the
+// iteration's data loading, marked by the hook, not extra work (an
+// evaluation pass) to leave out of the summaries.
+TEST_F(PythonHooksTest, AnEpochsNewDataLoaderIteratorIsDataLoadingNotExtraWork) {
+  std::ofstream(dir_ + "/epochs.py") << R"(
+import torch, time
+from torch.utils.data import DataLoader, TensorDataset
+torch.manual_seed(0)
+data = TensorDataset(torch.randn(400, 64), torch.randn(400, 1))
+loader = DataLoader(data, batch_size=20, num_workers=2)
+model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 1))
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+for epoch in range(4):
+    for x, y in loader:
+        opt.zero_grad()
+        ((model(x) - y) ** 2).mean().backward()
+        opt.step()
+        time.sleep(0.005)
+)";
+  const std::string trace = dir_ + "/epochs.gpuos";
+  ASSERT_EQ(Shell(kTracer + " -q -o " + trace + " -- " + kPython + " " + dir_ + "/epochs.py"), 0);
+  EXPECT_EQ(CountRanges(trace).iters, 4);
+  auto steps = AnalyzeSteps(trace, StepOptions());
+  ASSERT_TRUE(steps.ok()) << steps.status();
+  ASSERT_EQ(steps->source, StepSource::kOptimizerSteps);
+  // 80 optimizer steps: 79 steps between them; the first of epochs 2-4
+  // begin with the new iterator.
+  ASSERT_EQ(steps->steps.size(), 79u);
+  for (size_t i : {19, 39, 59}) {
+    const StepRecord& s = steps->steps[i];
+    EXPECT_TRUE(s.left_out.empty()) << "step " << i << ": " << s.left_out;
+    EXPECT_FALSE(s.warmup) << "step " << i;
+    EXPECT_GT(s.stages[static_cast<size_t>(Stage::kDataLoading)], s.duration_ns() / 2) << "step " << i;
+  }
+  EXPECT_GE(steps->measured_steps, 75u) << "no more than a few steps left out";
 }
 
 TEST_F(PythonHooksTest, MarksEachLossBackwardOnceEvenWithReentrantCheckpointing) {

@@ -82,7 +82,7 @@ TEST(StepFinderTest, DefaultStepRegex) {
 TEST(StepFinderTest, DefaultDataRangeRegex) {
   auto m = StepNameMatcher::Create(kDefaultDataRangeRegex, "test");
   ASSERT_TRUE(m.ok());
-  for (const char* yes : {"get batch", "Get Batch", "get_batch", "getbatch", "DataLoader fetch", "dataloader",
+  for (const char* yes : {"get batch", "Get Batch", "get_batch", "getbatch", "DataLoader fetch", "DataLoader iter", "dataloader",
                           "fetch batch", "load batch", "next batch", "data loading", "load data"}) {
     EXPECT_TRUE(m->Matches(yes)) << yes;
   }
