@@ -372,6 +372,8 @@ const Segmentation* ChooseSegmentation(const std::vector<SequenceToken>& t, cons
   // Then the best of the finer units that make most of the coarse one.
   const Segmentation* finer = nullptr;
   bool absorbed = false;
+  const size_t coarse_updates = UpdateTokens(t, *chosen, options.update_symbols);
+  const size_t coarse_backward = backward.empty() ? 0 : BackwardStartsMedian(t, *chosen, backward, true);
   for (const Segmentation& s : tried) {
     if (!competes(s) || s.steady_count < 2 * chosen->steady_count) continue;
     std::vector<bool> in_fine(symbols, false);
@@ -384,19 +386,16 @@ const Segmentation* ChooseSegmentation(const std::vector<SequenceToken>& t, cons
     // them than the steady unit is training (the update after micro-batches
     // or tasks: MAML's meta-update after its tasks' adaptation), and then
     // the finer unit is a part of the iteration.
-    if (!backward.empty() && BackwardStartsMedian(t, s, backward, false) > BackwardStartsMedian(t, s, backward, true)) {
-      continue;
-    }
+    const size_t fine_backward = backward.empty() ? 0 : BackwardStartsMedian(t, s, backward, true);
+    if (!backward.empty() && BackwardStartsMedian(t, s, backward, false) > fine_backward) continue;
     // Updates known by their kernels: a finer unit without one is a
     // micro-batch of the coarse unit's accumulation group; one with an
     // update, of which the coarse unit holds two or more (and as many
     // times its backward passes), is the iteration of an epoch.
     const size_t fine_updates = UpdateTokens(t, s, options.update_symbols);
-    const size_t coarse_updates = UpdateTokens(t, *chosen, options.update_symbols);
     if (fine_updates == 0 && coarse_updates > 0) continue;
-    const size_t fine_backward = backward.empty() ? 0 : BackwardStartsMedian(t, s, backward, true);
     const bool epoch_of_iterations = fine_updates > 0 && coarse_updates >= 2 * fine_updates && fine_backward > 0 &&
-                                     BackwardStartsMedian(t, *chosen, backward, true) >= 2 * fine_backward;
+                                     coarse_backward >= 2 * fine_backward;
     absorbed |= MedianExtra(s) >= s.unit || epoch_of_iterations;
     if (finer == nullptr || s.time_share > finer->time_share) finer = &s;
   }

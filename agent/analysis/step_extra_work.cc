@@ -190,9 +190,15 @@ StepTokens TokensByStep(const std::vector<StepWindow>& steps, const std::vector<
   return out;
 }
 
+// How many of `sorted` lie in [from, to).
 size_t CountIn(const std::vector<uint64_t>& sorted, uint64_t from, uint64_t to) {
   auto first = std::lower_bound(sorted.begin(), sorted.end(), from);
   return static_cast<size_t>(std::lower_bound(first, sorted.end(), to) - first);
+}
+
+// How many of `backward_starts` (sorted) fall inside `step`.
+size_t BackwardStartsIn(const StepWindow& step, const std::vector<uint64_t>& backward_starts) {
+  return CountIn(backward_starts, step.start_ns, step.end_ns);
 }
 
 }  // namespace
@@ -242,9 +248,17 @@ size_t SplitExtraWorkSteps(std::vector<StepWindow>& steps, const std::vector<Seq
   if (marked.empty() || fetch_starts.empty() || backward_starts.empty()) return 0;
   const StepTokens by_step = TokensByStep(steps, tokens);
   std::vector<size_t> backward(steps.size());
-  for (size_t k = 0; k < steps.size(); ++k) backward[k] = CountIn(backward_starts, steps[k].start_ns, steps[k].end_ns);
+  for (size_t k = 0; k < steps.size(); ++k) backward[k] = BackwardStartsIn(steps[k], backward_starts);
   const size_t median_backward = Median(backward);
   if (median_backward == 0 || by_step.median == 0) return 0;
+  // How many tokens start before `t` (a step's tokens are a run: tokens and
+  // steps are both in time order).
+  const auto starts_before = [&tokens](uint64_t t) {
+    return static_cast<size_t>(
+        std::lower_bound(tokens.begin(), tokens.end(), t,
+                         [](const SequenceToken& a, uint64_t v) { return a.start_ns < v; }) -
+        tokens.begin());
+  };
   // Where each marked step's iteration begins (0: not split).
   std::vector<uint64_t> cut_at(steps.size(), 0);
   size_t split = 0;
@@ -252,13 +266,6 @@ size_t SplitExtraWorkSteps(std::vector<StepWindow>& steps, const std::vector<Seq
     const StepWindow& w = steps[k];
     auto first_backward = std::lower_bound(backward_starts.begin(), backward_starts.end(), w.start_ns);
     if (first_backward == backward_starts.end() || *first_backward >= w.end_ns) continue;
-    // The step's tokens: a run, as tokens and steps are both in time order.
-    const auto starts_before = [&](uint64_t t) {
-      return static_cast<size_t>(std::lower_bound(tokens.begin(), tokens.end(), t, [](const SequenceToken& a,
-                                                                                         uint64_t v) {
-                                   return a.start_ns < v;
-                                 }) - tokens.begin());
-    };
     const size_t begin = starts_before(w.start_ns), end = starts_before(w.end_ns);
     uint64_t extra_end = 0;
     for (size_t i = begin; i < end && tokens[i].start_ns < *first_backward; ++i) {
@@ -347,13 +354,6 @@ size_t MarkExtraCpuWorkSteps(std::vector<StepWindow>& steps, const std::vector<S
 }
 
 namespace {
-
-// How many of `backward_starts` (sorted) fall inside `step`.
-size_t BackwardStartsIn(const StepWindow& step, const std::vector<uint64_t>& backward_starts) {
-  auto from = std::lower_bound(backward_starts.begin(), backward_starts.end(), step.start_ns);
-  auto to = std::lower_bound(from, backward_starts.end(), step.end_ns);
-  return static_cast<size_t>(to - from);
-}
 
 // One step from each of `at` (one period k apart; the first within k of the
 // start, the last within k of the end) to the next; the steps before the

@@ -786,12 +786,11 @@ class Harness:
         if source not in ("none", None):
             processes = row.report.get("processes", [])
             job_pid = row.job_pid or next((p["pid"] for p in processes if p.get("is_root")), None)
-            if row.rank_own:  # a rank: a child of the process started
-                ranks = [p["pid"] for p in processes if p.get("ppid") == job_pid]
-                job_pid = st.get("pid") if st.get("pid") in ranks else "one of %s" % ranks
-            if st.get("pid") != job_pid or st.get("tid") != st.get("pid"):
-                row.fail("thread", "steps on pid %s tid %s \"%s\", not the job's main thread %s" % (
-                    st.get("pid"), st.get("tid"), st.get("thread_comm"), job_pid))
+            # A multi-rank job trains in its ranks: children of the process started.
+            loops = [p["pid"] for p in processes if p.get("ppid") == job_pid] if row.rank_own else [job_pid]
+            if st.get("pid") not in loops or st.get("tid") != st.get("pid"):
+                row.fail("thread", "steps on pid %s tid %s \"%s\", not the main thread of %s" % (
+                    st.get("pid"), st.get("tid"), st.get("thread_comm"), " or ".join(map(str, loops))))
         mean = row.mean_ms
         if row.own_ms is None:
             row.fail("own", "no own timing for this run")
