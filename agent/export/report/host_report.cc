@@ -30,6 +30,10 @@ std::string Duration(uint64_t ns) {
 
 void WriteHostsText(const v1::TraceHeader& header, std::ostream& out) {
   if (!header.has_merged()) return;
+  if (header.merged().hosts().empty()) {
+    out << "hosts (merged, but the header lists none: a damaged file)\n\n";
+    return;
+  }
   out << "hosts (merged; times on " << header.merged().hosts(0).hostname()
       << "'s clock; host i's pids and tids are i*" << header.merged().pid_stride() << " + its own):\n";
   int index = 0;
