@@ -75,6 +75,10 @@ std::string StageRecommendation(Stage stage, const StepAnalysis& a) {
                    "the launches still outside them, or raise the batch size."
                  : "Most of the step is in kernel launch calls: CUDA graphs (torch.compile "
                    "mode=\"reduce-overhead\") or a larger batch.";
+    case Stage::kCommunication:
+      return "Most of the step the GPU sits in collectives (NCCL) with no compute beside them: it waits for the "
+             "other ranks or for the network. Trace every rank to see which one is late (the ranks table), and "
+             "overlap what is left with compute (DDP's bucket_cap_mb, gradient accumulation with no_sync).";
     case Stage::kOsOverhead:
       return "Most of the step is operating-system cost while the GPU waits: see the OS-cost table (page "
              "faults, preemption, mmap/munmap, blocking syscalls).";

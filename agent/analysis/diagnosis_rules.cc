@@ -256,11 +256,13 @@ std::optional<Finding> LaunchBoundRule(const DiagnosisInputs& in) {
   const StepRecord& t = in.total();
   const uint64_t cpu_idle = CpuSideIdle(in);
   const double idle = in.Share(t.gpu.idle_ns);
-  const double mean_kernel_ns =
-      t.gpu.kernels_started ? static_cast<double>(t.gpu.kernels_started_ns) / t.gpu.kernels_started : 0;
-  const double kernels_per_step = in.PerStep(t.gpu.kernels_started);
-  if (idle < kGpuIdleHighShare || Share(cpu_idle, t.gpu.idle_ns) < kLaunchBoundCpuFraction ||
-      t.gpu.kernels_started == 0 || mean_kernel_ns > kShortKernelNs || kernels_per_step < kMinKernelsPerStep) {
+  // Compute kernels only: a collective's kernel lasts as long as it waits
+  // for the other ranks, which says nothing of how short the work is.
+  const uint64_t kernels = t.gpu.compute_kernels_started();
+  const double mean_kernel_ns = kernels ? static_cast<double>(t.gpu.compute_kernels_started_ns()) / kernels : 0;
+  const double kernels_per_step = in.PerStep(kernels);
+  if (idle < kGpuIdleHighShare || Share(cpu_idle, t.gpu.idle_ns) < kLaunchBoundCpuFraction || kernels == 0 ||
+      mean_kernel_ns > kShortKernelNs || kernels_per_step < kMinKernelsPerStep) {
     return std::nullopt;
   }
   const JobPractices& p = in.analysis.practices;
@@ -269,11 +271,14 @@ std::optional<Finding> LaunchBoundRule(const DiagnosisInputs& in) {
   f.score = in.Share(cpu_idle);
   f.evidence = absl::StrFormat(
       "the GPU was idle %s of step time; while it was idle the launching thread was in launch calls %s, other "
-      "CUDA calls %s and running other code %s of step time; %.0f kernels per step averaging %.1f us, "
+      "CUDA calls %s and running other code %s of step time; %.0f kernels per step averaging %.1f us%s, "
       "%.0f launch calls per step taking %s of step time",
       Pct(idle), Pct(in.Share(in.Idle(IdleCause::kLaunching))), Pct(in.Share(in.Idle(IdleCause::kOtherCudaApi))),
-      Pct(in.Share(in.Idle(IdleCause::kOtherCpu))), kernels_per_step, mean_kernel_ns / 1e3, in.PerStep(t.api.launch),
-      Pct(in.Share(t.cpu.launch_api_ns)));
+      Pct(in.Share(in.Idle(IdleCause::kOtherCpu))), kernels_per_step, mean_kernel_ns / 1e3,
+      t.gpu.comm_kernels_started == 0
+          ? std::string()
+          : absl::StrFormat(" (besides %.1f collectives' kernels)", in.PerStep(t.gpu.comm_kernels_started)),
+      in.PerStep(t.api.launch), Pct(in.Share(t.cpu.launch_api_ns)));
   if (p.GraphsInUse(in.steps())) {
     // The graph replay is there: what is left is the launches still outside
     // the graphs, and the CPU work between replays.
@@ -357,6 +362,7 @@ const char* StallKindWord(Stage stage) {
     case Stage::kTransfer: return "copy";
     case Stage::kDispatch: return "dispatch";
     case Stage::kGpuCompute: return "GPU-work";
+    case Stage::kCommunication: return "communication";
     case Stage::kOsOverhead: return "OS";
     default: return "";
   }
@@ -386,6 +392,12 @@ std::string StallRecommendation(const DiagnosisInputs& in, std::optional<Stage> 
     case Stage::kGpuCompute:
       r = "Some steps run much more GPU work: evaluation, logging or a larger batch in the loop; run it less "
           "often, or outside the timed loop.";
+      break;
+    case Stage::kCommunication:
+      r = "In some steps the GPU waits longer in collectives (NCCL) for the other ranks: a rank that does extra "
+          "work now and then (rank 0's logging, evaluation or checkpoint, a slow data batch on one rank) holds "
+          "the others at the next collective; trace every rank (the ranks table names who is late), and move that "
+          "work off the step or spread it over the ranks.";
       break;
     case Stage::kOsOverhead:
       r = "Some steps stall in the operating system (page faults, preemption, mmap/munmap, blocking syscalls): "

@@ -34,7 +34,8 @@ enum Counter : uint8_t {
   kChainWait,  // a blocked span with a wakeup chain (Edge::chain)
   kDiskRead,   // the thread's own block I/O in flight, reads among it
   kDiskWrite,  // ... other requests
-  kGpuKernel,
+  kGpuKernel,      // a compute kernel: any but a collective's
+  kGpuCollective,  // a collective's kernel (NCCL)
   kGpuMemcpy,
   kGpuMemset,
   kCounterCount,
@@ -148,15 +149,20 @@ class Sweep {
     AccountCpu(t, dt);
     AccountOffCpu(t, dt);
     const bool kernel = c[kGpuKernel] > 0;
+    const bool collective = c[kGpuCollective] > 0;
     const bool copy = c[kGpuMemcpy] > 0;
     const bool memset = c[kGpuMemset] > 0;
-    AccountGpu(kernel, copy, memset, dt);
-    if (!kernel && !memset) {
+    AccountGpu(kernel, collective, copy, memset, dt);
+    if (!kernel && !collective && !memset) {
       if (t.api == ThreadApiState::kPageableCopy) step_.exposed_pageable_copy_ns += dt;
       if (t.api == ThreadApiState::kNone && t.mm != ThreadMmState::kNone) step_.exposed_mm_ns += dt;
     }
     Stage stage;
-    if (kernel || memset) {
+    if (kernel) {
+      stage = Stage::kGpuCompute;
+    } else if (collective) {
+      stage = Stage::kCommunication;
+    } else if (memset) {
       stage = Stage::kGpuCompute;
     } else if (copy) {
       stage = Stage::kTransfer;
@@ -200,11 +206,13 @@ class Sweep {
     }
   }
 
-  void AccountGpu(bool kernel, bool copy, bool memset, uint64_t dt) {
+  void AccountGpu(bool kernel, bool collective, bool copy, bool memset, uint64_t dt) {
     GpuParts& gpu = step_.gpu;
+    if ((kernel || collective) && copy) gpu.copy_overlap_ns += dt;
     if (kernel) {
       gpu.kernel_busy_ns += dt;
-      if (copy) gpu.copy_overlap_ns += dt;
+    } else if (collective) {
+      gpu.comm_only_ns += dt;
     } else if (copy) {
       gpu.copy_only_ns += dt;
     } else if (memset) {
@@ -212,7 +220,7 @@ class Sweep {
     } else {
       gpu.idle_ns += dt;
     }
-    const bool idle = !kernel && !copy && !memset;
+    const bool idle = !kernel && !collective && !copy && !memset;
     if (idle) {
       if (!in_idle_) {
         ++gpu.idle_stretches;
@@ -383,14 +391,21 @@ class EdgeBuilder {
   }
 
   void AddKernel(const TimelineSpan& s, bool starts_here, uint64_t from, uint64_t to) {
+    const bool collective = s.a != 0;
+    GpuParts& gpu = step_.gpu;
     if (starts_here) {
-      ++step_.gpu.kernels_started;
-      step_.gpu.kernels_started_ns += s.end_ns - s.start_ns;
+      ++gpu.kernels_started;
+      gpu.kernels_started_ns += s.end_ns - s.start_ns;
+      if (collective) {
+        ++gpu.comm_kernels_started;
+        gpu.comm_kernels_started_ns += s.end_ns - s.start_ns;
+      }
     }
     if (to <= from) return;
-    step_.gpu.kernel_ns += to - from;
+    gpu.kernel_ns += to - from;
+    if (collective) gpu.comm_kernel_ns += to - from;
     kernel_streams_.insert(s.id);
-    Open(from, to, kGpuKernel);
+    Open(from, to, collective ? kGpuCollective : kGpuKernel);
   }
 
   void AddMemcpySpan(const TimelineSpan& s, bool starts_here, uint64_t from, uint64_t to) {
@@ -494,10 +509,12 @@ void AddStepTotals(StepRecord& total, const StepRecord& s) {
 
   GpuParts& g = total.gpu;
   g.kernel_busy_ns += s.gpu.kernel_busy_ns;
+  g.comm_only_ns += s.gpu.comm_only_ns;
   g.copy_only_ns += s.gpu.copy_only_ns;
   g.memset_only_ns += s.gpu.memset_only_ns;
   g.idle_ns += s.gpu.idle_ns;
   g.kernel_ns += s.gpu.kernel_ns;
+  g.comm_kernel_ns += s.gpu.comm_kernel_ns;
   g.memcpy_ns += s.gpu.memcpy_ns;
   g.memset_ns += s.gpu.memset_ns;
   g.copy_overlap_ns += s.gpu.copy_overlap_ns;
@@ -505,6 +522,8 @@ void AddStepTotals(StepRecord& total, const StepRecord& s) {
   g.htod_on_kernel_stream_ns += s.gpu.htod_on_kernel_stream_ns;
   g.kernels_started += s.gpu.kernels_started;
   g.kernels_started_ns += s.gpu.kernels_started_ns;
+  g.comm_kernels_started += s.gpu.comm_kernels_started;
+  g.comm_kernels_started_ns += s.gpu.comm_kernels_started_ns;
   for (const MemcpyPart& m : s.gpu.memcpy) AddMemcpy(g.memcpy, m);
   std::sort(g.memcpy.begin(), g.memcpy.end(), ByNsThenDirection);
   g.idle_stretches += s.gpu.idle_stretches;

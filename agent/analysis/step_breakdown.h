@@ -67,14 +67,18 @@ struct MemcpyPart {
 
 // The GPU work of the launching thread's process (every stream and device).
 struct GpuParts {
-  // A partition of the step: at least one kernel runs / a memcpy but no
-  // kernel / a memset only / nothing.
+  // A partition of the step: at least one compute kernel runs (any kernel
+  // but a collective's) / only collectives' kernels run (NCCL: the GPU
+  // communicates, or waits in the collective for the other ranks; copies
+  // may run beside them) / a memcpy but no kernel / a memset only / nothing.
   uint64_t kernel_busy_ns = 0;
+  uint64_t comm_only_ns = 0;
   uint64_t copy_only_ns = 0;
   uint64_t memset_only_ns = 0;
   uint64_t idle_ns = 0;
   // Sums over activities, clipped to the step (concurrent work adds up).
-  uint64_t kernel_ns = 0;
+  uint64_t kernel_ns = 0;       // every kernel, collectives' included
+  uint64_t comm_kernel_ns = 0;  // collectives' kernels
   uint64_t memcpy_ns = 0;
   uint64_t memset_ns = 0;
   uint64_t copy_overlap_ns = 0;  // wall time with a memcpy and a kernel running at once
@@ -82,10 +86,17 @@ struct GpuParts {
   uint64_t htod_on_kernel_stream_ns = 0;  // HtoD copy time on streams that also ran kernels in the step
   uint64_t kernels_started = 0;           // kernels starting in the step
   uint64_t kernels_started_ns = 0;        // their full durations
+  uint64_t comm_kernels_started = 0;      // of kernels_started, collectives' kernels
+  uint64_t comm_kernels_started_ns = 0;   // their full durations
   std::vector<MemcpyPart> memcpy;         // by (direction, src, dst)
   uint32_t idle_stretches = 0;
   uint64_t longest_idle_ns = 0;
-  uint64_t total() const { return kernel_busy_ns + copy_only_ns + memset_only_ns + idle_ns; }
+  uint64_t total() const { return kernel_busy_ns + comm_only_ns + copy_only_ns + memset_only_ns + idle_ns; }
+  // Kernels that started in the step but collectives' ones: what the GPU
+  // computed, and their mean length (a collective's kernel lasts as long as
+  // it waits for the slowest rank).
+  uint64_t compute_kernels_started() const { return kernels_started - comm_kernels_started; }
+  uint64_t compute_kernels_started_ns() const { return kernels_started_ns - comm_kernels_started_ns; }
 };
 
 struct ApiCounts {  // launching thread's calls that started in the step

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "analysis/communication.h"
 #include "analysis/cuda_api_class.h"
 
 namespace gpuos {
@@ -143,6 +144,7 @@ void StepCollector::AddGpuWork(const v1::Event& e) {
       s.kind = SpanKind::kGpuKernel;
       s.end_ns = ts + e.gpu_kernel().duration_ns();
       s.id = e.gpu_kernel().stream();
+      s.a = IsNcclKernel(e.gpu_kernel().name()) ? 1 : 0;
       break;
     case v1::Event::kGpuMemcpy: {
       const v1::GpuMemcpy& m = e.gpu_memcpy();

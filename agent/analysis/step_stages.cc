@@ -44,6 +44,7 @@ const char* StageName(Stage stage) {
     case Stage::kTransfer: return "CPU<->GPU transfer";
     case Stage::kDispatch: return "kernel dispatch";
     case Stage::kGpuCompute: return "GPU compute";
+    case Stage::kCommunication: return "communication";
     case Stage::kOsOverhead: return "OS overhead";
     case Stage::kOther: return "other";
     case Stage::kCount: break;
@@ -57,6 +58,7 @@ const char* StageKey(Stage stage) {
     case Stage::kTransfer: return "transfer";
     case Stage::kDispatch: return "dispatch";
     case Stage::kGpuCompute: return "gpu_compute";
+    case Stage::kCommunication: return "communication";
     case Stage::kOsOverhead: return "os_overhead";
     case Stage::kOther: return "other";
     case Stage::kCount: break;

@@ -1,11 +1,16 @@
 // The stage view of a step, the table users build by hand ("data loading /
 // CPU->GPU transfer / kernel dispatch / GPU compute / OS overhead / other",
-// in percent of the step).  The stages partition the step's wall time, each
-// instant going to exactly one stage:
-//   GPU compute   a kernel or memset of the traced process runs on the GPU;
+// in percent of the step), with communication for distributed jobs.  The
+// stages partition the step's wall time, each instant going to exactly one
+// stage:
+//   GPU compute   a compute kernel (any but a collective's) of the traced
+//                 process runs on the GPU, or a memset and no collective;
+//   communication else a collective's kernel (NCCL) runs: the GPU exchanges
+//                 data with the other ranks, or waits inside the collective
+//                 for the slowest of them -- not compute, and not idle;
 //   transfer      else a memcpy runs on the GPU, or the launching thread is
 //                 in a cudaMemcpy*/cuMemcpy* call;
-//   and the rest, when the GPU does neither, by the GPU-idle cause
+//   and the rest, when the GPU does none of these, by the GPU-idle cause
 //   (gpu_idle_attribution.h):
 //   data loading  waiting for data (futex, blocked or running), in a data
 //                 fetch or woken by a data worker or the pin-memory thread,
@@ -19,7 +24,9 @@
 //                 waiting for a CUDA thread or the job's other threads, and
 //                 futex waits no traced thread ended.
 // So every stage but GPU compute is *exposed* time: work that a busy GPU
-// would have hidden is not counted against it.
+// would have hidden is not counted against it (communication that overlaps
+// compute kernels, as DDP's gradient all-reduce overlaps the backward pass,
+// is GPU compute).
 #pragma once
 
 #include <array>
@@ -36,6 +43,7 @@ enum class Stage : uint8_t {
   kTransfer,
   kDispatch,
   kGpuCompute,
+  kCommunication,
   kOsOverhead,
   kOther,
   kCount,
@@ -44,7 +52,7 @@ enum class Stage : uint8_t {
 inline constexpr size_t kStageCount = static_cast<size_t>(Stage::kCount);
 using StageTimes = std::array<uint64_t, kStageCount>;
 
-// The stage of an instant when neither a kernel, a memset nor a memcpy runs.
+// The stage of an instant when no kernel, memset or memcpy runs.
 Stage StageOfIdleCause(IdleCause cause);
 
 const char* StageName(Stage stage);  // "data loading"

@@ -17,7 +17,7 @@ enum class SpanKind : uint8_t {
                      // c: WaitOn; bytes: 1 + the index of its wakeup chain, 0 none (the collector's)
   kOffCpuRunqueue,   // the run-queue tail of a blocked interval (woken, waiting for a CPU)
   kOffCpuPreempted,  // switched out while runnable
-  kGpuKernel,        // id: stream
+  kGpuKernel,        // id: stream; a: 1 for a collective's kernel (NCCL: communication.h)
   kGpuMemcpy,        // a: v1::MemcpyDirection; b: src v1::MemoryKind; c: dst kind; id: stream; bytes
   kGpuMemset,        // id: stream; bytes
   kBlockIo,          // a block I/O request the thread issued, issue to completion; a: 1 read, 0 other; bytes

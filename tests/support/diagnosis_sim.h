@@ -85,7 +85,7 @@ class Sim {
     events_.push_back(e);
     now_ += d;
   }
-  void Launch(uint64_t kernel_ns, uint32_t stream, uint64_t api_ns = 8 * kUs) {
+  void Launch(uint64_t kernel_ns, uint32_t stream, uint64_t api_ns = 8 * kUs, const std::string& name = "kernel") {
     const uint32_t corr = corr_++;
     Api(now_, now_ + api_ns, "cudaLaunchKernel_v7000", corr);
     now_ += api_ns;
@@ -93,7 +93,7 @@ class Sim {
     free_[stream] = start + kernel_ns;
     v1::Event k = Ev(start, kPid, 0);
     k.mutable_gpu_kernel()->set_duration_ns(kernel_ns);
-    k.mutable_gpu_kernel()->set_name("kernel");
+    k.mutable_gpu_kernel()->set_name(name);
     k.mutable_gpu_kernel()->set_stream(stream);
     k.mutable_gpu_kernel()->set_correlation_id(corr);
     events_.push_back(k);

@@ -15,7 +15,8 @@
 namespace gpuos {
 namespace {
 
-const char* const kStageColour[kStageCount] = {"#f28e2b", "#b07aa1", "#4e79a7", "#59a14f", "#e15759", "#bab0ac"};
+const char* const kStageColour[] = {"#f28e2b", "#b07aa1", "#4e79a7", "#59a14f", "#86bcb6", "#e15759", "#bab0ac"};
+static_assert(std::size(kStageColour) == kStageCount);
 
 constexpr char kStyle[] =
     "body{font:14px/1.45 system-ui,sans-serif;color:#1d2330;background:#f4f6f9;margin:0;padding:20px}"

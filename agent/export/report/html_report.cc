@@ -51,7 +51,8 @@ using html::Thead;
 
 std::string E(std::string_view text) { return HtmlEscape(text); }
 
-const char* kStageCss[kStageCount] = {"k-data", "k-copy", "k-launch", "k-kern", "k-os", "k-other"};
+const char* const kStageCss[] = {"k-data", "k-copy", "k-launch", "k-kern", "k-comm", "k-os", "k-other"};
+static_assert(std::size(kStageCss) == kStageCount);
 
 class HtmlReport {
  public:

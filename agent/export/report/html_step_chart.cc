@@ -163,6 +163,7 @@ std::vector<BarPart> CpuParts() {
 std::vector<BarPart> GpuParts() {
   return {
       {"kernel running", "k-kern", [](const StepRecord& s) { return s.gpu.kernel_busy_ns; }},
+      {"collective only (NCCL)", "k-comm", [](const StepRecord& s) { return s.gpu.comm_only_ns; }},
       {"copy only", "k-gcopy", [](const StepRecord& s) { return s.gpu.copy_only_ns; }},
       {"memset only", "k-memset", [](const StepRecord& s) { return s.gpu.memset_only_ns; }},
       {"idle", "k-idle", [](const StepRecord& s) { return s.gpu.idle_ns; }},

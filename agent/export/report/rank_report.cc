@@ -83,14 +83,15 @@ void WriteRankJson(const RankSummary& r, JsonWriter& json) {
   } else {
     json.Null();
   }
-  // The rank's stages per step, and its communication beside them (it
-  // overlaps them: exposed communication lies within the other stages).
+  // The rank's stages per step, and its exposed communication beside them
+  // (CPU and GPU: it overlaps them, lying within communication, the idle
+  // stages and the rank's waits).
   json.Key("stage_ns");
   json.BeginObject();
   for (size_t i = 0; i < kStageCount; ++i) {
     json.Field(StageKey(static_cast<Stage>(i)), r.PerStep(r.steps.measured_total.stages[i]));
   }
-  json.Field("communication", r.PerStep(r.exposed_comm_ns));
+  json.Field("exposed_communication", r.PerStep(r.exposed_comm_ns));
   json.EndObject();
   WriteStepCommJson(r, json);
   json.Key("comm_threads");

@@ -175,10 +175,12 @@ void StepBody(const StepRecord& s, JsonWriter& json) {
   json.Field("off_cpu_runqueue", s.off_cpu.runqueue_ns);
   json.Field("off_cpu_disk", s.off_cpu.disk_ns);  // of page_fault, syscall and unknown
   json.Field("gpu_kernel_busy", s.gpu.kernel_busy_ns);
+  json.Field("gpu_comm_only", s.gpu.comm_only_ns);
   json.Field("gpu_copy_only", s.gpu.copy_only_ns);
   json.Field("gpu_memset_only", s.gpu.memset_only_ns);
   json.Field("gpu_idle", s.gpu.idle_ns);
   json.Field("gpu_kernel_sum", s.gpu.kernel_ns);
+  json.Field("gpu_comm_kernel_sum", s.gpu.comm_kernel_ns);
   json.Field("gpu_memcpy_sum", s.gpu.memcpy_ns);
   json.Field("gpu_memset_sum", s.gpu.memset_ns);
   json.Field("gpu_copy_overlap", s.gpu.copy_overlap_ns);
@@ -199,6 +201,8 @@ void StepBody(const StepRecord& s, JsonWriter& json) {
   json.BeginObject();
   json.Field("kernels", s.gpu.kernels_started);
   json.Field("kernels_ns", s.gpu.kernels_started_ns);
+  json.Field("comm_kernels", s.gpu.comm_kernels_started);
+  json.Field("comm_kernels_ns", s.gpu.comm_kernels_started_ns);
   json.Field("launch_calls", s.api.launch);
   json.Field("memcpy_calls", s.api.memcpy);
   json.Field("pageable_memcpy_calls", s.api.pageable_memcpy);

@@ -667,6 +667,57 @@ TEST(DiagnosisThresholdTest, SerializedCopiesComeBeforeGpuBound) {
   EXPECT_NE(d.primary.evidence.find("shorten the step by up to 5.9%"), std::string::npos) << d.primary.evidence;
 }
 
+// One rank of a DDP job that is launch-bound, as its peer is: each step's
+// gradient all-reduce (an NCCL kernel on its own stream) waits for the other
+// rank to reach it, so it lasts as long as the peer is behind.  That wait is
+// neither GPU compute nor a long kernel of the step's own work: the rank is
+// launch-bound, with the all-reduce in the communication stage.  When the
+// wait is most of the step, communication dominates it.
+TEST(DiagnosisTest, ARankWaitingInItsAllReduceIsStillLaunchBound) {
+  const std::string all_reduce = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)";
+  constexpr uint32_t kNcclStream = 9;
+  auto run = [&](uint64_t all_reduce_ns) {
+    Sim sim(2);
+    for (int i = 0; i < kSteps; ++i) {
+      sim.BeginStep();
+      sim.GetBatch(50 * kUs, 50 * kUs);
+      sim.Copy(10 * kUs, /*pinned_async=*/true, kCompute);
+      for (int k = 0; k < 30; ++k) {
+        sim.Launch(3 * kUs, kCompute);
+        sim.Cpu(20 * kUs);
+      }
+      sim.StreamWait(kNcclStream, kCompute);
+      sim.Launch(all_reduce_ns, kNcclStream, 8 * kUs, all_reduce);
+      sim.StreamWait(kCompute, kNcclStream);
+      sim.Sync();
+      sim.EndStep();
+    }
+    return sim.Analyze();
+  };
+  StepAnalysis a = run(1500 * kUs);
+  const StepRecord& t = a.measured_total;
+  // Every kernel's mean is over kShortKernelNs; the step's own kernels' is not.
+  EXPECT_GT(t.gpu.kernels_started_ns / t.gpu.kernels_started, kShortKernelNs);
+  EXPECT_EQ(t.gpu.comm_kernels_started, kSteps - 1u);
+  EXPECT_LE(t.gpu.compute_kernels_started_ns() / t.gpu.compute_kernels_started(), kShortKernelNs);
+  EXPECT_GE(Share(t.gpu.comm_only_ns, a.measured_wall_ns), 0.5);
+  EXPECT_EQ(t.stages[static_cast<size_t>(Stage::kCommunication)], t.gpu.comm_only_ns);
+  EXPECT_LT(Share(t.gpu.kernel_busy_ns, a.measured_wall_ns), 0.1);
+  Diagnosis d = Diagnose(a);
+  EXPECT_EQ(d.primary.bottleneck, Bottleneck::kLaunchBound) << Describe(d);
+  EXPECT_NE(d.primary.evidence.find("30 kernels per step averaging 3.0 us (besides 1.0 collectives' kernels)"),
+            std::string::npos)
+      << d.primary.evidence;
+
+  // Waiting most of the step for the peer: the rank's own view is
+  // communication.
+  a = run(6 * kMs);
+  d = Diagnose(a);
+  EXPECT_EQ(d.primary.bottleneck, Bottleneck::kDominantStage) << Describe(d);
+  EXPECT_NE(d.headline.find("communication dominates the step"), std::string::npos) << d.headline;
+  EXPECT_NE(d.primary.recommendation.find("collectives (NCCL)"), std::string::npos);
+}
+
 TEST(DiagnosisThresholdTest, LaunchBound) {
   // Ten kernels per step of `kernel_ns`, each after a 60 ns launch.
   auto build = [](uint64_t kernel_ns, int kernels, uint64_t launch_ns) {

@@ -76,10 +76,11 @@ v1::Event Mmap(uint64_t start, uint64_t end, uint64_t length) {
   return e;
 }
 
-v1::Event Kernel(uint64_t start, uint64_t end, uint32_t stream, uint32_t correlation = 0, uint32_t pid = kPid) {
+v1::Event Kernel(uint64_t start, uint64_t end, uint32_t stream, uint32_t correlation = 0, uint32_t pid = kPid,
+                 const std::string& name = "k") {
   v1::Event e = Ev(start, pid, 0);
   e.mutable_gpu_kernel()->set_duration_ns(end - start);
-  e.mutable_gpu_kernel()->set_name("k");
+  e.mutable_gpu_kernel()->set_name(name);
   e.mutable_gpu_kernel()->set_stream(stream);
   e.mutable_gpu_kernel()->set_correlation_id(correlation);
   return e;
@@ -395,6 +396,42 @@ TEST(StepBreakdownTest, WithoutSyscallNamesABlockedMunmapStillCountsThroughItsCa
   EXPECT_EQ(a->steps[0].off_cpu.mmap_munmap_ns, 20u);
 }
 
+// A rank's DDP step: the gradients' all-reduce overlaps the backward pass's
+// last kernels, then the GPU waits in it for the other rank.  The overlap is
+// compute, the wait communication: neither compute nor idle, and not a
+// 200 ns kernel that says the work is long.
+TEST(StepBreakdownTest, ACollectivesKernelAloneIsCommunicationNotComputeNorIdle) {
+  const std::string nccl = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)";
+  std::vector<v1::Event> events = {Range(0, 400, "step 0"),
+                                   Kernel(10, 60, 1),
+                                   Kernel(60, 110, 1),
+                                   Kernel(90, 290, 7, 0, kPid, nccl),
+                                   Copy(200, 240, v1::MEMCPY_HTOD, v1::MEMORY_PINNED, v1::MEMORY_DEVICE, 3, 5, 64),
+                                   Kernel(300, 340, 1),
+                                   Memset(350, 360, 1, 8)};
+  StepOptions options;
+  options.warmup_steps = 0;
+  auto a = AnalyzeStepEvents(Header(), events, options);
+  ASSERT_TRUE(a.ok()) << a.status();
+  const StepRecord& s = a->steps[0];
+  EXPECT_EQ(s.gpu.kernel_busy_ns, 140u);  // 10-110 and 300-340
+  EXPECT_EQ(s.gpu.comm_only_ns, 180u);    // 110-290, the copy beside it included
+  EXPECT_EQ(s.gpu.copy_only_ns, 0u);
+  EXPECT_EQ(s.gpu.copy_overlap_ns, 40u);
+  EXPECT_EQ(s.gpu.memset_only_ns, 10u);
+  EXPECT_EQ(s.gpu.idle_ns, 70u);  // 0-10, 290-300, 340-350, 360-400
+  EXPECT_EQ(s.gpu.total(), 400u);
+  EXPECT_EQ(s.gpu.kernel_ns, 340u);
+  EXPECT_EQ(s.gpu.comm_kernel_ns, 200u);
+  EXPECT_EQ(s.gpu.kernels_started, 4u);
+  EXPECT_EQ(s.gpu.comm_kernels_started, 1u);
+  EXPECT_EQ(s.gpu.compute_kernels_started(), 3u);
+  EXPECT_EQ(s.gpu.compute_kernels_started_ns(), 140u);
+  EXPECT_EQ(s.stages[static_cast<size_t>(Stage::kGpuCompute)], 150u);
+  EXPECT_EQ(s.stages[static_cast<size_t>(Stage::kCommunication)], 180u);
+  EXPECT_EQ(s.stages[static_cast<size_t>(Stage::kTransfer)], 0u);
+}
+
 // ---- Randomized steps against a brute-force model ------------------------
 
 struct Interval {
@@ -406,7 +443,7 @@ struct Model {
   // Launching-thread facts by kind, and the GPU's.
   std::vector<std::pair<Interval, CudaApiClass>> api;
   std::vector<std::pair<Interval, bool>> api_pageable;  // parallel to api
-  std::vector<Interval> data, munmap, mmap, kernels, copies, memsets;
+  std::vector<Interval> data, munmap, mmap, kernels, collectives, copies, memsets;
   struct Off {
     Interval blocked;
     Interval runqueue;
@@ -456,8 +493,9 @@ StepRecord BruteForce(const Model& m, uint64_t start, uint64_t end) {
                                                                : ThreadOffCpuState::kUnknown;
       }
     }
-    bool kernel = false, copy = false, memset = false;
+    bool kernel = false, collective = false, copy = false, memset = false;
     for (const Interval& i : m.kernels) kernel |= In(i, t);
+    for (const Interval& i : m.collectives) collective |= In(i, t);
     for (const Interval& i : m.copies) copy |= In(i, t);
     for (const Interval& i : m.memsets) memset |= In(i, t);
 
@@ -487,9 +525,11 @@ StepRecord BruteForce(const Model& m, uint64_t start, uint64_t end) {
         ++r.off_cpu.runqueue_ns;
       }
     }
+    if ((kernel || collective) && copy) ++r.gpu.copy_overlap_ns;
     if (kernel) {
       ++r.gpu.kernel_busy_ns;
-      if (copy) ++r.gpu.copy_overlap_ns;
+    } else if (collective) {
+      ++r.gpu.comm_only_ns;
     } else if (copy) {
       ++r.gpu.copy_only_ns;
     } else if (memset) {
@@ -499,9 +539,11 @@ StepRecord BruteForce(const Model& m, uint64_t start, uint64_t end) {
       const IdleCause cause = AttributeIdleInstant(th);
       ++r.gpu_idle[static_cast<size_t>(cause)];
     }
-    Stage stage = kernel || memset ? Stage::kGpuCompute
-                  : copy           ? Stage::kTransfer
-                                   : StageOfIdleCause(AttributeIdleInstant(th));
+    Stage stage = kernel                   ? Stage::kGpuCompute
+                  : collective             ? Stage::kCommunication
+                  : memset                 ? Stage::kGpuCompute
+                  : copy                   ? Stage::kTransfer
+                                           : StageOfIdleCause(AttributeIdleInstant(th));
     ++r.stages[static_cast<size_t>(stage)];
   }
   return r;
@@ -580,6 +622,11 @@ TEST(StepBreakdownTest, RandomizedStepsMatchABruteForceModel) {
       events.push_back(Kernel(in.start, in.end, static_cast<uint32_t>(uniform(1, 3))));
       m.kernels.push_back(in);
     }
+    for (int i = 0; i < 6; ++i) {
+      Interval in = random_interval(uniform(0, 2) ? 60 : 400);
+      events.push_back(Kernel(in.start, in.end, 7, 0, kPid, "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"));
+      m.collectives.push_back(in);
+    }
     for (int i = 0; i < 4; ++i) {
       Interval in = random_interval(40);
       events.push_back(Memset(in.start, in.end, 1, 8));
@@ -611,6 +658,7 @@ TEST(StepBreakdownTest, RandomizedStepsMatchABruteForceModel) {
       EXPECT_EQ(got.off_cpu.preempted_ns, want.off_cpu.preempted_ns);
       EXPECT_EQ(got.off_cpu.runqueue_ns, want.off_cpu.runqueue_ns);
       EXPECT_EQ(got.gpu.kernel_busy_ns, want.gpu.kernel_busy_ns);
+      EXPECT_EQ(got.gpu.comm_only_ns, want.gpu.comm_only_ns);
       EXPECT_EQ(got.gpu.copy_only_ns, want.gpu.copy_only_ns);
       EXPECT_EQ(got.gpu.memset_only_ns, want.gpu.memset_only_ns);
       EXPECT_EQ(got.gpu.idle_ns, want.gpu.idle_ns);
