@@ -201,6 +201,32 @@ size_t BackwardStartsIn(const StepWindow& step, const std::vector<uint64_t>& bac
   return CountIn(backward_starts, step.start_ns, step.end_ns);
 }
 
+// Each step k with cut_at[k] != 0 becomes two: the extra work before the
+// cut, left out as before (its reason + `suffix`), and the iteration from
+// it, measured.  Steps are numbered again in order.
+void SplitAt(std::vector<StepWindow>& steps, const std::vector<uint64_t>& cut_at, const char* suffix) {
+  std::vector<StepWindow> out;
+  out.reserve(steps.size() * 2);
+  for (size_t k = 0; k < steps.size(); ++k) {
+    if (cut_at[k] == 0) {
+      out.push_back(steps[k]);
+      continue;
+    }
+    StepWindow extra = steps[k];
+    extra.end_ns = cut_at[k];
+    absl::StrAppend(&extra.left_out, suffix);
+    StepWindow iteration = steps[k];
+    iteration.start_ns = cut_at[k];
+    iteration.warmup = false;
+    iteration.left_out.clear();
+    out.push_back(std::move(extra));
+    out.push_back(std::move(iteration));
+  }
+  const uint64_t first_index = steps.front().index;
+  for (size_t k = 0; k < out.size(); ++k) out[k].index = first_index + k;
+  steps = std::move(out);
+}
+
 }  // namespace
 
 size_t MarkExtraWorkSteps(std::vector<StepWindow>& steps, const std::vector<SequenceToken>& tokens,
@@ -280,31 +306,56 @@ size_t SplitExtraWorkSteps(std::vector<StepWindow>& steps, const std::vector<Seq
     cut_at[k] = extra_end;
     ++split;
   }
-  if (split == 0) return 0;
-  std::vector<StepWindow> out;
-  out.reserve(steps.size() + split);
-  for (size_t k = 0; k < steps.size(); ++k) {
-    if (cut_at[k] == 0) {
-      out.push_back(steps[k]);
-      continue;
-    }
-    StepWindow extra = steps[k];
-    extra.end_ns = cut_at[k];
-    absl::StrAppend(&extra.left_out, "; the iteration after it, from the end of that work, is measured on its own");
-    StepWindow iteration = steps[k];
-    iteration.start_ns = cut_at[k];
-    iteration.warmup = false;
-    iteration.left_out.clear();
-    out.push_back(std::move(extra));
-    out.push_back(std::move(iteration));
-  }
-  const uint64_t first_index = steps.front().index;
-  for (size_t k = 0; k < out.size(); ++k) out[k].index = first_index + k;
-  steps = std::move(out);
+  if (split > 0) SplitAt(steps, cut_at, "; the iteration after it, from the end of that work, is measured on its own");
   return split;
 }
 
-size_t MarkExtraCpuWorkSteps(std::vector<StepWindow>& steps, const std::vector<StepCpuWork>& work) {
+size_t SplitExtraCpuWorkSteps(std::vector<StepWindow>& steps, const std::vector<size_t>& marked,
+                              const std::vector<StepCpuWork>& work,
+                              const std::vector<std::pair<uint64_t, uint64_t>>& data_ranges,
+                              const std::vector<uint64_t>& backward_starts,
+                              const std::function<uint64_t(uint64_t, uint64_t)>& cpu_ns) {
+  if (marked.empty() || data_ranges.empty() || backward_starts.empty() || work.size() != steps.size()) return 0;
+  std::vector<size_t> backward(steps.size());
+  std::vector<uint64_t> steady_cpu;
+  for (size_t k = 0; k < steps.size(); ++k) {
+    backward[k] = BackwardStartsIn(steps[k], backward_starts);
+    if (!steps[k].warmup && steps[k].left_out.empty()) steady_cpu.push_back(Sum(work[k].stretches_ns));
+  }
+  const size_t median_backward = Median(backward);
+  if (median_backward == 0 || steady_cpu.empty() || Median(steady_cpu) == 0) return 0;
+  const double steady = static_cast<double>(Median(steady_cpu));
+  std::vector<uint64_t> cut_at(steps.size(), 0);
+  size_t split = 0;
+  for (size_t k : marked) {
+    const StepWindow& w = steps[k];
+    auto first_backward = std::lower_bound(backward_starts.begin(), backward_starts.end(), w.start_ns);
+    if (first_backward == backward_starts.end() || *first_backward >= w.end_ns) continue;
+    // The last data range starting in [step start, first backward), then
+    // back over the ranges chained right before it.
+    auto r = std::lower_bound(data_ranges.begin(), data_ranges.end(), *first_backward,
+                              [](const std::pair<uint64_t, uint64_t>& a, uint64_t t) { return a.first < t; });
+    if (r == data_ranges.begin() || std::prev(r)->first < w.start_ns) continue;
+    --r;
+    while (r != data_ranges.begin() && std::prev(r)->first > w.start_ns &&
+           std::prev(r)->second + kDataRangeChainNs >= r->first) {
+      --r;
+    }
+    const uint64_t cut = r->first;
+    const double iteration_cpu = static_cast<double>(cpu_ns(cut, w.end_ns)) / steady;
+    if (CountIn(backward_starts, cut, w.end_ns) != median_backward || iteration_cpu < 2.0 / 3 ||
+        iteration_cpu > 1.5) {
+      continue;
+    }
+    cut_at[k] = cut;
+    ++split;
+  }
+  if (split > 0) SplitAt(steps, cut_at, "; the iteration after it, from its data loading on, is measured on its own");
+  return split;
+}
+
+size_t MarkExtraCpuWorkSteps(std::vector<StepWindow>& steps, const std::vector<StepCpuWork>& work,
+                             std::vector<size_t>* marked_steps) {
   const size_t n = steps.size();
   if (n < kMinSteps || work.size() != n) return 0;
   std::vector<uint64_t> totals;
@@ -349,6 +400,7 @@ size_t MarkExtraCpuWorkSteps(std::vector<StepWindow>& steps, const std::vector<S
         "marks, with no backward pass in that stretch (an evaluation pass or checkpoint?)",
         extra[k].ns / 1e6, extra[k].steady_total_ns / 1e6);
     ++marked;
+    if (marked_steps != nullptr) marked_steps->push_back(k);
   }
   return marked;
 }

@@ -52,7 +52,9 @@
 // Cost: O(steps x 16 log 16).
 
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "analysis/repeating_sequence.h"
@@ -101,8 +103,32 @@ struct StepCpuWork {
 };
 
 // `work[i]` for `steps[i]`.  Returns how many steps were newly marked left
-// out.
-size_t MarkExtraCpuWorkSteps(std::vector<StepWindow>& steps, const std::vector<StepCpuWork>& work);
+// out; `marked`, where given, gets their indices.
+size_t MarkExtraCpuWorkSteps(std::vector<StepWindow>& steps, const std::vector<StepCpuWork>& work,
+                             std::vector<size_t>* marked = nullptr);
+
+// SplitExtraWorkSteps for a job with no GPU work: no kernel tells where the
+// extra work ends, so the iteration's data loading tells where it begins.
+// For each of the `marked` steps (MarkExtraCpuWorkSteps'):
+//   - the iteration begins at the last data-loader range (`data_ranges`,
+//     [start, end) on the loop's thread, sorted, not overlapping) that
+//     starts before the step's first backward start, taken back over the
+//     ranges that end at most kDataRangeChainNs before the next one starts
+//     (a new epoch's `iter(loader)` right before its first fetch; an
+//     evaluation's fetches are each followed by its forward pass);
+//   - split only when the part from there to the step's end holds the
+//     median step's number of backward starts (at least one) and its CPU
+//     time (`cpu_ns` over [from, to): the loop's thread running, outside
+//     its data ranges) is between 2/3 and 3/2 of the median step's (the
+//     totals of `work`, over the steps not left out).
+// The extra before it stays left out; steps are numbered again.  Returns
+// how many steps were split.
+inline constexpr uint64_t kDataRangeChainNs = 1'000'000;
+size_t SplitExtraCpuWorkSteps(std::vector<StepWindow>& steps, const std::vector<size_t>& marked,
+                              const std::vector<StepCpuWork>& work,
+                              const std::vector<std::pair<uint64_t, uint64_t>>& data_ranges,
+                              const std::vector<uint64_t>& backward_starts,
+                              const std::function<uint64_t(uint64_t, uint64_t)>& cpu_ns);
 
 // Extra work that recurs at a fixed period and takes a large part of the run
 // is part of every iteration, not an interruption of it: a reinforcement-

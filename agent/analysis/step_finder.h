@@ -179,9 +179,13 @@ class StepLocator {
   std::vector<bool> FetchesInSteps(const StepPlan& plan) const;
   // The loop thread's data-loader ranges, overlapping ones merged, sorted.
   std::vector<Range> DataRanges(const StepPlan& plan) const;
-  // The iterations at the end of the `marked` steps with extra GPU work, cut
-  // off and measured (SplitExtraWorkSteps).
-  void SplitOffIterations(StepPlan& plan, const std::vector<SequenceToken>& tokens, const std::vector<size_t>& marked);
+  // The iterations at the end of the `marked` steps with extra work, cut
+  // off and measured (SplitExtraWorkSteps by the GPU work's `tokens`, or
+  // without any, SplitExtraCpuWorkSteps by the data ranges and `cpu_work`).
+  void SplitOffIterations(StepPlan& plan, const std::vector<SequenceToken>& tokens, const std::vector<size_t>& marked,
+                          const std::vector<StepCpuWork>& cpu_work);
+  // The loop thread's running time in [from, to) outside the `data` ranges.
+  uint64_t RunningOutsideData(const StepPlan& plan, const std::vector<Range>& data, uint64_t from, uint64_t to) const;
   // The backward passes' starts on thread `key` (the Python hook's, the
   // loop's loss.backward() calls, else the uprobe's), sorted.
   std::vector<uint64_t> BackwardStarts(uint64_t key) const;

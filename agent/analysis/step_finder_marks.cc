@@ -207,22 +207,23 @@ std::vector<uint64_t> StepLocator::BackwardStartsOfProcess(uint32_t pid) const {
   return starts;
 }
 
+uint64_t StepLocator::RunningOutsideData(const StepPlan& plan, const std::vector<Range>& data, uint64_t from,
+                                         uint64_t to) const {
+  uint64_t ns = cpu_.RunningNs(plan.tid, from, to);
+  auto r = std::lower_bound(data.begin(), data.end(), from, [](const Range& a, uint64_t t) { return a.end_ns <= t; });
+  for (; r != data.end() && r->start_ns < to; ++r) {
+    const uint64_t inside = cpu_.RunningNs(plan.tid, std::max(from, r->start_ns), std::min(to, r->end_ns));
+    ns -= std::min(ns, inside);
+  }
+  return ns;
+}
+
 std::vector<StepCpuWork> StepLocator::CpuWork(const StepPlan& plan) const {
   std::vector<StepCpuWork> out;
   if (plan.tid != plan.pid || !cpu_.HasTimeline(plan.tid)) return out;
   const std::vector<uint64_t> starts = BackwardStarts(ThreadKey(plan.pid, plan.tid));
   const std::vector<Range> data = DataRanges(plan);
-  // The running time in [from, to) outside the data ranges.
-  auto running = [&](uint64_t from, uint64_t to) {
-    uint64_t ns = cpu_.RunningNs(plan.tid, from, to);
-    auto r = std::lower_bound(data.begin(), data.end(), from,
-                              [](const Range& a, uint64_t t) { return a.end_ns <= t; });
-    for (; r != data.end() && r->start_ns < to; ++r) {
-      const uint64_t inside = cpu_.RunningNs(plan.tid, std::max(from, r->start_ns), std::min(to, r->end_ns));
-      ns -= std::min(ns, inside);
-    }
-    return ns;
-  };
+  auto running = [&](uint64_t from, uint64_t to) { return RunningOutsideData(plan, data, from, to); };
   for (const StepWindow& w : plan.steps) {
     StepCpuWork work;
     uint64_t from = w.start_ns;
@@ -242,7 +243,8 @@ void StepLocator::MarkExtraWork(StepPlan& plan) {
   size_t named = 0;
   const std::vector<SequenceToken> tokens = GpuTokens(plan.pid, named);
   std::vector<size_t> marked_steps;
-  const size_t marked = tokens.empty() ? MarkExtraCpuWorkSteps(plan.steps, CpuWork(plan))
+  const std::vector<StepCpuWork> cpu_work = tokens.empty() ? CpuWork(plan) : std::vector<StepCpuWork>();
+  const size_t marked = tokens.empty() ? MarkExtraCpuWorkSteps(plan.steps, cpu_work, &marked_steps)
                                        : MarkExtraWorkSteps(plan.steps, tokens, &marked_steps);
   if (marked == 0) {
     // Steps the source itself left out (backward groups without an update)
@@ -258,7 +260,7 @@ void StepLocator::MarkExtraWork(StepPlan& plan) {
   const PeriodicFold fold =
       fetches_seen ? FoldPeriodicExtraWork(plan.steps, FetchesInSteps(plan)) : PeriodicFold{};
   if (fold.period == 0) {
-    if (plan.source == StepSource::kOptimizerSteps) SplitOffIterations(plan, tokens, marked_steps);
+    if (plan.source == StepSource::kOptimizerSteps) SplitOffIterations(plan, tokens, marked_steps, cpu_work);
     NoteLeftOut(plan);
     return;
   }
@@ -272,17 +274,29 @@ void StepLocator::MarkExtraWork(StepPlan& plan) {
 }
 
 void StepLocator::SplitOffIterations(StepPlan& plan, const std::vector<SequenceToken>& tokens,
-                                     const std::vector<size_t>& marked) {
-  std::vector<uint64_t> fetches;
-  for (const Range& r : DataRanges(plan)) fetches.push_back(r.start_ns);
-  const size_t split =
-      SplitExtraWorkSteps(plan.steps, tokens, marked, fetches, BackwardStarts(ThreadKey(plan.pid, plan.tid)));
+                                     const std::vector<size_t>& marked, const std::vector<StepCpuWork>& cpu_work) {
+  const std::vector<Range> data = DataRanges(plan);
+  const std::vector<uint64_t> backward = BackwardStarts(ThreadKey(plan.pid, plan.tid));
+  size_t split = 0;
+  if (!tokens.empty()) {
+    std::vector<uint64_t> fetches;
+    for (const Range& r : data) fetches.push_back(r.start_ns);
+    split = SplitExtraWorkSteps(plan.steps, tokens, marked, fetches, backward);
+  } else {
+    std::vector<std::pair<uint64_t, uint64_t>> ranges;
+    for (const Range& r : data) ranges.emplace_back(r.start_ns, r.end_ns);
+    split = SplitExtraCpuWorkSteps(plan.steps, marked, cpu_work, ranges, backward, [&](uint64_t from, uint64_t to) {
+      return RunningOutsideData(plan, data, from, to);
+    });
+  }
   if (split == 0) return;
   absl::StrAppend(&plan.note, plan.note.empty() ? "" : "; ",
                   absl::StrFormat("%d of the steps with extra work ended with a whole iteration (its data fetch, "
-                                  "its backward passes, its update): each was cut where the extra work's last GPU "
-                                  "operation ended, the extra before it left out and the iteration measured",
-                                  split));
+                                  "its backward passes, its update): each was cut where %s, the extra before it "
+                                  "left out and the iteration measured",
+                                  split,
+                                  tokens.empty() ? "the iteration's data loading began"
+                                                 : "the extra work's last GPU operation ended"));
 }
 
 std::vector<StepLocator::Range> StepLocator::DataRanges(const StepPlan& plan) const {

@@ -9,10 +9,14 @@
 // between two marks running far longer, no backward pass in it) are left
 // out, jitter, a garbage collection and a merged step (more backward
 // passes) are not, nor anything in a loop whose work varies.
+// SplitExtraCpuWorkSteps cuts the iteration off such a step where its data
+// loading begins (a new epoch's iterator chained to its first fetch).
 #include "analysis/step_extra_work.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -296,6 +300,114 @@ TEST(StepExtraWorkTest, NoCpuExtraWhenNothingStandsApart) {
   EXPECT_EQ(MarkExtraCpuWorkSteps(steps, four), 0u);
   steps = Windows(10);
   EXPECT_EQ(MarkExtraCpuWorkSteps(steps, {}), 0u);
+}
+
+// A CPU loop's timeline between optimizer.step marks: each iteration
+// fetches its batch (a data range), runs forward, backward, and updates;
+// some steps begin with an evaluation (a validation loader's iterator and
+// fetches, each batch's forward after it) and an epoch's start (the
+// training loader's iterator made again, 3 ms, right before its first
+// fetch).  The loop's thread runs all the time; its CPU time outside data
+// ranges is what the split weighs.
+struct CpuLoop {
+  std::vector<StepWindow> steps;
+  std::vector<std::pair<uint64_t, uint64_t>> data;
+  std::vector<uint64_t> backward;
+  std::vector<uint64_t> iterations;  // where each step's training iteration begins
+  uint64_t now = 1'000 * kMs;
+  void Range(uint64_t len) {
+    data.emplace_back(now, now + len);
+    now += len;
+  }
+  // One step; `eval_batches` validation batches of `eval_forward` each,
+  // `after_eval` (the counts' all_reduce, the snapshot), then the epoch's
+  // iterator, before the iteration.
+  void Step(size_t eval_batches = 0, uint64_t eval_forward = 2 * kMs, uint64_t after_eval = 500'000) {
+    StepWindow w;
+    w.index = steps.size();
+    w.start_ns = now;
+    now += 100'000;  // the loop's own code after the update
+    if (eval_batches > 0) {
+      Range(200'000);  // iter(val_loader)
+      for (size_t b = 0; b < eval_batches; ++b) {
+        Range(300'000);
+        now += eval_forward;
+      }
+      now += after_eval;
+      iterations.push_back(now);
+      Range(3 * kMs);  // iter(train_loader): the workers start again
+      now += 50'000;
+    } else {
+      iterations.push_back(now);
+    }
+    Range(kMs);       // the fetch
+    now += 4 * kMs;   // forward
+    backward.push_back(now);
+    now += 5 * kMs;   // backward and the update
+    w.end_ns = now;
+    steps.push_back(w);
+  }
+  uint64_t CpuNs(uint64_t from, uint64_t to) const {
+    uint64_t ns = to - from;
+    for (const auto& [a, b] : data) {
+      const uint64_t lo = std::max(a, from), hi = std::min(b, to);
+      if (hi > lo) ns -= hi - lo;
+    }
+    return ns;
+  }
+  std::vector<StepCpuWork> Work() const {
+    std::vector<StepCpuWork> work;
+    for (const StepWindow& w : steps) {
+      auto b = std::lower_bound(backward.begin(), backward.end(), w.start_ns);
+      work.push_back(StepCpuWork{{CpuNs(w.start_ns, *b), CpuNs(*b, w.end_ns)}});
+    }
+    return work;
+  }
+};
+
+TEST(StepExtraWorkTest, ACpuStepWithAnEvaluationIsCutWhereTheEpochsIteratorBegins) {
+  CpuLoop loop;
+  for (int i = 0; i < 30; ++i) loop.Step(i == 10 || i == 20 ? 5 : 0);
+  const std::vector<StepCpuWork> work = loop.Work();
+  std::vector<size_t> marked;
+  ASSERT_EQ(MarkExtraCpuWorkSteps(loop.steps, work, &marked), 2u);
+  EXPECT_EQ(marked, (std::vector<size_t>{10, 20}));
+  const uint64_t epoch_iteration_end = loop.steps[20].end_ns;
+  auto cpu = [&loop](uint64_t from, uint64_t to) { return loop.CpuNs(from, to); };
+  EXPECT_EQ(SplitExtraCpuWorkSteps(loop.steps, marked, work, loop.data, loop.backward, cpu), 2u);
+  ASSERT_EQ(loop.steps.size(), 32u);
+  for (size_t k = 0; k < loop.steps.size(); ++k) {
+    const StepWindow& w = loop.steps[k];
+    EXPECT_EQ(w.index, k);
+    if (k > 0) EXPECT_EQ(w.start_ns, loop.steps[k - 1].end_ns) << "contiguous";
+    const bool extra = k == 10 || k == 21;
+    EXPECT_EQ(!w.left_out.empty(), extra) << "step " << k << ": " << w.left_out;
+    EXPECT_EQ(w.warmup, extra) << "step " << k;
+  }
+  EXPECT_NE(loop.steps[21].left_out.find("from its data loading on, is measured on its own"), std::string::npos)
+      << loop.steps[21].left_out;
+  // The epoch's first iteration from its iterator on, the 3 ms wait for the
+  // workers included; the evaluation's fetches are not chained to it.
+  EXPECT_EQ(loop.steps[22].start_ns, loop.iterations[20]);
+  EXPECT_EQ(loop.steps[22].end_ns, epoch_iteration_end);
+}
+
+TEST(StepExtraWorkTest, ACpuStepIsNotCutWhereTheEvaluationWouldStayInTheIteration) {
+  // Evaluation batches whose forward pass (and what follows the last) is
+  // shorter than the gap that chains data ranges: the iteration would reach
+  // back over them and hold the evaluation's CPU work (more than 3/2 of a
+  // step): not cut.
+  CpuLoop loop;
+  for (int i = 0; i < 30; ++i) loop.Step(i == 10 || i == 20 ? 30 : 0, 300'000, 100'000);
+  const std::vector<StepCpuWork> work = loop.Work();
+  std::vector<size_t> marked;
+  ASSERT_EQ(MarkExtraCpuWorkSteps(loop.steps, work, &marked), 2u);
+  auto cpu = [&loop](uint64_t from, uint64_t to) { return loop.CpuNs(from, to); };
+  EXPECT_EQ(SplitExtraCpuWorkSteps(loop.steps, marked, work, loop.data, loop.backward, cpu), 0u);
+  EXPECT_EQ(loop.steps.size(), 30u);
+  // No data range at all before the backward pass: nothing to cut at.
+  loop.data.clear();
+  EXPECT_EQ(SplitExtraCpuWorkSteps(loop.steps, marked, work, loop.data, loop.backward, cpu), 0u);
 }
 
 }  // namespace
