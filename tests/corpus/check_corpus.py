@@ -530,6 +530,7 @@ class Row:
         self.job_pid = None  # attached: the pid attached to
         self.own_span = None  # attached: (start_ns, end_ns) the job's own timing covers
         self.rank_own = {}    # multi-rank jobs: {rank: its own mean iteration ms}
+        self.rank_sync_wait = {}  # {rank: ms a step it waited in its own sync points (RESULT's sync_wait_ms_per_iter)}
 
     def fail(self, check, reason):
         for script_re, mode_re, check_re, why in KNOWN_GAPS:
@@ -748,7 +749,10 @@ class Harness:
             return parse_result(lines)
         by_rank = rank_checks.lines_by_rank(lines)
         for rank, rank_lines in by_rank.items():
-            row.rank_own[rank] = own_ms_from_result(parse_result(rank_lines))
+            result = parse_result(rank_lines)
+            row.rank_own[rank] = own_ms_from_result(result)
+            if result.get("sync_wait_ms_per_iter") is not None:
+                row.rank_sync_wait[rank] = float(result["sync_wait_ms_per_iter"])
         missing = [r for r in range(spec["ranks"]) if row.rank_own.get(r) is None]
         if missing:
             row.fail("run", "ranks %s printed no RESULT line" % missing)

@@ -20,7 +20,16 @@ check_corpus.py's run/l=a/a=u:
   own        every named rank's mean step is within 5% of that rank's own
              mean iteration time (attached: its lines inside the window);
              unnamed, the report's mean step against rank 0's
-  straggler  the ranks do the same work: none is named the straggler
+  straggler  checked against the ranks' own clocks where they have them:
+             each rank's wait in its own sync points per iteration (RESULT's
+             sync_wait_ms_per_iter: the ranks ahead wait there for the
+             slowest one's all-reduce).  A named straggler must be the rank
+             that waited least, by at least half the wait the report
+             charges to it; with none named, no rank may have waited less
+             than the others' mean by max(2 ms, 20% of its iteration).
+             Where the ranks have no such clock (on the CPU, gloo waits
+             inside backward; attached, the job prints no RESULT before it
+             is stopped), they do the same work: none may be named.
 """
 import os
 import re
@@ -98,10 +107,45 @@ def check(row, spec, fail_top_level):
             if abs(err) > 0.05:
                 row.fail("own", "rank %d: mean step %.3f ms vs own %.3f ms (%+.1f%%, limit 5%%)" % (
                     r, mean / 1e6, own, 100 * err))
+    check_straggler(row, n)
+
+
+# Sync waits below this (ms a step, on every rank) tell nothing: the ranks
+# wait for each other elsewhere (gloo inside backward).
+MIN_SYNC_WAIT_MS = 0.05
+
+
+def own_lateness(row, n):
+    """{rank: how much less it waited in its own sync points than the other
+    ranks' mean, ms per iteration}, or None where the ranks' own clocks tell
+    nothing."""
+    waits = row.rank_sync_wait
+    if len(waits) != n or n < 2 or max(waits.values()) < MIN_SYNC_WAIT_MS:
+        return None
+    return {r: sum(w for q, w in waits.items() if q != r) / (n - 1) - waits[r] for r in waits}
+
+
+def check_straggler(row, n):
     straggler = row.report.get("straggler")
+    late = own_lateness(row, n)
+    if late is None:
+        if straggler:
+            row.fail("straggler", "rank %s named (cause %s, %.3f ms a step) in a job whose ranks do the same work" % (
+                straggler.get("rank"), straggler.get("cause"), (straggler.get("cost_ns_per_step") or 0) / 1e6))
+        return
+    own = ", ".join("rank %d %+.3f" % (r, late[r]) for r in sorted(late))
+    row.notes.append("ranks' own lateness (the others' mean sync wait less the rank's, ms an iteration): " + own)
+    slowest = max(late, key=late.get)
     if straggler:
-        row.fail("straggler", "rank %s named (cause %s, %.3f ms a step) in a job whose ranks do the same work" % (
-            straggler.get("rank"), straggler.get("cause"), (straggler.get("cost_ns_per_step") or 0) / 1e6))
+        named, cost = straggler.get("rank"), (straggler.get("cost_ns_per_step") or 0) / 1e6
+        if named != slowest or late[slowest] < 0.5 * cost:
+            row.fail("straggler", "rank %s named (cause %s, %.3f ms a step); by the ranks' own sync waits: %s" % (
+                named, straggler.get("cause"), cost, own))
+        return
+    iteration = row.rank_own.get(slowest) or 0
+    if late[slowest] >= max(2.0, 0.2 * iteration):
+        row.fail("straggler", "none named; by the ranks' own sync waits rank %d held the others back: %s" % (
+            slowest, own))
 
 
 def rank_means(row):

@@ -22,7 +22,13 @@ GPUs there are), gloo on the CPU.
 Every rank prints its own lines, prefixed "[rank R]": every --log-every
 optimizer steps "<X> ms/iter" (an iteration is one optimizer step, data
 loading included; evaluation, snapshot and barrier time left out and
-printed on their own lines), and last a RESULT line with rank=R.
+printed on their own lines), and last a RESULT line with rank=R.  The
+RESULT line's sync_wait_ms_per_iter is the time the rank waited in the
+logged loss.item() per iteration: on CUDA it waits for its GPU, whose
+all-reduce waits for the slowest rank, so the ranks that are ahead wait
+longer there and the slowest rank least (which rank holds the others back,
+by the job's own clock; on the CPU gloo's all-reduce waits inside backward
+and this is about 0 on every rank).
 """
 import argparse
 import contextlib
@@ -77,6 +83,7 @@ class Trainer:
         self.optimizer = optimizer
         self.snapshot_path = os.path.join(args.snapshot_dir, "snapshot.pt")
         self.times = []
+        self.sync_wait = 0.0
         self.step = 0
         self.done = False
 
@@ -108,7 +115,9 @@ class Trainer:
             self.optimizer.zero_grad(set_to_none=True)
             self.step += 1
             if self.step % self.args.log_every == 0:
+                t0 = time.perf_counter()
                 value = loss.item() * self.args.grad_accum
+                self.sync_wait += time.perf_counter() - t0
             now = time.perf_counter()
             self.times.append(now - self.end)
             self.end = now
@@ -159,10 +168,11 @@ class Trainer:
         warm = self.args.warmup_iters if len(self.times) > self.args.warmup_iters else 0
         measured = self.times[warm:]
         self.say("RESULT script=ddp_tutorial rank=%d world_size=%d iters=%d warmup_iters=%d iter_ms_mean=%.3f "
-                 "iter_ms_p50=%.3f elapsed_s=%.2f device=%s grad_accum=%d" % (
+                 "iter_ms_p50=%.3f elapsed_s=%.2f device=%s grad_accum=%d sync_wait_ms_per_iter=%.3f" % (
                      self.global_rank, dist.get_world_size(), self.step, warm,
                      1000 * sum(measured) / len(measured), 1000 * sorted(measured)[len(measured) // 2],
-                     time.perf_counter() - self.start, self.device.type, self.args.grad_accum))
+                     time.perf_counter() - self.start, self.device.type, self.args.grad_accum,
+                     1000 * self.sync_wait / max(1, self.step)))
 
 
 def load_train_objs(args):
