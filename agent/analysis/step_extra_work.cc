@@ -201,6 +201,20 @@ size_t BackwardStartsIn(const StepWindow& step, const std::vector<uint64_t>& bac
   return CountIn(backward_starts, step.start_ns, step.end_ns);
 }
 
+// The first of `backward_starts` (sorted) inside `step`; 0 when none is.
+uint64_t FirstBackwardIn(const StepWindow& step, const std::vector<uint64_t>& backward_starts) {
+  auto first = std::lower_bound(backward_starts.begin(), backward_starts.end(), step.start_ns);
+  return first == backward_starts.end() || *first >= step.end_ns ? 0 : *first;
+}
+
+// Whether the part of a step cut off from `from` on is a whole iteration:
+// the median step's backward starts, and `work` (its share of the median
+// step's work) between 2/3 and 3/2.
+bool WholeIteration(const std::vector<uint64_t>& backward_starts, uint64_t from, const StepWindow& step,
+                    size_t median_backward, double work) {
+  return CountIn(backward_starts, from, step.end_ns) == median_backward && work >= 2.0 / 3 && work <= 1.5;
+}
+
 // Each step k with cut_at[k] != 0 becomes two: the extra work before the
 // cut, left out as before (its reason + `suffix`), and the iteration from
 // it, measured.  Steps are numbered again in order.
@@ -290,19 +304,19 @@ size_t SplitExtraWorkSteps(std::vector<StepWindow>& steps, const std::vector<Seq
   size_t split = 0;
   for (size_t k : marked) {
     const StepWindow& w = steps[k];
-    auto first_backward = std::lower_bound(backward_starts.begin(), backward_starts.end(), w.start_ns);
-    if (first_backward == backward_starts.end() || *first_backward >= w.end_ns) continue;
+    const uint64_t first_backward = FirstBackwardIn(w, backward_starts);
+    if (first_backward == 0) continue;
     const size_t begin = starts_before(w.start_ns), end = starts_before(w.end_ns);
     uint64_t extra_end = 0;
-    for (size_t i = begin; i < end && tokens[i].start_ns < *first_backward; ++i) {
+    for (size_t i = begin; i < end && tokens[i].start_ns < first_backward; ++i) {
       if (by_step.rare[i]) extra_end = std::max(extra_end, tokens[i].end_ns);
     }
     if (extra_end == 0) continue;
     auto fetch = std::lower_bound(fetch_starts.begin(), fetch_starts.end(), extra_end);
-    if (fetch == fetch_starts.end() || *fetch >= *first_backward) continue;
+    if (fetch == fetch_starts.end() || *fetch >= first_backward) continue;
     const size_t after = end - starts_before(extra_end);
     const double work = static_cast<double>(after) / static_cast<double>(by_step.median);
-    if (CountIn(backward_starts, extra_end, w.end_ns) != median_backward || work < 2.0 / 3 || work > 1.5) continue;
+    if (!WholeIteration(backward_starts, extra_end, w, median_backward, work)) continue;
     cut_at[k] = extra_end;
     ++split;
   }
@@ -323,17 +337,17 @@ size_t SplitExtraCpuWorkSteps(std::vector<StepWindow>& steps, const std::vector<
     if (!steps[k].warmup && steps[k].left_out.empty()) steady_cpu.push_back(Sum(work[k].stretches_ns));
   }
   const size_t median_backward = Median(backward);
-  if (median_backward == 0 || steady_cpu.empty() || Median(steady_cpu) == 0) return 0;
-  const double steady = static_cast<double>(Median(steady_cpu));
+  const double steady = steady_cpu.empty() ? 0 : static_cast<double>(Median(steady_cpu));
+  if (median_backward == 0 || steady == 0) return 0;
   std::vector<uint64_t> cut_at(steps.size(), 0);
   size_t split = 0;
   for (size_t k : marked) {
     const StepWindow& w = steps[k];
-    auto first_backward = std::lower_bound(backward_starts.begin(), backward_starts.end(), w.start_ns);
-    if (first_backward == backward_starts.end() || *first_backward >= w.end_ns) continue;
+    const uint64_t first_backward = FirstBackwardIn(w, backward_starts);
+    if (first_backward == 0) continue;
     // The last data range starting in [step start, first backward), then
     // back over the ranges chained right before it.
-    auto r = std::lower_bound(data_ranges.begin(), data_ranges.end(), *first_backward,
+    auto r = std::lower_bound(data_ranges.begin(), data_ranges.end(), first_backward,
                               [](const std::pair<uint64_t, uint64_t>& a, uint64_t t) { return a.first < t; });
     if (r == data_ranges.begin() || std::prev(r)->first < w.start_ns) continue;
     --r;
@@ -342,11 +356,8 @@ size_t SplitExtraCpuWorkSteps(std::vector<StepWindow>& steps, const std::vector<
       --r;
     }
     const uint64_t cut = r->first;
-    const double iteration_cpu = static_cast<double>(cpu_ns(cut, w.end_ns)) / steady;
-    if (CountIn(backward_starts, cut, w.end_ns) != median_backward || iteration_cpu < 2.0 / 3 ||
-        iteration_cpu > 1.5) {
-      continue;
-    }
+    const double work = static_cast<double>(cpu_ns(cut, w.end_ns)) / steady;
+    if (!WholeIteration(backward_starts, cut, w, median_backward, work)) continue;
     cut_at[k] = cut;
     ++split;
   }
