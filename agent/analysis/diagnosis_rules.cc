@@ -77,13 +77,13 @@ std::optional<Finding> GpuBoundRule(const DiagnosisInputs& in) {
         "kernels ran %s of the typical step (the %zu measured steps without intermittent stalls; median step %.3f "
         "ms) and %s of all measured step time (GPU idle %s, copies alone %s); mean step %.3f ms, %.0f kernels per "
         "step.",
-        Pct(typical_share), st.typical_steps, st.median_ns / 1e6, Pct(f.score),
-        Pct(in.Share(t.gpu.idle_ns)), Pct(in.Share(t.gpu.copy_only_ns)), step_ms, in.PerStep(t.gpu.kernels_started));
+        Pct(typical_share), st.typical_steps, st.median_ns / 1e6, Pct(f.score), Pct(in.Share(t.gpu.idle_ns)),
+        Pct(in.Share(t.gpu.copy_only_ns)), step_ms, in.PerStep(t.gpu.compute_kernels_started()));
   } else {
     f.evidence = absl::StrFormat(
         "kernels ran %s of step time (GPU idle %s, copies alone %s); mean step %.3f ms, %.0f kernels per step.",
         Pct(f.score), Pct(in.Share(t.gpu.idle_ns)), Pct(in.Share(t.gpu.copy_only_ns)), step_ms,
-        in.PerStep(t.gpu.kernels_started));
+        in.PerStep(t.gpu.compute_kernels_started()));
   }
   f.gain_model = absl::StrFormat(
       "not estimated from the trace -- the step shortens by the kernel time saved: each 10%% off kernel time "

@@ -349,7 +349,7 @@ size_t SplitExtraCpuWorkSteps(std::vector<StepWindow>& steps, const std::vector<
     // back over the ranges chained right before it.
     auto r = std::lower_bound(data_ranges.begin(), data_ranges.end(), first_backward,
                               [](const std::pair<uint64_t, uint64_t>& a, uint64_t t) { return a.first < t; });
-    if (r == data_ranges.begin() || std::prev(r)->first < w.start_ns) continue;
+    if (r == data_ranges.begin() || std::prev(r)->first <= w.start_ns) continue;
     --r;
     while (r != data_ranges.begin() && std::prev(r)->first > w.start_ns &&
            std::prev(r)->second + kDataRangeChainNs >= r->first) {

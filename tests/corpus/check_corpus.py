@@ -751,7 +751,7 @@ class Harness:
         for rank, rank_lines in by_rank.items():
             result = parse_result(rank_lines)
             row.rank_own[rank] = own_ms_from_result(result)
-            if result.get("sync_wait_ms_per_iter") is not None:
+            if result.get("sync_wait_ms_per_iter") is not None and result.get("device") == "cuda":
                 row.rank_sync_wait[rank] = float(result["sync_wait_ms_per_iter"])
         missing = [r for r in range(spec["ranks"]) if row.rank_own.get(r) is None]
         if missing:

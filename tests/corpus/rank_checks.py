@@ -119,13 +119,15 @@ def own_lateness(row, n):
     """{rank: how much less it waited in its own sync points than the other
     ranks' mean, ms per iteration}, or None where the ranks' own clocks tell
     nothing."""
-    waits = row.rank_sync_wait
+    waits = row.rank_sync_wait  # CUDA ranks only
     if len(waits) != n or n < 2 or max(waits.values()) < MIN_SYNC_WAIT_MS:
         return None
     return {r: sum(w for q, w in waits.items() if q != r) / (n - 1) - waits[r] for r in waits}
 
 
 def check_straggler(row, n):
+    if not row.report.get("ranks"):
+        return  # no ranks named: no straggler can be
     straggler = row.report.get("straggler")
     late = own_lateness(row, n)
     if late is None:

@@ -117,7 +117,8 @@ class Trainer:
             if self.step % self.args.log_every == 0:
                 t0 = time.perf_counter()
                 value = loss.item() * self.args.grad_accum
-                self.sync_wait += time.perf_counter() - t0
+                if self.step > self.args.warmup_iters:
+                    self.sync_wait += time.perf_counter() - t0
             now = time.perf_counter()
             self.times.append(now - self.end)
             self.end = now
@@ -172,7 +173,7 @@ class Trainer:
                      self.global_rank, dist.get_world_size(), self.step, warm,
                      1000 * sum(measured) / len(measured), 1000 * sorted(measured)[len(measured) // 2],
                      time.perf_counter() - self.start, self.device.type, self.args.grad_accum,
-                     1000 * self.sync_wait / max(1, self.step)))
+                     1000 * self.sync_wait / max(1, self.step - self.args.warmup_iters)))
 
 
 def load_train_objs(args):

@@ -341,8 +341,8 @@ class HtmlReport {
       out_ << "</tr>";
     }
     out_ << "</tfoot></table></div>\n<p class=\"note\">data/sync/copy/launch/cuda other/other partition the step "
-            "(CPU side); off-CPU overlaps them; GPU kern/copy/idle: the GPU running a kernel / only copies / "
-            "nothing; mean/p50/p95 over the measured steps"
+            "(CPU side); off-CPU overlaps them; GPU kern/comm/copy/idle: the GPU running a compute kernel / only "
+            "collectives (NCCL) / only copies / nothing; mean/p50/p95 over the measured steps"
          << (a_.capture.in_use() ? " (for the GPU and CUDA API columns, over those with CUDA detail; '-' in steps "
                                    "without it)"
                                  : "")
@@ -353,7 +353,7 @@ class HtmlReport {
     const StepRecord& t = a_.measured_total;
     out_ << "<section id=\"stages\">\n<h2>Where step time went</h2>\n<p class=\"note\">Each instant of the "
          << a_.measured_steps << (GpuSideOverFewerSteps(a_) ? " measured steps with CUDA detail" : " measured steps")
-         << " counted once; every stage but GPU compute is time the GPU spent without a "
+         << " counted once; every stage but GPU compute and communication is time the GPU ran no "
             "kernel.</p>\n<div class=\"stagebar\">";
     for (size_t i = 0; i < kStageCount; ++i) {
       const double share = Share(t.stages[i], a_.measured_wall_ns);

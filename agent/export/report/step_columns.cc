@@ -17,6 +17,7 @@ const std::vector<StepColumn>& StepColumns() {
       {"other", [](const StepRecord& s) { return static_cast<double>(s.cpu.other_ns); }, true, true},
       {"off-CPU", [](const StepRecord& s) { return static_cast<double>(s.off_cpu.total()); }, true},
       {"GPU kern", [](const StepRecord& s) { return static_cast<double>(s.gpu.kernel_busy_ns); }, true, true},
+      {"GPU comm", [](const StepRecord& s) { return static_cast<double>(s.gpu.comm_only_ns); }, true, true},
       {"GPU copy", [](const StepRecord& s) { return static_cast<double>(s.gpu.copy_only_ns); }, true, true},
       {"GPU idle", [](const StepRecord& s) { return static_cast<double>(s.gpu.idle_ns); }, true, true},
       {"kernels", [](const StepRecord& s) { return static_cast<double>(s.gpu.kernels_started); }, false, true},

@@ -56,8 +56,9 @@ void StepTable(const StepAnalysis& a, std::ostream& out, size_t max_steps) {
   if (a.steps.size() > max_steps) {
     out << "  (" << a.steps.size() - max_steps << " more steps not shown; the JSON report lists every step)\n";
   }
-  out << "  data/sync/copy/launch/cuda other/other partition the step (CPU side); GPU kern/copy/idle: the GPU\n"
-         "  running a kernel / only copies / nothing; inv sw: involuntary switches of the launching thread.\n";
+  out << "  data/sync/copy/launch/cuda other/other partition the step (CPU side); GPU kern/comm/copy/idle: the\n"
+         "  GPU running a compute kernel / only collectives (NCCL) / only copies / nothing; inv sw: involuntary\n"
+         "  switches of the launching thread.\n";
   if (a.capture.in_use()) {
     out << "  sync/copy/launch/cuda other/other, GPU kern/copy/idle and kernels need CUDA detail: '-' in steps\n"
            "  without it, and their mean/p50/p95 are over the steps with it";
@@ -82,8 +83,8 @@ void StageTable(const StepAnalysis& a, std::ostream& out) {
     table.AddRow({StageName(static_cast<Stage>(i)), FormatPct1(d.mean), FormatPct1(d.p50), FormatPct1(d.p95),
                   FormatMs3(total), FormatPct1(Share(total, a.measured_wall_ns))});
   }
-  out << "\nWhere step time went (stages; each instant counted once; all but GPU compute are time the GPU\n"
-         "spent without a kernel)"
+  out << "\nWhere step time went (stages; each instant counted once; all but GPU compute and communication\n"
+         "are time the GPU ran no kernel)"
       << DetailStepsNote(a) << "\n";
   table.Render(out, "  ");
   // Only where block I/O was recorded and waited for.

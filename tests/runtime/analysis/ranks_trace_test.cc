@@ -89,7 +89,10 @@ void ExpectRanks(const google::protobuf::Struct& report, int nproc, int slow_ran
     EXPECT_EQ(r.at("gpu").kind_case(), google::protobuf::Value::kNullValue) << "a CPU job";
     EXPECT_GT(r.at("comm_ns").number_value(), 0) << "allreduce waits recorded as communication";
     EXPECT_GE(r.at("comm_ns").number_value(), r.at("exposed_comm_ns").number_value());
-    EXPECT_TRUE(r.at("stage_ns").struct_value().fields().contains("communication"));
+    const auto& stages = r.at("stage_ns").struct_value().fields();
+    EXPECT_TRUE(stages.contains("communication")) << "the stage";
+    ASSERT_TRUE(stages.contains("exposed_communication"));
+    EXPECT_DOUBLE_EQ(stages.at("exposed_communication").number_value(), r.at("exposed_comm_ns").number_value());
     if (rank != slow_rank) {
       // It waited for the slowed rank's extra preprocessing every step.
       EXPECT_GE(r.at("exposed_comm_ns").number_value(), min_wait * kExtraMs * 1e6);
