@@ -201,19 +201,13 @@ size_t BackwardStartsIn(const StepWindow& step, const std::vector<uint64_t>& bac
   return CountIn(backward_starts, step.start_ns, step.end_ns);
 }
 
-// The first of `backward_starts` (sorted) inside `step`; 0 when none is.
-uint64_t FirstBackwardIn(const StepWindow& step, const std::vector<uint64_t>& backward_starts) {
-  auto first = std::lower_bound(backward_starts.begin(), backward_starts.end(), step.start_ns);
-  return first == backward_starts.end() || *first >= step.end_ns ? 0 : *first;
-}
-
-// Whether the part of a step cut off from `from` on is a whole iteration:
-// the median step's backward starts, and `work` (its share of the median
-// step's work) between 2/3 and 3/2.
-bool WholeIteration(const std::vector<uint64_t>& backward_starts, uint64_t from, const StepWindow& step,
-                    size_t median_backward, double work) {
-  return CountIn(backward_starts, from, step.end_ns) == median_backward && work >= 2.0 / 3 && work <= 1.5;
-}
+// Where a marked step's iteration begins, given the step and its first
+// backward start: `at` 0 where it does not; `work`, the part from there on
+// as a share of the median step's work.
+struct IterationCut {
+  uint64_t at = 0;
+  double work = 0;
+};
 
 // Each step k with cut_at[k] != 0 becomes two: the extra work before the
 // cut, left out as before (its reason + `suffix`), and the iteration from
@@ -239,6 +233,35 @@ void SplitAt(std::vector<StepWindow>& steps, const std::vector<uint64_t>& cut_at
   const uint64_t first_index = steps.front().index;
   for (size_t k = 0; k < out.size(); ++k) out[k].index = first_index + k;
   steps = std::move(out);
+}
+
+// The `marked` steps with a backward start inside, split where `cut_of`
+// says when the part from there on is a whole iteration: the median step's
+// backward starts (at least one), and 2/3 to 3/2 of its work.  Returns how
+// many were split.
+size_t SplitMarked(std::vector<StepWindow>& steps, const std::vector<size_t>& marked,
+                   const std::vector<uint64_t>& backward_starts,
+                   const std::function<IterationCut(const StepWindow&, uint64_t)>& cut_of, const char* suffix) {
+  std::vector<size_t> backward(steps.size());
+  for (size_t k = 0; k < steps.size(); ++k) backward[k] = BackwardStartsIn(steps[k], backward_starts);
+  const size_t median_backward = Median(backward);
+  if (median_backward == 0) return 0;
+  std::vector<uint64_t> cut_at(steps.size(), 0);
+  size_t split = 0;
+  for (size_t k : marked) {
+    const StepWindow& w = steps[k];
+    auto first_backward = std::lower_bound(backward_starts.begin(), backward_starts.end(), w.start_ns);
+    if (first_backward == backward_starts.end() || *first_backward >= w.end_ns) continue;
+    const IterationCut cut = cut_of(w, *first_backward);
+    if (cut.at == 0 || CountIn(backward_starts, cut.at, w.end_ns) != median_backward || cut.work < 2.0 / 3 ||
+        cut.work > 1.5) {
+      continue;
+    }
+    cut_at[k] = cut.at;
+    ++split;
+  }
+  if (split > 0) SplitAt(steps, cut_at, suffix);
+  return split;
 }
 
 }  // namespace
@@ -287,10 +310,7 @@ size_t SplitExtraWorkSteps(std::vector<StepWindow>& steps, const std::vector<Seq
                            const std::vector<uint64_t>& backward_starts) {
   if (marked.empty() || fetch_starts.empty() || backward_starts.empty()) return 0;
   const StepTokens by_step = TokensByStep(steps, tokens);
-  std::vector<size_t> backward(steps.size());
-  for (size_t k = 0; k < steps.size(); ++k) backward[k] = BackwardStartsIn(steps[k], backward_starts);
-  const size_t median_backward = Median(backward);
-  if (median_backward == 0 || by_step.median == 0) return 0;
+  if (by_step.median == 0) return 0;
   // How many tokens start before `t` (a step's tokens are a run: tokens and
   // steps are both in time order).
   const auto starts_before = [&tokens](uint64_t t) {
@@ -299,29 +319,19 @@ size_t SplitExtraWorkSteps(std::vector<StepWindow>& steps, const std::vector<Seq
                          [](const SequenceToken& a, uint64_t v) { return a.start_ns < v; }) -
         tokens.begin());
   };
-  // Where each marked step's iteration begins (0: not split).
-  std::vector<uint64_t> cut_at(steps.size(), 0);
-  size_t split = 0;
-  for (size_t k : marked) {
-    const StepWindow& w = steps[k];
-    const uint64_t first_backward = FirstBackwardIn(w, backward_starts);
-    if (first_backward == 0) continue;
+  const auto cut_of = [&](const StepWindow& w, uint64_t first_backward) {
     const size_t begin = starts_before(w.start_ns), end = starts_before(w.end_ns);
     uint64_t extra_end = 0;
     for (size_t i = begin; i < end && tokens[i].start_ns < first_backward; ++i) {
       if (by_step.rare[i]) extra_end = std::max(extra_end, tokens[i].end_ns);
     }
-    if (extra_end == 0) continue;
     auto fetch = std::lower_bound(fetch_starts.begin(), fetch_starts.end(), extra_end);
-    if (fetch == fetch_starts.end() || *fetch >= first_backward) continue;
+    if (extra_end == 0 || fetch == fetch_starts.end() || *fetch >= first_backward) return IterationCut{};
     const size_t after = end - starts_before(extra_end);
-    const double work = static_cast<double>(after) / static_cast<double>(by_step.median);
-    if (!WholeIteration(backward_starts, extra_end, w, median_backward, work)) continue;
-    cut_at[k] = extra_end;
-    ++split;
-  }
-  if (split > 0) SplitAt(steps, cut_at, "; the iteration after it, from the end of that work, is measured on its own");
-  return split;
+    return IterationCut{extra_end, static_cast<double>(after) / static_cast<double>(by_step.median)};
+  };
+  return SplitMarked(steps, marked, backward_starts, cut_of,
+                     "; the iteration after it, from the end of that work, is measured on its own");
 }
 
 size_t SplitExtraCpuWorkSteps(std::vector<StepWindow>& steps, const std::vector<size_t>& marked,
@@ -330,39 +340,27 @@ size_t SplitExtraCpuWorkSteps(std::vector<StepWindow>& steps, const std::vector<
                               const std::vector<uint64_t>& backward_starts,
                               const std::function<uint64_t(uint64_t, uint64_t)>& cpu_ns) {
   if (marked.empty() || data_ranges.empty() || backward_starts.empty() || work.size() != steps.size()) return 0;
-  std::vector<size_t> backward(steps.size());
   std::vector<uint64_t> steady_cpu;
   for (size_t k = 0; k < steps.size(); ++k) {
-    backward[k] = BackwardStartsIn(steps[k], backward_starts);
     if (!steps[k].warmup && steps[k].left_out.empty()) steady_cpu.push_back(Sum(work[k].stretches_ns));
   }
-  const size_t median_backward = Median(backward);
   const double steady = steady_cpu.empty() ? 0 : static_cast<double>(Median(steady_cpu));
-  if (median_backward == 0 || steady == 0) return 0;
-  std::vector<uint64_t> cut_at(steps.size(), 0);
-  size_t split = 0;
-  for (size_t k : marked) {
-    const StepWindow& w = steps[k];
-    const uint64_t first_backward = FirstBackwardIn(w, backward_starts);
-    if (first_backward == 0) continue;
-    // The last data range starting in [step start, first backward), then
+  if (steady == 0) return 0;
+  const auto cut_of = [&](const StepWindow& w, uint64_t first_backward) {
+    // The last data range starting in (step start, first backward), then
     // back over the ranges chained right before it.
     auto r = std::lower_bound(data_ranges.begin(), data_ranges.end(), first_backward,
                               [](const std::pair<uint64_t, uint64_t>& a, uint64_t t) { return a.first < t; });
-    if (r == data_ranges.begin() || std::prev(r)->first <= w.start_ns) continue;
+    if (r == data_ranges.begin() || std::prev(r)->first <= w.start_ns) return IterationCut{};
     --r;
     while (r != data_ranges.begin() && std::prev(r)->first > w.start_ns &&
            std::prev(r)->second + kDataRangeChainNs >= r->first) {
       --r;
     }
-    const uint64_t cut = r->first;
-    const double work = static_cast<double>(cpu_ns(cut, w.end_ns)) / steady;
-    if (!WholeIteration(backward_starts, cut, w, median_backward, work)) continue;
-    cut_at[k] = cut;
-    ++split;
-  }
-  if (split > 0) SplitAt(steps, cut_at, "; the iteration after it, from its data loading on, is measured on its own");
-  return split;
+    return IterationCut{r->first, static_cast<double>(cpu_ns(r->first, w.end_ns)) / steady};
+  };
+  return SplitMarked(steps, marked, backward_starts, cut_of,
+                     "; the iteration after it, from its data loading on, is measured on its own");
 }
 
 size_t MarkExtraCpuWorkSteps(std::vector<StepWindow>& steps, const std::vector<StepCpuWork>& work,

@@ -11,6 +11,7 @@
 #include "analysis/step_extra_work.h"
 #include "analysis/step_finder.h"
 #include "analysis/thread_roles.h"
+#include "common/interval_union.h"
 
 namespace gpuos {
 
@@ -302,18 +303,10 @@ void StepLocator::SplitOffIterations(StepPlan& plan, const std::vector<SequenceT
 std::vector<StepLocator::Range> StepLocator::DataRanges(const StepPlan& plan) const {
   std::vector<Range> ranges;
   if (auto it = data_ranges_.find(ThreadKey(plan.pid, plan.tid)); it != data_ranges_.end()) ranges = it->second;
-  std::sort(ranges.begin(), ranges.end(), [](const Range& a, const Range& b) { return a.start_ns < b.start_ns; });
   // One range where several overlap (a script's own "data loading" range
   // around the hook's fetch).
-  std::vector<Range> merged;
-  for (const Range& r : ranges) {
-    if (!merged.empty() && r.start_ns <= merged.back().end_ns) {
-      merged.back().end_ns = std::max(merged.back().end_ns, r.end_ns);
-    } else {
-      merged.push_back(r);
-    }
-  }
-  return merged;
+  UniteOverlapping(ranges);
+  return ranges;
 }
 
 std::vector<bool> StepLocator::FetchesInSteps(const StepPlan& plan) const {

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "common/interval_union.h"
 #include "gpuos_trace.pb.h"
 
 namespace gpuos {
@@ -82,18 +83,7 @@ void ThreadTimelines::Finish() {
               [](const OffCpuInterval& a, const OffCpuInterval& b) { return a.start_ns < b.start_ns; });
   }
   // Requests overlap (a queue of them): keep their union.
-  for (auto& [tid, v] : block_io_) {
-    std::sort(v.begin(), v.end(), [](const Interval& a, const Interval& b) { return a.start_ns < b.start_ns; });
-    std::vector<Interval> merged;
-    for (const Interval& iv : v) {
-      if (!merged.empty() && iv.start_ns <= merged.back().end_ns) {
-        merged.back().end_ns = std::max(merged.back().end_ns, iv.end_ns);
-      } else {
-        merged.push_back(iv);
-      }
-    }
-    v = std::move(merged);
-  }
+  for (auto& [tid, v] : block_io_) UniteOverlapping(v);
 }
 
 uint64_t ThreadTimelines::BlockIoOverlap(uint32_t tid, uint64_t from, uint64_t to) const {

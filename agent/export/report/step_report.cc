@@ -60,7 +60,7 @@ void StepTable(const StepAnalysis& a, std::ostream& out, size_t max_steps) {
          "  GPU running a compute kernel / only collectives (NCCL) / only copies / nothing; inv sw: involuntary\n"
          "  switches of the launching thread.\n";
   if (a.capture.in_use()) {
-    out << "  sync/copy/launch/cuda other/other, GPU kern/copy/idle and kernels need CUDA detail: '-' in steps\n"
+    out << "  sync/copy/launch/cuda other/other, GPU kern/comm/copy/idle and kernels need CUDA detail: '-' in steps\n"
            "  without it, and their mean/p50/p95 are over the steps with it";
     out << (a.window_start_steps > 0 ? " but the window starts (+: the first step of a\n"
                                        "  window that subscribed CUPTI again, which that cost).\n"

@@ -165,18 +165,24 @@ TEST(DiagnosisTest, CopiesInAFewStepsAreNotSerializedCopies) {
   EXPECT_FALSE(HasFinding(d, Bottleneck::kSerializedCopies)) << Describe(d);
 }
 
+// A one-layer model's step up to its sync: its batch and pinned copy, then
+// 30 microsecond kernels with launch calls and framework code between them.
+void TinyModelWork(Sim& sim) {
+  sim.GetBatch(50 * kUs, 50 * kUs);
+  sim.Copy(10 * kUs, /*pinned_async=*/true, kCompute);
+  for (int k = 0; k < 30; ++k) {
+    sim.Launch(3 * kUs, kCompute);
+    sim.Cpu(20 * kUs);
+  }
+}
+
 // A one-layer model: microsecond kernels, and the thread spends its time in
 // launch calls and framework code between them (the ECS 251 hypothesis).
 TEST(DiagnosisTest, TinyModelIsLaunchBound) {
   Sim sim(2);
   for (int i = 0; i < kSteps; ++i) {
     sim.BeginStep();
-    sim.GetBatch(50 * kUs, 50 * kUs);
-    sim.Copy(10 * kUs, /*pinned_async=*/true, kCompute);
-    for (int k = 0; k < 30; ++k) {
-      sim.Launch(3 * kUs, kCompute);
-      sim.Cpu(20 * kUs);
-    }
+    TinyModelWork(sim);
     sim.Sync();
     sim.EndStep();
   }
@@ -680,12 +686,7 @@ TEST(DiagnosisTest, ARankWaitingInItsAllReduceIsStillLaunchBound) {
     Sim sim(2);
     for (int i = 0; i < kSteps; ++i) {
       sim.BeginStep();
-      sim.GetBatch(50 * kUs, 50 * kUs);
-      sim.Copy(10 * kUs, /*pinned_async=*/true, kCompute);
-      for (int k = 0; k < 30; ++k) {
-        sim.Launch(3 * kUs, kCompute);
-        sim.Cpu(20 * kUs);
-      }
+      TinyModelWork(sim);
       sim.StreamWait(kNcclStream, kCompute);
       sim.Launch(all_reduce_ns, kNcclStream, 8 * kUs, all_reduce);
       sim.StreamWait(kCompute, kNcclStream);
