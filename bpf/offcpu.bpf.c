@@ -25,7 +25,7 @@
  * interrupt show now and then. */
 #include "common.bpf.h"
 #include "mm_batch.bpf.h"
-#include "offcpu.h"
+#include "offcpu.bpf.h"
 
 #define GPUOS_TASK_STOPPED_OR_TRACED (0x4 | 0x8) /* __TASK_STOPPED, __TASK_TRACED */
 #define GPUOS_TASK_DEAD 0x80                      /* the last switch-out of an exiting task */
@@ -127,48 +127,6 @@ static __always_inline __u32 blocked_cause(struct gpuos_thread_state *t,
 	return GPUOS_OFFCPU_PAGE_FAULT;
 }
 
-/* Sends the open interval of thread `tid` and closes it.  end_ns: its
- * switch-in; 0 when that was never traced (offcpu.h: then it ends at its
- * wakeup, if seen, with switch_in_unseen). */
-static __always_inline void send_interval(struct gpuos_sched_state *st, __u32 tid, __u64 end_ns)
-{
-	int seen = end_ns != 0;
-	if (!seen)
-		end_ns = st->woken_ns ? st->woken_ns : st->switched_out_ns;
-	struct gpuos_off_cpu_event *e = reserve_event(sizeof(*e), GPUOS_EV_OFF_CPU, st->switched_out_ns,
-						st->pid, tid);
-	if (e) {
-		int voluntary = st->cause != GPUOS_OFFCPU_PREEMPTED;
-		e->duration_ns = end_ns - st->switched_out_ns;
-		if (!seen)
-			e->runqueue_ns = 0;
-		else if (!voluntary)
-			e->runqueue_ns = e->duration_ns;
-		else if (st->woken_ns)
-			e->runqueue_ns = end_ns - st->woken_ns;
-		else
-			e->runqueue_ns = 0;
-		e->prev_state = st->prev_state;
-		e->syscall_nr = st->syscall_nr;
-		e->cause = st->cause;
-		e->voluntary = voluntary;
-		e->woken_by_tid = st->woken_by_tid;
-		e->waker_pid = st->waker_pid;
-		e->waker_flags = st->waker_flags;
-		e->switch_in_unseen = !seen;
-		e->pad = 0;
-		submit_event(e);
-	}
-	st->switched_out_ns = 0;
-	/* The waker belonged to the interval that just ended.  Kept, an early
-	 * waker's flags would make the next sleep's switch-out keep it too and
-	 * sched_waking skip that sleep's real waker (a timer's wakeup blamed
-	 * on the thread that woke the previous sleep). */
-	st->woken_by_tid = 0;
-	st->waker_pid = 0;
-	st->waker_flags = 0;
-}
-
 SEC("tp_btf/sched_switch")
 int BPF_PROG(handle_sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
 	     unsigned int prev_state)
@@ -186,10 +144,14 @@ int BPF_PROG(handle_sched_switch, bool preempt, struct task_struct *prev, struct
 			now = bpf_ktime_get_ns();
 			int voluntary = !preempt && prev_state != 0;
 			struct gpuos_sched_state *st = &t->sched;
-			/* Still open: it came back with no tracepoint (offcpu.h). */
+			struct gpuos_syscall_slot *s = owned_slot(tid_slot_ref(prev->pid), prev->pid);
+			/* Still open: it came back with no tracepoint, and made
+			 * no syscall since (offcpu.h). */
 			if (st->switched_out_ns)
-				send_interval(st, prev->pid, 0);
+				send_interval(st, prev->pid, 0, GPUOS_END_WAKEUP);
 			st->switched_out_ns = now;
+			if (s)
+				s->off_cpu_open = 1;
 			st->woken_ns = 0;
 			/* A waker that came before this switch-out (see
 			 * handle_sched_waking) ended this very sleep. */
@@ -201,7 +163,6 @@ int BPF_PROG(handle_sched_switch, bool preempt, struct task_struct *prev, struct
 			st->prev_state = prev_state;
 			st->pid = t->pid;
 			if (voluntary) {
-				struct gpuos_syscall_slot *s = owned_slot(tid_slot_ref(prev->pid), prev->pid);
 				/* A thread that blocks sends its finished mmap/munmap
 				 * calls: it may stay off CPU for long. */
 				if (s && s->mm_batch.count)
@@ -218,7 +179,10 @@ int BPF_PROG(handle_sched_switch, bool preempt, struct task_struct *prev, struct
 	struct gpuos_thread_state *t = traced_task(next);
 	if (!t || !t->sched.switched_out_ns)
 		return 0;
-	send_interval(&t->sched, next->pid, now ? now : bpf_ktime_get_ns());
+	send_interval(&t->sched, next->pid, now ? now : bpf_ktime_get_ns(), GPUOS_END_SWITCH_IN);
+	struct gpuos_syscall_slot *s = owned_slot(tid_slot_ref(next->pid), next->pid);
+	if (s)
+		s->off_cpu_open = 0;
 	return 0;
 }
 

@@ -25,10 +25,13 @@ enum gpuos_waker_flags {
  * running (from wakeup, or from switch-out when preempted).  On some
  * kernels (seen on 6.18 in a VM) a thread is now and then switched back in
  * with no sched_switch tracepoint at all (ftrace's own event misses it
- * too); its next switch-out then finds the interval still open and sends
- * it with switch_in_unseen: it ended at its wakeup or later (duration_ns
- * runs to the wakeup, 0 when none was seen either), so that every switch
- * the tracepoint showed is counted. */
+ * too).  Such an interval is sent with switch_in_unseen, at the first sign
+ * that the thread runs again: its next syscall entry or exit
+ * (end_seen_running: duration_ns runs to there, an upper bound, and a sleep
+ * in a syscall ends at that syscall's exit, right after the switch-in), or
+ * else its next switch-out (duration_ns runs to its wakeup, 0 when none was
+ * seen either: a lower bound), so that every switch the tracepoint showed
+ * is counted. */
 struct gpuos_off_cpu_event {
 	struct gpuos_event_header hdr;
 	__u64 duration_ns;
@@ -40,8 +43,8 @@ struct gpuos_off_cpu_event {
 	__u32 woken_by_tid; /* the thread that woke it, 0 when not known or woken from an interrupt */
 	__u32 waker_pid;    /* woken_by_tid's thread group id, 0 when not known */
 	__u32 waker_flags;  /* enum gpuos_waker_flags */
-	__u32 switch_in_unseen;  /* 1: its end is not known (see above) */
-	__u32 pad;
+	__u32 switch_in_unseen;  /* 1: its switch-in was not traced (see above) */
+	__u32 end_seen_running;  /* 1: ... and it ends where the thread was seen running */
 };
 
 /* Per-thread state kept between switch-out and switch-in. */

@@ -13,6 +13,7 @@
 #include "common.bpf.h"
 #include "mm.bpf.h"
 #include "futex.bpf.h"
+#include "offcpu.bpf.h"
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -44,6 +45,7 @@ static __always_inline struct gpuos_syscall_slot *take_slot(__u16 *ref, __u64 id
 	s->tid = (__u32)id;
 	s->pid = id >> 32;
 	s->call_start_ns = 0;
+	s->off_cpu_open = 0;
 	/* Nothing of a previous owner's should be left (a syscall's exit
 	 * tracepoint runs even for a thread killed inside it, so its call
 	 * ends there): cleared anyway, as a record made from another thread's
@@ -124,6 +126,8 @@ int BPF_PROG(handle_sys_enter, struct pt_regs *regs, long id)
 			s = take_slot(ref, pid_tgid);
 	}
 	__u64 now = bpf_ktime_get_ns();
+	/* t, where this call looked it up, holds the state itself. */
+	close_unseen_switch_in(t ? NULL : s, t, pid_tgid, now);
 	if (s) {
 		s->call_start_ns = now;
 		s->call_nr = nr;
@@ -241,6 +245,7 @@ int BPF_PROG(handle_sys_exit, struct pt_regs *regs, long ret)
 	__u64 now = bpf_ktime_get_ns();
 	__u64 woken = 0;
 	int wake = 0;
+	close_unseen_switch_in(s, t, id, now);
 	/* Where sys_enter kept the call: t is set whenever s is not. */
 	if (nr >= 0 && has_call_record(nr))
 		wake = call_record_leave(s, t, ret, now, id, &woken);
@@ -322,6 +327,7 @@ static __always_inline __u64 give_back_slot(__u32 tid, __s32 *nr)
 	s->call_start_ns = 0;
 	s->woken[0] = 0;
 	s->woken[1] = 0;
+	s->off_cpu_open = 0;
 	bpf_map_push_elem(&free_syscall_slots, &h.index, 0);
 	return in_flight;
 }

@@ -60,7 +60,9 @@ struct gpuos_syscall_slot {
 	/* The syscall the thread is inside now (start 0: none). */
 	__u64 call_start_ns;
 	__s32 call_nr;
-	__u32 pad;
+	/* 1 while the thread's off-CPU interval is open (offcpu.bpf.h): a
+	 * syscall it makes then shows a switch-in the kernel did not trace. */
+	__u32 off_cpu_open;
 	__u64 woken[2];  /* threads woken: [0] futex, [1] futex_wake */
 	/* The mmap/munmap or futex call in flight, for the records made call
 	 * by call (mm.bpf.h, futex.bpf.h): kept here rather than in the

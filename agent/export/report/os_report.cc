@@ -114,9 +114,11 @@ void WriteHeaderBlock(const OsSummary& s, std::ostream& out) {
     }
   }
   if (s.unseen_switch_ins > 0) {
+    const uint64_t at_wakeup = s.unseen_switch_ins - std::min(s.unseen_switch_ins, s.unseen_switch_ins_ended_running);
     out << "  note:      " << s.unseen_switch_ins
-        << " off-CPU interval(s) came back without a sched_switch the kernel traced: counted, their time taken"
-           " to the wakeup only (a lower bound)\n";
+        << " off-CPU interval(s) came back without a sched_switch the kernel traced: counted; "
+        << s.unseen_switch_ins_ended_running << " end(s) taken at the thread's next syscall (an upper bound), "
+        << at_wakeup << " at the wakeup, as none came before the next switch-out (a lower bound)\n";
   }
   if (!s.read_error.empty()) {
     out << "  DAMAGED:   the trace file is damaged; this report covers what was read before it "
@@ -452,6 +454,7 @@ void WriteEventCountsJson(JsonWriter& json, const OsSummary& s) {
   json.Field("last_event_ns", s.last_event_ns);
   json.Field("dropped_events", s.dropped_events);
   json.Field("unseen_switch_ins", s.unseen_switch_ins);
+  json.Field("unseen_switch_ins_ended_running", s.unseen_switch_ins_ended_running);
   json.Key("drops_by_reason");
   json.BeginObject();
   for (const auto& [reason, n] : s.drops_by_reason) json.Field(reason, n);

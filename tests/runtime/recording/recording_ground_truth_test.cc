@@ -578,8 +578,9 @@ TEST_F(RecordingGroundTruth, OffCpuTimeCoversTheSleepsAndWaits) {
     const uint64_t blocked_ns =
         static_cast<uint64_t>(kSleeps * kSleepUs + kFutexWaits * kFutexTimeoutUs) * 1000;
     // (A thread that lost a switch may have lost any length of off-CPU
-    // time, and an interval whose switch-in was never traced ends at its
-    // wakeup, or at once when that was not seen either: a lower bound.)
+    // time, and an interval whose switch-in was never traced ends at the
+    // thread's next syscall, or, with none before its next switch-out, at
+    // its wakeup or at once: bounds, not the kernel's time.)
     int64_t unseen_switch_ins = 0;
     for (const v1::Event* e : EventsOf(trace(), line.Int("tid"))) {
       unseen_switch_ins += e->has_off_cpu() && e->off_cpu().switch_in_unseen();

@@ -206,8 +206,13 @@ TEST(OsSummaryTest, UnseenSwitchInsAreCounted) {
   v1::Event unseen = OffCpu(3150, 100, 100, 3000, 0, v1::OFF_CPU_CAUSE_SYSCALL, true);
   unseen.mutable_off_cpu()->set_switch_in_unseen(true);
   events.push_back(unseen);
+  v1::Event ended_running = OffCpu(3400, 100, 100, 200, 0, v1::OFF_CPU_CAUSE_SYSCALL, true);
+  ended_running.mutable_off_cpu()->set_switch_in_unseen(true);
+  ended_running.mutable_off_cpu()->set_end_seen_running(true);
+  events.push_back(ended_running);
   const OsSummary s = Summarize(events);
-  EXPECT_EQ(s.unseen_switch_ins, 1u);
+  EXPECT_EQ(s.unseen_switch_ins, 2u);
+  EXPECT_EQ(s.unseen_switch_ins_ended_running, 1u);
   const ThreadSummary* main = nullptr;
   for (const ProcessSummary& p : s.processes) {
     for (const ThreadSummary& t : p.threads) {
@@ -215,8 +220,8 @@ TEST(OsSummaryTest, UnseenSwitchInsAreCounted) {
     }
   }
   ASSERT_NE(main, nullptr);
-  EXPECT_EQ(main->voluntary_switches, 2u);
-  EXPECT_EQ(main->off_cpu_ns, 3800u);
+  EXPECT_EQ(main->voluntary_switches, 3u);
+  EXPECT_EQ(main->off_cpu_ns, 4000u);
 }
 
 TEST(OsSummaryTest, TrainingJobTotals) {

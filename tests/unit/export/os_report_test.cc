@@ -541,16 +541,21 @@ TEST(OsTextReportTest, ProcessThreadSyscallAndOffCpuRows) {
 }
 
 // Intervals whose switch-in the kernel never traced: the header says how
-// many, and that their off-CPU time is a lower bound; JSON counts them.
+// many, and how many end at a syscall (an upper bound) and at the wakeup
+// (a lower bound); JSON counts them.
 TEST(OsTextReportTest, UnseenSwitchInsAreSaid) {
   OsSummary s = MakeSummary();
   EXPECT_EQ(Text(s).find("without a sched_switch"), std::string::npos);
   JsonChecks(Json(s)).Expect("d['unseen_switch_ins']", "0");
   s.unseen_switch_ins = 3;
-  EXPECT_NE(Text(s).find("note:      3 off-CPU interval(s) came back without a sched_switch the kernel traced"),
+  s.unseen_switch_ins_ended_running = 2;
+  EXPECT_NE(Text(s).find("note:      3 off-CPU interval(s) came back without a sched_switch the kernel traced: "
+                         "counted; 2 end(s) taken at the thread's next syscall (an upper bound), 1 at the wakeup"),
             std::string::npos)
       << Text(s);
-  JsonChecks(Json(s)).Expect("d['unseen_switch_ins']", "3");
+  JsonChecks json(Json(s));
+  json.Expect("d['unseen_switch_ins']", "3");
+  json.Expect("d['unseen_switch_ins_ended_running']", "2");
 }
 
 TEST(OsTextReportTest, DropsAndReadErrorsAreLoud) {

@@ -1,0 +1,77 @@
+// A thread that runs without a syscall while a test changes what the
+// tracer's kernel side knows about it, then makes one syscall when told:
+// recording_unseen_switch_in_test uses it to stand in for a switch-in the
+// kernel did not trace.  Talks through a shared file of three 64-bit words:
+// [0] its tid, [1] the round it spins in, [2] the round the test lets go.
+// Each round: note the round, spin until let go, read CLOCK_MONOTONIC
+// (vDSO: no syscall), getppid(), read the clock again, sleep 2 ms.  Then it
+// notes round N+1 and sleeps 300 ms (the test looks at it off the CPU), and
+// prints "round R before_ns B after_ns A" per round to --report.
+// Usage: spin_until_told --shared FILE --rounds N --report FILE
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+namespace {
+
+uint64_t MonotonicNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const char* shared = nullptr;
+  const char* report = nullptr;
+  int rounds = 0;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (strcmp(argv[i], "--shared") == 0) {
+      shared = argv[i + 1];
+    } else if (strcmp(argv[i], "--rounds") == 0) {
+      rounds = atoi(argv[i + 1]);
+    } else if (strcmp(argv[i], "--report") == 0) {
+      report = argv[i + 1];
+    }
+  }
+  if (shared == nullptr || report == nullptr || rounds <= 0) {
+    fprintf(stderr, "usage: spin_until_told --shared FILE --rounds N --report FILE\n");
+    return 2;
+  }
+  const int fd = open(shared, O_RDWR);
+  if (fd < 0) return 3;
+  void* page = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (page == MAP_FAILED) return 3;
+  auto* words = static_cast<std::atomic<uint64_t>*>(page);
+  words[0] = static_cast<uint64_t>(syscall(SYS_gettid));
+  std::vector<uint64_t> before(rounds), after(rounds);
+  for (int r = 1; r <= rounds; ++r) {
+    words[1] = static_cast<uint64_t>(r);
+    while (words[2].load() != static_cast<uint64_t>(r)) {
+    }
+    before[r - 1] = MonotonicNs();
+    syscall(SYS_getppid);
+    after[r - 1] = MonotonicNs();
+    usleep(2000);
+  }
+  words[1] = static_cast<uint64_t>(rounds + 1);
+  usleep(300'000);
+  FILE* out = fopen(report, "w");
+  if (out == nullptr) return 4;
+  for (int r = 1; r <= rounds; ++r) {
+    fprintf(out, "round %d before_ns %llu after_ns %llu\n", r, static_cast<unsigned long long>(before[r - 1]),
+            static_cast<unsigned long long>(after[r - 1]));
+  }
+  fclose(out);
+  return 0;
+}
