@@ -144,7 +144,11 @@ for epoch in range(4):
     const StepRecord& s = steps->steps[i];
     EXPECT_TRUE(s.left_out.empty()) << "step " << i << ": " << s.left_out;
     EXPECT_FALSE(s.warmup) << "step " << i;
-    EXPECT_GT(s.stages[static_cast<size_t>(Stage::kDataLoading)], s.duration_ns() / 2) << "step " << i;
+    // Most of it waits for the new workers' data; time the loop's thread
+    // spent preempted on a loaded machine is the OS's, and not counted.
+    const uint64_t os = s.stages[static_cast<size_t>(Stage::kOsOverhead)];
+    EXPECT_GT(s.stages[static_cast<size_t>(Stage::kDataLoading)], (s.duration_ns() - std::min(os, s.duration_ns())) / 2)
+        << "step " << i;
   }
   EXPECT_GE(steps->measured_steps, 75u) << "no more than a few steps left out";
 }
