@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
+#include "common/ms_text.h"
 #include "absl/strings/string_view.h"
 #include "analysis/cuda_api_class.h"
 #include "cupti_shim/interval_regularity.h"
@@ -15,8 +16,6 @@ namespace {
 
 // Names keep their times until this many calls, whatever their spacing.
 constexpr uint64_t kDenseCheckCalls = 4096;
-
-std::string Ms(double ns) { return absl::StrFormat("%.3f ms", ns / 1e6); }
 
 // Among equally frequent, equally regular names: the call that waits for
 // the GPU ends a step most reliably; a copy (the batch in, the loss out)
@@ -61,8 +60,8 @@ RhythmCandidate MeasureRhythm(std::string name, std::vector<uint64_t> ends, cons
 
   if (c.mean_interval_ns < static_cast<double>(options.rhythm_min_interval_ns)) {
     c.verdict = RhythmVerdict::kTooDense;
-    c.why_not = absl::StrFormat("mean interval %s < %s", Ms(c.mean_interval_ns),
-                                Ms(static_cast<double>(options.rhythm_min_interval_ns)));
+    c.why_not = absl::StrFormat("mean interval %s < %s", MsText(c.mean_interval_ns),
+                                MsText(static_cast<double>(options.rhythm_min_interval_ns)));
   } else if (!(c.cv <= options.rhythm_max_cv)) {
     c.verdict = RhythmVerdict::kIrregular;
     c.why_not = absl::StrFormat("CV %.2f > %.2f", c.cv, options.rhythm_max_cv);
@@ -109,7 +108,7 @@ RhythmChoice ApiRhythm::Choose() const {
     c.cv = INFINITY;
     c.verdict = RhythmVerdict::kTooDense;
     c.why_not = absl::StrFormat("thousands of calls less than %s apart",
-                                Ms(static_cast<double>(options_.rhythm_min_interval_ns)));
+                                MsText(static_cast<double>(options_.rhythm_min_interval_ns)));
     choice.candidates.push_back(std::move(c));
   }
   std::sort(choice.candidates.begin(), choice.candidates.end(), Preferred);

@@ -8,6 +8,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
+#include "common/ms_text.h"
 #include "analysis/step_name_matcher.h"
 
 namespace gpuos {
@@ -41,8 +42,6 @@ std::map<uint32_t, bool> DescendantsOf(const OsSummary& os, uint32_t root) {
   }
   return result;
 }
-
-std::string Ms(double ns) { return absl::StrFormat("%.2f ms", ns / 1e6); }
 
 }  // namespace
 
@@ -180,8 +179,8 @@ std::vector<RunDelta> DeltasAgainstFirst(const std::vector<RunFacts>& runs) {
     }
     // Below a microsecond per step (or 0.1% of the step) nothing moved.
     const double still = std::max(1000.0, base->step_mean_ns * 0.001);
-    const std::string step_change = absl::StrFormat("mean step %s -> %s (%+.1f%%) vs %s", Ms(base->step_mean_ns),
-                                                    Ms(run.step_mean_ns), d.step_mean_pct, base->name);
+    const std::string step_change = absl::StrFormat("mean step %s -> %s (%+.1f%%) vs %s", MsText(base->step_mean_ns, 2),
+                                                    MsText(run.step_mean_ns, 2), d.step_mean_pct, base->name);
     if (std::fabs(d.step_mean_ns) < still) {
       d.line = absl::StrFormat("%s: %s: unchanged", run.name, step_change);
     } else {
@@ -241,11 +240,11 @@ Knee FindKnee(const std::vector<RunFacts>& runs, double threshold) {
   knee.at = k.name;
   if (knee.next_improvement >= 0) {
     knee.note = absl::StrFormat("past %s the mean step improves by %.1f%% (%s -> %s), less than the %.0f%% threshold",
-                                k.name, knee.next_improvement * 100, Ms(k.step_mean_ns),
-                                Ms(analyzed[at + 1]->step_mean_ns), threshold * 100);
+                                k.name, knee.next_improvement * 100, MsText(k.step_mean_ns, 2),
+                                MsText(analyzed[at + 1]->step_mean_ns, 2), threshold * 100);
   } else {
     knee.note = absl::StrFormat("past %s the mean step gets longer by %.1f%% (%s -> %s)", k.name,
-                                -knee.next_improvement * 100, Ms(k.step_mean_ns), Ms(analyzed[at + 1]->step_mean_ns));
+                                -knee.next_improvement * 100, MsText(k.step_mean_ns, 2), MsText(analyzed[at + 1]->step_mean_ns, 2));
   }
   auto switches = [](const RunFacts& r) {
     return r.os.driving.switches + r.os.workers.switches + r.os.others.switches;

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/ms_text.h"
 #include "analysis/cuda_api_class.h"
 #include "cupti_shim/optimizer_step_cycle.h"
 #include "stream/event_comm.h"
@@ -25,8 +26,6 @@ std::string DirectionToken(int direction) {
   if (name.size() > kPrefix.size() && name.compare(0, kPrefix.size(), kPrefix) == 0) return name.substr(kPrefix.size());
   return absl::StrCat("direction ", direction);
 }
-
-std::string Ms(double ns) { return absl::StrFormat("%.3f ms", ns / 1e6); }
 
 }  // namespace
 
@@ -437,10 +436,10 @@ bool StepLocator::RhythmSteps(StepPlan& plan, const ThreadApi& api, const std::s
           "CV of the intervals %.3f%s; %s is the most frequent CUDA API call of that thread that recurs at "
           "near-constant intervals (>= %d calls, mean interval >= %s, CV <= %.2f, the longest %.0f%% of "
           "intervals set aside as pauses)",
-          why, no_period, a.name, thread, a.calls, Ms(a.mean_interval_ns), a.cv,
+          why, no_period, a.name, thread, a.calls, MsText(a.mean_interval_ns), a.cv,
           a.excused ? absl::StrFormat(" (the %d longest of %d intervals set aside as pauses)", a.excused, a.intervals)
                     : std::string(),
-          a.name, options_.rhythm_min_calls, Ms(static_cast<double>(options_.rhythm_min_interval_ns)),
+          a.name, options_.rhythm_min_calls, MsText(static_cast<double>(options_.rhythm_min_interval_ns)),
           options_.rhythm_max_cv, 100 * options_.rhythm_excused_fraction);
       return true;
     }
@@ -468,7 +467,7 @@ void StepLocator::FixedWindows(StepPlan& plan, const std::string& why) {
   std::string widened;
   if (span / width > kMaxFixedWindows) {
     width = (span + kMaxFixedWindows - 1) / kMaxFixedWindows;
-    widened = absl::StrCat(", widened from ", Ms(static_cast<double>(options_.fixed_window_ns)), " to keep ",
+    widened = absl::StrCat(", widened from ", MsText(static_cast<double>(options_.fixed_window_ns)), " to keep ",
                            kMaxFixedWindows, " windows at most");
   }
   uint64_t n = span / width;
@@ -478,7 +477,7 @@ void StepLocator::FixedWindows(StepPlan& plan, const std::string& why) {
     n = 1;
     width = span;
   } else if (span % width != 0) {
-    rest = absl::StrCat("; the last ", Ms(static_cast<double>(span % width)), ", shorter than a window, left out");
+    rest = absl::StrCat("; the last ", MsText(static_cast<double>(span % width)), ", shorter than a window, left out");
   }
   plan.steps.clear();
   for (uint64_t i = 0; i < n; ++i) {
@@ -492,7 +491,7 @@ void StepLocator::FixedWindows(StepPlan& plan, const std::string& why) {
   plan.note = absl::StrFormat(
       "%s; so steps are fixed windows of %s%s over %s on thread %s (%d windows%s): each is a slice of time, "
       "not a training step",
-      why, Ms(static_cast<double>(width)), widened, over, ThreadText(plan.tid), n, rest);
+      why, MsText(static_cast<double>(width)), widened, over, ThreadText(plan.tid), n, rest);
 }
 
 }  // namespace gpuos
