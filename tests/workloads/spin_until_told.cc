@@ -3,12 +3,16 @@
 // recording_unseen_switch_in_test uses it to stand in for a switch-in the
 // kernel did not trace.  Talks through a shared file of three 64-bit words:
 // [0] its tid, [1] the round it spins in, [2] the round the test lets go.
+// It spins as a real-time (SCHED_FIFO) thread where it may, so that a
+// loaded machine does not switch it out while the test writes (other
+// threads' work then waits on the other CPUs).
 // Each round: note the round, spin until let go, read CLOCK_MONOTONIC
 // (vDSO: no syscall), getppid(), read the clock again, sleep 2 ms.  Then it
 // notes round N+1 and sleeps 300 ms (the test looks at it off the CPU), and
 // prints "round R before_ns B after_ns A" per round to --report.
 // Usage: spin_until_told --shared FILE --rounds N --report FILE
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -55,6 +59,9 @@ int main(int argc, char** argv) {
   auto* words = static_cast<std::atomic<uint64_t>*>(page);
   words[0] = static_cast<uint64_t>(syscall(SYS_gettid));
   std::vector<uint64_t> before(rounds), after(rounds);
+  sched_param realtime{};
+  realtime.sched_priority = 1;
+  sched_setscheduler(0, SCHED_FIFO, &realtime);  // without the right to, it spins as it is
   for (int r = 1; r <= rounds; ++r) {
     words[1] = static_cast<uint64_t>(r);
     while (words[2].load() != static_cast<uint64_t>(r)) {
@@ -64,6 +71,8 @@ int main(int argc, char** argv) {
     after[r - 1] = MonotonicNs();
     usleep(2000);
   }
+  sched_param normal{};
+  sched_setscheduler(0, SCHED_OTHER, &normal);
   words[1] = static_cast<uint64_t>(rounds + 1);
   usleep(300'000);
   FILE* out = fopen(report, "w");
