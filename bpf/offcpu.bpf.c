@@ -145,11 +145,18 @@ int BPF_PROG(handle_sched_switch, bool preempt, struct task_struct *prev, struct
 			int voluntary = !preempt && prev_state != 0;
 			struct gpuos_sched_state *st = &t->sched;
 			struct gpuos_syscall_slot *s = owned_slot(tid_slot_ref(prev->pid), prev->pid);
+			/* The kernel brought its run time up to date before this
+			 * tracepoint (update_curr at dequeue or put_prev). */
+			__u64 run_ns = prev->se.sum_exec_runtime;
 			/* Still open: it came back with no tracepoint, and made
-			 * no syscall since (offcpu.h). */
-			if (st->switched_out_ns)
-				send_interval(st, prev->pid, 0, GPUOS_END_WAKEUP);
+			 * no syscall since (offcpu.h).  Run once since, it came
+			 * back the run time since ago. */
+			if (st->switched_out_ns) {
+				__u64 ran_ns = run_ns - st->run_ns_at_switch_out;
+				send_interval(st, prev->pid, ran_ns < now ? now - ran_ns : 0, GPUOS_END_RUN_TIME);
+			}
 			st->switched_out_ns = now;
+			st->run_ns_at_switch_out = run_ns;
 			if (s)
 				s->off_cpu_open = 1;
 			st->woken_ns = 0;

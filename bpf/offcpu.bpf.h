@@ -7,15 +7,8 @@
 #include "common.bpf.h"
 #include "offcpu.h"
 
-/* How an interval's end is known. */
-enum gpuos_interval_end {
-	GPUOS_END_SWITCH_IN = 0,     /* its switch-in, traced */
-	GPUOS_END_WAKEUP = 1,        /* none seen running since: its wakeup, if seen */
-	GPUOS_END_SEEN_RUNNING = 2,  /* a syscall entry or exit it made, switched in by then */
-};
-
-/* Sends the open interval of thread `tid` and closes it; end_ns as `how`
- * says (ignored for GPUOS_END_WAKEUP). */
+/* Sends the open interval of thread `tid` and closes it at end_ns, known
+ * as `how` says; never before its switch-out or its wakeup. */
 static __always_inline void send_interval(struct gpuos_sched_state *st, __u32 tid, __u64 end_ns,
 					  enum gpuos_interval_end how)
 {
@@ -25,17 +18,15 @@ static __always_inline void send_interval(struct gpuos_sched_state *st, __u32 ti
 	 * and this call, the switch-in traced in between). */
 	if (!start_ns)
 		return;
-	if (how == GPUOS_END_WAKEUP)
-		end_ns = st->woken_ns ? st->woken_ns : start_ns;
 	if (end_ns < start_ns)
 		end_ns = start_ns;
+	if (end_ns < st->woken_ns)
+		end_ns = st->woken_ns;
 	struct gpuos_off_cpu_event *e = reserve_event(sizeof(*e), GPUOS_EV_OFF_CPU, start_ns, st->pid, tid);
 	if (e) {
 		int voluntary = st->cause != GPUOS_OFFCPU_PREEMPTED;
 		e->duration_ns = end_ns - start_ns;
-		if (how == GPUOS_END_WAKEUP)
-			e->runqueue_ns = 0;
-		else if (!voluntary)
+		if (!voluntary)
 			e->runqueue_ns = e->duration_ns;
 		else if (st->woken_ns && st->woken_ns <= end_ns)
 			e->runqueue_ns = end_ns - st->woken_ns;
@@ -49,7 +40,7 @@ static __always_inline void send_interval(struct gpuos_sched_state *st, __u32 ti
 		e->waker_pid = st->waker_pid;
 		e->waker_flags = st->waker_flags;
 		e->switch_in_unseen = how != GPUOS_END_SWITCH_IN;
-		e->end_seen_running = how == GPUOS_END_SEEN_RUNNING;
+		e->end_how = how;
 		submit_event(e);
 	}
 	st->switched_out_ns = 0;

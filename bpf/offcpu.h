@@ -20,18 +20,26 @@ enum gpuos_waker_flags {
 	GPUOS_WAKER_EARLY = 8,       /* ... before the sleeper's own sched_switch had run (a remote waker) */
 };
 
+/* How an interval's end is known. */
+enum gpuos_interval_end {
+	GPUOS_END_SWITCH_IN = 0,     /* its switch-in, traced */
+	GPUOS_END_SEEN_RUNNING = 1,  /* a syscall entry or exit it made, switched in by then */
+	GPUOS_END_RUN_TIME = 2,      /* its next switch-out less its run time since */
+};
+
 /* One interval off the CPU: header.ts_ns is the switch-out time.  Sent at
  * switch-in.  runqueue_ns is the part of the interval spent runnable but not
  * running (from wakeup, or from switch-out when preempted).  On some
  * kernels (seen on 6.18 in a VM) a thread is now and then switched back in
  * with no sched_switch tracepoint at all (ftrace's own event misses it
  * too).  Such an interval is sent with switch_in_unseen, at the first sign
- * that the thread runs again: its next syscall entry or exit
- * (end_seen_running: duration_ns runs to there, an upper bound, and a sleep
- * in a syscall ends at that syscall's exit, right after the switch-in), or
- * else its next switch-out (duration_ns runs to its wakeup, 0 when none was
- * seen either: a lower bound), so that every switch the tracepoint showed
- * is counted. */
+ * that the thread runs again (end_how, enum gpuos_interval_end): its next
+ * syscall entry or exit (duration_ns runs to there, an upper bound, and a
+ * sleep in a syscall ends at that syscall's exit, right after the
+ * switch-in), or else its next switch-out, where the thread's run time
+ * since the interval began says when it came back (exact when it ran once
+ * in between, else the last possible time), so that every switch the
+ * tracepoint showed is counted. */
 struct gpuos_off_cpu_event {
 	struct gpuos_event_header hdr;
 	__u64 duration_ns;
@@ -44,7 +52,7 @@ struct gpuos_off_cpu_event {
 	__u32 waker_pid;    /* woken_by_tid's thread group id, 0 when not known */
 	__u32 waker_flags;  /* enum gpuos_waker_flags */
 	__u32 switch_in_unseen;  /* 1: its switch-in was not traced (see above) */
-	__u32 end_seen_running;  /* 1: ... and it ends where the thread was seen running */
+	__u32 end_how;           /* enum gpuos_interval_end: how its end is known */
 };
 
 /* Per-thread state kept between switch-out and switch-in. */
@@ -58,6 +66,11 @@ struct gpuos_sched_state {
 	__u32 pid;
 	__u32 waker_pid;
 	__u32 waker_flags;  /* 0 until sched_waking saw the wakeup */
+	__u32 pad;
+	/* The thread's run time (se.sum_exec_runtime) at switch-out: at an
+	 * untraced switch-in's next switch-out, the run time since says when
+	 * it came back. */
+	__u64 run_ns_at_switch_out;
 };
 
 #endif

@@ -139,6 +139,7 @@ struct OsSummaryBuilder::Impl {
   uint64_t last_ns = 0;
   uint64_t unseen_switch_ins = 0;
   uint64_t unseen_switch_ins_ended_running = 0;
+  uint64_t unseen_switch_ins_ended_by_run_time = 0;
 
   bool has_tracer_stats = false;
   uint64_t tracer_stats_ts = 0;
@@ -304,6 +305,8 @@ struct OsSummaryBuilder::Impl {
         OnOffCpu(event.off_cpu(), s);
         unseen_switch_ins += event.off_cpu().switch_in_unseen();
         unseen_switch_ins_ended_running += event.off_cpu().switch_in_unseen() && event.off_cpu().end_seen_running();
+        unseen_switch_ins_ended_by_run_time +=
+            event.off_cpu().switch_in_unseen() && event.off_cpu().end_from_run_time();
         break;
       case v1::Event::kPageFaults:
         s.page_faults += event.page_faults().count();
@@ -373,6 +376,7 @@ struct OsSummaryBuilder::Impl {
     out.events = events;
     out.unseen_switch_ins = unseen_switch_ins;
     out.unseen_switch_ins_ended_running = unseen_switch_ins_ended_running;
+    out.unseen_switch_ins_ended_by_run_time = unseen_switch_ins_ended_by_run_time;
     out.block_io = block_io;
     out.block_io_unattributed = block_io_unattributed;
 

@@ -85,10 +85,12 @@ struct OsSummary {
   std::map<std::string, uint64_t> drops_by_reason;
   // Off-CPU intervals whose switch-in the kernel did not trace (OffCpu's
   // switch_in_unseen), all counted; of them, those whose time runs to the
-  // thread's next syscall (end_seen_running: an upper bound), the rest's
-  // only to the wakeup (a lower bound).
+  // thread's next syscall (end_seen_running: an upper bound), those ended
+  // by its run time at its next switch-out (end_from_run_time), and the
+  // rest (traces from before that) only to the wakeup (a lower bound).
   uint64_t unseen_switch_ins = 0;
   uint64_t unseen_switch_ins_ended_running = 0;
+  uint64_t unseen_switch_ins_ended_by_run_time = 0;
   // Empty when the trace holds everything the recording saw; else why not
   // (stream/trace_completeness.h).  Events lost writing the file are in
   // dropped_events and drops_by_reason ("write_failed:<kind>") too.

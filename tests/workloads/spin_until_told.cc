@@ -6,7 +6,8 @@
 // It spins as a real-time (SCHED_FIFO) thread where it may, so that a
 // loaded machine does not switch it out while the test writes (other
 // threads' work then waits on the other CPUs).
-// Each round: note the round, spin until let go, read CLOCK_MONOTONIC
+// Each round: note the round, spin until let go (the test may move it to
+// another CPU meanwhile), read CLOCK_MONOTONIC
 // (vDSO: no syscall), getppid(), read the clock again, sleep 2 ms.  Then it
 // notes round N+1 and sleeps 300 ms (the test looks at it off the CPU), and
 // prints "round R before_ns B after_ns A" per round to --report.

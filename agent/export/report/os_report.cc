@@ -114,11 +114,14 @@ void WriteHeaderBlock(const OsSummary& s, std::ostream& out) {
     }
   }
   if (s.unseen_switch_ins > 0) {
-    const uint64_t at_wakeup = s.unseen_switch_ins - std::min(s.unseen_switch_ins, s.unseen_switch_ins_ended_running);
+    const uint64_t ended = s.unseen_switch_ins_ended_running + s.unseen_switch_ins_ended_by_run_time;
+    const uint64_t at_wakeup = s.unseen_switch_ins - std::min(s.unseen_switch_ins, ended);
     out << "  note:      " << s.unseen_switch_ins
         << " off-CPU interval(s) came back without a sched_switch the kernel traced: counted; "
         << s.unseen_switch_ins_ended_running << " end(s) taken at the thread's next syscall (an upper bound), "
-        << at_wakeup << " at the wakeup, as none came before the next switch-out (a lower bound)\n";
+        << s.unseen_switch_ins_ended_by_run_time << " from its run time at its next switch-out";
+    if (at_wakeup > 0) out << ", " << at_wakeup << " at the wakeup (recorded by an older tracer: a lower bound)";
+    out << "\n";
   }
   if (!s.read_error.empty()) {
     out << "  DAMAGED:   the trace file is damaged; this report covers what was read before it "
@@ -455,6 +458,7 @@ void WriteEventCountsJson(JsonWriter& json, const OsSummary& s) {
   json.Field("dropped_events", s.dropped_events);
   json.Field("unseen_switch_ins", s.unseen_switch_ins);
   json.Field("unseen_switch_ins_ended_running", s.unseen_switch_ins_ended_running);
+  json.Field("unseen_switch_ins_ended_by_run_time", s.unseen_switch_ins_ended_by_run_time);
   json.Key("drops_by_reason");
   json.BeginObject();
   for (const auto& [reason, n] : s.drops_by_reason) json.Field(reason, n);

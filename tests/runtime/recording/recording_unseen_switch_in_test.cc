@@ -1,22 +1,26 @@
 // Now and then this kernel switches a traced thread back in with no
 // sched_switch tracepoint (bpf/offcpu.h), and its off-CPU interval stays
-// open.  Such an interval must end where the thread is next seen running,
-// at its next syscall, not at its next switch-out with no length: a 5 ms
-// sleep so lost made a Python loop's step look like 7 ms of CPU work, an
-// "evaluation pass" the step finder cut out of a plain epoch.
+// open.  Such an interval must end where the thread is next seen running:
+// at its next syscall, or, with none before its next switch-out, that
+// switch-out less the thread's run time since.  Sent at the switch-out
+// with no length, a 5 ms sleep so lost made a Python loop's step look like
+// 7 ms of CPU work, an "evaluation pass" the step finder cut out of a plain
+// epoch.
 //
 // The kernel's lapse cannot be caused on purpose, so the test stands in for
 // it: while tests/workloads/spin_until_told runs without a syscall, the
 // test writes an open interval into the thread's state in the tracer's own
 // maps (task storage, by pidfd; the syscall slot's mirror of it), as a
 // switch-out whose switch-in went untraced leaves it, then lets the thread
-// make its syscall.  Every other part is the real recording.  A real switch
-// of the thread between the read and the write makes a round inconclusive
-// (its interval then ends at a traced switch-in); the workload spins as a
+// make its syscall, or first moves it to another CPU (a switch-out with no
+// syscall).  Every other part is the real recording.  A real switch of the
+// thread between the read and the write makes a round inconclusive (its
+// interval then ends at a traced switch-in); the workload spins as a
 // real-time thread so that such switches stay rare under load, and most
 // rounds must be conclusive.  Needs root (eBPF).
 #include <bpf/bpf.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -24,7 +28,11 @@
 
 #include <atomic>
 #include <cstdint>
+#include <fstream>
+#include <functional>
+#include <iterator>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,7 +50,13 @@ namespace {
 constexpr int kRounds = 8;
 constexpr int kMinConclusiveRounds = 4;
 // How far before the write the stand-in switch-out lies.
-constexpr uint64_t kFakeOffCpuNs = 10'000'000;
+constexpr uint64_t kFakeOffCpuNs = 50'000'000;
+// How stale the kernel's run time of a running thread may be when read
+// from /proc: it is brought up to date at each scheduler tick (4 ms at
+// HZ=250, 10 ms at HZ=100), and at every switch-out.
+constexpr uint64_t kRunTimeStaleNs = 12'000'000;
+// How long the thread spins between the write and its move to another CPU.
+constexpr uint64_t kSpinBeforeMoveUs = 2'000;
 
 // An fd of each map named `name` whose value is `value_size` bytes.
 std::vector<int> MapsNamed(const std::string& name, uint32_t value_size) {
@@ -99,13 +113,15 @@ class TracerState {
     return reinterpret_cast<const std::atomic<uint32_t>*>(&slot_->off_cpu_open)->load() != 0;
   }
 
-  // Leaves an open interval from `switched_out_ns`, as a switch-out whose
-  // switch-in went untraced does; false while the thread is off the CPU
-  // for real (its own interval is open).
-  bool OpenInterval(uint64_t switched_out_ns) {
+  // Leaves an open interval from `switched_out_ns`, with the thread's run
+  // time then `run_ns`, as a switch-out whose switch-in went untraced
+  // does; false while the thread is off the CPU for real (its own interval
+  // is open).
+  bool OpenInterval(uint64_t switched_out_ns, uint64_t run_ns) {
     gpuos_thread_state st{};
     if (bpf_map_lookup_elem(state_fd_, &pidfd_, &st) != 0 || st.sched.switched_out_ns != 0) return false;
     st.sched.switched_out_ns = switched_out_ns;
+    st.sched.run_ns_at_switch_out = run_ns;
     st.sched.woken_ns = 0;
     st.sched.prev_state = 1;
     st.sched.syscall_nr = SYS_nanosleep;
@@ -151,16 +167,90 @@ class TracerState {
 
 struct Round {
   uint64_t switched_out_ns = 0;  // the stand-in switch-out; 0: none made
-  uint64_t before_ns = 0;        // the thread's clock right before its syscall
-  uint64_t after_ns = 0;         // ... and right after it returned
+  uint64_t run_read_from_ns = 0;  // the thread's run time read from /proc between
+  uint64_t run_read_until_ns = 0;  // ... these two clock readings
+  uint64_t moved_ns = 0;          // when the test moved it to another CPU; 0: not moved
+  uint64_t before_ns = 0;         // the thread's clock right before its syscall
+  uint64_t after_ns = 0;          // ... and right after it returned
 };
 
-// Parameter: the tracer's --syscall-slots (-1: its default, so the thread
-// has a slot; 0: it keeps its state in task storage only).
-class RecordingUnseenSwitchIn : public ::testing::TestWithParam<int> {};
+// The kernel's run time of a thread (se.sum_exec_runtime, in ns), as
+// /proc says it: up to date at its last tick or switch.
+std::optional<uint64_t> RunTimeNs(uint32_t tid) {
+  std::ifstream in(absl::StrCat("/proc/", tid, "/schedstat"));
+  uint64_t run_ns = 0;
+  if (!(in >> run_ns)) return std::nullopt;
+  return run_ns;
+}
 
-TEST_P(RecordingUnseenSwitchIn, AnIntervalWhoseSwitchInWentUntracedEndsAtTheThreadsNextSyscall) {
-  GPUOS_REQUIRE_ROOT();
+// The CPU a thread last ran on (/proc/TID/stat, field 39).
+int CpuOf(uint32_t tid) {
+  std::ifstream in(absl::StrCat("/proc/", tid, "/stat"));
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t comm_end = stat.rfind(')');
+  if (comm_end == std::string::npos) return -1;
+  const std::vector<std::string> fields = absl::StrSplit(stat.substr(comm_end + 2), ' ');
+  int cpu = -1;
+  // Fields from the third (state) on: the 39th is the 37th here.
+  if (fields.size() <= 36 || !absl::SimpleAtoi(fields[36], &cpu)) return -1;
+  return cpu;
+}
+
+// Moves a running thread to another CPU this test may use: the kernel's
+// stopper thread switches it out there and then, preempted, with no
+// syscall of its own.  False with no other CPU, or when it did not move.
+bool MoveToAnotherCpu(uint32_t tid) {
+  cpu_set_t allowed;
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return false;
+  const int now_on = CpuOf(tid);
+  int target = -1;
+  for (int cpu = 0; cpu < CPU_SETSIZE && target < 0; ++cpu) {
+    if (cpu != now_on && CPU_ISSET(cpu, &allowed)) target = cpu;
+  }
+  if (target < 0) return false;
+  cpu_set_t to;
+  CPU_ZERO(&to);
+  CPU_SET(target, &to);
+  if (sched_setaffinity(static_cast<pid_t>(tid), sizeof(to), &to) != 0) return false;
+  return rt::WaitUntil([&] { return CpuOf(tid) == target; }, 5, 1);
+}
+
+// One traced run of spin_until_told (with the tracer's --syscall-slots
+// `slots`; -1: its default) in which `stand_in` is called in each round
+// while the thread spins, then the thread makes its syscall.
+struct SpinRun {
+  uint32_t tid = 0;
+  std::vector<Round> rounds;
+  std::vector<v1::Event> events;
+
+  // The off-CPU event the stand-in switch-out of round r left, sent once.
+  const v1::Event* IntervalOf(int r) const {
+    const v1::Event* found = nullptr;
+    for (const v1::Event& e : events) {
+      if (e.tid() == tid && e.has_off_cpu() && e.ts_ns() == rounds[r].switched_out_ns) {
+        EXPECT_EQ(found, nullptr) << "the open interval is sent once";
+        found = &e;
+      }
+    }
+    return found;
+  }
+  // Whether the thread had a real (traced) switch-out from `from_ns` to
+  // `until_ns`, which would make its run time since then less than the
+  // clock's.
+  bool SwitchedOutBetween(uint64_t from_ns, uint64_t until_ns, uint64_t stand_in_ns) const {
+    for (const v1::Event& e : events) {
+      if (e.tid() == tid && e.has_off_cpu() && e.ts_ns() != stand_in_ns && e.ts_ns() >= from_ns &&
+          e.ts_ns() < until_ns) {
+        return true;
+      }
+    }
+    return false;
+  }
+};
+
+using StandIn = std::function<void(TracerState& state, uint32_t tid, Round& round)>;
+
+void RunSpinUntilTold(int slots, const StandIn& stand_in, SpinRun* run_out) {
   rt::TempDir dir;
   const std::string shared = dir.File("shared"), report = dir.File("report"), trace_path = dir.File("t.gpuos");
   ASSERT_TRUE(rt::WriteFile(shared, std::string(4096, '\0')));
@@ -172,9 +262,9 @@ TEST_P(RecordingUnseenSwitchIn, AnIntervalWhoseSwitchInWentUntracedEndsAtTheThre
   auto* words = static_cast<std::atomic<uint64_t>*>(page);
 
   std::vector<std::string> argv = {rt::TracerPath(), "-q", "-o", trace_path};
-  if (GetParam() >= 0) {
+  if (slots >= 0) {
     argv.push_back("--syscall-slots");
-    argv.push_back(absl::StrCat(GetParam()));
+    argv.push_back(absl::StrCat(slots));
   }
   for (const std::string& arg : {std::string("--"), rt::WorkloadPath("spin_until_told"), std::string("--shared"),
                                  shared, std::string("--rounds"), absl::StrCat(kRounds), std::string("--report"),
@@ -182,26 +272,18 @@ TEST_P(RecordingUnseenSwitchIn, AnIntervalWhoseSwitchInWentUntracedEndsAtTheThre
     argv.push_back(arg);
   }
   rt::Child tracer = rt::Child::Start(argv);
-  std::vector<Round> rounds(kRounds + 1);
+  SpinRun& run = *run_out;
+  run.rounds.assign(kRounds + 1, Round{});
   TracerState state;
-  uint32_t tid = 0;
   for (int r = 1; r <= kRounds; ++r) {
     ASSERT_TRUE(rt::WaitUntil([&] { return words[1].load() == static_cast<uint64_t>(r); }, 60, 1))
         << "round " << r << " never began";
     if (r == 1) {
-      tid = static_cast<uint32_t>(words[0].load());
-      ASSERT_TRUE(state.Find(static_cast<pid_t>(tid))) << "no tracer keeps the thread's state";
-      EXPECT_EQ(state.has_slot(), GetParam() != 0);
+      run.tid = static_cast<uint32_t>(words[0].load());
+      ASSERT_TRUE(state.Find(static_cast<pid_t>(run.tid))) << "no tracer keeps the thread's state";
+      EXPECT_EQ(state.has_slot(), slots != 0);
     }
-    // The thread may be off the CPU for real (preempted) now and then.
-    for (int attempt = 0; attempt < 200 && rounds[r].switched_out_ns == 0; ++attempt) {
-      const uint64_t out = MonotonicNs() - kFakeOffCpuNs;
-      if (state.OpenInterval(out)) {
-        rounds[r].switched_out_ns = out;
-      } else {
-        usleep(1000);
-      }
-    }
+    stand_in(state, run.tid, run.rounds[r]);
     words[2] = static_cast<uint64_t>(r);
   }
   // Then asleep for 300 ms: its interval is open, and so is the slot's
@@ -210,9 +292,9 @@ TEST_P(RecordingUnseenSwitchIn, AnIntervalWhoseSwitchInWentUntracedEndsAtTheThre
   usleep(50'000);
   EXPECT_TRUE(state.StateOffCpu());
   if (state.has_slot()) EXPECT_TRUE(state.SlotOffCpu());
-  const rt::RunResult run = tracer.Wait(60);
+  const rt::RunResult result = tracer.Wait(60);
   munmap(page, 4096);
-  ASSERT_EQ(run.exit_code, 0) << run.Describe();
+  ASSERT_EQ(result.exit_code, 0) << result.Describe();
 
   const std::optional<std::string> lines = rt::ReadFile(report);
   ASSERT_TRUE(lines.has_value());
@@ -221,33 +303,103 @@ TEST_P(RecordingUnseenSwitchIn, AnIntervalWhoseSwitchInWentUntracedEndsAtTheThre
     ASSERT_EQ(f.size(), 6u) << line;
     int r = 0;
     ASSERT_TRUE(absl::SimpleAtoi(f[1], &r) && r >= 1 && r <= kRounds) << line;
-    ASSERT_TRUE(absl::SimpleAtoi(f[3], &rounds[r].before_ns) && absl::SimpleAtoi(f[5], &rounds[r].after_ns)) << line;
+    ASSERT_TRUE(absl::SimpleAtoi(f[3], &run.rounds[r].before_ns) && absl::SimpleAtoi(f[5], &run.rounds[r].after_ns))
+        << line;
   }
   auto trace = rt::ReadTrace(trace_path);
   ASSERT_TRUE(trace.ok()) << trace.status();
+  run.events = std::move(trace->events);
+}
+
+// Leaves the stand-in open interval, retrying while the thread is off the
+// CPU for real (preempted) now and then; notes when its run time was read.
+void OpenStandInInterval(TracerState& state, uint32_t tid, Round& round) {
+  for (int attempt = 0; attempt < 200 && round.switched_out_ns == 0; ++attempt) {
+    const uint64_t from = MonotonicNs();
+    const std::optional<uint64_t> run_ns = RunTimeNs(tid);
+    const uint64_t until = MonotonicNs();
+    if (run_ns && state.OpenInterval(from - kFakeOffCpuNs, *run_ns)) {
+      round.switched_out_ns = from - kFakeOffCpuNs;
+      round.run_read_from_ns = from;
+      round.run_read_until_ns = until;
+    } else {
+      usleep(1000);
+    }
+  }
+}
+
+// Parameter: the tracer's --syscall-slots (-1: its default, so the thread
+// has a slot; 0: it keeps its state in task storage only).
+class RecordingUnseenSwitchIn : public ::testing::TestWithParam<int> {};
+
+TEST_P(RecordingUnseenSwitchIn, AnIntervalWhoseSwitchInWentUntracedEndsAtTheThreadsNextSyscall) {
+  GPUOS_REQUIRE_ROOT();
+  SpinRun run;
+  ASSERT_NO_FATAL_FAILURE(RunSpinUntilTold(GetParam(), OpenStandInInterval, &run));
   int conclusive = 0;
   for (int r = 1; r <= kRounds; ++r) {
     SCOPED_TRACE(absl::StrCat("round ", r));
-    if (rounds[r].switched_out_ns == 0) continue;
-    const v1::Event* found = nullptr;
-    int sent = 0;
-    for (const v1::Event& e : trace->events) {
-      if (e.tid() == tid && e.has_off_cpu() && e.ts_ns() == rounds[r].switched_out_ns) {
-        found = &e;
-        ++sent;
-      }
-    }
-    ASSERT_EQ(sent, 1) << "the open interval is sent once";
+    const Round& round = run.rounds[r];
+    if (round.switched_out_ns == 0) continue;
+    const v1::Event* found = run.IntervalOf(r);
+    ASSERT_NE(found, nullptr) << "the open interval is sent";
     const v1::OffCpu& off = found->off_cpu();
     // A real switch-out and -in between the test's read and write: that
     // traced switch-in closed it.
     if (!off.switch_in_unseen()) continue;
     ++conclusive;
     EXPECT_TRUE(off.end_seen_running()) << "closed at the syscall, not at the next switch-out";
+    EXPECT_FALSE(off.end_from_run_time());
     const uint64_t end = found->ts_ns() + off.duration_ns();
-    EXPECT_GE(end, rounds[r].before_ns) << "it ends at the syscall, not before";
-    EXPECT_LE(end, rounds[r].after_ns) << "its syscall had returned by then";
+    EXPECT_GE(end, round.before_ns) << "it ends at the syscall, not before";
+    EXPECT_LE(end, round.after_ns) << "its syscall had returned by then";
     EXPECT_EQ(off.syscall_nr(), SYS_nanosleep);
+  }
+  EXPECT_GE(conclusive, kMinConclusiveRounds);
+}
+
+// With no syscall before its next switch-out (here: moved to another CPU,
+// preempted by the kernel's stopper), the interval ends that switch-out
+// less the thread's run time since: where the run time was last brought up
+// to date before the test read it, not at the switch-out after it, nor
+// with no length.
+TEST_P(RecordingUnseenSwitchIn, WithNoSyscallBeforeItsNextSwitchOutItEndsThereLessTheRunTimeSince) {
+  GPUOS_REQUIRE_ROOT();
+  cpu_set_t allowed;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(allowed), &allowed), 0);
+  if (CPU_COUNT(&allowed) < 2) GTEST_SKIP() << "needs two CPUs to move the thread between";
+  SpinRun run;
+  ASSERT_NO_FATAL_FAILURE(RunSpinUntilTold(
+      GetParam(),
+      [](TracerState& state, uint32_t tid, Round& round) {
+        OpenStandInInterval(state, tid, round);
+        if (round.switched_out_ns == 0) return;
+        usleep(kSpinBeforeMoveUs);
+        round.moved_ns = MonotonicNs();
+        if (!MoveToAnotherCpu(tid)) round.moved_ns = 0;
+      },
+      &run));
+  int conclusive = 0;
+  for (int r = 1; r <= kRounds; ++r) {
+    SCOPED_TRACE(absl::StrCat("round ", r));
+    const Round& round = run.rounds[r];
+    if (round.switched_out_ns == 0 || round.moved_ns == 0) continue;
+    const v1::Event* found = run.IntervalOf(r);
+    ASSERT_NE(found, nullptr) << "the open interval is sent";
+    const v1::OffCpu& off = found->off_cpu();
+    // A real switch-out after the run time was read: the thread's run
+    // time since is less than the clock's.
+    if (!off.switch_in_unseen() ||
+        run.SwitchedOutBetween(round.run_read_from_ns, round.moved_ns, round.switched_out_ns)) {
+      continue;
+    }
+    ++conclusive;
+    EXPECT_TRUE(off.end_from_run_time()) << "closed at the switch-out, by the run time since";
+    EXPECT_FALSE(off.end_seen_running());
+    const uint64_t end = found->ts_ns() + off.duration_ns();
+    EXPECT_GE(end + kRunTimeStaleNs, round.run_read_from_ns) << "the run time was at most a tick stale";
+    EXPECT_LE(end, round.run_read_until_ns) << "the run time read was brought up to date before the read";
+    EXPECT_LT(end, round.moved_ns) << "it ends before the switch-out";
   }
   EXPECT_GE(conclusive, kMinConclusiveRounds);
 }

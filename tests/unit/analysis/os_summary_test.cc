@@ -210,9 +210,14 @@ TEST(OsSummaryTest, UnseenSwitchInsAreCounted) {
   ended_running.mutable_off_cpu()->set_switch_in_unseen(true);
   ended_running.mutable_off_cpu()->set_end_seen_running(true);
   events.push_back(ended_running);
+  v1::Event ended_by_run_time = OffCpu(3600, 100, 100, 50, 0, v1::OFF_CPU_CAUSE_SYSCALL, true);
+  ended_by_run_time.mutable_off_cpu()->set_switch_in_unseen(true);
+  ended_by_run_time.mutable_off_cpu()->set_end_from_run_time(true);
+  events.push_back(ended_by_run_time);
   const OsSummary s = Summarize(events);
-  EXPECT_EQ(s.unseen_switch_ins, 2u);
+  EXPECT_EQ(s.unseen_switch_ins, 3u);
   EXPECT_EQ(s.unseen_switch_ins_ended_running, 1u);
+  EXPECT_EQ(s.unseen_switch_ins_ended_by_run_time, 1u);
   const ThreadSummary* main = nullptr;
   for (const ProcessSummary& p : s.processes) {
     for (const ThreadSummary& t : p.threads) {
@@ -220,8 +225,8 @@ TEST(OsSummaryTest, UnseenSwitchInsAreCounted) {
     }
   }
   ASSERT_NE(main, nullptr);
-  EXPECT_EQ(main->voluntary_switches, 3u);
-  EXPECT_EQ(main->off_cpu_ns, 4000u);
+  EXPECT_EQ(main->voluntary_switches, 4u);
+  EXPECT_EQ(main->off_cpu_ns, 4050u);
 }
 
 TEST(OsSummaryTest, TrainingJobTotals) {

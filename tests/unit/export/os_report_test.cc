@@ -541,21 +541,30 @@ TEST(OsTextReportTest, ProcessThreadSyscallAndOffCpuRows) {
 }
 
 // Intervals whose switch-in the kernel never traced: the header says how
-// many, and how many end at a syscall (an upper bound) and at the wakeup
-// (a lower bound); JSON counts them.
+// many, and how many end at a syscall (an upper bound), by the run time at
+// the next switch-out, and (older traces) at the wakeup (a lower bound);
+// JSON counts them.
 TEST(OsTextReportTest, UnseenSwitchInsAreSaid) {
   OsSummary s = MakeSummary();
   EXPECT_EQ(Text(s).find("without a sched_switch"), std::string::npos);
   JsonChecks(Json(s)).Expect("d['unseen_switch_ins']", "0");
   s.unseen_switch_ins = 3;
   s.unseen_switch_ins_ended_running = 2;
+  s.unseen_switch_ins_ended_by_run_time = 1;
   EXPECT_NE(Text(s).find("note:      3 off-CPU interval(s) came back without a sched_switch the kernel traced: "
-                         "counted; 2 end(s) taken at the thread's next syscall (an upper bound), 1 at the wakeup"),
+                         "counted; 2 end(s) taken at the thread's next syscall (an upper bound), 1 from its run "
+                         "time at its next switch-out\n"),
             std::string::npos)
       << Text(s);
   JsonChecks json(Json(s));
   json.Expect("d['unseen_switch_ins']", "3");
   json.Expect("d['unseen_switch_ins_ended_running']", "2");
+  json.Expect("d['unseen_switch_ins_ended_by_run_time']", "1");
+  s.unseen_switch_ins = 4;
+  EXPECT_NE(Text(s).find("1 from its run time at its next switch-out, 1 at the wakeup (recorded by an older "
+                         "tracer: a lower bound)\n"),
+            std::string::npos)
+      << Text(s);
 }
 
 TEST(OsTextReportTest, DropsAndReadErrorsAreLoud) {
