@@ -43,6 +43,42 @@ uint64_t SegmentHash(const std::vector<SequenceToken>& t, size_t from, size_t to
   return h ^ (to - from) * 0x9e3779b97f4a7c15ull;
 }
 
+// The steady iteration's sequence, and whether a stretch of tokens is
+// like it: the same sequence, or the same length and symbol counts within
+// the tolerance (an occasional extra memset).
+class UnitShape {
+ public:
+  UnitShape(const std::vector<SequenceToken>& t, size_t from, size_t unit, size_t symbols,
+            const PeriodOptions& options)
+      : t_(t),
+        unit_(unit),
+        hash_(SegmentHash(t, from, from + unit)),
+        tol_(std::max<size_t>(2, static_cast<size_t>(std::ceil(options.tolerance * unit)))),
+        hist_(symbols, 0) {
+    for (size_t i = from; i < from + unit; ++i) ++hist_[t[i].symbol];
+  }
+  size_t tolerance() const { return tol_; }
+
+  // `hash`: SegmentHash(t, from, to), where the caller has it.
+  bool Like(size_t from, size_t to, uint64_t hash) {
+    if (hash == hash_) return true;
+    const size_t len = to - from;
+    if ((len > unit_ ? len - unit_ : unit_ - len) > tol_) return false;
+    int64_t distance = static_cast<int64_t>(unit_);
+    for (size_t k = from; k < to; ++k) distance += hist_[t_[k].symbol]-- > 0 ? -1 : 1;
+    for (size_t k = from; k < to; ++k) ++hist_[t_[k].symbol];
+    return distance <= static_cast<int64_t>(tol_);
+  }
+  bool Like(size_t from, size_t to) { return Like(from, to, SegmentHash(t_, from, to)); }
+
+ private:
+  const std::vector<SequenceToken>& t_;
+  size_t unit_;
+  uint64_t hash_;
+  size_t tol_;
+  std::vector<int32_t> hist_;
+};
+
 Segmentation Evaluate(const std::vector<SequenceToken>& t, std::vector<size_t> cuts, size_t symbols,
                       const PeriodOptions& options) {
   Segmentation s;
@@ -68,21 +104,12 @@ Segmentation Evaluate(const std::vector<SequenceToken>& t, std::vector<size_t> c
   }
   s.representative = best_first;
   s.unit = s.cuts[best_first + 1] - s.cuts[best_first];
-  const size_t tol = std::max<size_t>(2, static_cast<size_t>(std::ceil(options.tolerance * s.unit)));
-  std::vector<int32_t> hist(symbols, 0);
-  for (size_t i = s.cuts[best_first]; i < s.cuts[best_first + 1]; ++i) ++hist[t[i].symbol];
+  UnitShape shape(t, s.cuts[best_first], s.unit, symbols, options);
   s.steady.assign(n, 0);
   std::vector<uint64_t> durations;
   for (size_t i = 0; i < n; ++i) {
     const size_t from = s.cuts[i], to = s.cuts[i + 1], len = to - from;
-    bool steady = hashes[i] == dominant;
-    if (!steady && (len > s.unit ? len - s.unit : s.unit - len) <= tol) {
-      int64_t distance = static_cast<int64_t>(s.unit);
-      for (size_t k = from; k < to; ++k) distance += hist[t[k].symbol]-- > 0 ? -1 : 1;
-      for (size_t k = from; k < to; ++k) ++hist[t[k].symbol];
-      steady = distance <= static_cast<int64_t>(tol);
-    }
-    if (!steady) continue;
+    if (!shape.Like(from, to, hashes[i])) continue;
     s.steady[i] = 1;
     ++s.steady_count;
     s.steady_tokens += len;
@@ -500,6 +527,47 @@ std::vector<size_t> CycleCuts(const std::vector<SequenceToken>& t, const Segment
   return cuts;
 }
 
+// Steady iterations at the end of a leading irregular segment cut off it.
+// The first cut goes back from the first anchor by as many cut tokens as
+// the steady unit holds; where the first iteration holds fewer (one wait
+// less), that cut lands in the start-up, and the first iteration was
+// counted with it as one warm-up step.  Only before the first steady
+// segment: an irregular segment between steady ones is an iteration with
+// extra work, and after the last cut nothing ends an iteration.
+Segmentation PeelSteadyIterations(const std::vector<SequenceToken>& t, Segmentation fin, size_t symbols,
+                                  const PeriodOptions& options) {
+  size_t first_steady = 0;
+  while (first_steady < fin.segments() && !fin.steady[first_steady]) ++first_steady;
+  if (first_steady == 0 || first_steady == fin.segments()) return fin;
+  const size_t rep = fin.cuts[fin.representative];
+  const uint32_t cut_symbol = t[rep].symbol;
+  UnitShape shape(t, rep, fin.unit, symbols, options);
+  // The length (the unit's, else within the tolerance) of an iteration like
+  // the steady one that ends at `to`, starts with the cut token and leaves
+  // some of [from, to) before it; 0: none.
+  auto steady_tail = [&](size_t from, size_t to) -> size_t {
+    for (size_t d = 0; d <= shape.tolerance(); ++d) {
+      for (size_t len : {fin.unit + d, fin.unit - std::min(d, fin.unit)}) {
+        if (len > 0 && len < to - from && t[to - len].symbol == cut_symbol && shape.Like(to - len, to)) return len;
+      }
+    }
+    return 0;
+  };
+  std::vector<size_t> cuts;
+  for (size_t i = 0; i < first_steady; ++i) {
+    const size_t from = fin.cuts[i];
+    std::vector<size_t> peeled;
+    for (size_t end = fin.cuts[i + 1], len; (len = steady_tail(from, end)) > 0; end -= len) {
+      peeled.push_back(end - len);
+    }
+    cuts.push_back(from);
+    cuts.insert(cuts.end(), peeled.rbegin(), peeled.rend());
+  }
+  if (cuts.size() == first_steady) return fin;
+  cuts.insert(cuts.end(), fin.cuts.begin() + first_steady, fin.cuts.end());
+  return Evaluate(t, std::move(cuts), symbols, options);
+}
+
 // Why an irregular iteration is left out, by where it lies.
 std::string LeftOutReason(size_t i, size_t first_steady, size_t last_steady, size_t tokens, size_t unit) {
   const std::string size = absl::StrFormat("%d tokens, the steady iteration has %d", tokens, unit);
@@ -581,7 +649,8 @@ PeriodResult FindRepeatingSequence(const std::vector<SequenceToken>& t, const st
   r.anchor_symbol = chosen->anchor;
   const size_t cut_pos = CutPosition(t, *chosen, preferred_cut, options, r.cut_preferred);
   r.cut_symbol = t[chosen->cuts[chosen->representative] + cut_pos].symbol;
-  Segmentation fin = Evaluate(t, CycleCuts(t, *chosen, cut_pos), symbols, options);
+  Segmentation fin =
+      PeelSteadyIterations(t, Evaluate(t, CycleCuts(t, *chosen, cut_pos), symbols, options), symbols, options);
   if (fin.segments() == 0 || fin.steady_count < options.min_iterations) {
     r.why_not = absl::StrFormat("the repeating unit found (%d tokens) did not survive the cut", chosen->unit);
     return r;

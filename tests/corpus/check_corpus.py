@@ -140,6 +140,13 @@ PROFILES = {
         "ppo_rollout": {
             "args": ["--device", "cpu", "--log-every", "3"],
             "iters": 30},
+        "dqn_replay": {
+            "args": ["--device", "cpu", "--learning-starts", "500", "--log-every", "25"],
+            "iters": 200},
+        "batch_inference": {
+            "args": ["--device", "cpu", "--arch", "small", "--image-size", "32", "-b", "16", "-j", "1",
+                     "--num-classes", "10", "--log-every", "10"],
+            "iters": 80},
         "dcgan": {
             "args": ["--device", "cpu", "--image-size", "32", "--ngf", "16", "--ndf", "16", "--batch-size", "16",
                      "--workers", "1", "--dataset-size", "4000", "--log-every", "10"],
@@ -222,6 +229,12 @@ PROFILES = {
         "ppo_rollout": {
             "args": ["--device", "cuda", "--num-envs", "8", "--log-every", "5"],
             "iters": 60},
+        "dqn_replay": {
+            "args": ["--device", "cuda", "--log-every", "50"],
+            "iters": 1000},
+        "batch_inference": {
+            "args": ["--device", "cuda", "-b", "128", "-j", "4", "--log-every", "20"],
+            "iters": 300},
         "dcgan": {
             "args": ["--device", "cuda", "--workers", "4", "--log-every", "20"],
             "iters": 600},

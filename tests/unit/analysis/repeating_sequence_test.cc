@@ -34,6 +34,11 @@ class Stream {
       now_ += 10 * kUs;
     }
   }
+  // One token lasting `ns` (a wait, where tokens are waits).
+  void AddWait(uint32_t symbol, uint64_t ns) {
+    tokens_.push_back(SequenceToken{symbol, now_, now_ + ns});
+    now_ += ns + 5 * kUs;
+  }
   void Wait(uint64_t ns) { now_ += ns; }
   uint64_t now() const { return now_; }
   const std::vector<SequenceToken>& tokens() const { return tokens_; }
@@ -409,6 +414,44 @@ TEST(RepeatingSequenceTest, WarmUpAndLastBatchAreLeftOutWithTheReason) {
   EXPECT_TRUE(r.iterations[3].left_out.empty());
   EXPECT_NE(r.iterations.back().left_out.find("end of the run"), std::string::npos) << r.iterations.back().left_out;
   EXPECT_EQ(Steady(r), 20u);
+}
+
+TEST(RepeatingSequenceTest, AnIterationBetweenTheStartUpAndTheFirstCutIsCounted) {
+  // A batch-inference loop's main thread as the CPU-activity steps see it
+  // (tokens are waits; the pattern of a recorded run): each iteration waits
+  // 3 ms for its batch (W, the cut), blocks 5-7 more times (W), and ends
+  // with two calls made once an iteration (K, L: the anchor).  The number
+  // of short waits varies (13-15 tokens).  The first cut before the first
+  // anchor goes back as many W as the steady unit holds, and the first
+  // iteration holds one fewer: that cut lands in the start-up, and the
+  // first iteration, like the steady one, was counted with the start-up
+  // as one warm-up step.
+  constexpr uint32_t W = 0, a = 1, b = 2, c = 3, d = 4, K = 5, L = 6, junk = 7;
+  Stream s;
+  auto iteration = [&](const std::vector<uint32_t>& symbols) {
+    s.AddWait(W, 3 * kMs);
+    s.Add(std::vector<uint32_t>(symbols.begin() + 1, symbols.end()));
+  };
+  const std::vector<uint32_t> steady = {W, W, W, a, b, W, W, W, W, a, c, d, K, L};
+  const std::vector<uint32_t> fewer = {W, W, W, a, b, W, W, W, a, c, d, K, L};
+  const std::vector<uint32_t> more = {W, W, W, W, a, b, W, W, W, W, a, c, d, K, L};
+  s.Add(Range(10, 30));
+  s.Add({W, a, c, junk, 11, 12, 13, junk, 13, junk, 14, 14, junk, junk, junk, junk});
+  iteration(fewer);  // the first iteration
+  for (int i = 0; i < 40; ++i) iteration(i % 5 == 1 ? fewer : i % 5 == 3 ? more : steady);
+  s.AddWait(W, 3 * kMs);
+  PeriodOptions options;
+  options.tokens_are_waits = true;
+  options.tolerance = 0.25;
+  PeriodResult r = FindRepeatingSequence(s.tokens(), {}, options);
+  ASSERT_TRUE(r.found) << r.why_not;
+  EXPECT_EQ(r.unit_tokens, 14u);
+  EXPECT_EQ(Steady(r), 41u) << "the first iteration is counted";
+  // The start-up before it stays a warm-up step of its own.
+  ASSERT_GE(r.iterations.size(), 2u);
+  EXPECT_TRUE(r.iterations[0].warmup);
+  EXPECT_EQ(r.iterations[0].tokens, 16u);
+  EXPECT_TRUE(r.iterations[1].left_out.empty()) << r.iterations[1].left_out;
 }
 
 TEST(RepeatingSequenceTest, AnOccasionalExtraTokenIsTolerated) {
