@@ -18,6 +18,7 @@ const char* BottleneckKey(Bottleneck b) {
     case Bottleneck::kPageableCopies: return "pageable_sync_copies";
     case Bottleneck::kSerializedCopies: return "copies_serialized_with_compute";
     case Bottleneck::kLaunchBound: return "launch_bound";
+    case Bottleneck::kHostCpuWork: return "host_cpu_work";
     case Bottleneck::kCpuContention: return "cpu_contention";
     case Bottleneck::kIntermittentStalls: return "intermittent_stalls";
     case Bottleneck::kDominantStage: return "dominant_stage";
@@ -36,6 +37,7 @@ const char* BottleneckTitle(Bottleneck b) {
     case Bottleneck::kPageableCopies: return "synchronous copies from pageable memory";
     case Bottleneck::kSerializedCopies: return "copies serialized with compute";
     case Bottleneck::kLaunchBound: return "launch-bound (CPU dispatch)";
+    case Bottleneck::kHostCpuWork: return "CPU-bound (the job's own CPU work between GPU work)";
     case Bottleneck::kCpuContention: return "CPU contention (too many workers)";
     case Bottleneck::kIntermittentStalls: return "intermittent stalls";
     case Bottleneck::kDominantStage: return "one stage dominates the step";

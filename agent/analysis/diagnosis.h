@@ -51,6 +51,19 @@
 //                       time (kGraphIdleReduction); graphs already replayed,
 //                       the idle in the launch calls still outside graphs
 //                       (not estimated when there are none).
+//   host_cpu_work       the GPU is idle >= kGpuIdleHighShare of W and for
+//                       >= kHostWorkShare of W the thread runs its own code
+//                       away from CUDA calls (more than kHostWorkGapNs with
+//                       none: an RL environment's steps, preprocessing or
+//                       postprocessing in the loop), which launch_bound
+//                       does not count (its evidence names it).  The
+//                       job's shorter stretches of own work between CUDA
+//                       calls cannot be told from the framework's and stay
+//                       launch_bound's; so do the long ones of a job that
+//                       replays CUDA graphs (torch.compile's own work
+//                       between replays).  score: that idle time / W.  gain: not estimated (how much of that
+//                       work can leave the loop or overlap the GPU is the
+//                       job's design).
 //   cpu_contention      the thread is preempted or waits in the run queue
 //                       >= kContentionShare of W while >= kManyWorkers
 //                       data-worker processes run.  score: that share.  gain:
@@ -100,6 +113,7 @@ inline constexpr double kSerializedCopyBusyGpuShare = 0.03;
 inline constexpr double kSameStreamFraction = 0.50;
 inline constexpr double kCopyOverlapFraction = 0.20;
 inline constexpr double kLaunchBoundCpuFraction = 0.50;
+inline constexpr double kHostWorkShare = 0.15;
 inline constexpr uint64_t kShortKernelNs = 50'000;
 inline constexpr double kMinKernelsPerStep = 8;
 inline constexpr double kContentionShare = 0.10;
@@ -118,6 +132,7 @@ enum class Bottleneck {
   kPageableCopies,
   kSerializedCopies,
   kLaunchBound,
+  kHostCpuWork,     // the thread's own CPU work away from CUDA calls leaves the GPU idle
   kCpuContention,
   kIntermittentStalls,
   kDominantStage,   // no rule fired, but one stage takes > kDominantStageShare
@@ -176,6 +191,7 @@ std::optional<Finding> DataLoaderRule(const DiagnosisInputs& in);
 std::optional<Finding> PageableCopiesRule(const DiagnosisInputs& in);
 std::optional<Finding> SerializedCopiesRule(const DiagnosisInputs& in);
 std::optional<Finding> LaunchBoundRule(const DiagnosisInputs& in);
+std::optional<Finding> HostCpuWorkRule(const DiagnosisInputs& in);
 std::optional<Finding> CpuContentionRule(const DiagnosisInputs& in);
 std::optional<Finding> IntermittentStallsRule(const DiagnosisInputs& in);
 std::optional<Finding> StragglerRule(const DiagnosisInputs& in);

@@ -36,9 +36,22 @@ bool WorkersAtCoreCount(const StepAnalysis& a) {
 // dispatch and "other" stages but synchronizing: launching, other CUDA
 // calls, other code (and any cause added to those stages later).  What a
 // CUDA graph replay (or a bigger batch) shortens.
+// Where CUDA graphs are replayed, the long stretches between CUDA calls
+// are mostly the framework's own (torch.compile's guards and graph-tree
+// bookkeeping between replays), not the job's: they stay with launch_bound
+// as code between replays.
+bool HostWorkIsFrameworks(const DiagnosisInputs& in) { return in.analysis.practices.GraphsInUse(in.steps()); }
+
+// Running code between the thread's CUDA calls, as launch_bound counts it.
+uint64_t CodeBetweenCalls(const DiagnosisInputs& in) {
+  return in.Idle(IdleCause::kOtherCpu) + (HostWorkIsFrameworks(in) ? in.Idle(IdleCause::kHostWork) : 0);
+}
+
 // GPU idle while the job's CPU side was issuing or preparing work: launch
-// and other CUDA calls, running code, waiting for the autograd thread's or
-// the job's other threads' CPU work.  A wait nobody in the job ended (a
+// and other CUDA calls, running code between them, waiting for the
+// autograd thread's or the job's other threads' CPU work.  Not the job's
+// own CPU work away from CUDA calls (host_cpu_work): no CUDA graph shortens
+// that.  A wait nobody in the job ended (a
 // futex with an unknown waker, another blocking syscall) or a GPU sync is
 // not evidence that the CPU is too slow to feed the GPU.
 uint64_t CpuSideIdle(const DiagnosisInputs& in) {
@@ -47,7 +60,7 @@ uint64_t CpuSideIdle(const DiagnosisInputs& in) {
                           IdleCause::kWaitBackward, IdleCause::kWaitJobThreads}) {
     sum += in.Idle(cause);
   }
-  return sum;
+  return sum + (HostWorkIsFrameworks(in) ? in.Idle(IdleCause::kHostWork) : 0);
 }
 
 // Host-to-device copy time on streams that ran no kernels in the step.
@@ -274,11 +287,17 @@ std::optional<Finding> LaunchBoundRule(const DiagnosisInputs& in) {
       "CUDA calls %s and running other code %s of step time; %.0f kernels per step averaging %.1f us%s, "
       "%.0f launch calls per step taking %s of step time",
       Pct(idle), Pct(in.Share(in.Idle(IdleCause::kLaunching))), Pct(in.Share(in.Idle(IdleCause::kOtherCudaApi))),
-      Pct(in.Share(in.Idle(IdleCause::kOtherCpu))), kernels_per_step, mean_kernel_ns / 1e3,
+      Pct(in.Share(CodeBetweenCalls(in))), kernels_per_step, mean_kernel_ns / 1e3,
       t.gpu.comm_kernels_started == 0
           ? std::string()
           : absl::StrFormat(" (besides %.1f collectives' kernels)", in.PerStep(t.gpu.comm_kernels_started)),
       in.PerStep(t.api.launch), Pct(in.Share(t.cpu.launch_api_ns)));
+  if (const uint64_t host = in.Idle(IdleCause::kHostWork); host > 0 && !HostWorkIsFrameworks(in)) {
+    f.evidence += absl::StrFormat(
+        "; not counted here: %s of step time the thread ran its own code with no CUDA call for more than %.1f ms "
+        "at a time, which no CUDA graph shortens",
+        Pct(in.Share(host)), kHostWorkGapNs / 1e6);
+  }
   if (p.GraphsInUse(in.steps())) {
     // The graph replay is there: what is left is the launches still outside
     // the graphs, and the CPU work between replays.
@@ -305,7 +324,7 @@ std::optional<Finding> LaunchBoundRule(const DiagnosisInputs& in) {
         "CUDA calls between replays%s. Capture more of the step (the optimizer step too; no graph breaks, "
         "torch.compile(fullgraph=True)), move CPU work out of the loop, or raise the batch size so each replay "
         "does more work.",
-        Pct(idle), Pct(in.Share(in.Idle(IdleCause::kOtherCpu))), Pct(in.Share(in.Idle(IdleCause::kOtherCudaApi))),
+        Pct(idle), Pct(in.Share(CodeBetweenCalls(in))), Pct(in.Share(in.Idle(IdleCause::kOtherCudaApi))),
         p.kernel_launches > 0
             ? absl::StrFormat(", and %.1f kernel launches per step are still outside the graphs",
                               in.PerStep(p.kernel_launches))
@@ -323,6 +342,34 @@ std::optional<Finding> LaunchBoundRule(const DiagnosisInputs& in) {
         "(mode=\"reduce-overhead\") to fuse kernels and cut launches, or raise the batch size so each kernel "
         "does more work.";
   }
+  return f;
+}
+
+std::optional<Finding> HostCpuWorkRule(const DiagnosisInputs& in) {
+  const StepRecord& t = in.total();
+  const uint64_t host = in.Idle(IdleCause::kHostWork);
+  const double idle = in.Share(t.gpu.idle_ns);
+  if (idle < kGpuIdleHighShare || in.Share(host) < kHostWorkShare || HostWorkIsFrameworks(in)) return std::nullopt;
+  Finding f;
+  f.bottleneck = Bottleneck::kHostCpuWork;
+  f.score = in.Share(host);
+  f.gain_model =
+      "not estimated: how much of that work can leave the loop or overlap the GPU's is the job's design, which "
+      "the trace does not show";
+  f.evidence = absl::StrFormat(
+      "the GPU was idle %s of step time; while it was idle the launching thread ran its own code with no CUDA call "
+      "for more than %.1f ms at a time %s of step time, against launch calls %s, other CUDA calls %s and code "
+      "between CUDA calls %s; %.0f kernels and %.0f launch calls per step.",
+      Pct(idle), kHostWorkGapNs / 1e6, Pct(f.score), Pct(in.Share(in.Idle(IdleCause::kLaunching))),
+      Pct(in.Share(in.Idle(IdleCause::kOtherCudaApi))), Pct(in.Share(in.Idle(IdleCause::kOtherCpu))),
+      in.PerStep(t.gpu.compute_kernels_started()), in.PerStep(t.api.launch));
+  AppendGain(f);
+  f.recommendation =
+      "The GPU waits while the training thread does CPU work of its own between its GPU work (an environment's "
+      "steps, preprocessing or postprocessing, metrics or logic on the CPU): a CUDA graph or torch.compile would "
+      "not shorten it. Take it off the loop's critical path: vectorize it (batched numpy or torch ops), move it "
+      "to other processes (vectorized environments, DataLoader workers), or overlap it with the GPU (queue the "
+      "GPU work first, do the CPU work while it runs, synchronize last).";
   return f;
 }
 
@@ -528,6 +575,7 @@ const std::vector<DiagnosisRule>& DiagnosisRules() {
       {Bottleneck::kPageableCopies, &PageableCopiesRule, true},
       {Bottleneck::kSerializedCopies, &SerializedCopiesRule, true},
       {Bottleneck::kLaunchBound, &LaunchBoundRule, true},
+      {Bottleneck::kHostCpuWork, &HostCpuWorkRule, true},
       {Bottleneck::kCpuContention, &CpuContentionRule, true},
       {Bottleneck::kStraggler, &StragglerRule, true},
       {Bottleneck::kIntermittentStalls, &IntermittentStallsRule, /*steady_state=*/false},

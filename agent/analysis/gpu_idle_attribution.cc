@@ -43,7 +43,8 @@ IdleCause AttributeIdleInstant(const ThreadInstant& t) {
     }
     case ThreadOffCpuState::kOnCpu: break;
   }
-  return t.in_data_range ? IdleCause::kDataWaitRunning : IdleCause::kOtherCpu;
+  if (t.in_data_range) return IdleCause::kDataWaitRunning;
+  return t.away_from_cuda ? IdleCause::kHostWork : IdleCause::kOtherCpu;
 }
 
 const char* IdleCauseName(IdleCause cause) {
@@ -67,6 +68,7 @@ const char* IdleCauseName(IdleCause cause) {
     case IdleCause::kWaitJobThreads: return "waiting for the job's threads (CPU work)";
     case IdleCause::kFutexOther: return "futex wait (not data)";
     case IdleCause::kOtherSyscalls: return "other syscalls (blocked)";
+    case IdleCause::kHostWork: return "the job's CPU work, no CUDA call (running)";
     case IdleCause::kOtherCpu: return "other CPU work (running)";
     case IdleCause::kCount: break;
   }
@@ -94,6 +96,7 @@ const char* IdleCauseKey(IdleCause cause) {
     case IdleCause::kWaitJobThreads: return "wait_job_threads";
     case IdleCause::kFutexOther: return "futex_other";
     case IdleCause::kOtherSyscalls: return "other_syscalls";
+    case IdleCause::kHostWork: return "host_work";
     case IdleCause::kOtherCpu: return "other_cpu";
     case IdleCause::kCount: break;
   }

@@ -59,7 +59,17 @@ struct ThreadInstant {
   ThreadOffCpuState off_cpu = ThreadOffCpuState::kOnCpu;
   WaitOn wait_on = WaitOn::kNone;  // when blocked (futex, syscall, unknown)
   ThreadDiskState disk = ThreadDiskState::kNone;
+  // Inside a stretch of more than kHostWorkGapNs with no CUDA API call (in
+  // a step whose calls are recorded): the job's own CPU work, not the
+  // framework's dispatch between launches.
+  bool away_from_cuda = false;
 };
+
+// Framework code between two launches (Python, the dispatcher, autograd's
+// bookkeeping) takes tens of microseconds; a thread that runs this long
+// with no CUDA call is doing the job's own CPU work (an environment's
+// step, preprocessing, metrics in numpy), which no CUDA graph shortens.
+inline constexpr uint64_t kHostWorkGapNs = 200'000;
 
 // In the order AttributeIdleInstant tests them.
 enum class IdleCause : uint8_t {
@@ -92,7 +102,8 @@ enum class IdleCause : uint8_t {
   // 6. Elsewhere.
   kFutexOther,     // blocked in futex, no traced thread woke it (a timeout, an untraced waker)
   kOtherSyscalls,  // blocked in another syscall outside a data fetch
-  kOtherCpu,       // running other code: Python, the framework, the model's CPU work
+  kHostWork,       // running, away from CUDA calls (away_from_cuda): the job's own CPU work
+  kOtherCpu,       // running other code between CUDA calls: Python, the framework's dispatch
   kCount,
 };
 

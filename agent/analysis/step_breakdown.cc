@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <array>
+#include <utility>
+#include <vector>
 
 #include "absl/container/flat_hash_set.h"
 #include "analysis/cuda_api_class.h"
@@ -38,6 +40,7 @@ enum Counter : uint8_t {
   kGpuCollective,  // a collective's kernel (NCCL)
   kGpuMemcpy,
   kGpuMemset,
+  kAwayFromCuda,   // a stretch of more than kHostWorkGapNs between the thread's CUDA calls
   kCounterCount,
 };
 
@@ -126,6 +129,7 @@ ThreadInstant InstantOf(const Counts& c) {
   } else if (c[kWaitJobThreads] > 0) {
     t.wait_on = WaitOn::kJobThreads;
   }
+  t.away_from_cuda = c[kAwayFromCuda] > 0;
   if (c[kDiskRead] > 0) {
     t.disk = ThreadDiskState::kRead;
   } else if (c[kDiskWrite] > 0) {
@@ -302,6 +306,7 @@ class EdgeBuilder {
       case SpanKind::kCudaApi:
         if (starts_here) CountApiCall(s);
         if (clipped) Open(from, to, ApiCounter(s));
+        if (to >= from) api_calls_.push_back({from, to});
         break;
       case SpanKind::kDataRange:
         if (clipped) Open(from, to, kInData);
@@ -341,6 +346,24 @@ class EdgeBuilder {
       const uint64_t to = std::min(s->end_ns, end_);
       if (to > from && kernel_streams_.contains(s->id)) step_.gpu.htod_on_kernel_stream_ns += to - from;
     }
+  }
+
+  // The stretches of more than kHostWorkGapNs between the thread's CUDA
+  // calls (and the step's edges).  None in a step without recorded calls
+  // (kernel-only records, a step outside a capture window): there the
+  // trace cannot tell framework code from the job's own work.
+  void AddAwayFromCuda() {
+    if (api_calls_.empty()) return;
+    std::sort(api_calls_.begin(), api_calls_.end());
+    uint64_t cursor = start_;
+    auto away = [&](uint64_t until) {
+      if (until > cursor + kHostWorkGapNs) Open(cursor, until, kAwayFromCuda);
+    };
+    for (const auto& [from, to] : api_calls_) {
+      away(from);
+      cursor = std::max(cursor, to);
+    }
+    away(end_);
   }
 
   std::vector<Edge>& edges() { return edges_; }
@@ -428,6 +451,7 @@ class EdgeBuilder {
   const uint64_t end_;
   std::vector<Edge> edges_;
   absl::flat_hash_set<uint32_t> kernel_streams_;
+  std::vector<std::pair<uint64_t, uint64_t>> api_calls_;  // clipped to the step
 };
 
 bool ByNsThenDirection(const MemcpyPart& x, const MemcpyPart& y) {
@@ -472,6 +496,7 @@ StepRecord BreakDownStep(uint64_t start_ns, uint64_t end_ns, const std::vector<c
   EdgeBuilder builder(step, spans.size());
   for (const TimelineSpan* s : spans) builder.Add(*s);
   builder.AddHtodOnKernelStreams(spans);
+  builder.AddAwayFromCuda();
   std::sort(step.gpu.memcpy.begin(), step.gpu.memcpy.end(), ByNsThenDirection);
   SweepEdges(builder.edges(), step);
   return step;

@@ -315,6 +315,36 @@ TEST(DiagnosisPracticesTest, GraphCapturedMlpIsToldWhatIsLeft) {
   EXPECT_DOUBLE_EQ(*d.primary.gain, launching * 12.0 / 15.0);
 }
 
+// Graph replays with 600 us of torch.compile's own work between them (its
+// guards, the graph tree's bookkeeping): long stretches with no CUDA call,
+// but the framework's, not the job's.  They stay launch-bound's code between
+// replays, and host CPU work is not named.
+TEST(DiagnosisPracticesTest, LongStretchesBetweenGraphReplaysAreTheFrameworksNotHostWork) {
+  Sim sim(2);
+  for (int i = 0; i < kSteps; ++i) {
+    sim.BeginStep();
+    for (int g = 0; g < 3; ++g) {
+      sim.GraphLaunch(10, 3 * kUs, kCompute);
+      sim.Cpu(600 * kUs);
+    }
+    sim.Sync();
+    sim.EndStep();
+  }
+  StepAnalysis a = sim.Analyze();
+  ASSERT_TRUE(a.practices.GraphsInUse(a.measured_steps));
+  const StepRecord& t = a.measured_total;
+  ASSERT_GT(t.gpu_idle[static_cast<size_t>(IdleCause::kHostWork)], 0u);
+  Diagnosis d = Diagnose(a);
+  EXPECT_EQ(d.primary.bottleneck, Bottleneck::kLaunchBound) << Describe(d);
+  EXPECT_FALSE(HasFinding(d, Bottleneck::kHostCpuWork)) << Describe(d);
+  const double between = Share(t.gpu_idle[static_cast<size_t>(IdleCause::kHostWork)] +
+                                   t.gpu_idle[static_cast<size_t>(IdleCause::kOtherCpu)],
+                               a.measured_wall_ns);
+  EXPECT_NE(d.primary.evidence.find(absl::StrFormat("running other code %.1f%%", 100 * between)), std::string::npos)
+      << d.primary.evidence;
+  EXPECT_EQ(d.primary.evidence.find("not counted here"), std::string::npos) << d.primary.evidence;
+}
+
 // Copies already pinned and async on the kernels' stream: what is left is
 // overlap, not pinning.
 TEST(DiagnosisPracticesTest, PinnedAsyncCopiesAreNotToldToPin) {
@@ -420,12 +450,110 @@ TEST(DiagnosisPracticesTest, WorkersAtTheCoreCountAreNotToldToAddWorkers) {
   EXPECT_EQ(unknown.primary.recommendation.find("online CPUs"), std::string::npos);
 }
 
+// An RL loop (CleanRL's DQN): each step plays environment steps in numpy
+// between tiny forward passes, then takes one update of short kernels.  The
+// GPU idles while the thread runs code far from any CUDA call: the job's
+// own CPU work, not the framework's dispatch, so the finding is host CPU
+// work, not launch-bound, and it recommends no CUDA graph.
+TEST(DiagnosisTest, AnEnvironmentBetweenShortKernelsIsTheJobsCpuWorkNotLaunchBound) {
+  Sim sim(0);
+  for (int i = 0; i < kSteps; ++i) {
+    sim.BeginStep();
+    for (int env = 0; env < 10; ++env) {
+      sim.Cpu(400 * kUs);  // the environment's step and the replay buffer, in numpy
+      for (int k = 0; k < 4; ++k) {
+        sim.Launch(3 * kUs, kCompute);  // the policy's forward pass
+        sim.Cpu(15 * kUs);
+      }
+      sim.Sync();  // actions back to the CPU
+    }
+    for (int k = 0; k < 40; ++k) {  // the update
+      sim.Launch(4 * kUs, kCompute);
+      sim.Cpu(20 * kUs);
+    }
+    sim.Sync();
+    sim.EndStep();
+  }
+  StepAnalysis a = sim.Analyze();
+  Diagnosis d = Diagnose(a);
+  EXPECT_EQ(d.primary.bottleneck, Bottleneck::kHostCpuWork) << Describe(d);
+  EXPECT_FALSE(HasFinding(d, Bottleneck::kLaunchBound)) << Describe(d);
+  const StepRecord& t = a.measured_total;
+  // 10 x 400 us a step away from CUDA calls, less the step's first edge.
+  EXPECT_GT(t.gpu_idle[static_cast<size_t>(IdleCause::kHostWork)], 35u * 100 * kUs * (kSteps - 1));
+  EXPECT_DOUBLE_EQ(d.primary.score, Share(t.gpu_idle[static_cast<size_t>(IdleCause::kHostWork)], a.measured_wall_ns));
+  EXPECT_FALSE(d.primary.gain.has_value());
+  EXPECT_NE(d.primary.evidence.find("no CUDA call for more than 0.2 ms"), std::string::npos) << d.primary.evidence;
+  EXPECT_NE(d.primary.recommendation.find("would not shorten it"), std::string::npos);
+  EXPECT_EQ(d.primary.recommendation.find("capture the step"), std::string::npos);
+
+  // The same loop with the environment's work cut to 100 us between the
+  // forward passes: framework-paced, launch-bound as before.
+  Sim fast(0);
+  for (int i = 0; i < kSteps; ++i) {
+    fast.BeginStep();
+    for (int env = 0; env < 10; ++env) {
+      fast.Cpu(100 * kUs);
+      for (int k = 0; k < 4; ++k) {
+        fast.Launch(3 * kUs, kCompute);
+        fast.Cpu(15 * kUs);
+      }
+      fast.Sync();
+    }
+    for (int k = 0; k < 40; ++k) {
+      fast.Launch(4 * kUs, kCompute);
+      fast.Cpu(20 * kUs);
+    }
+    fast.Sync();
+    fast.EndStep();
+  }
+  Diagnosis launch = Diagnose(fast.Analyze());
+  EXPECT_EQ(launch.primary.bottleneck, Bottleneck::kLaunchBound) << Describe(launch);
+  EXPECT_FALSE(HasFinding(launch, Bottleneck::kHostCpuWork)) << Describe(launch);
+  EXPECT_EQ(launch.primary.evidence.find("not counted here"), std::string::npos) << launch.primary.evidence;
+}
+
+// Both: launch-bound updates beside an environment's work that takes 20% of
+// the step far from CUDA calls.  Launch-bound stays primary, its evidence
+// and gain leave the environment's work out, and host CPU work is the
+// second finding.
+TEST(DiagnosisTest, LaunchBoundUpdatesBesideSomeHostWorkNameBoth) {
+  Sim sim(0);
+  for (int i = 0; i < kSteps; ++i) {
+    sim.BeginStep();
+    sim.Cpu(1 * kMs);  // the environment's steps, in numpy
+    for (int k = 0; k < 160; ++k) {
+      sim.Launch(3 * kUs, kCompute);
+      sim.Cpu(20 * kUs);
+    }
+    sim.Sync();
+    sim.EndStep();
+  }
+  StepAnalysis a = sim.Analyze();
+  Diagnosis d = Diagnose(a);
+  EXPECT_EQ(d.primary.bottleneck, Bottleneck::kLaunchBound) << Describe(d);
+  ASSERT_TRUE(HasFinding(d, Bottleneck::kHostCpuWork)) << Describe(d);
+  const StepRecord& t = a.measured_total;
+  const double host = Share(t.gpu_idle[static_cast<size_t>(IdleCause::kHostWork)], a.measured_wall_ns);
+  EXPECT_GE(host, kHostWorkShare);
+  EXPECT_NE(d.primary.evidence.find(absl::StrFormat("not counted here: %.1f%% of step time", 100 * host)),
+            std::string::npos)
+      << d.primary.evidence;
+  const double cpu_side = Share(t.gpu_idle[static_cast<size_t>(IdleCause::kLaunching)] +
+                                    t.gpu_idle[static_cast<size_t>(IdleCause::kOtherCpu)] +
+                                    t.gpu_idle[static_cast<size_t>(IdleCause::kOtherCudaApi)],
+                                a.measured_wall_ns);
+  ASSERT_TRUE(d.primary.gain.has_value());
+  EXPECT_NEAR(*d.primary.gain, cpu_side * kGraphIdleReduction, 1e-9);
+}
+
 // Adding a rule is one function and one entry: each rule is listed once.
 TEST(DiagnosisRuleTableTest, ListsEveryRuleOnce) {
   const std::vector<Bottleneck> expected = {Bottleneck::kGpuBound,        Bottleneck::kDataLoader,
                                             Bottleneck::kPageableCopies,  Bottleneck::kSerializedCopies,
-                                            Bottleneck::kLaunchBound,     Bottleneck::kCpuContention,
-                                            Bottleneck::kStraggler,       Bottleneck::kIntermittentStalls};
+                                            Bottleneck::kLaunchBound,     Bottleneck::kHostCpuWork,
+                                            Bottleneck::kCpuContention,   Bottleneck::kStraggler,
+                                            Bottleneck::kIntermittentStalls};
   std::vector<Bottleneck> listed;
   for (const DiagnosisRule& r : DiagnosisRules()) {
     listed.push_back(r.bottleneck);

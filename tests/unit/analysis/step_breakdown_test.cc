@@ -432,6 +432,40 @@ TEST(StepBreakdownTest, ACollectivesKernelAloneIsCommunicationNotComputeNorIdle)
   EXPECT_EQ(s.stages[static_cast<size_t>(Stage::kTransfer)], 0u);
 }
 
+// Running code between CUDA calls is the framework's dispatch ("other CPU
+// work") while the calls come within kHostWorkGapNs of each other; a longer
+// stretch with none is the job's own CPU work ("host work"), except where
+// the thread was off the CPU in it.  A step with no CUDA call recorded has
+// no host work: there the trace cannot tell the two apart.
+TEST(StepBreakdownTest, RunningFarFromCudaCallsIsTheJobsOwnCpuWork) {
+  constexpr uint64_t kUs = 1'000;
+  ASSERT_EQ(kHostWorkGapNs, 200 * kUs);
+  const std::vector<v1::Event> events = {
+      Range(0, 1000 * kUs, "step 0"),
+      Range(1000 * kUs, 2000 * kUs, "step 1"),
+      Api(10 * kUs, 20 * kUs, "cudaLaunchKernel_v7000", 1),
+      Api(170 * kUs, 180 * kUs, "cudaLaunchKernel_v7000", 2),  // 150 us after the last: dispatch
+      OffCpu(300 * kUs, 350 * kUs, v1::OFF_CPU_CAUSE_FUTEX),  // inside the 420 us stretch
+      Api(600 * kUs, 610 * kUs, "cudaLaunchKernel_v7000", 3),
+      // 390 us to the step's end; step 1 has no CUDA call at all.
+  };
+  StepOptions options;
+  options.warmup_steps = 0;
+  auto a = AnalyzeStepEvents(Header(), events, options);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_EQ(a->steps.size(), 2u);
+  const StepRecord& s = a->steps[0];
+  EXPECT_EQ(s.gpu.idle_ns, 1000 * kUs);
+  EXPECT_EQ(s.gpu_idle[Cause(IdleCause::kLaunching)], 30 * kUs);
+  EXPECT_EQ(s.gpu_idle[Cause(IdleCause::kOtherCpu)], (10 + 150) * kUs);
+  EXPECT_EQ(s.gpu_idle[Cause(IdleCause::kHostWork)], (420 - 50 + 390) * kUs);
+  EXPECT_EQ(s.gpu_idle[Cause(IdleCause::kFutexOther)], 50 * kUs);
+  EXPECT_EQ(s.stages[St(Stage::kOther)], (160 + 760 + 50) * kUs);
+  const StepRecord& none = a->steps[1];
+  EXPECT_EQ(none.gpu_idle[Cause(IdleCause::kHostWork)], 0u);
+  EXPECT_EQ(none.gpu_idle[Cause(IdleCause::kOtherCpu)], 1000 * kUs);
+}
+
 // ---- Randomized steps against a brute-force model ------------------------
 
 struct Interval {
