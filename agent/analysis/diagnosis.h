@@ -60,8 +60,9 @@
 //                       job's shorter stretches of own work between CUDA
 //                       calls cannot be told from the framework's and stay
 //                       launch_bound's; so do the long ones of a job that
-//                       replays CUDA graphs (torch.compile's own work
-//                       between replays).  score: that idle time / W.  gain: not estimated (how much of that
+//                       replays CUDA graphs or runs torch.compile's kernels
+//                       (its own work between them: guards, a compiled
+//                       optimizer).  score: that idle time / W.  gain: not estimated (how much of that
 //                       work can leave the loop or overlap the GPU is the
 //                       job's design).
 //   cpu_contention      the thread is preempted or waits in the run queue

@@ -36,11 +36,14 @@ bool WorkersAtCoreCount(const StepAnalysis& a) {
 // dispatch and "other" stages but synchronizing: launching, other CUDA
 // calls, other code (and any cause added to those stages later).  What a
 // CUDA graph replay (or a bigger batch) shortens.
-// Where CUDA graphs are replayed, the long stretches between CUDA calls
-// are mostly the framework's own (torch.compile's guards and graph-tree
-// bookkeeping between replays), not the job's: they stay with launch_bound
-// as code between replays.
-bool HostWorkIsFrameworks(const DiagnosisInputs& in) { return in.analysis.practices.GraphsInUse(in.steps()); }
+// Where CUDA graphs are replayed or torch.compile made the kernels, the
+// long stretches between CUDA calls are mostly the framework's own (guards,
+// the graph tree's bookkeeping, a compiled optimizer's), not the job's:
+// they stay with launch_bound as code between calls.
+bool HostWorkIsFrameworks(const DiagnosisInputs& in) {
+  const JobPractices& p = in.analysis.practices;
+  return p.GraphsInUse(in.steps()) || p.CompiledInUse();
+}
 
 // Running code between the thread's CUDA calls, as launch_bound counts it.
 uint64_t CodeBetweenCalls(const DiagnosisInputs& in) {

@@ -1,6 +1,8 @@
 // Counting what the job already does; see job_practices.h.
 #include "analysis/job_practices.h"
 
+#include "absl/strings/match.h"
+
 #include <algorithm>
 #include <iterator>
 #include <string_view>
@@ -50,6 +52,7 @@ void JobPracticeTally::Add(const v1::Event& e) {
       if (!InMeasuredStep(e.ts_ns())) break;
       ++practices_.kernels;
       if (e.gpu_kernel().graph_id() != 0) ++practices_.graph_kernels;
+      if (absl::StartsWith(e.gpu_kernel().name(), "triton_")) ++practices_.compiled_kernels;
       break;
     case v1::Event::kGpuMemcpy: {
       const v1::GpuMemcpy& m = e.gpu_memcpy();

@@ -345,6 +345,33 @@ TEST(DiagnosisPracticesTest, LongStretchesBetweenGraphReplaysAreTheFrameworksNot
   EXPECT_EQ(d.primary.evidence.find("not counted here"), std::string::npos) << d.primary.evidence;
 }
 
+// The same stretches between torch.compile's own kernels launched without
+// graphs (mode="default", a compiled optimizer): the framework's too.
+TEST(DiagnosisPracticesTest, LongStretchesBetweenCompiledKernelsAreTheFrameworksNotHostWork) {
+  auto run = [](const std::string& kernel_name) {
+    Sim sim(2);
+    for (int i = 0; i < kSteps; ++i) {
+      sim.BeginStep();
+      for (int g = 0; g < 3; ++g) {
+        for (int k = 0; k < 10; ++k) sim.Launch(3 * kUs, kCompute, 8 * kUs, kernel_name);
+        sim.Cpu(600 * kUs);
+      }
+      sim.Sync();
+      sim.EndStep();
+    }
+    return sim.Analyze();
+  };
+  StepAnalysis compiled = run("triton_poi_fused_addmm_relu_0");
+  EXPECT_TRUE(compiled.practices.CompiledInUse());
+  Diagnosis d = Diagnose(compiled);
+  EXPECT_EQ(d.primary.bottleneck, Bottleneck::kLaunchBound) << Describe(d);
+  EXPECT_FALSE(HasFinding(d, Bottleneck::kHostCpuWork)) << Describe(d);
+  // Eager kernels with the same stretches: the job's own work.
+  StepAnalysis eager = run("void at::native::elementwise_kernel<128, 2>");
+  EXPECT_FALSE(eager.practices.CompiledInUse());
+  EXPECT_TRUE(HasFinding(Diagnose(eager), Bottleneck::kHostCpuWork)) << Describe(Diagnose(eager));
+}
+
 // Copies already pinned and async on the kernels' stream: what is left is
 // overlap, not pinning.
 TEST(DiagnosisPracticesTest, PinnedAsyncCopiesAreNotToldToPin) {
