@@ -477,17 +477,15 @@ TEST(DiagnosisPracticesTest, WorkersAtTheCoreCountAreNotToldToAddWorkers) {
   EXPECT_EQ(unknown.primary.recommendation.find("online CPUs"), std::string::npos);
 }
 
-// An RL loop (CleanRL's DQN): each step plays environment steps in numpy
-// between tiny forward passes, then takes one update of short kernels.  The
-// GPU idles while the thread runs code far from any CUDA call: the job's
-// own CPU work, not the framework's dispatch, so the finding is host CPU
-// work, not launch-bound, and it recommends no CUDA graph.
-TEST(DiagnosisTest, AnEnvironmentBetweenShortKernelsIsTheJobsCpuWorkNotLaunchBound) {
+// One DQN-like step per loop: 10 environment steps of `env_ns` each in
+// numpy, each followed by a tiny forward pass and its sync, then an update
+// of 40 short kernels.
+StepAnalysis DqnLoop(uint64_t env_ns) {
   Sim sim(0);
   for (int i = 0; i < kSteps; ++i) {
     sim.BeginStep();
     for (int env = 0; env < 10; ++env) {
-      sim.Cpu(400 * kUs);  // the environment's step and the replay buffer, in numpy
+      sim.Cpu(env_ns);  // the environment's step and the replay buffer, in numpy
       for (int k = 0; k < 4; ++k) {
         sim.Launch(3 * kUs, kCompute);  // the policy's forward pass
         sim.Cpu(15 * kUs);
@@ -501,7 +499,16 @@ TEST(DiagnosisTest, AnEnvironmentBetweenShortKernelsIsTheJobsCpuWorkNotLaunchBou
     sim.Sync();
     sim.EndStep();
   }
-  StepAnalysis a = sim.Analyze();
+  return sim.Analyze();
+}
+
+// An RL loop (CleanRL's DQN): the GPU idles while the thread runs code far
+// from any CUDA call, the job's own CPU work, not the framework's dispatch:
+// the finding is host CPU work, not launch-bound, and recommends no CUDA
+// graph.  With the environment's work cut to 100 us between forward
+// passes, the loop is framework-paced and launch-bound as before.
+TEST(DiagnosisTest, AnEnvironmentBetweenShortKernelsIsTheJobsCpuWorkNotLaunchBound) {
+  StepAnalysis a = DqnLoop(400 * kUs);
   Diagnosis d = Diagnose(a);
   EXPECT_EQ(d.primary.bottleneck, Bottleneck::kHostCpuWork) << Describe(d);
   EXPECT_FALSE(HasFinding(d, Bottleneck::kLaunchBound)) << Describe(d);
@@ -514,27 +521,7 @@ TEST(DiagnosisTest, AnEnvironmentBetweenShortKernelsIsTheJobsCpuWorkNotLaunchBou
   EXPECT_NE(d.primary.recommendation.find("would not shorten it"), std::string::npos);
   EXPECT_EQ(d.primary.recommendation.find("capture the step"), std::string::npos);
 
-  // The same loop with the environment's work cut to 100 us between the
-  // forward passes: framework-paced, launch-bound as before.
-  Sim fast(0);
-  for (int i = 0; i < kSteps; ++i) {
-    fast.BeginStep();
-    for (int env = 0; env < 10; ++env) {
-      fast.Cpu(100 * kUs);
-      for (int k = 0; k < 4; ++k) {
-        fast.Launch(3 * kUs, kCompute);
-        fast.Cpu(15 * kUs);
-      }
-      fast.Sync();
-    }
-    for (int k = 0; k < 40; ++k) {
-      fast.Launch(4 * kUs, kCompute);
-      fast.Cpu(20 * kUs);
-    }
-    fast.Sync();
-    fast.EndStep();
-  }
-  Diagnosis launch = Diagnose(fast.Analyze());
+  Diagnosis launch = Diagnose(DqnLoop(100 * kUs));
   EXPECT_EQ(launch.primary.bottleneck, Bottleneck::kLaunchBound) << Describe(launch);
   EXPECT_FALSE(HasFinding(launch, Bottleneck::kHostCpuWork)) << Describe(launch);
   EXPECT_EQ(launch.primary.evidence.find("not counted here"), std::string::npos) << launch.primary.evidence;
