@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 
 #include "absl/container/flat_hash_map.h"
@@ -299,6 +300,13 @@ const Segmentation* ChooseSegmentation(const std::vector<SequenceToken>& t, cons
   return absorbed && finer != nullptr ? finer : chosen;
 }
 
+// How much the job waits at token i: its length where tokens are waits,
+// else the gap before it.  A step starts at the heaviest.
+int64_t WaitAt(const std::vector<SequenceToken>& t, size_t i, const PeriodOptions& options) {
+  if (options.tokens_are_waits) return static_cast<int64_t>(t[i].end_ns - t[i].start_ns);
+  return i == 0 ? 0 : static_cast<int64_t>(t[i].start_ns) - static_cast<int64_t>(t[i - 1].end_ns);
+}
+
 // Where in the cycle to cut: before the first of a run of preferred tokens
 // (the input's copy, then the target's), the unit read as a cycle; else
 // before the position with the largest median gap (or, with
@@ -333,12 +341,7 @@ size_t CutPosition(const std::vector<SequenceToken>& t, const Segmentation& chos
   size_t cut_pos = 0;
   std::vector<int64_t> gaps(sample.size());
   for (size_t j = 0; j < unit && !sample.empty(); ++j) {
-    for (size_t k = 0; k < sample.size(); ++k) {
-      const size_t i = sample[k] + j;
-      gaps[k] = options.tokens_are_waits
-                    ? static_cast<int64_t>(t[i].end_ns - t[i].start_ns)
-                    : static_cast<int64_t>(t[i].start_ns) - static_cast<int64_t>(t[i - 1].end_ns);
-    }
+    for (size_t k = 0; k < sample.size(); ++k) gaps[k] = WaitAt(t, sample[k] + j, options);
     if (const int64_t gap = Median(gaps); gap > best_gap) {
       best_gap = gap;
       cut_pos = j;
@@ -349,21 +352,39 @@ size_t CutPosition(const std::vector<SequenceToken>& t, const Segmentation& chos
 
 // The cuts before each segment's cut symbol (its rank-th in the unit).  A
 // segment without the cut symbol (a different iteration) gets no cut: it
-// joins the window before it, which is then left out.  Before the first
-// anchor and after the last one, the same number of cut symbols as in a
-// unit away: the first iteration (the anchor may come late in it) and the
-// last one (it may lack the anchor: a smaller batch).
-std::vector<size_t> CycleCuts(const std::vector<SequenceToken>& t, const Segmentation& chosen, size_t cut_pos) {
+// joins the window before it, which is then left out.  Where the cut symbol
+// recurs in a unit of waits (a thread's read, blocked on several times an
+// iteration, in a number that varies), the rank may land on another wait:
+// where the one it lands on is less than half the segment's heaviest (the
+// job's long wait), the segment is cut at the heaviest, as the cut position
+// was chosen; near-equal waits keep the rank, which is stable.  Not in
+// kernel sequences: there a stall mid-iteration would move the cut.
+// Before the first anchor and after the last one, the same number of cut
+// symbols as in a unit away: the first iteration (the anchor may come late
+// in it) and the last one (it may lack the anchor: a smaller batch).
+std::vector<size_t> CycleCuts(const std::vector<SequenceToken>& t, const Segmentation& chosen, size_t cut_pos,
+                              bool cut_preferred, const PeriodOptions& options) {
   const size_t n = t.size();
   const size_t rep = chosen.cuts[chosen.representative];
   const uint32_t cut_symbol = t[rep + cut_pos].symbol;
   size_t rank = 0;  // earlier occurrences of the cut symbol in the unit
   for (size_t j = 0; j < cut_pos; ++j) rank += t[rep + j].symbol == cut_symbol;
+  size_t per_unit = 0;
+  for (size_t j = 0; j < chosen.unit; ++j) per_unit += t[rep + j].symbol == cut_symbol;
   std::vector<size_t> cuts;
   for (size_t a = 0; a < chosen.cuts.size(); ++a) {
     const size_t from = chosen.cuts[a];
     const size_t to = a + 1 < chosen.cuts.size() ? chosen.cuts[a + 1] : n;
     size_t cut = n;
+    size_t heaviest = n;
+    int64_t heaviest_wait = INT64_MIN;
+    for (size_t i = from; i < to; ++i) {
+      if (t[i].symbol != cut_symbol) continue;
+      if (const int64_t w = WaitAt(t, i, options); w > heaviest_wait) {
+        heaviest_wait = w;
+        heaviest = i;
+      }
+    }
     if (from + cut_pos < to && t[from + cut_pos].symbol == cut_symbol) {
       cut = from + cut_pos;
     } else {
@@ -375,10 +396,12 @@ std::vector<size_t> CycleCuts(const std::vector<SequenceToken>& t, const Segment
         }
       }
     }
+    if (options.tokens_are_waits && per_unit > 1 && !cut_preferred && heaviest < n &&
+        (cut == n || 2 * WaitAt(t, cut, options) < heaviest_wait)) {
+      cut = heaviest;
+    }
     if (cut < n && (cuts.empty() || cut > cuts.back())) cuts.push_back(cut);
   }
-  size_t per_unit = 0;
-  for (size_t j = 0; j < chosen.unit; ++j) per_unit += t[rep + j].symbol == cut_symbol;
   if (cuts.empty()) return cuts;
   size_t seen = 0;
   for (size_t i = cuts.front(); i-- > 0;) {
@@ -520,7 +543,8 @@ PeriodResult FindRepeatingSequence(const std::vector<SequenceToken>& t, const st
   const size_t cut_pos = CutPosition(t, *chosen, preferred_cut, options, r.cut_preferred);
   r.cut_symbol = t[chosen->cuts[chosen->representative] + cut_pos].symbol;
   Segmentation fin =
-      PeelSteadyIterations(t, Evaluate(t, CycleCuts(t, *chosen, cut_pos), symbols, options), symbols, options);
+      PeelSteadyIterations(t, Evaluate(t, CycleCuts(t, *chosen, cut_pos, r.cut_preferred, options), symbols, options),
+                           symbols, options);
   if (fin.segments() == 0 || fin.steady_count < options.min_iterations) {
     r.why_not = absl::StrFormat("the repeating unit found (%d tokens) did not survive the cut", chosen->unit);
     return r;
