@@ -39,7 +39,6 @@ static __always_inline void send_interval(struct gpuos_sched_state *st, __u32 ti
 		e->woken_by_tid = st->woken_by_tid;
 		e->waker_pid = st->waker_pid;
 		e->waker_flags = st->waker_flags;
-		e->switch_in_unseen = how != GPUOS_END_SWITCH_IN;
 		e->end_how = how;
 		submit_event(e);
 	}

@@ -32,8 +32,8 @@ enum gpuos_interval_end {
  * running (from wakeup, or from switch-out when preempted).  On some
  * kernels (seen on 6.18 in a VM) a thread is now and then switched back in
  * with no sched_switch tracepoint at all (ftrace's own event misses it
- * too).  Such an interval is sent with switch_in_unseen, at the first sign
- * that the thread runs again (end_how, enum gpuos_interval_end): its next
+ * too).  Such an interval is sent, at the first sign that the thread runs
+ * again (end_how, enum gpuos_interval_end): its next
  * syscall entry or exit (duration_ns runs to there, an upper bound, and a
  * sleep in a syscall ends at that syscall's exit, right after the
  * switch-in), or else its next switch-out, where the thread's run time
@@ -51,8 +51,9 @@ struct gpuos_off_cpu_event {
 	__u32 woken_by_tid; /* the thread that woke it, 0 when not known or woken from an interrupt */
 	__u32 waker_pid;    /* woken_by_tid's thread group id, 0 when not known */
 	__u32 waker_flags;  /* enum gpuos_waker_flags */
-	__u32 switch_in_unseen;  /* 1: its switch-in was not traced (see above) */
-	__u32 end_how;           /* enum gpuos_interval_end: how its end is known */
+	__u32 end_how;      /* enum gpuos_interval_end: how its end is known; not
+			     * GPUOS_END_SWITCH_IN: its switch-in was not traced */
+	__u32 pad;
 };
 
 /* Per-thread state kept between switch-out and switch-in. */

@@ -32,10 +32,6 @@ bool WorkersAtCoreCount(const StepAnalysis& a) {
   return a.practices.online_cpus > 0 && a.worker_processes > 0 && a.worker_processes + 1 >= a.practices.online_cpus;
 }
 
-// GPU idle while the thread works on the CPU side -- the causes of the
-// dispatch and "other" stages but synchronizing: launching, other CUDA
-// calls, other code (and any cause added to those stages later).  What a
-// CUDA graph replay (or a bigger batch) shortens.
 // Where CUDA graphs are replayed or torch.compile made the kernels, the
 // long stretches between CUDA calls are mostly the framework's own (guards,
 // the graph tree's bookkeeping, a compiled optimizer's), not the job's:
@@ -54,16 +50,16 @@ uint64_t CodeBetweenCalls(const DiagnosisInputs& in) {
 // and other CUDA calls, running code between them, waiting for the
 // autograd thread's or the job's other threads' CPU work.  Not the job's
 // own CPU work away from CUDA calls (host_cpu_work): no CUDA graph shortens
-// that.  A wait nobody in the job ended (a
-// futex with an unknown waker, another blocking syscall) or a GPU sync is
-// not evidence that the CPU is too slow to feed the GPU.
+// that.  A wait nobody in the job ended (a futex with an unknown waker,
+// another blocking syscall) or a GPU sync is not evidence that the CPU is
+// too slow to feed the GPU.
 uint64_t CpuSideIdle(const DiagnosisInputs& in) {
-  uint64_t sum = 0;
-  for (IdleCause cause : {IdleCause::kLaunching, IdleCause::kOtherCudaApi, IdleCause::kOtherCpu,
-                          IdleCause::kWaitBackward, IdleCause::kWaitJobThreads}) {
+  uint64_t sum = CodeBetweenCalls(in);
+  for (IdleCause cause :
+       {IdleCause::kLaunching, IdleCause::kOtherCudaApi, IdleCause::kWaitBackward, IdleCause::kWaitJobThreads}) {
     sum += in.Idle(cause);
   }
-  return sum + (HostWorkIsFrameworks(in) ? in.Idle(IdleCause::kHostWork) : 0);
+  return sum;
 }
 
 // Host-to-device copy time on streams that ran no kernels in the step.

@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdint>
 #include <cstdlib>
 
 #include "absl/container/flat_hash_map.h"
@@ -371,20 +370,12 @@ std::vector<size_t> CycleCuts(const std::vector<SequenceToken>& t, const Segment
   for (size_t j = 0; j < cut_pos; ++j) rank += t[rep + j].symbol == cut_symbol;
   size_t per_unit = 0;
   for (size_t j = 0; j < chosen.unit; ++j) per_unit += t[rep + j].symbol == cut_symbol;
+  const bool recurring_wait = options.tokens_are_waits && per_unit > 1 && !cut_preferred;
   std::vector<size_t> cuts;
   for (size_t a = 0; a < chosen.cuts.size(); ++a) {
     const size_t from = chosen.cuts[a];
     const size_t to = a + 1 < chosen.cuts.size() ? chosen.cuts[a + 1] : n;
     size_t cut = n;
-    size_t heaviest = n;
-    int64_t heaviest_wait = INT64_MIN;
-    for (size_t i = from; i < to; ++i) {
-      if (t[i].symbol != cut_symbol) continue;
-      if (const int64_t w = WaitAt(t, i, options); w > heaviest_wait) {
-        heaviest_wait = w;
-        heaviest = i;
-      }
-    }
     if (from + cut_pos < to && t[from + cut_pos].symbol == cut_symbol) {
       cut = from + cut_pos;
     } else {
@@ -396,9 +387,14 @@ std::vector<size_t> CycleCuts(const std::vector<SequenceToken>& t, const Segment
         }
       }
     }
-    if (options.tokens_are_waits && per_unit > 1 && !cut_preferred && heaviest < n &&
-        (cut == n || 2 * WaitAt(t, cut, options) < heaviest_wait)) {
-      cut = heaviest;
+    if (recurring_wait) {
+      size_t heaviest = n;
+      for (size_t i = from; i < to; ++i) {
+        if (t[i].symbol == cut_symbol && (heaviest == n || WaitAt(t, i, options) > WaitAt(t, heaviest, options))) {
+          heaviest = i;
+        }
+      }
+      if (heaviest < n && (cut == n || 2 * WaitAt(t, cut, options) < WaitAt(t, heaviest, options))) cut = heaviest;
     }
     if (cut < n && (cuts.empty() || cut > cuts.back())) cuts.push_back(cut);
   }

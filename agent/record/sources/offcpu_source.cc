@@ -40,7 +40,7 @@ bool DecodeOffCpu(const void* data, size_t size, v1::Event* event, RecordEmit em
   o->set_waker_pid(e->waker_pid);
   o->set_woken_from_interrupt((e->waker_flags & GPUOS_WAKER_INTERRUPT) != 0);
   o->set_waker_context_known((e->waker_flags & GPUOS_WAKER_CONTEXT_KNOWN) != 0);
-  o->set_switch_in_unseen(e->switch_in_unseen != 0);
+  o->set_switch_in_unseen(e->end_how != GPUOS_END_SWITCH_IN);
   o->set_end_seen_running(e->end_how == GPUOS_END_SEEN_RUNNING);
   o->set_end_from_run_time(e->end_how == GPUOS_END_RUN_TIME);
   emit(*event);

@@ -140,11 +140,22 @@ TEST(EventDecoder, AnOffCpuRecordKeepsItsWaker) {
   EXPECT_TRUE(events[0].off_cpu().woken_from_interrupt());
   EXPECT_EQ(events[0].off_cpu().woken_by_tid(), 0u);
   EXPECT_FALSE(events[0].off_cpu().switch_in_unseen());
+  EXPECT_FALSE(events[0].off_cpu().end_seen_running());
+  EXPECT_FALSE(events[0].off_cpu().end_from_run_time());
 
-  e.switch_in_unseen = 1;
+  // An untraced switch-in, and how its end is known.
+  e.end_how = GPUOS_END_SEEN_RUNNING;
   events = Decode(&e, sizeof(e), &result);
   ASSERT_EQ(events.size(), 1u);
   EXPECT_TRUE(events[0].off_cpu().switch_in_unseen());
+  EXPECT_TRUE(events[0].off_cpu().end_seen_running());
+  EXPECT_FALSE(events[0].off_cpu().end_from_run_time());
+  e.end_how = GPUOS_END_RUN_TIME;
+  events = Decode(&e, sizeof(e), &result);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_TRUE(events[0].off_cpu().switch_in_unseen());
+  EXPECT_FALSE(events[0].off_cpu().end_seen_running());
+  EXPECT_TRUE(events[0].off_cpu().end_from_run_time());
 }
 
 gpuos_block_io_event BlockIoRecord(uint32_t op, uint32_t flags, uint32_t status) {
