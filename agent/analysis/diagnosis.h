@@ -54,15 +54,14 @@
 //   host_cpu_work       the GPU is idle >= kGpuIdleHighShare of W and for
 //                       >= kHostWorkShare of W the thread runs its own code
 //                       away from CUDA calls (more than kHostWorkGapNs with
-//                       none: an RL environment's steps, preprocessing or
-//                       postprocessing in the loop), which launch_bound
-//                       does not count (its evidence names it).  The
-//                       job's shorter stretches of own work between CUDA
-//                       calls cannot be told from the framework's and stay
-//                       launch_bound's; so do the long ones of a job that
-//                       replays CUDA graphs or runs torch.compile's kernels
-//                       (its own work between them: guards, a compiled
-//                       optimizer).  score: that idle time / W.  gain: not estimated (how much of that
+//                       none, ending in a copy to the device: an RL
+//                       environment's steps, a batch made in the loop),
+//                       which launch_bound does not count (its evidence
+//                       names it).  Shorter stretches, and long ones that
+//                       end in a launch (an optimizer's Python-side
+//                       bookkeeping), cannot be told from the framework's
+//                       code and stay launch_bound's.  score: that idle
+//                       time / W.  gain: not estimated (how much of that
 //                       work can leave the loop or overlap the GPU is the
 //                       job's design).
 //   cpu_contention      the thread is preempted or waits in the run queue

@@ -32,20 +32,6 @@ bool WorkersAtCoreCount(const StepAnalysis& a) {
   return a.practices.online_cpus > 0 && a.worker_processes > 0 && a.worker_processes + 1 >= a.practices.online_cpus;
 }
 
-// Where CUDA graphs are replayed or torch.compile made the kernels, the
-// long stretches between CUDA calls are mostly the framework's own (guards,
-// the graph tree's bookkeeping, a compiled optimizer's), not the job's:
-// they stay with launch_bound as code between calls.
-bool HostWorkIsFrameworks(const DiagnosisInputs& in) {
-  const JobPractices& p = in.analysis.practices;
-  return p.GraphsInUse(in.steps()) || p.CompiledInUse();
-}
-
-// Running code between the thread's CUDA calls, as launch_bound counts it.
-uint64_t CodeBetweenCalls(const DiagnosisInputs& in) {
-  return in.Idle(IdleCause::kOtherCpu) + (HostWorkIsFrameworks(in) ? in.Idle(IdleCause::kHostWork) : 0);
-}
-
 // GPU idle while the job's CPU side was issuing or preparing work: launch
 // and other CUDA calls, running code between them, waiting for the
 // autograd thread's or the job's other threads' CPU work.  Not the job's
@@ -54,9 +40,9 @@ uint64_t CodeBetweenCalls(const DiagnosisInputs& in) {
 // another blocking syscall) or a GPU sync is not evidence that the CPU is
 // too slow to feed the GPU.
 uint64_t CpuSideIdle(const DiagnosisInputs& in) {
-  uint64_t sum = CodeBetweenCalls(in);
+  uint64_t sum = 0;
   for (IdleCause cause :
-       {IdleCause::kLaunching, IdleCause::kOtherCudaApi, IdleCause::kWaitBackward, IdleCause::kWaitJobThreads}) {
+       {IdleCause::kOtherCpu, IdleCause::kLaunching, IdleCause::kOtherCudaApi, IdleCause::kWaitBackward, IdleCause::kWaitJobThreads}) {
     sum += in.Idle(cause);
   }
   return sum;
@@ -286,15 +272,15 @@ std::optional<Finding> LaunchBoundRule(const DiagnosisInputs& in) {
       "CUDA calls %s and running other code %s of step time; %.0f kernels per step averaging %.1f us%s, "
       "%.0f launch calls per step taking %s of step time",
       Pct(idle), Pct(in.Share(in.Idle(IdleCause::kLaunching))), Pct(in.Share(in.Idle(IdleCause::kOtherCudaApi))),
-      Pct(in.Share(CodeBetweenCalls(in))), kernels_per_step, mean_kernel_ns / 1e3,
+      Pct(in.Share(in.Idle(IdleCause::kOtherCpu))), kernels_per_step, mean_kernel_ns / 1e3,
       t.gpu.comm_kernels_started == 0
           ? std::string()
           : absl::StrFormat(" (besides %.1f collectives' kernels)", in.PerStep(t.gpu.comm_kernels_started)),
       in.PerStep(t.api.launch), Pct(in.Share(t.cpu.launch_api_ns)));
-  if (const uint64_t host = in.Idle(IdleCause::kHostWork); host > 0 && !HostWorkIsFrameworks(in)) {
+  if (const uint64_t host = in.Idle(IdleCause::kHostWork); host > 0) {
     f.evidence += absl::StrFormat(
         "; not counted here: %s of step time the thread ran its own code with no CUDA call for more than %.1f ms "
-        "at a time, which no CUDA graph shortens",
+        "at a time before copying data to the GPU, which no CUDA graph shortens",
         Pct(in.Share(host)), kHostWorkGapNs / 1e6);
   }
   if (p.GraphsInUse(in.steps())) {
@@ -323,7 +309,7 @@ std::optional<Finding> LaunchBoundRule(const DiagnosisInputs& in) {
         "CUDA calls between replays%s. Capture more of the step (the optimizer step too; no graph breaks, "
         "torch.compile(fullgraph=True)), move CPU work out of the loop, or raise the batch size so each replay "
         "does more work.",
-        Pct(idle), Pct(in.Share(CodeBetweenCalls(in))), Pct(in.Share(in.Idle(IdleCause::kOtherCudaApi))),
+        Pct(idle), Pct(in.Share(in.Idle(IdleCause::kOtherCpu))), Pct(in.Share(in.Idle(IdleCause::kOtherCudaApi))),
         p.kernel_launches > 0
             ? absl::StrFormat(", and %.1f kernel launches per step are still outside the graphs",
                               in.PerStep(p.kernel_launches))
@@ -348,7 +334,7 @@ std::optional<Finding> HostCpuWorkRule(const DiagnosisInputs& in) {
   const StepRecord& t = in.total();
   const uint64_t host = in.Idle(IdleCause::kHostWork);
   const double idle = in.Share(t.gpu.idle_ns);
-  if (idle < kGpuIdleHighShare || in.Share(host) < kHostWorkShare || HostWorkIsFrameworks(in)) return std::nullopt;
+  if (idle < kGpuIdleHighShare || in.Share(host) < kHostWorkShare) return std::nullopt;
   Finding f;
   f.bottleneck = Bottleneck::kHostCpuWork;
   f.score = in.Share(host);
@@ -357,18 +343,26 @@ std::optional<Finding> HostCpuWorkRule(const DiagnosisInputs& in) {
       "the trace does not show";
   f.evidence = absl::StrFormat(
       "the GPU was idle %s of step time; while it was idle the launching thread ran its own code with no CUDA call "
-      "for more than %.1f ms at a time %s of step time, against launch calls %s, other CUDA calls %s and code "
-      "between CUDA calls %s; %.0f kernels and %.0f launch calls per step.",
+      "for more than %.1f ms at a time before copying data to the GPU %s of step time, against launch calls %s, "
+      "other CUDA calls %s and code between CUDA calls %s; %.0f kernels and %.0f launch calls per step.",
       Pct(idle), kHostWorkGapNs / 1e6, Pct(f.score), Pct(in.Share(in.Idle(IdleCause::kLaunching))),
       Pct(in.Share(in.Idle(IdleCause::kOtherCudaApi))), Pct(in.Share(in.Idle(IdleCause::kOtherCpu))),
       in.PerStep(t.gpu.compute_kernels_started()), in.PerStep(t.api.launch));
+  if (!in.analysis.data_fetch_ranges) {
+    // Without the Python hook's fetch ranges (or the job's own), loading a
+    // batch in this thread looks like any other CPU work before a copy.
+    f.evidence +=
+        " The trace has no data-fetch ranges (attached, --no-python-hooks, or no DataLoader in the loop), so a "
+        "batch loaded in this thread (a DataLoader with num_workers=0) is counted here too; recorded with the "
+        "Python hook (gpuos-trace -- python ...), that loading is named data loading.";
+  }
   AppendGain(f);
   f.recommendation =
-      "The GPU waits while the training thread does CPU work of its own between its GPU work (an environment's "
-      "steps, preprocessing or postprocessing, metrics or logic on the CPU): a CUDA graph or torch.compile would "
-      "not shorten it. Take it off the loop's critical path: vectorize it (batched numpy or torch ops), move it "
-      "to other processes (vectorized environments, DataLoader workers), or overlap it with the GPU (queue the "
-      "GPU work first, do the CPU work while it runs, synchronize last).";
+      "The GPU waits while the training thread makes data for it on the CPU (an environment's steps, a batch "
+      "loaded or preprocessed in the loop): a CUDA graph or torch.compile would not shorten it. Take it off the "
+      "loop's critical path: move it to other processes (DataLoader(num_workers=N), vectorized environments), "
+      "vectorize it (batched numpy or torch ops), or overlap it with the GPU (queue the GPU work first, do the "
+      "CPU work while it runs, synchronize last).";
   return f;
 }
 

@@ -52,7 +52,6 @@ void JobPracticeTally::Add(const v1::Event& e) {
       if (!InMeasuredStep(e.ts_ns())) break;
       ++practices_.kernels;
       if (e.gpu_kernel().graph_id() != 0) ++practices_.graph_kernels;
-      if (absl::StartsWith(e.gpu_kernel().name(), "triton_")) ++practices_.compiled_kernels;
       break;
     case v1::Event::kGpuMemcpy: {
       const v1::GpuMemcpy& m = e.gpu_memcpy();

@@ -24,6 +24,7 @@ StepAnalysis SummarizeSteps(const StepPlan& plan, std::vector<StepRecord> steps,
   a.other_threads_with_steps = plan.other_threads_with_steps;
   a.worker_processes = plan.worker_processes;
   a.worker_threads = static_cast<uint32_t>(plan.worker_tids.size());
+  a.data_fetch_ranges = plan.data_fetch_ranges;
   a.steps = std::move(steps);
 
   bool any_measured = false;

@@ -40,6 +40,7 @@ struct StepAnalysis {
   uint32_t other_threads_with_steps = 0;
   uint32_t worker_processes = 0;
   uint32_t worker_threads = 0;  // threads named like workers (outside worker processes too)
+  bool data_fetch_ranges = false;  // StepPlan::data_fetch_ranges
   // Which thread drives the GPU and why (driving_thread.h), for the report.
   std::string driving_thread_note;
   // The threads on the driving thread's wakeup chains (measured_total.via).

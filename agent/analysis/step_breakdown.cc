@@ -306,7 +306,7 @@ class EdgeBuilder {
       case SpanKind::kCudaApi:
         if (starts_here) CountApiCall(s);
         if (clipped) Open(from, to, ApiCounter(s));
-        if (to >= from) api_calls_.push_back({from, to});
+        if (to >= from) api_calls_.push_back({from, to, s.c});
         break;
       case SpanKind::kDataRange:
         if (clipped) Open(from, to, kInData);
@@ -349,21 +349,24 @@ class EdgeBuilder {
   }
 
   // The stretches of more than kHostWorkGapNs between the thread's CUDA
-  // calls (and the step's edges).  None in a step without recorded calls
-  // (kernel-only records, a step outside a capture window): there the
-  // trace cannot tell framework code from the job's own work.
+  // calls (and the step's edges) that end in a copy to the device: the CPU
+  // made data for the GPU (gpu_idle_attribution.h).  None in a step without
+  // recorded calls (kernel-only records, a step outside a capture window):
+  // there the trace cannot tell framework code from the job's own work.
   void AddAwayFromCuda() {
     if (api_calls_.empty()) return;
     std::sort(api_calls_.begin(), api_calls_.end());
     uint64_t cursor = start_;
-    auto away = [&](uint64_t until) {
-      if (until > cursor + kHostWorkGapNs) Open(cursor, until, kAwayFromCuda);
+    uint8_t last_bits = 0;  // of the call that ended last
+    auto away = [&](uint64_t until, bool feeds_gpu) {
+      if (feeds_gpu && until > cursor + kHostWorkGapNs) Open(cursor, until, kAwayFromCuda);
     };
-    for (const auto& [from, to] : api_calls_) {
-      away(from);
-      cursor = std::max(cursor, to);
+    for (const ApiCall& call : api_calls_) {
+      away(call.from, call.bits & kApiCopiesToDevice);
+      if (call.to >= cursor) last_bits = call.bits;
+      cursor = std::max(cursor, call.to);
     }
-    away(end_);
+    away(end_, last_bits & kApiNextCopiesToDevice);
   }
 
   std::vector<Edge>& edges() { return edges_; }
@@ -451,7 +454,13 @@ class EdgeBuilder {
   const uint64_t end_;
   std::vector<Edge> edges_;
   absl::flat_hash_set<uint32_t> kernel_streams_;
-  std::vector<std::pair<uint64_t, uint64_t>> api_calls_;  // clipped to the step
+  struct ApiCall {
+    uint64_t from;
+    uint64_t to;
+    uint8_t bits;  // kApiCopiesToDevice, kApiNextCopiesToDevice
+    bool operator<(const ApiCall& o) const { return from != o.from ? from < o.from : to < o.to; }
+  };
+  std::vector<ApiCall> api_calls_;  // clipped to the step
 };
 
 bool ByNsThenDirection(const MemcpyPart& x, const MemcpyPart& y) {

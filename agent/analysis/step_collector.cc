@@ -73,6 +73,11 @@ void StepCollector::Add(const v1::Event& e) {
       s.end_ns = e.ts_ns() + a.duration_ns();
       s.id = a.correlation_id();
       s.a = static_cast<uint8_t>(ClassifyCudaApi(a.name()));
+      // The driver's copy calls name their direction (cuMemcpyHtoDAsync);
+      // the runtime's are joined with their GPU record in Finish().
+      if (static_cast<CudaApiClass>(s.a) == CudaApiClass::kMemcpy && a.name().find("HtoD") != std::string::npos) {
+        s.c = kApiCopiesToDevice;
+      }
       AddSpan(s);
       break;
     }
@@ -151,6 +156,7 @@ void StepCollector::AddGpuWork(const v1::Event& e) {
       if (m.src_kind() == v1::MEMORY_PAGEABLE || m.dst_kind() == v1::MEMORY_PAGEABLE) {
         pageable_copies_.insert(m.correlation_id());
       }
+      if (m.direction() == v1::MEMCPY_HTOD && m.correlation_id() != 0) htod_copies_.insert(m.correlation_id());
       if (!InSpan(ts, m.duration_ns())) return;
       s.kind = SpanKind::kGpuMemcpy;
       s.end_ns = ts + m.duration_ns();
@@ -278,18 +284,32 @@ void StepCollector::AddVia(StepRecord& step) const {
   step.chain_slices.shrink_to_fit();
 }
 
+// Spans sorted by start.  A call's next is the first that starts after it
+// ends (a driver call nested in a runtime call is not the runtime call's next).
+void StepCollector::MarkCallsBeforeCopiesToDevice() {
+  std::vector<TimelineSpan*> calls;
+  for (TimelineSpan& s : spans_) {
+    if (s.kind == SpanKind::kCudaApi) calls.push_back(&s);
+  }
+  for (size_t i = 0; i < calls.size(); ++i) {
+    size_t j = i + 1;
+    while (j < calls.size() && calls[j]->start_ns < calls[i]->end_ns) ++j;
+    if (j < calls.size() && (calls[j]->c & kApiCopiesToDevice)) calls[i]->c |= kApiNextCopiesToDevice;
+  }
+}
+
 std::vector<StepRecord> StepCollector::Finish() {
   FollowWaits();
   std::vector<StepRecord> out;
   out.reserve(plan_.steps.size());
   for (TimelineSpan& s : spans_) {
-    if (s.kind == SpanKind::kCudaApi && static_cast<CudaApiClass>(s.a) == CudaApiClass::kMemcpy &&
-        pageable_copies_.contains(s.id)) {
-      s.b = 1;
-    }
+    if (s.kind != SpanKind::kCudaApi || static_cast<CudaApiClass>(s.a) != CudaApiClass::kMemcpy) continue;
+    if (pageable_copies_.contains(s.id)) s.b = 1;
+    if (s.id != 0 && htod_copies_.contains(s.id)) s.c |= kApiCopiesToDevice;
   }
   std::sort(spans_.begin(), spans_.end(),
             [](const TimelineSpan& a, const TimelineSpan& b) { return a.start_ns < b.start_ns; });
+  MarkCallsBeforeCopiesToDevice();
   // Steps are sorted by start, so a span that ends before one step starts
   // can leave the active set for good.
   std::vector<const TimelineSpan*> active;

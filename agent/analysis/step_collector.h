@@ -64,6 +64,8 @@ class StepCollector {
   void AddOffCpu(const v1::Event& e, bool launching);
   // Resolves the driving thread's blocked spans' wakers into chains.
   void FollowWaits();
+  // Sets kApiNextCopiesToDevice (step_timeline.h) on the launching thread's calls.
+  void MarkCallsBeforeCopiesToDevice();
   // Turns a step's chain slices into its `via` rows.
   void AddVia(StepRecord& step) const;
 
@@ -78,6 +80,7 @@ class StepCollector {
   std::vector<TimelineSpan> spans_;
   // Correlation ids of the process's memcpys with a pageable side.
   absl::flat_hash_set<uint32_t> pageable_copies_;
+  absl::flat_hash_set<uint32_t> htod_copies_;  // correlation ids of host-to-device copies
   std::vector<StepOsCosts> os_;  // switches and page faults, per step
   const ThreadRoles* roles_ = nullptr;
   absl::flat_hash_set<uint32_t> chain_threads_;

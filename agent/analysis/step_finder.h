@@ -121,6 +121,9 @@ struct StepPlan {
   std::string note;
   // kApiRhythm from the shim's live marks (source 4a), not the trace's calls.
   bool live_rhythm = false;
+  // The trace has NVTX ranges named like a data fetch (on any thread): the
+  // time a thread loads data is then told from its other CPU work.
+  bool data_fetch_ranges = false;
   // Set for kApiRhythm: the anchor call's name (suffixes stripped); for a
   // repeating sequence, the token each step starts with.
   std::string anchor_name;

@@ -9,7 +9,8 @@
 namespace gpuos {
 
 enum class SpanKind : uint8_t {
-  kCudaApi,          // a: CudaApiClass; b: 1 when a memcpy whose GPU copy touched pageable memory; id: correlation
+  kCudaApi,          // a: CudaApiClass; b: 1 when a memcpy whose GPU copy touched pageable memory; id: correlation;
+                     // c: kApi* bits below
   kDataRange,        // an NVTX range named like a data fetch
   kMunmap,           // bytes: length
   kMmap,             // bytes: length
@@ -22,6 +23,12 @@ enum class SpanKind : uint8_t {
   kGpuMemset,        // id: stream; bytes
   kBlockIo,          // a block I/O request the thread issued, issue to completion; a: 1 read, 0 other; bytes
 };
+
+// kCudaApi's c: the call copies host memory to the device (the CPU hands
+// the GPU data it made: a batch, an environment's observations); the
+// thread's next CUDA call does.
+inline constexpr uint8_t kApiCopiesToDevice = 1;
+inline constexpr uint8_t kApiNextCopiesToDevice = 2;
 
 struct TimelineSpan {
   uint64_t start_ns = 0;

@@ -282,6 +282,7 @@ void StepAnalysisJson(const StepAnalysis& a, JsonWriter& json) {
   if (a.source == StepSource::kFixedWindows) json.Field("fixed_window_ns", a.options.fixed_window_ns);
   json.Field("step_regex", a.options.step_regex);
   json.Field("data_range_regex", a.options.data_range_regex);
+  json.Field("data_fetch_ranges", a.data_fetch_ranges);
   json.Field("pid", a.pid);
   json.Field("tid", a.tid);
   json.Field("thread_comm", a.thread_comm);

@@ -433,35 +433,49 @@ TEST(StepBreakdownTest, ACollectivesKernelAloneIsCommunicationNotComputeNorIdle)
 }
 
 // Running code between CUDA calls is the framework's dispatch ("other CPU
-// work") while the calls come within kHostWorkGapNs of each other; a longer
-// stretch with none is the job's own CPU work ("host work"), except where
-// the thread was off the CPU in it.  A step with no CUDA call recorded has
-// no host work: there the trace cannot tell the two apart.
-TEST(StepBreakdownTest, RunningFarFromCudaCallsIsTheJobsOwnCpuWork) {
+// work") while the calls come within kHostWorkGapNs of each other, or when
+// a longer stretch ends in a launch (the framework's Python between
+// kernels); a longer stretch that ends in a copy to the device is the job
+// making data for the GPU ("host work"), except where the thread was off
+// the CPU in it.  The copy is told by the driver call's name or by its GPU
+// record; a stretch at a step's end, by the thread's next call.  A step with
+// no CUDA call recorded has no host work: there the trace cannot tell.
+TEST(StepBreakdownTest, RunningFarFromCudaCallsBeforeACopyToTheDeviceIsTheJobsOwnCpuWork) {
   constexpr uint64_t kUs = 1'000;
   ASSERT_EQ(kHostWorkGapNs, 200 * kUs);
   const std::vector<v1::Event> events = {
       Range(0, 1000 * kUs, "step 0"),
       Range(1000 * kUs, 2000 * kUs, "step 1"),
+      Range(2000 * kUs, 3000 * kUs, "step 2"),
       Api(10 * kUs, 20 * kUs, "cudaLaunchKernel_v7000", 1),
       Api(170 * kUs, 180 * kUs, "cudaLaunchKernel_v7000", 2),  // 150 us after the last: dispatch
       OffCpu(300 * kUs, 350 * kUs, v1::OFF_CPU_CAUSE_FUTEX),  // inside the 420 us stretch
-      Api(600 * kUs, 610 * kUs, "cudaLaunchKernel_v7000", 3),
-      // 390 us to the step's end; step 1 has no CUDA call at all.
+      Api(600 * kUs, 610 * kUs, "cuMemcpyHtoDAsync_v2", 0),    // the driver's call names its direction
+      // 390 us to the step's end, then 300 us into step 1 before a runtime
+      // copy that its GPU record says goes to the device.
+      Api(1300 * kUs, 1310 * kUs, "cudaMemcpyAsync_v3020", 4),
+      Copy(1305 * kUs, 1306 * kUs, v1::MEMCPY_HTOD, v1::MEMORY_PINNED, v1::MEMORY_DEVICE, 7, 4, 64),
+      Api(1400 * kUs, 1410 * kUs, "cudaLaunchKernel_v7000", 5),
+      Api(1700 * kUs, 1710 * kUs, "cudaLaunchKernel_v7000", 6),  // 290 us after a launch: the framework's
+      // 290 us to the step's end and no call after; step 2 has no CUDA call at all.
   };
   StepOptions options;
   options.warmup_steps = 0;
   auto a = AnalyzeStepEvents(Header(), events, options);
   ASSERT_TRUE(a.ok()) << a.status();
-  ASSERT_EQ(a->steps.size(), 2u);
+  ASSERT_EQ(a->steps.size(), 3u);
   const StepRecord& s = a->steps[0];
   EXPECT_EQ(s.gpu.idle_ns, 1000 * kUs);
-  EXPECT_EQ(s.gpu_idle[Cause(IdleCause::kLaunching)], 30 * kUs);
+  EXPECT_EQ(s.gpu_idle[Cause(IdleCause::kLaunching)], 20 * kUs);
+  EXPECT_EQ(s.gpu_idle[Cause(IdleCause::kCopyOther)], 10 * kUs);
   EXPECT_EQ(s.gpu_idle[Cause(IdleCause::kOtherCpu)], (10 + 150) * kUs);
   EXPECT_EQ(s.gpu_idle[Cause(IdleCause::kHostWork)], (420 - 50 + 390) * kUs);
   EXPECT_EQ(s.gpu_idle[Cause(IdleCause::kFutexOther)], 50 * kUs);
-  EXPECT_EQ(s.stages[St(Stage::kOther)], (160 + 760 + 50) * kUs);
-  const StepRecord& none = a->steps[1];
+  const StepRecord& copy = a->steps[1];
+  EXPECT_EQ(copy.gpu.idle_ns, 999 * kUs);
+  EXPECT_EQ(copy.gpu_idle[Cause(IdleCause::kHostWork)], 300 * kUs);
+  EXPECT_EQ(copy.gpu_idle[Cause(IdleCause::kOtherCpu)], (90 + 290 + 290) * kUs);
+  const StepRecord& none = a->steps[2];
   EXPECT_EQ(none.gpu_idle[Cause(IdleCause::kHostWork)], 0u);
   EXPECT_EQ(none.gpu_idle[Cause(IdleCause::kOtherCpu)], 1000 * kUs);
 }
