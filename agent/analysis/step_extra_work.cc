@@ -477,20 +477,27 @@ PeriodicFold FoldPeriodicExtraWork(std::vector<StepWindow>& steps, const std::ve
   return out;
 }
 
-PeriodicFold FoldAroundTrainingSteps(std::vector<StepWindow>& steps, const std::vector<uint64_t>& backward_starts) {
-  if (backward_starts.empty()) return {};
-  size_t steady = 0, steady_training = 0;
-  std::vector<size_t> at;
-  for (size_t i = 0; i < steps.size(); ++i) {
-    const bool training = BackwardStartsIn(steps[i], backward_starts) > 0;
-    if (steps[i].left_out.empty()) {
+bool UnitHoldsNoBackwardPass(const std::vector<StepWindow>& steps, const std::vector<uint64_t>& backward_starts) {
+  if (backward_starts.empty()) return false;
+  size_t steady = 0, steady_training = 0, outside = 0;
+  for (const StepWindow& w : steps) {
+    const size_t starts = BackwardStartsIn(w, backward_starts);
+    if (w.left_out.empty()) {
       ++steady;
-      steady_training += training;
-    } else if (training) {
-      at.push_back(i);
+      steady_training += starts > 0;
+    } else {
+      outside += starts;
     }
   }
-  if (steady == 0 || 20 * steady_training > steady) return {};
+  return steady > 0 && 20 * steady_training <= steady && outside >= kMinBackwardOutsideUnit;
+}
+
+PeriodicFold FoldAroundTrainingSteps(std::vector<StepWindow>& steps, const std::vector<uint64_t>& backward_starts) {
+  if (!UnitHoldsNoBackwardPass(steps, backward_starts)) return {};
+  std::vector<size_t> at;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    if (!steps[i].left_out.empty() && BackwardStartsIn(steps[i], backward_starts) > 0) at.push_back(i);
+  }
   PeriodicFold out;
   out.occurrences = static_cast<uint32_t>(at.size());
   out.period = FoldAt(steps, at, "before the first stretch with backward passes (a partial iteration)");

@@ -170,6 +170,14 @@ PeriodicFold FoldPeriodicExtraWork(std::vector<StepWindow>& steps, const std::ve
 // reverse: the backward passes are in the steady unit.
 PeriodicFold FoldAroundTrainingSteps(std::vector<StepWindow>& steps, const std::vector<uint64_t>& backward_starts);
 
+// The steady steps of a repeating unit hold no backward pass (at most 1 in
+// 20 holds a start) while at least kMinBackwardOutsideUnit backward passes
+// lie in the steps left out: the unit is part of an iteration (an
+// environment step), whether or not the updates come at a period
+// FoldAroundTrainingSteps can fold at.
+inline constexpr size_t kMinBackwardOutsideUnit = 3;
+bool UnitHoldsNoBackwardPass(const std::vector<StepWindow>& steps, const std::vector<uint64_t>& backward_starts);
+
 // Left-out steps of a repeating unit that hold more backward passes than
 // the steady step does (the median count m) but at most 2m + 1 (many more
 // are an evaluation that adapts with torch.autograd.grad before it scores,

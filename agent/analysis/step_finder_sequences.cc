@@ -97,6 +97,7 @@ bool StepLocator::KernelSequenceSteps(StepPlan& plan, uint32_t pid, const std::s
     why_not = absl::StrCat("no repeating unit in ", what, ": ", period.why_not);
     return false;
   }
+  StepPlan without = plan;
   PeriodSteps(plan, StepSource::kRepeatingKernelSequence, period, what, why, symbols_);
   if (const PeriodicFold fold = FoldAroundTrainingSteps(plan.steps, options.backward_starts); fold.period != 0) {
     absl::StrAppend(&plan.note,
@@ -113,6 +114,15 @@ bool StepLocator::KernelSequenceSteps(StepPlan& plan, uint32_t pid, const std::s
                                     "updates), not an evaluation pass, so a step here is %d units, ending with the "
                                     "one that holds that update",
                                     extra.period, extra.occurrences, extra.period, extra.period, extra.period));
+  } else if (UnitHoldsNoBackwardPass(plan.steps, options.backward_starts)) {
+    // An environment step of a loop whose updates come after a varying
+    // number of them (epsilon-greedy actions make no forward pass): the
+    // backward passes mark the iterations instead.
+    why_not = absl::StrCat("the repeating unit of ", what,
+                           " holds no backward pass, and the backward passes come after no fixed number of "
+                           "units: the unit is part of an iteration (an environment step)");
+    plan = std::move(without);
+    return false;
   }
   NoteLeftOut(plan);
   return true;

@@ -608,3 +608,42 @@ TEST(StepPeriodTest, APrefetchingThreadsCopiesAreNotPartOfTheRepeatingUnit) {
 
 }  // namespace
 }  // namespace gpuos
+
+namespace gpuos {
+namespace {
+
+TEST(StepPeriodTest, EnvironmentStepsBeforeUpdatesAtNoFixedCountLeaveTheStepsToTheBackwardPasses) {
+  // CleanRL's DQN attached mid-run (H200, 2026-11-29): every environment
+  // step with an epsilon-greedy action from the network copies its
+  // observations in, runs the forward pass and copies the actions back;
+  // one with a random action makes no CUDA call.  After 10 environment
+  // steps, one update (a backward pass).  The forward pass is the repeating
+  // unit, but the updates come after a varying number of them: the
+  // sequence made 0.5 ms steps of an 11 ms iteration.  The backward passes
+  // mark the iterations instead.
+  Loop loop;
+  std::mt19937 rng(5);
+  std::bernoulli_distribution greedy(0.8);
+  std::vector<uint64_t> updates;
+  for (int i = 0; i < 60; ++i) {
+    for (int env = 0; env < 10; ++env) {
+      loop.Wait(300 * kUs);  // the environment's step in numpy
+      if (!greedy(rng)) continue;
+      loop.Copy(kPid, v1::MEMCPY_HTOD, 64);
+      for (int k = 0; k < 4; ++k) loop.Launch(kPid, absl::StrCat("policy_kernel_", k));
+      loop.Copy(kPid, v1::MEMCPY_DTOH, 32);
+    }
+    updates.push_back(loop.now());
+    loop.events().push_back(UprobeBackward(loop.now(), kPid));
+    for (int k = 0; k < 40; ++k) loop.Launch(kPid, absl::StrCat("update_kernel_", k));
+  }
+  StepPlan plan = Locate(loop.events());
+  ASSERT_EQ(plan.source, StepSource::kBackwardUprobe) << plan.note;
+  ASSERT_EQ(plan.steps.size(), 59u);
+  EXPECT_EQ(plan.steps.front().start_ns, updates.front());
+  EXPECT_EQ(plan.steps.back().end_ns, updates.back());
+  EXPECT_NE(plan.note.find("the unit is part of an iteration"), std::string::npos) << plan.note;
+}
+
+}  // namespace
+}  // namespace gpuos
