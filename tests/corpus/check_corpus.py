@@ -48,6 +48,10 @@ Checks, per row (a row fails with its reasons; exit status 1 if any does):
              their own unit, are not counted; the annotated run's extra
              work cut off the iteration after it is not counted either)
              and the same diagnosis
+  Same diagnosis: the same bottleneck key, or, for a batch loaded in the
+             training thread, data_loader_starvation where the Python hook's
+             fetch ranges mark it and host_cpu_work where the trace has none,
+             at the same share of step time (within 5 points; same_finding)
 
 The job's own timing: every script prints a line containing "<X> ms/iter"
 (the mean iteration time since its previous such line) every few
@@ -98,6 +102,10 @@ STEP_COUNT_TOLERANCE = 1  # annotated vs un-annotated
 LESS_WORK_THAN_AN_ITERATION = "less work than the steady iteration"
 EXTRA_CUT_OFF_AN_ITERATION = "measured on its own"
 MIN_STEPS = 3
+# A batch loaded in the training thread, named by a run with fetch ranges
+# and by one without (see same_finding): their scores may differ this much
+# (points of step time).
+THREAD_LOADING_SCORE_TOLERANCE = 5.0
 
 # Sizes per profile.  cpu: a few seconds each on a 2-core machine (CI);
 # gpu: realistic loads on one H100/H200.  "run" is appended for launched
@@ -147,6 +155,11 @@ PROFILES = {
             "args": ["--device", "cpu", "--arch", "small", "--image-size", "32", "-b", "16", "-j", "1",
                      "--num-classes", "10", "--log-every", "10"],
             "iters": 80},
+        "diffusion_ema": {
+            "args": ["--device", "cpu", "--resolution", "16", "--channels", "16", "--levels", "2",
+                     "--train-batch-size", "8", "--workers", "1", "--dataset-size", "4000", "--sample-every", "40",
+                     "--sample-steps", "10", "--eval-batch-size", "4", "--log-every", "10"],
+            "iters": 150},
         "dcgan": {
             "args": ["--device", "cpu", "--image-size", "32", "--ngf", "16", "--ndf", "16", "--batch-size", "16",
                      "--workers", "1", "--dataset-size", "4000", "--log-every", "10"],
@@ -235,6 +248,17 @@ PROFILES = {
         "batch_inference": {
             "args": ["--device", "cuda", "-b", "128", "-j", "4", "--log-every", "20"],
             "iters": 300},
+        "batch_inference_inline": {
+            "script": "batch_inference",
+            "args": ["--device", "cuda", "-b", "128", "-j", "0", "--log-every", "20"],
+            "iters": 200},
+        "diffusion_ema": {
+            "args": ["--device", "cuda", "--log-every", "20"],
+            "iters": 500},
+        "diffusion_ema_foreach": {
+            "script": "diffusion_ema",
+            "args": ["--device", "cuda", "--ema-foreach", "--log-every", "20"],
+            "iters": 500},
         "dcgan": {
             "args": ["--device", "cuda", "--workers", "4", "--log-every", "20"],
             "iters": 600},
@@ -824,6 +848,37 @@ class Harness:
                 row.fail("own", "mean step %.3f ms vs own %.3f ms (%+.1f%%, limit %.0f%%)" % (
                     mean, row.own_ms, 100 * err, 100 * OWN_TOLERANCE))
 
+    @staticmethod
+    def same_finding(row, ref):
+        """None when the two runs name the same bottleneck, else why not.
+        One pair is the same finding told with less: a batch loaded in the
+        training thread is data loading where fetch ranges mark it (the
+        Python hook's) and the job's own CPU work before a copy to the GPU
+        where the trace has none (attached, --no-python-hooks).  Accepted
+        when the run without says so (step_analysis.data_fetch_ranges
+        false), the run with loaded in its thread (waiting for data while
+        running is its largest data cause), and both give it the same share
+        of step time."""
+        if row.diagnosis == ref.diagnosis:
+            return None
+        why = "diagnosis %s vs %s's %s" % (row.diagnosis, ref.mode, ref.diagnosis)
+        if {row.diagnosis, ref.diagnosis} != {"host_cpu_work", "data_loader_starvation"}:
+            return why
+        unmarked, marked = (row, ref) if row.diagnosis == "host_cpu_work" else (ref, row)
+        if unmarked.steps.get("data_fetch_ranges", True) or not marked.steps.get("data_fetch_ranges"):
+            return why + " (fetch ranges in both or neither)"
+        causes = {c["cause"]: c["ns"] for c in (marked.report.get("gpu_idle_attribution") or {}).get("causes", [])}
+        running = causes.get("data_wait_running", 0)
+        if running < max(causes.get("data_wait_futex", 0), causes.get("data_wait_blocked", 0)):
+            return why + " (the data was not loaded in the training thread)"
+        a = unmarked.report["diagnosis"].get("score_pct") or 0
+        b = marked.report["diagnosis"].get("score_pct") or 0
+        if abs(a - b) > THREAD_LOADING_SCORE_TOLERANCE:
+            return why + " (%.1f%% vs %.1f%% of step time)" % (a, b)
+        row.notes.append("host_cpu_work (%.1f%%) in the run without fetch ranges is the %s run's data loading in "
+                         "its thread (%.1f%%)" % (a, marked.mode, b))
+        return None
+
     def check_pair(self, row, ref, check, spec):
         """l=a (row attached, ref launched) or a=u (row un-annotated, ref annotated)."""
         if row.report is None:
@@ -834,11 +889,11 @@ class Harness:
             return
         if "ranks" in spec and row.report.get("ranks") and ref.report.get("ranks"):
             rank_checks.check_pair(row, ref, check, LESS_WORK_THAN_AN_ITERATION, EXTRA_CUT_OFF_AN_ITERATION)
-            if row.diagnosis != ref.diagnosis:
-                row.fail(check, "diagnosis %s vs %s's %s" % (row.diagnosis, ref.mode, ref.diagnosis))
+            if (why := self.same_finding(row, ref)) is not None:
+                row.fail(check, why)
             return
-        if row.diagnosis != ref.diagnosis:
-            row.fail(check, "diagnosis %s vs %s's %s" % (row.diagnosis, ref.mode, ref.diagnosis))
+        if (why := self.same_finding(row, ref)) is not None:
+            row.fail(check, why)
         if check == "a=u":
             # A unit with less work than an iteration (an evaluation cut out
             # as its own step by the kernel sequence) is no iteration; marks
