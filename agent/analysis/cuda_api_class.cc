@@ -51,6 +51,8 @@ CudaApiClass ClassifyCudaApi(std::string_view name) {
   return CudaApiClass::kOther;
 }
 
+bool NamesCopyToDevice(std::string_view name) { return StartsWith(name, "cuMemcpyHtoD"); }
+
 const char* CudaApiClassName(CudaApiClass api_class) {
   switch (api_class) {
     case CudaApiClass::kLaunch: return "launch";

@@ -27,4 +27,9 @@ CudaApiClass ClassifyCudaApi(std::string_view name);
 
 const char* CudaApiClassName(CudaApiClass api_class);
 
+// A driver copy call that names its direction as host to device
+// (cuMemcpyHtoD_v2, cuMemcpyHtoDAsync_v2, and sequence tokens made from
+// them); the runtime's calls (cudaMemcpyAsync) do not: their GPU records say.
+bool NamesCopyToDevice(std::string_view name);
+
 }  // namespace gpuos

@@ -32,6 +32,13 @@ bool WorkersAtCoreCount(const StepAnalysis& a) {
   return a.practices.online_cpus > 0 && a.worker_processes > 0 && a.worker_processes + 1 >= a.practices.online_cpus;
 }
 
+// What host_work is, as both rules that name it say it.
+std::string HostWorkText() {
+  return absl::StrFormat("ran its own code with no CUDA call for more than %.1f ms at a time before copying data to "
+                         "the GPU",
+                         kHostWorkGapNs / 1e6);
+}
+
 // GPU idle while the job's CPU side was issuing or preparing work: launch
 // and other CUDA calls, running code between them, waiting for the
 // autograd thread's or the job's other threads' CPU work.  Not the job's
@@ -41,8 +48,8 @@ bool WorkersAtCoreCount(const StepAnalysis& a) {
 // too slow to feed the GPU.
 uint64_t CpuSideIdle(const DiagnosisInputs& in) {
   uint64_t sum = 0;
-  for (IdleCause cause :
-       {IdleCause::kOtherCpu, IdleCause::kLaunching, IdleCause::kOtherCudaApi, IdleCause::kWaitBackward, IdleCause::kWaitJobThreads}) {
+  for (IdleCause cause : {IdleCause::kLaunching, IdleCause::kOtherCudaApi, IdleCause::kOtherCpu,
+                          IdleCause::kWaitBackward, IdleCause::kWaitJobThreads}) {
     sum += in.Idle(cause);
   }
   return sum;
@@ -278,10 +285,8 @@ std::optional<Finding> LaunchBoundRule(const DiagnosisInputs& in) {
           : absl::StrFormat(" (besides %.1f collectives' kernels)", in.PerStep(t.gpu.comm_kernels_started)),
       in.PerStep(t.api.launch), Pct(in.Share(t.cpu.launch_api_ns)));
   if (const uint64_t host = in.Idle(IdleCause::kHostWork); host > 0) {
-    f.evidence += absl::StrFormat(
-        "; not counted here: %s of step time the thread ran its own code with no CUDA call for more than %.1f ms "
-        "at a time before copying data to the GPU, which no CUDA graph shortens",
-        Pct(in.Share(host)), kHostWorkGapNs / 1e6);
+    f.evidence += absl::StrFormat("; not counted here: %s of step time the thread %s, which no CUDA graph shortens",
+                                  Pct(in.Share(host)), HostWorkText());
   }
   if (p.GraphsInUse(in.steps())) {
     // The graph replay is there: what is left is the launches still outside
@@ -342,10 +347,9 @@ std::optional<Finding> HostCpuWorkRule(const DiagnosisInputs& in) {
       "not estimated: how much of that work can leave the loop or overlap the GPU's is the job's design, which "
       "the trace does not show";
   f.evidence = absl::StrFormat(
-      "the GPU was idle %s of step time; while it was idle the launching thread ran its own code with no CUDA call "
-      "for more than %.1f ms at a time before copying data to the GPU %s of step time, against launch calls %s, "
-      "other CUDA calls %s and code between CUDA calls %s; %.0f kernels and %.0f launch calls per step.",
-      Pct(idle), kHostWorkGapNs / 1e6, Pct(f.score), Pct(in.Share(in.Idle(IdleCause::kLaunching))),
+      "the GPU was idle %s of step time; while it was idle the launching thread %s %s of step time, against launch "
+      "calls %s, other CUDA calls %s and code between CUDA calls %s; %.0f kernels and %.0f launch calls per step.",
+      Pct(idle), HostWorkText(), Pct(f.score), Pct(in.Share(in.Idle(IdleCause::kLaunching))),
       Pct(in.Share(in.Idle(IdleCause::kOtherCudaApi))), Pct(in.Share(in.Idle(IdleCause::kOtherCpu))),
       in.PerStep(t.gpu.compute_kernels_started()), in.PerStep(t.api.launch));
   if (!in.analysis.data_fetch_ranges) {

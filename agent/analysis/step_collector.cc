@@ -73,11 +73,8 @@ void StepCollector::Add(const v1::Event& e) {
       s.end_ns = e.ts_ns() + a.duration_ns();
       s.id = a.correlation_id();
       s.a = static_cast<uint8_t>(ClassifyCudaApi(a.name()));
-      // The driver's copy calls name their direction (cuMemcpyHtoDAsync);
-      // the runtime's are joined with their GPU record in Finish().
-      if (static_cast<CudaApiClass>(s.a) == CudaApiClass::kMemcpy && a.name().find("HtoD") != std::string::npos) {
-        s.c = kApiCopiesToDevice;
-      }
+      // The runtime's copy calls are joined with their GPU record in Finish().
+      if (NamesCopyToDevice(a.name())) s.c = kApiCopiesToDevice;
       AddSpan(s);
       break;
     }
@@ -153,10 +150,11 @@ void StepCollector::AddGpuWork(const v1::Event& e) {
       break;
     case v1::Event::kGpuMemcpy: {
       const v1::GpuMemcpy& m = e.gpu_memcpy();
-      if (m.src_kind() == v1::MEMORY_PAGEABLE || m.dst_kind() == v1::MEMORY_PAGEABLE) {
-        pageable_copies_.insert(m.correlation_id());
+      const bool pageable = m.src_kind() == v1::MEMORY_PAGEABLE || m.dst_kind() == v1::MEMORY_PAGEABLE;
+      const bool to_device = m.direction() == v1::MEMCPY_HTOD;
+      if ((pageable || to_device) && m.correlation_id() != 0) {
+        copies_[m.correlation_id()] = CopyRecord{pageable, to_device};
       }
-      if (m.direction() == v1::MEMCPY_HTOD && m.correlation_id() != 0) htod_copies_.insert(m.correlation_id());
       if (!InSpan(ts, m.duration_ns())) return;
       s.kind = SpanKind::kGpuMemcpy;
       s.end_ns = ts + m.duration_ns();
@@ -303,9 +301,11 @@ std::vector<StepRecord> StepCollector::Finish() {
   std::vector<StepRecord> out;
   out.reserve(plan_.steps.size());
   for (TimelineSpan& s : spans_) {
-    if (s.kind != SpanKind::kCudaApi || static_cast<CudaApiClass>(s.a) != CudaApiClass::kMemcpy) continue;
-    if (pageable_copies_.contains(s.id)) s.b = 1;
-    if (s.id != 0 && htod_copies_.contains(s.id)) s.c |= kApiCopiesToDevice;
+    if (s.kind != SpanKind::kCudaApi || static_cast<CudaApiClass>(s.a) != CudaApiClass::kMemcpy || s.id == 0) continue;
+    const auto copy = copies_.find(s.id);
+    if (copy == copies_.end()) continue;
+    if (copy->second.pageable) s.b = 1;
+    if (copy->second.to_device) s.c |= kApiCopiesToDevice;
   }
   std::sort(spans_.begin(), spans_.end(),
             [](const TimelineSpan& a, const TimelineSpan& b) { return a.start_ns < b.start_ns; });

@@ -14,6 +14,7 @@
 #include <memory>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "analysis/step_breakdown.h"
@@ -79,8 +80,12 @@ class StepCollector {
   std::vector<uint64_t> starts_;  // of plan_.steps
   std::vector<TimelineSpan> spans_;
   // Correlation ids of the process's memcpys with a pageable side.
-  absl::flat_hash_set<uint32_t> pageable_copies_;
-  absl::flat_hash_set<uint32_t> htod_copies_;  // correlation ids of host-to-device copies
+  // What a copy's GPU record says, by correlation id, for its API call.
+  struct CopyRecord {
+    bool pageable;   // touched pageable memory
+    bool to_device;  // host to device
+  };
+  absl::flat_hash_map<uint32_t, CopyRecord> copies_;
   std::vector<StepOsCosts> os_;  // switches and page faults, per step
   const ThreadRoles* roles_ = nullptr;
   absl::flat_hash_set<uint32_t> chain_threads_;

@@ -6,6 +6,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "analysis/cuda_api_class.h"
 #include "analysis/step_extra_work.h"
 #include "analysis/step_finder.h"
 
@@ -70,9 +71,7 @@ bool StepLocator::KernelSequenceSteps(StepPlan& plan, uint32_t pid, const std::s
   std::vector<bool> preferred(symbols_.size(), false);
   for (size_t i = 0; i < symbols_.size(); ++i) {
     const std::string& name = symbols_[i];
-    preferred[i] = name.rfind("memcpy HTOD", 0) == 0 ||
-                   (name.rfind("cu", 0) == 0 && name.find("Memcpy") != std::string::npos &&
-                    name.find("HtoD") != std::string::npos);
+    preferred[i] = name.rfind("memcpy HTOD", 0) == 0 || NamesCopyToDevice(name);
   }
   PeriodOptions options;
   options.backward_starts = BackwardStartsOfProcess(pid);

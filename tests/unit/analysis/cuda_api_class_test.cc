@@ -65,5 +65,16 @@ TEST(CudaApiClassTest, EverythingElseIsOther) {
   EXPECT_STREQ(CudaApiClassName(CudaApiClass::kOther), "other");
 }
 
+TEST(CudaApiClassTest, OnlyTheDriversHostToDeviceCopiesNameTheirDirection) {
+  for (const char* name : {"cuMemcpyHtoD_v2", "cuMemcpyHtoDAsync_v2", "cuMemcpyHtoDAsync_v2_ptsz",
+                           "cuMemcpyHtoDAsync 64 B"}) {
+    EXPECT_TRUE(NamesCopyToDevice(name)) << name;
+  }
+  for (const char* name : {"cuMemcpyDtoH_v2", "cuMemcpyHtoA_v2", "cuMemcpyDtoD_v2", "cudaMemcpyAsync_v3020",
+                           "cudaMemcpy_v3020", "cuMemcpy", "memcpy HTOD 64 B", ""}) {
+    EXPECT_FALSE(NamesCopyToDevice(name)) << name;
+  }
+}
+
 }  // namespace
 }  // namespace gpuos
