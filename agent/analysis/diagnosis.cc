@@ -1,10 +1,11 @@
 // Runs the rule table and ranks its findings; see diagnosis.h.  The rules
-// themselves are in diagnosis_rules.cc.
+// themselves are in diagnosis_rules.cc and launch_bound_rule.cc.
 #include "analysis/diagnosis.h"
 
 #include <algorithm>
 
 #include "absl/strings/str_format.h"
+#include "analysis/diagnosis_rule_support.h"
 
 namespace gpuos {
 
@@ -48,7 +49,7 @@ const char* BottleneckTitle(Bottleneck b) {
 
 namespace {
 
-std::string Pct(double share) { return absl::StrFormat("%.1f%%", share * 100); }
+using rule_support::Pct;
 
 // "intermittent data stalls costing 17.7% of the run"
 std::string StallPhrase(const IntermittentStalls& s) {
@@ -92,7 +93,8 @@ std::string StageRecommendation(Stage stage, const StepAnalysis& a) {
 
 // No rule fired: name the largest stage when it passes kDominantStageShare,
 // else there is no single dominant bottleneck.
-Finding Fallback(const StepAnalysis& a, std::string& headline) {
+Finding Fallback(const DiagnosisInputs& in, std::string& headline) {
+  const StepAnalysis& a = in.analysis;
   const StepRecord& t = a.measured_total;
   size_t top = 0;
   for (size_t i = 1; i < kStageCount; ++i) {
@@ -102,10 +104,17 @@ Finding Fallback(const StepAnalysis& a, std::string& headline) {
   Finding f;
   f.score = share(t.stages[top]);
   f.gain_model = "not estimated: no rule's pattern matched";
-  const std::string numbers =
+  std::string numbers =
       absl::StrFormat("the largest stage is %s at %s of step time; GPU idle %s, kernels %s",
                       StageName(static_cast<Stage>(top)), Pct(f.score), Pct(share(t.gpu.idle_ns)),
                       Pct(share(t.gpu.kernel_busy_ns)));
+  if (LaunchBoundRuleAt(in, kGpuIdleHighShare * (1 - kNearThresholdFraction))) {
+    f.near_miss = Bottleneck::kLaunchBound;
+    absl::StrAppendFormat(&numbers,
+                          "; the GPU idle, most of it waiting on the CPU, is within %.0f%% of the %.0f%% from which "
+                          "the step reads launch-bound: another run of the job may read so",
+                          kNearThresholdFraction * 100, kGpuIdleHighShare * 100);
+  }
   if (f.score > kDominantStageShare) {
     f.bottleneck = Bottleneck::kDominantStage;
     f.evidence = "no rule's threshold was reached, but " + numbers + ".";
@@ -242,7 +251,7 @@ Diagnosis Diagnose(const StepAnalysis& a, const Straggler* straggler) {
   }
   std::vector<Finding> fired = FiredRules(in);
   if (fired.empty()) {
-    d.primary = Fallback(a, d.headline);
+    d.primary = Fallback(in, d.headline);
   } else {
     d.primary = fired.front();
     d.secondary.assign(fired.begin() + 1, fired.end());

@@ -50,7 +50,11 @@
 //                       time / W.  gain: eager, CUDA graphs halve that idle
 //                       time (kGraphIdleReduction); graphs already replayed,
 //                       the idle in the launch calls still outside graphs
-//                       (not estimated when there are none).
+//                       (not estimated when there are none).  With
+//                       >= kStepSplittingSyncs syncs per step between the
+//                       thread's launches (ApiCounts::syncs_between_launches)
+//                       a graph cannot span the step: the recommendation
+//                       names the syncs first, the gain waits on them.
 //   host_cpu_work       the GPU is idle >= kGpuIdleHighShare of W and for
 //                       >= kHostWorkShare of W the thread runs its own code
 //                       away from CUDA calls (more than kHostWorkGapNs with
@@ -116,12 +120,20 @@ inline constexpr double kLaunchBoundCpuFraction = 0.50;
 inline constexpr double kHostWorkShare = 0.15;
 inline constexpr uint64_t kShortKernelNs = 50'000;
 inline constexpr double kMinKernelsPerStep = 8;
+// Syncs between launches per step from which a step is in pieces no one
+// graph spans; a loss read back once a step splits it at most once.
+inline constexpr double kStepSplittingSyncs = 2;
 inline constexpr double kContentionShare = 0.10;
 inline constexpr uint32_t kManyWorkers = 2;
 inline constexpr double kStallCostShare = 0.05;
 inline constexpr double kDominantStageShare = 0.40;
 // The share of CPU-side GPU idle a CUDA graph replay is assumed to remove.
 inline constexpr double kGraphIdleReduction = 0.5;
+// A job whose GPU idle lies within this fraction of kGpuIdleHighShare reads
+// launch-bound in one run and not in the next (the CPU side of a step
+// spreads +-15% between runs on GPU hosts): the finding says so, and so
+// does the fallback when launch-bound missed by that little.
+inline constexpr double kNearThresholdFraction = 0.2;
 
 enum class Bottleneck {
   kNoSteps,         // nothing to diagnose
@@ -149,6 +161,11 @@ struct Finding {
   std::string gain_model;      // how `gain` was estimated, or why it was not
   std::string evidence;
   std::string recommendation;
+  // This rule fired within kNearThresholdFraction of its threshold.
+  bool near_threshold = false;
+  // No rule fired; this one would have, with its threshold
+  // kNearThresholdFraction lower.
+  std::optional<Bottleneck> near_miss;
 };
 
 struct Diagnosis {
@@ -185,12 +202,15 @@ struct DiagnosisRule {
 // Every rule, in the order ties of equal score are broken.
 const std::vector<DiagnosisRule>& DiagnosisRules();
 
-// The rules (diagnosis_rules.cc); see the table above.
+// The rules (diagnosis_rules.cc, launch_bound_rule.cc); see the table above.
 std::optional<Finding> GpuBoundRule(const DiagnosisInputs& in);
 std::optional<Finding> DataLoaderRule(const DiagnosisInputs& in);
 std::optional<Finding> PageableCopiesRule(const DiagnosisInputs& in);
 std::optional<Finding> SerializedCopiesRule(const DiagnosisInputs& in);
 std::optional<Finding> LaunchBoundRule(const DiagnosisInputs& in);
+// LaunchBoundRule with the GPU-idle threshold `idle_share` in place of
+// kGpuIdleHighShare (the fallback's near miss).
+std::optional<Finding> LaunchBoundRuleAt(const DiagnosisInputs& in, double idle_share);
 std::optional<Finding> HostCpuWorkRule(const DiagnosisInputs& in);
 std::optional<Finding> CpuContentionRule(const DiagnosisInputs& in);
 std::optional<Finding> IntermittentStallsRule(const DiagnosisInputs& in);

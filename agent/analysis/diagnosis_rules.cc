@@ -1,24 +1,18 @@
-// The bottleneck rules, one function each; see diagnosis.h for what each
-// one tests, scores and gains.
+// The bottleneck rules, one function each (launch_bound's, with its
+// advice by what the job already does, in launch_bound_rule.cc); see
+// diagnosis.h for what each one tests, scores and gains.
 #include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_format.h"
 #include "analysis/diagnosis.h"
+#include "analysis/diagnosis_rule_support.h"
 
 namespace gpuos {
 namespace {
 
-double Share(uint64_t part, uint64_t whole) { return whole ? static_cast<double>(part) / whole : 0.0; }
-std::string Pct(double share) { return absl::StrFormat("%.1f%%", share * 100); }
+using namespace rule_support;
 
-// "Expected gain: the mean step 12.3% shorter (model: ...)."
-std::string GainText(const Finding& f) {
-  if (!f.gain) return absl::StrFormat(" Expected gain: %s.", f.gain_model);
-  return absl::StrFormat(" Expected gain: the mean step %s shorter (model: %s).", Pct(*f.gain), f.gain_model);
-}
-
-void AppendGain(Finding& f) { f.evidence += GainText(f); }
 
 std::string WorkersText(const StepAnalysis& a) {
   std::string s = a.worker_processes == 0 ? std::string("no data worker processes (loading runs in the training thread)")
@@ -32,29 +26,6 @@ bool WorkersAtCoreCount(const StepAnalysis& a) {
   return a.practices.online_cpus > 0 && a.worker_processes > 0 && a.worker_processes + 1 >= a.practices.online_cpus;
 }
 
-// What host_work is, as both rules that name it say it.
-std::string HostWorkText() {
-  return absl::StrFormat("ran its own code with no CUDA call for more than %.1f ms at a time before copying data to "
-                         "the GPU",
-                         kHostWorkGapNs / 1e6);
-}
-
-// GPU idle while the job's CPU side was issuing or preparing work: launch
-// and other CUDA calls, running code between them, waiting for the
-// autograd thread's or the job's other threads' CPU work.  Not the job's
-// own CPU work away from CUDA calls (host_cpu_work): no CUDA graph shortens
-// that.  A wait nobody in the job ended (a futex with an unknown waker,
-// another blocking syscall) or a GPU sync is not evidence that the CPU is
-// too slow to feed the GPU.
-uint64_t CpuSideIdle(const DiagnosisInputs& in) {
-  uint64_t sum = 0;
-  for (IdleCause cause : {IdleCause::kLaunching, IdleCause::kOtherCudaApi, IdleCause::kOtherCpu,
-                          IdleCause::kWaitBackward, IdleCause::kWaitJobThreads}) {
-    sum += in.Idle(cause);
-  }
-  return sum;
-}
-
 // Host-to-device copy time on streams that ran no kernels in the step.
 double CopyStreamShare(const StepRecord& t) {
   return Share(t.gpu.htod_ns - std::min(t.gpu.htod_ns, t.gpu.htod_on_kernel_stream_ns), t.gpu.htod_ns);
@@ -62,7 +33,7 @@ double CopyStreamShare(const StepRecord& t) {
 
 }  // namespace
 
-double DiagnosisInputs::Share(uint64_t part) const { return gpuos::Share(part, wall_ns()); }
+double DiagnosisInputs::Share(uint64_t part) const { return rule_support::Share(part, wall_ns()); }
 double DiagnosisInputs::PerStep(uint64_t total) const {
   return steps() ? static_cast<double>(total) / steps() : 0.0;
 }
@@ -253,84 +224,6 @@ std::optional<Finding> SerializedCopiesRule(const DiagnosisInputs& in) {
         "Overlap copies with compute: copy the next batch on a separate CUDA stream (a prefetcher) while the "
         "current one computes, from pinned memory with non_blocking=True, and make the compute stream wait on "
         "the copy stream.";
-  }
-  return f;
-}
-
-std::optional<Finding> LaunchBoundRule(const DiagnosisInputs& in) {
-  const StepRecord& t = in.total();
-  const uint64_t cpu_idle = CpuSideIdle(in);
-  const double idle = in.Share(t.gpu.idle_ns);
-  // Compute kernels only: a collective's kernel lasts as long as it waits
-  // for the other ranks, which says nothing of how short the work is.
-  const uint64_t kernels = t.gpu.compute_kernels_started();
-  const double mean_kernel_ns = kernels ? static_cast<double>(t.gpu.compute_kernels_started_ns()) / kernels : 0;
-  const double kernels_per_step = in.PerStep(kernels);
-  if (idle < kGpuIdleHighShare || Share(cpu_idle, t.gpu.idle_ns) < kLaunchBoundCpuFraction || kernels == 0 ||
-      mean_kernel_ns > kShortKernelNs || kernels_per_step < kMinKernelsPerStep) {
-    return std::nullopt;
-  }
-  const JobPractices& p = in.analysis.practices;
-  Finding f;
-  f.bottleneck = Bottleneck::kLaunchBound;
-  f.score = in.Share(cpu_idle);
-  f.evidence = absl::StrFormat(
-      "the GPU was idle %s of step time; while it was idle the launching thread was in launch calls %s, other "
-      "CUDA calls %s and running other code %s of step time; %.0f kernels per step averaging %.1f us%s, "
-      "%.0f launch calls per step taking %s of step time",
-      Pct(idle), Pct(in.Share(in.Idle(IdleCause::kLaunching))), Pct(in.Share(in.Idle(IdleCause::kOtherCudaApi))),
-      Pct(in.Share(in.Idle(IdleCause::kOtherCpu))), kernels_per_step, mean_kernel_ns / 1e3,
-      t.gpu.comm_kernels_started == 0
-          ? std::string()
-          : absl::StrFormat(" (besides %.1f collectives' kernels)", in.PerStep(t.gpu.comm_kernels_started)),
-      in.PerStep(t.api.launch), Pct(in.Share(t.cpu.launch_api_ns)));
-  if (const uint64_t host = in.Idle(IdleCause::kHostWork); host > 0) {
-    f.evidence += absl::StrFormat("; not counted here: %s of step time the thread %s, which no CUDA graph shortens",
-                                  Pct(in.Share(host)), HostWorkText());
-  }
-  if (p.GraphsInUse(in.steps())) {
-    // The graph replay is there: what is left is the launches still outside
-    // the graphs, and the CPU work between replays.
-    if (p.kernel_launches > 0) {
-      const double outside = static_cast<double>(p.kernel_launches) / (p.graph_launches + p.kernel_launches);
-      f.gain = in.Share(in.Idle(IdleCause::kLaunching)) * outside;
-      f.gain_model =
-          "the GPU idle inside the kernel launch calls still outside the CUDA graphs (their share of the launch "
-          "calls) removed by capturing them too; the CPU work between replays is not counted";
-    } else {
-      f.gain_model =
-          "not estimated: every launch is already a graph replay; what is left is the CPU work between "
-          "replays, which the trace cannot say how much a fuller capture or a larger batch would shorten";
-    }
-    f.evidence += absl::StrFormat(
-        "; the step already replays CUDA graphs: %.1f graph launches and %.1f other kernel launches per step, "
-        "%s of kernels ran from graphs.",
-        in.PerStep(p.graph_launches), in.PerStep(p.kernel_launches), Pct(Share(p.graph_kernels, p.kernels)));
-    AppendGain(f);
-    f.recommendation = absl::StrFormat(
-        "The step is already replayed from CUDA graphs (torch.compile mode=\"reduce-overhead\" or graph "
-        "capture), so per-kernel launch cost is mostly gone. What is left: the GPU is idle %s of step time, "
-        "%s of step time while the thread runs other code (Python, the optimizer, the framework) and %s in other "
-        "CUDA calls between replays%s. Capture more of the step (the optimizer step too; no graph breaks, "
-        "torch.compile(fullgraph=True)), move CPU work out of the loop, or raise the batch size so each replay "
-        "does more work.",
-        Pct(idle), Pct(in.Share(in.Idle(IdleCause::kOtherCpu))), Pct(in.Share(in.Idle(IdleCause::kOtherCudaApi))),
-        p.kernel_launches > 0
-            ? absl::StrFormat(", and %.1f kernel launches per step are still outside the graphs",
-                              in.PerStep(p.kernel_launches))
-            : std::string());
-  } else {
-    f.gain = in.Share(cpu_idle) * kGraphIdleReduction;
-    f.gain_model = absl::StrFormat(
-        "a CUDA graph replay cuts the GPU idle spent waiting on the CPU (launch calls, other CUDA calls, "
-        "framework code) by %.0f%%",
-        kGraphIdleReduction * 100);
-    f.evidence += ".";
-    AppendGain(f);
-    f.recommendation =
-        "The GPU waits for the CPU to issue work: capture the step in a CUDA graph, use torch.compile "
-        "(mode=\"reduce-overhead\") to fuse kernels and cut launches, or raise the batch size so each kernel "
-        "does more work.";
   }
   return f;
 }

@@ -8,6 +8,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "analysis/cuda_api_class.h"
+#include "analysis/step_api_calls.h"
 
 namespace gpuos {
 namespace {
@@ -156,7 +157,7 @@ class Sweep {
     const bool collective = c[kGpuCollective] > 0;
     const bool copy = c[kGpuMemcpy] > 0;
     const bool memset = c[kGpuMemset] > 0;
-    AccountGpu(kernel, collective, copy, memset, dt);
+    AccountGpu(kernel, collective, copy, memset, t.api == ThreadApiState::kSync, dt);
     if (!kernel && !collective && !memset) {
       if (t.api == ThreadApiState::kPageableCopy) step_.exposed_pageable_copy_ns += dt;
       if (t.api == ThreadApiState::kNone && t.mm != ThreadMmState::kNone) step_.exposed_mm_ns += dt;
@@ -210,7 +211,7 @@ class Sweep {
     }
   }
 
-  void AccountGpu(bool kernel, bool collective, bool copy, bool memset, uint64_t dt) {
+  void AccountGpu(bool kernel, bool collective, bool copy, bool memset, bool thread_in_sync, uint64_t dt) {
     GpuParts& gpu = step_.gpu;
     if ((kernel || collective) && copy) gpu.copy_overlap_ns += dt;
     if (kernel) {
@@ -229,9 +230,12 @@ class Sweep {
       if (!in_idle_) {
         ++gpu.idle_stretches;
         idle_run_ = 0;
+        after_sync_ = thread_in_sync;
+        if (after_sync_) ++gpu.idle_stretches_after_sync;
       }
       idle_run_ += dt;
       gpu.longest_idle_ns = std::max(gpu.longest_idle_ns, idle_run_);
+      if (after_sync_) gpu.idle_after_sync_ns += dt;
     }
     in_idle_ = idle;
   }
@@ -256,6 +260,7 @@ class Sweep {
   StepRecord& step_;
   uint32_t chain_ = 0;
   bool in_idle_ = false;
+  bool after_sync_ = false;  // the open idle stretch began inside a sync call
   uint64_t idle_run_ = 0;
 };
 
@@ -306,7 +311,7 @@ class EdgeBuilder {
       case SpanKind::kCudaApi:
         if (starts_here) CountApiCall(s);
         if (clipped) Open(from, to, ApiCounter(s));
-        if (to >= from) api_calls_.push_back({from, to, s.c});
+        if (to >= from) api_calls_.Add({from, to, s.c, static_cast<CudaApiClass>(s.a)});
         break;
       case SpanKind::kDataRange:
         if (clipped) Open(from, to, kInData);
@@ -348,25 +353,10 @@ class EdgeBuilder {
     }
   }
 
-  // The stretches of more than kHostWorkGapNs between the thread's CUDA
-  // calls (and the step's edges) that end in a copy to the device: the CPU
-  // made data for the GPU (gpu_idle_attribution.h).  None in a step without
-  // recorded calls (kernel-only records, a step outside a capture window):
-  // there the trace cannot tell framework code from the job's own work.
-  void AddAwayFromCuda() {
-    if (api_calls_.empty()) return;
-    std::sort(api_calls_.begin(), api_calls_.end());
-    uint64_t cursor = start_;
-    uint8_t last_bits = 0;  // of the call that ended last
-    auto away = [&](uint64_t until, bool feeds_gpu) {
-      if (feeds_gpu && until > cursor + kHostWorkGapNs) Open(cursor, until, kAwayFromCuda);
-    };
-    for (const ApiCall& call : api_calls_) {
-      away(call.from, call.bits & kApiCopiesToDevice);
-      if (call.to >= cursor) last_bits = call.bits;
-      cursor = std::max(cursor, call.to);
-    }
-    away(end_, last_bits & kApiNextCopiesToDevice);
+  // What the sequence of the thread's calls says (step_api_calls.h).
+  void AddCallSequence() {
+    for (const auto& [from, to] : api_calls_.AwayFromCuda(start_, end_)) Open(from, to, kAwayFromCuda);
+    step_.api.syncs_between_launches = api_calls_.SyncsBetweenLaunches();
   }
 
   std::vector<Edge>& edges() { return edges_; }
@@ -454,13 +444,7 @@ class EdgeBuilder {
   const uint64_t end_;
   std::vector<Edge> edges_;
   absl::flat_hash_set<uint32_t> kernel_streams_;
-  struct ApiCall {
-    uint64_t from;
-    uint64_t to;
-    uint8_t bits;  // kApiCopiesToDevice, kApiNextCopiesToDevice
-    bool operator<(const ApiCall& o) const { return from != o.from ? from < o.from : to < o.to; }
-  };
-  std::vector<ApiCall> api_calls_;  // clipped to the step
+  StepApiCalls api_calls_;
 };
 
 bool ByNsThenDirection(const MemcpyPart& x, const MemcpyPart& y) {
@@ -505,7 +489,7 @@ StepRecord BreakDownStep(uint64_t start_ns, uint64_t end_ns, const std::vector<c
   EdgeBuilder builder(step, spans.size());
   for (const TimelineSpan* s : spans) builder.Add(*s);
   builder.AddHtodOnKernelStreams(spans);
-  builder.AddAwayFromCuda();
+  builder.AddCallSequence();
   std::sort(step.gpu.memcpy.begin(), step.gpu.memcpy.end(), ByNsThenDirection);
   SweepEdges(builder.edges(), step);
   return step;
@@ -562,11 +546,14 @@ void AddStepTotals(StepRecord& total, const StepRecord& s) {
   std::sort(g.memcpy.begin(), g.memcpy.end(), ByNsThenDirection);
   g.idle_stretches += s.gpu.idle_stretches;
   g.longest_idle_ns = std::max(g.longest_idle_ns, s.gpu.longest_idle_ns);
+  g.idle_after_sync_ns += s.gpu.idle_after_sync_ns;
+  g.idle_stretches_after_sync += s.gpu.idle_stretches_after_sync;
 
   total.api.launch += s.api.launch;
   total.api.memcpy += s.api.memcpy;
   total.api.pageable_memcpy += s.api.pageable_memcpy;
   total.api.sync += s.api.sync;
+  total.api.syncs_between_launches += s.api.syncs_between_launches;
 
   AddSwitches(total.os.launching, s.os.launching);
   AddSwitches(total.os.workers, s.os.workers);

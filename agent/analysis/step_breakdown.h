@@ -91,6 +91,11 @@ struct GpuParts {
   std::vector<MemcpyPart> memcpy;         // by (direction, src, dst)
   uint32_t idle_stretches = 0;
   uint64_t longest_idle_ns = 0;
+  // Of idle_ns / idle_stretches: the stretches that began while the
+  // launching thread waited in a sync call (it had let the GPU's queue
+  // run dry), each counted whole, until the GPU's next work.
+  uint64_t idle_after_sync_ns = 0;
+  uint32_t idle_stretches_after_sync = 0;
   uint64_t total() const { return kernel_busy_ns + comm_only_ns + copy_only_ns + memset_only_ns + idle_ns; }
   // Kernels that started in the step but collectives' ones: what the GPU
   // computed, and their mean length (a collective's kernel lasts as long as
@@ -104,6 +109,12 @@ struct ApiCounts {  // launching thread's calls that started in the step
   uint64_t memcpy = 0;
   uint64_t pageable_memcpy = 0;
   uint64_t sync = 0;
+  // Syncs with a launch of the thread since its previous sync and another
+  // after it, in the step: each makes the CPU wait for the queue to drain
+  // in the middle of the step's work (a value or a size read back:
+  // .item(), nonzero, a boolean mask), and a CUDA graph cannot span it.
+  // A runtime sync and the driver sync nested in it count once.
+  uint64_t syncs_between_launches = 0;
 };
 
 struct MmTotals {  // calls that started in the step; ns clipped to the step

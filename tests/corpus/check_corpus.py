@@ -50,7 +50,11 @@ Checks, per row (a row fails with its reasons; exit status 1 if any does):
              where both runs are un-annotated, the annotated run's own
              fragments left out as less work)
              and the same diagnosis
-  Same diagnosis: the same bottleneck key, or, for a batch loaded in the
+  Same diagnosis: the same bottleneck key; or launch_bound in one run
+             near its threshold (diagnosis.near_threshold) and the other
+             run's fallback naming it as its near miss (near_miss); or
+             gpu_bound in one and GPU compute the dominant stage in the
+             other (the same advice); or, for a batch loaded in the
              training thread, data_loader_starvation where the Python hook's
              fetch ranges mark it and host_cpu_work where the trace has none,
              at the same share of step time (within 5 points; same_finding)
@@ -162,6 +166,11 @@ PROFILES = {
                      "--train-batch-size", "8", "--workers", "1", "--dataset-size", "4000", "--sample-every", "40",
                      "--sample-steps", "10", "--eval-batch-size", "4", "--log-every", "10"],
             "iters": 150},
+        "moe_router": {
+            "args": ["--device", "cpu", "--vocab", "500", "--block-size", "32", "--batch-size", "8", "--n-layer", "2",
+                     "--n-embd", "32", "--n-head", "2", "--experts", "4", "--train-tokens", "20000",
+                     "--log-every", "10"],
+            "iters": 150},
         "dcgan": {
             "args": ["--device", "cpu", "--image-size", "32", "--ngf", "16", "--ndf", "16", "--batch-size", "16",
                      "--workers", "1", "--dataset-size", "4000", "--log-every", "10"],
@@ -261,6 +270,13 @@ PROFILES = {
             "script": "diffusion_ema",
             "args": ["--device", "cuda", "--ema-foreach", "--log-every", "20"],
             "iters": 500},
+        "moe_router": {
+            "args": ["--device", "cuda", "--log-every", "20"],
+            "iters": 400},
+        "moe_capacity": {
+            "script": "moe_router",
+            "args": ["--device", "cuda", "--dispatch", "capacity", "--log-every", "20"],
+            "iters": 400},
         "dcgan": {
             "args": ["--device", "cuda", "--workers", "4", "--log-every", "20"],
             "iters": 600},
@@ -864,6 +880,10 @@ class Harness:
         if row.diagnosis == ref.diagnosis:
             return None
         why = "diagnosis %s vs %s's %s" % (row.diagnosis, ref.mode, ref.diagnosis)
+        if "launch_bound" in (row.diagnosis, ref.diagnosis):
+            return Harness.either_side_of_launch_bound(row, ref, why)
+        if {row.diagnosis, ref.diagnosis} == {"gpu_bound", "dominant_stage"}:
+            return Harness.gpu_compute_either_way(row, ref, why)
         if {row.diagnosis, ref.diagnosis} != {"host_cpu_work", "data_loader_starvation"}:
             return why
         unmarked, marked = (row, ref) if row.diagnosis == "host_cpu_work" else (ref, row)
@@ -879,6 +899,33 @@ class Harness:
             return why + " (%.1f%% vs %.1f%% of step time)" % (a, b)
         row.notes.append("host_cpu_work (%.1f%%) in the run without fetch ranges is the %s run's data loading in "
                          "its thread (%.1f%%)" % (a, marked.mode, b))
+        return None
+
+    @staticmethod
+    def either_side_of_launch_bound(row, ref, why):
+        """Accepted when both reports said the reading could go either way:
+        the launch-bound one fired near its threshold and the other's
+        fallback names launch-bound as its near miss."""
+        fired, other = (row, ref) if row.diagnosis == "launch_bound" else (ref, row)
+        if not fired.report["diagnosis"].get("near_threshold") or \
+                other.report["diagnosis"].get("near_miss") != "launch_bound":
+            return why
+        row.notes.append("launch_bound near its threshold in the %s run, its near miss in the %s run" % (
+            fired.mode, other.mode))
+        return None
+
+    @staticmethod
+    def gpu_compute_either_way(row, ref, why):
+        """gpu_bound (kernels >= 90% of the typical step) and dominant_stage
+        with GPU compute the largest stage give the same advice (faster
+        kernels); which one a job near 90% reads moves with the run."""
+        other = row if row.diagnosis == "dominant_stage" else ref
+        stages = (other.report.get("stage_summary") or {}).get("stages") or []
+        top = max(stages, key=lambda s: s.get("pct_of_total", 0), default={})
+        if top.get("stage") != "gpu_compute":
+            return why + " (the %s run's largest stage is %s)" % (other.mode, top.get("stage"))
+        row.notes.append("gpu_bound in one run, GPU compute the dominant stage (%.1f%%) in the %s run" % (
+            top.get("pct_of_total", 0), other.mode))
         return None
 
     def check_pair(self, row, ref, check, spec):

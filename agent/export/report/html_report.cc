@@ -37,6 +37,7 @@
 #include "export/report/step_columns.h"
 #include "export/report/text_table.h"
 #include "export/report/trace_identity.h"
+#include "export/report/sync_drain_text.h"
 #include "export/report/wait_chain_text.h"
 #include "stream/trace_completeness.h"
 
@@ -421,6 +422,7 @@ class HtmlReport {
            << "<td class=\"barcell\">" << HBar(of_idle, "k-badbar") << "</td></tr>";
     }
     out_ << "</tbody></table>\n";
+    if (const std::string drain = SyncDrainText(a_); !drain.empty()) out_ << "<p>" << E(drain) << ".</p>\n";
     bool any_chain = false;
     for (size_t i : order) {
       const std::string chain = WaitChainText(a_, static_cast<IdleCause>(i));

@@ -29,6 +29,15 @@ void FindingJson(const Finding& f, JsonWriter& json) {
     json.Null();
   }
   json.Field("gain_model", f.gain_model);
+  // Whether another run of the job may read otherwise (diagnosis.h,
+  // kNearThresholdFraction).
+  json.Field("near_threshold", f.near_threshold);
+  json.Key("near_miss");
+  if (f.near_miss) {
+    json.String(BottleneckKey(*f.near_miss));
+  } else {
+    json.Null();
+  }
 }
 
 // The tail analysis behind the intermittent_stalls finding (present whether
@@ -207,8 +216,10 @@ void StepBody(const StepRecord& s, JsonWriter& json) {
   json.Field("memcpy_calls", s.api.memcpy);
   json.Field("pageable_memcpy_calls", s.api.pageable_memcpy);
   json.Field("sync_calls", s.api.sync);
+  json.Field("syncs_between_launches", s.api.syncs_between_launches);
   json.Field("gpu_idle_stretches", static_cast<uint64_t>(s.gpu.idle_stretches));
   json.Field("longest_gpu_idle_ns", s.gpu.longest_idle_ns);
+  json.Field("gpu_idle_after_sync_ns", s.gpu.idle_after_sync_ns);
   json.EndObject();
   json.Key("gpu_memcpy");
   json.BeginArray();
@@ -388,6 +399,14 @@ void IdleAttributionJson(const StepAnalysis& a, JsonWriter& json) {
   json.Field("idle_pct", Share(t.gpu.idle_ns, a.measured_wall_ns) * 100);
   json.Field("stretches", static_cast<uint64_t>(t.gpu.idle_stretches));
   json.Field("longest_ns", t.gpu.longest_idle_ns);
+  json.Key("after_sync");
+  json.BeginObject();
+  json.Field("ns", t.gpu.idle_after_sync_ns);
+  json.Field("pct_of_step_time", Share(t.gpu.idle_after_sync_ns, a.measured_wall_ns) * 100);
+  json.Field("stretches", static_cast<uint64_t>(t.gpu.idle_stretches_after_sync));
+  json.Field("syncs_between_launches_per_step",
+             static_cast<double>(t.api.syncs_between_launches) / std::max<size_t>(a.measured_steps, 1));
+  json.EndObject();
   json.Key("causes");
   json.BeginArray();
   for (size_t i = 0; i < kIdleCauseCount; ++i) {

@@ -14,6 +14,7 @@
 #include "export/report/format.h"
 #include "export/report/step_columns.h"
 #include "export/report/text_table.h"
+#include "export/report/sync_drain_text.h"
 #include "export/report/wait_chain_text.h"
 
 namespace gpuos {
@@ -121,6 +122,7 @@ void IdleTable(const StepAnalysis& a, std::ostream& out) {
                   FormatPct1(Share(t.gpu_idle[i], a.measured_wall_ns))});
   }
   table.Render(out, "  ");
+  if (const std::string drain = SyncDrainText(a); !drain.empty()) out << "  " << drain << "\n";
   // Who ended the driving thread's waits, and what they were doing.
   bool header = false;
   for (size_t i : order) {

@@ -381,6 +381,46 @@ TEST(DiagnosisTest, LongStretchesEndingInALaunchAreTheFrameworksEndingInACopyThe
   EXPECT_TRUE(HasFinding(h, Bottleneck::kHostCpuWork)) << Describe(h);
 }
 
+// A mixture-of-experts layer as Mixtral's code writes it: per expert,
+// nonzero reads the token count back (a sync), then a few short kernels.
+// Launch-bound either way, but a CUDA graph cannot span the syncs: the
+// recommendation names them first.
+TEST(DiagnosisTest, LaunchBoundWithSyncsBetweenLaunchesNamesTheSyncsFirst) {
+  auto run = [](bool read_back_per_expert) {
+    Sim sim(2);
+    for (int i = 0; i < kSteps; ++i) {
+      sim.BeginStep();
+      for (int expert = 0; expert < 8; ++expert) {
+        for (int k = 0; k < 5; ++k) sim.Launch(4 * kUs, kCompute);
+        if (read_back_per_expert) sim.Sync();
+        sim.Cpu(30 * kUs);
+      }
+      sim.Sync();
+      sim.EndStep();
+    }
+    return sim.Analyze();
+  };
+  StepAnalysis moe = run(true);
+  const StepRecord& t = moe.measured_total;
+  EXPECT_EQ(t.api.syncs_between_launches, 7u * moe.measured_steps);
+  EXPECT_GT(t.gpu.idle_after_sync_ns, 0u);
+  Diagnosis d = Diagnose(moe);
+  EXPECT_EQ(d.primary.bottleneck, Bottleneck::kLaunchBound) << Describe(d);
+  EXPECT_NE(d.primary.recommendation.find("waits for the GPU 7.0 times between its launches"), std::string::npos)
+      << d.primary.recommendation;
+  EXPECT_NE(d.primary.recommendation.find("first remove those the step can do without"), std::string::npos) << d.primary.recommendation;
+  EXPECT_NE(d.primary.evidence.find("waited for the GPU 7.0 times per step between its launches"), std::string::npos)
+      << d.primary.evidence;
+  EXPECT_NE(d.primary.gain_model.find("once the 7.0 syncs per step between launches are gone"), std::string::npos);
+
+  StepAnalysis once = run(false);
+  EXPECT_EQ(once.measured_total.api.syncs_between_launches, 0u);
+  Diagnosis o = Diagnose(once);
+  EXPECT_EQ(o.primary.bottleneck, Bottleneck::kLaunchBound) << Describe(o);
+  EXPECT_NE(o.primary.recommendation.find("capture the step in a CUDA graph"), std::string::npos);
+  EXPECT_EQ(o.primary.recommendation.find("first remove those the step can do without"), std::string::npos) << o.primary.recommendation;
+}
+
 // Copies already pinned and async on the kernels' stream: what is left is
 // overlap, not pinning.
 TEST(DiagnosisPracticesTest, PinnedAsyncCopiesAreNotToldToPin) {
@@ -931,6 +971,22 @@ TEST(DiagnosisThresholdTest, LaunchBound) {
   EXPECT_EQ(build(51, 10, 49).primary.bottleneck, Bottleneck::kLaunchBound);  // idle 49%
   EXPECT_EQ(build(69, 10, 31).primary.bottleneck, Bottleneck::kLaunchBound);  // idle 31%
   EXPECT_FALSE(HasFinding(build(71, 10, 29), Bottleneck::kLaunchBound));      // idle 29%
+  // Within kNearThresholdFraction of it (24-36% idle) either reading says
+  // another run may read otherwise; further off, neither does.
+  ASSERT_DOUBLE_EQ(kGpuIdleHighShare * (1 - kNearThresholdFraction), 0.24);
+  EXPECT_FALSE(build(51, 10, 49).primary.near_threshold);
+  EXPECT_FALSE(build(63, 10, 37).primary.near_threshold);  // idle 37%
+  const Diagnosis just_over = build(65, 10, 35);             // idle 35%
+  EXPECT_TRUE(just_over.primary.near_threshold);
+  EXPECT_NE(just_over.primary.evidence.find("another run of the job may not"), std::string::npos);
+  const Diagnosis just_under = build(71, 10, 29);
+  EXPECT_FALSE(just_under.primary.near_threshold);
+  ASSERT_TRUE(just_under.primary.near_miss.has_value()) << Describe(just_under);
+  EXPECT_EQ(*just_under.primary.near_miss, Bottleneck::kLaunchBound);
+  EXPECT_NE(just_under.primary.evidence.find("another run of the job may read so"), std::string::npos)
+      << just_under.primary.evidence;
+  EXPECT_TRUE(build(75, 10, 25).primary.near_miss.has_value());    // idle 25%
+  EXPECT_FALSE(build(77, 10, 23).primary.near_miss.has_value());   // idle 23%
 
   // Kernels longer than kShortKernelNs on average: not a launch problem.
   Edge longer;

@@ -480,6 +480,47 @@ TEST(StepBreakdownTest, RunningFarFromCudaCallsBeforeACopyToTheDeviceIsTheJobsOw
   EXPECT_EQ(none.gpu_idle[Cause(IdleCause::kOtherCpu)], 1000 * kUs);
 }
 
+// A value read back mid-step (nonzero, .item()): the thread waits in a sync
+// until the GPU's queue runs dry, and the GPU sits idle from then until the
+// next kernel the thread launches.
+TEST(StepBreakdownTest, SyncsBetweenLaunchesAndTheIdleThatFollowsThem) {
+  constexpr uint64_t kUs = 1'000;
+  const std::vector<v1::Event> events = {
+      Range(0, 1000 * kUs, "step 0"),
+      Api(10 * kUs, 20 * kUs, "cudaLaunchKernel_v7000", 1),
+      Kernel(20 * kUs, 300 * kUs, 7, 1),
+      Api(30 * kUs, 40 * kUs, "cudaMemcpyAsync_v3020", 2),
+      // The runtime's sync and the driver's inside it: one sync, during
+      // which the kernel ends (300 us).
+      Api(40 * kUs, 305 * kUs, "cudaStreamSynchronize_v3020", 3),
+      Api(41 * kUs, 304 * kUs, "cuStreamSynchronize", 4),
+      Api(350 * kUs, 360 * kUs, "cudaLaunchKernel_v7000", 5),
+      Kernel(380 * kUs, 500 * kUs, 7, 5),
+      // A sync after a launch, and a second with no launch since: only the
+      // first drained work.
+      Api(510 * kUs, 520 * kUs, "cudaStreamSynchronize_v3020", 6),
+      Api(530 * kUs, 540 * kUs, "cudaDeviceSynchronize_v3020", 7),
+      Api(600 * kUs, 610 * kUs, "cudaLaunchKernel_v7000", 8),
+      Kernel(620 * kUs, 700 * kUs, 7, 8),
+      // A sync with no launch after it in the step (loss.item() at its end).
+      Api(690 * kUs, 900 * kUs, "cudaStreamSynchronize_v3020", 9),
+  };
+  StepOptions options;
+  options.warmup_steps = 0;
+  auto a = AnalyzeStepEvents(Header(), events, options);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_EQ(a->steps.size(), 1u);
+  const StepRecord& s = a->steps[0];
+  EXPECT_EQ(s.api.sync, 5u);
+  EXPECT_EQ(s.api.syncs_between_launches, 2u);
+  // Idle stretches: 0-20 (the step's start), 300-380 (began inside the
+  // first sync), 500-620, 700-1000 (began inside the last sync).
+  EXPECT_EQ(s.gpu.idle_stretches, 4u);
+  EXPECT_EQ(s.gpu.idle_stretches_after_sync, 2u);
+  EXPECT_EQ(s.gpu.idle_after_sync_ns, (80 + 300) * kUs);
+  EXPECT_EQ(s.gpu.idle_ns, (20 + 80 + 120 + 300) * kUs);
+}
+
 // ---- Randomized steps against a brute-force model ------------------------
 
 struct Interval {
@@ -505,6 +546,8 @@ bool In(const Interval& i, uint64_t t) { return t >= i.start && t < i.end; }
 // What the thread and GPU do at ns t, computed from scratch.
 StepRecord BruteForce(const Model& m, uint64_t start, uint64_t end) {
   StepRecord r;
+  bool idle_before = false;
+  bool after_sync = false;  // the idle stretch open at t began inside a sync call
   for (uint64_t t = start; t < end; ++t) {
     ThreadInstant th;
     int best = -1;  // priority: sync > pageable > copy > launch > memset > other
@@ -586,7 +629,10 @@ StepRecord BruteForce(const Model& m, uint64_t start, uint64_t end) {
       ++r.gpu.idle_ns;
       const IdleCause cause = AttributeIdleInstant(th);
       ++r.gpu_idle[static_cast<size_t>(cause)];
+      if (!idle_before) after_sync = th.api == ThreadApiState::kSync;
+      if (after_sync) ++r.gpu.idle_after_sync_ns;
     }
+    idle_before = !kernel && !collective && !copy && !memset;
     Stage stage = kernel                   ? Stage::kGpuCompute
                   : collective             ? Stage::kCommunication
                   : memset                 ? Stage::kGpuCompute
@@ -710,6 +756,7 @@ TEST(StepBreakdownTest, RandomizedStepsMatchABruteForceModel) {
       EXPECT_EQ(got.gpu.copy_only_ns, want.gpu.copy_only_ns);
       EXPECT_EQ(got.gpu.memset_only_ns, want.gpu.memset_only_ns);
       EXPECT_EQ(got.gpu.idle_ns, want.gpu.idle_ns);
+      EXPECT_EQ(got.gpu.idle_after_sync_ns, want.gpu.idle_after_sync_ns);
       EXPECT_EQ(got.gpu.copy_overlap_ns, want.gpu.copy_overlap_ns);
       EXPECT_EQ(got.gpu.total(), got.duration_ns());
       for (size_t c = 0; c < kIdleCauseCount; ++c) {
