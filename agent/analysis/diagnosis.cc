@@ -24,6 +24,7 @@ const char* BottleneckKey(Bottleneck b) {
     case Bottleneck::kIntermittentStalls: return "intermittent_stalls";
     case Bottleneck::kDominantStage: return "dominant_stage";
     case Bottleneck::kStraggler: return "straggler";
+    case Bottleneck::kWorkerProcesses: return "worker_process_wait";
   }
   return "unknown";
 }
@@ -43,6 +44,7 @@ const char* BottleneckTitle(Bottleneck b) {
     case Bottleneck::kIntermittentStalls: return "intermittent stalls";
     case Bottleneck::kDominantStage: return "one stage dominates the step";
     case Bottleneck::kStraggler: return "a straggler rank holds the others back";
+    case Bottleneck::kWorkerProcesses: return "waiting for the job's worker processes";
   }
   return "unknown";
 }

@@ -68,6 +68,17 @@
 //                       time / W.  gain: not estimated (how much of that
 //                       work can leave the loop or overlap the GPU is the
 //                       job's design).
+//   worker_process_wait the data-loading stage (GPU idle while the thread
+//                       waited on the job's worker processes) is >=
+//                       kDataWaitShare of W, and the processes are not a
+//                       DataLoader's: none is named like its workers
+//                       (PyTorch 2.3 and later name them pt_data_worker)
+//                       and the Python hook ran but marked no data fetch
+//                       (vectorized environments in subprocesses, a
+//                       simulator).  data_loader then stays silent.  Where
+//                       the trace cannot tell (unnamed workers, no hook),
+//                       data_loader fires and says so.  score and gain:
+//                       that stage removed.
 //   cpu_contention      the thread is preempted or waits in the run queue
 //                       >= kContentionShare of W while >= kManyWorkers
 //                       data-worker processes run.  score: that share.  gain:
@@ -149,6 +160,7 @@ enum class Bottleneck {
   kIntermittentStalls,
   kDominantStage,   // no rule fired, but one stage takes > kDominantStageShare
   kStraggler,       // the other ranks wait for one rank (straggler.h)
+  kWorkerProcesses, // waiting for the job's worker processes, which are not a DataLoader's
 };
 
 const char* BottleneckKey(Bottleneck bottleneck);    // "data_loader_starvation"
@@ -212,6 +224,7 @@ std::optional<Finding> LaunchBoundRule(const DiagnosisInputs& in);
 // kGpuIdleHighShare (the fallback's near miss).
 std::optional<Finding> LaunchBoundRuleAt(const DiagnosisInputs& in, double idle_share);
 std::optional<Finding> HostCpuWorkRule(const DiagnosisInputs& in);
+std::optional<Finding> WorkerProcessesRule(const DiagnosisInputs& in);
 std::optional<Finding> CpuContentionRule(const DiagnosisInputs& in);
 std::optional<Finding> IntermittentStallsRule(const DiagnosisInputs& in);
 std::optional<Finding> StragglerRule(const DiagnosisInputs& in);

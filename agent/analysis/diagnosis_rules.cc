@@ -21,6 +21,16 @@ std::string WorkersText(const StepAnalysis& a) {
   return s;
 }
 
+// Worker processes that no name ties to a DataLoader (PyTorch 2.3 and
+// later name its workers pt_data_worker).
+bool UnnamedWorkers(const StepAnalysis& a) { return a.worker_processes > 0 && a.worker_threads == 0; }
+
+// The Python hook ran and marked no DataLoader fetch: the worker processes
+// the thread waits on are not a DataLoader's.
+bool WorkersAreNotADataLoaders(const StepAnalysis& a) {
+  return UnnamedWorkers(a) && a.python_hook_marks && !a.data_fetch_ranges;
+}
+
 // The workers fill the host's CPUs: one CPU is the training thread's.
 bool WorkersAtCoreCount(const StepAnalysis& a) {
   return a.practices.online_cpus > 0 && a.worker_processes > 0 && a.worker_processes + 1 >= a.practices.online_cpus;
@@ -89,6 +99,7 @@ std::optional<Finding> DataLoaderRule(const DiagnosisInputs& in) {
   // without ranges, from who woke the thread): the stage implies both.
   if (!(data_wait >= kDataWaitShare && idle >= kGpuIdleHighShare) && stage < kDataWaitShare) return std::nullopt;
   const StepAnalysis& a = in.analysis;
+  if (WorkersAreNotADataLoaders(a)) return std::nullopt;  // worker_process_wait's
   const size_t n = in.steps();
   const double step_ms = n ? in.wall_ns() / 1e6 / n : 0;
   uint64_t idle_in_data = 0;
@@ -107,6 +118,13 @@ std::optional<Finding> DataLoaderRule(const DiagnosisInputs& in) {
       Pct(in.Share(in.Idle(IdleCause::kDataWaitFutex))), WorkersText(a));
   if (data_wait < kDataWaitShare) {
     f.evidence += absl::StrFormat(" The GPU-idle attribution puts %s of step time in waiting for data.", Pct(stage));
+  }
+  const bool cannot_tell = UnnamedWorkers(a) && !a.data_fetch_ranges;
+  if (cannot_tell) {
+    f.evidence +=
+        " The trace cannot tell whether the worker processes waited on are a DataLoader's: none is named like "
+        "PyTorch's (pt_data_worker, from PyTorch 2.3) and there are no data-fetch ranges; recorded with the "
+        "Python hook (gpuos-trace -- python ...), it would.";
   }
   AppendGain(f);
   if (a.worker_processes == 0) {
@@ -130,6 +148,35 @@ std::optional<Finding> DataLoaderRule(const DiagnosisInputs& in) {
         a.practices.online_cpus > 0 ? absl::StrFormat(": the host has %u online CPUs", a.practices.online_cpus)
                                     : std::string());
   }
+  if (cannot_tell) {
+    f.recommendation = "If the worker processes are a DataLoader's: " + f.recommendation +
+                       " If they are other worker processes (vectorized environments, a simulator), more DataLoader "
+                       "workers will not help: shorten their work or overlap it with the GPU's.";
+  }
+  return f;
+}
+
+std::optional<Finding> WorkerProcessesRule(const DiagnosisInputs& in) {
+  const StepAnalysis& a = in.analysis;
+  const double stage = in.Share(in.total().stages[static_cast<size_t>(Stage::kDataLoading)]);
+  if (stage < kDataWaitShare || !WorkersAreNotADataLoaders(a)) return std::nullopt;
+  Finding f;
+  f.bottleneck = Bottleneck::kWorkerProcesses;
+  f.score = stage;
+  f.gain = stage;
+  f.gain_model = "the GPU idle spent waiting on the worker processes removed from every step";
+  f.evidence = absl::StrFormat(
+      "the GPU was idle %s of step time while the launching thread waited on the job's %u worker processes. "
+      "They are not a DataLoader's: the Python hook ran and marked no data fetch, and none is named like "
+      "PyTorch's DataLoader workers; the idle tables count this wait as waiting for data.",
+      Pct(stage), a.worker_processes);
+  AppendGain(f);
+  f.recommendation =
+      "The GPU waits for work the job does in its other processes (vectorized environments in subprocesses, a "
+      "simulator, a server): more DataLoader workers will not help. Shorten that work per step, give the "
+      "processes free cores (fewer processes than cores, several environments per process), or overlap it with "
+      "the GPU's (step the environments while the policy runs, as asynchronous vector environments and EnvPool "
+      "do).";
   return f;
 }
 
@@ -466,6 +513,7 @@ const std::vector<DiagnosisRule>& DiagnosisRules() {
       {Bottleneck::kSerializedCopies, &SerializedCopiesRule, true},
       {Bottleneck::kLaunchBound, &LaunchBoundRule, true},
       {Bottleneck::kHostCpuWork, &HostCpuWorkRule, true},
+      {Bottleneck::kWorkerProcesses, &WorkerProcessesRule, true},
       {Bottleneck::kCpuContention, &CpuContentionRule, true},
       {Bottleneck::kStraggler, &StragglerRule, true},
       {Bottleneck::kIntermittentStalls, &IntermittentStallsRule, /*steady_state=*/false},

@@ -201,6 +201,7 @@ std::pair<uint64_t, std::vector<StepLocator::Range>*> StepLocator::MostRanges(Ra
 StepPlan StepLocator::Finish() {
   StepPlan plan;
   plan.data_fetch_ranges = !data_ranges_.empty();
+  plan.python_hook_marks = !optimizer_ranges_.empty() || !backward_ranges_.empty();
   if (!step_ranges_.empty()) {
     NvtxRangeSteps(plan);
   } else if (!optimizer_ranges_.empty()) {

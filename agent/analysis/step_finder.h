@@ -124,6 +124,10 @@ struct StepPlan {
   // The trace has NVTX ranges named like a data fetch (on any thread): the
   // time a thread loads data is then told from its other CPU work.
   bool data_fetch_ranges = false;
+  // The trace has the Python hook's optimizer.step or autograd.backward
+  // ranges: the hook ran, so a DataLoader iterated in the loop would have
+  // left data-fetch ranges too.
+  bool python_hook_marks = false;
   // Set for kApiRhythm: the anchor call's name (suffixes stripped); for a
   // repeating sequence, the token each step starts with.
   std::string anchor_name;

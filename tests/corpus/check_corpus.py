@@ -54,7 +54,10 @@ Checks, per row (a row fails with its reasons; exit status 1 if any does):
              near its threshold (diagnosis.near_threshold) and the other
              run's fallback naming it as its near miss (near_miss); or
              gpu_bound in one and GPU compute the dominant stage in the
-             other (the same advice); or, for a batch loaded in the
+             other (the same advice); or worker_process_wait where the
+             hook's marks tell the workers are not a DataLoader's and
+             data_loader_starvation where the run has no marks (same share,
+             within 5 points); or, for a batch loaded in the
              training thread, data_loader_starvation where the Python hook's
              fetch ranges mark it and host_cpu_work where the trace has none,
              at the same share of step time (within 5 points; same_finding)
@@ -253,6 +256,16 @@ PROFILES = {
         "ppo_rollout": {
             "args": ["--device", "cuda", "--num-envs", "8", "--log-every", "5"],
             "iters": 60},
+        "ppo_subproc_envs": {
+            "script": "ppo_rollout",
+            "args": ["--device", "cuda", "--num-envs", "8", "--vec-env", "subproc", "--frame-skip", "4",
+                     "--log-every", "5"],
+            "iters": 40},
+        "ppo_slow_envs": {
+            "script": "ppo_rollout",
+            "args": ["--device", "cuda", "--num-envs", "8", "--vec-env", "subproc", "--frame-skip", "200",
+                     "--log-every", "1"],
+            "iters": 20},
         "dqn_replay": {
             "args": ["--device", "cuda", "--log-every", "50"],
             "iters": 1000},
@@ -884,6 +897,8 @@ class Harness:
             return Harness.either_side_of_launch_bound(row, ref, why)
         if {row.diagnosis, ref.diagnosis} == {"gpu_bound", "dominant_stage"}:
             return Harness.gpu_compute_either_way(row, ref, why)
+        if {row.diagnosis, ref.diagnosis} == {"worker_process_wait", "data_loader_starvation"}:
+            return Harness.workers_told_apart_by_the_hook(row, ref, why)
         if {row.diagnosis, ref.diagnosis} != {"host_cpu_work", "data_loader_starvation"}:
             return why
         unmarked, marked = (row, ref) if row.diagnosis == "host_cpu_work" else (ref, row)
@@ -912,6 +927,22 @@ class Harness:
             return why
         row.notes.append("launch_bound near its threshold in the %s run, its near miss in the %s run" % (
             fired.mode, other.mode))
+        return None
+
+    @staticmethod
+    def workers_told_apart_by_the_hook(row, ref, why):
+        """The Python hook's marks tell worker processes that are not a
+        DataLoader's (no fetch range in the loop); a run without them reads
+        data loading and says it cannot tell.  Same share of step time."""
+        known, unknown = (row, ref) if row.diagnosis == "worker_process_wait" else (ref, row)
+        if unknown.steps.get("python_hook_marks") or unknown.steps.get("data_fetch_ranges"):
+            return why + " (the %s run had the hook's marks or fetch ranges)" % unknown.mode
+        a = known.report["diagnosis"].get("score_pct") or 0
+        b = unknown.report["diagnosis"].get("score_pct") or 0
+        if abs(a - b) > THREAD_LOADING_SCORE_TOLERANCE:
+            return why + " (%.1f%% vs %.1f%% of step time)" % (a, b)
+        row.notes.append("worker_process_wait (%.1f%%) in the %s run is the %s run's data loading it cannot tell "
+                         "apart (%.1f%%)" % (a, known.mode, unknown.mode, b))
         return None
 
     @staticmethod

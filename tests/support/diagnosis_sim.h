@@ -141,6 +141,34 @@ class Sim {
     events_.push_back(e);
     now_ += d;
   }
+  // A request to worker process `worker` and the wait for its reply (an
+  // environment stepped in a subprocess): the worker, blocked until the
+  // request, runs for `d`, and its reply wakes the thread.
+  void WaitOnWorker(uint32_t worker, uint64_t d) {
+    const uint32_t wtid = kPid + 1 + worker;
+    v1::Event w = Ev(now_ - std::min<uint64_t>(now_, 1 * kMs), wtid, wtid);
+    w.mutable_off_cpu()->set_duration_ns(std::min<uint64_t>(now_, 1 * kMs) + 1 * kUs);
+    w.mutable_off_cpu()->set_cause(v1::OFF_CPU_CAUSE_SYSCALL);
+    w.mutable_off_cpu()->set_voluntary(true);
+    w.mutable_off_cpu()->set_woken_by_tid(kPid);
+    w.mutable_off_cpu()->set_waker_pid(kPid);
+    w.mutable_off_cpu()->set_waker_context_known(true);
+    events_.push_back(w);
+    v1::Event e = Ev(now_);
+    e.mutable_off_cpu()->set_duration_ns(d);
+    e.mutable_off_cpu()->set_cause(v1::OFF_CPU_CAUSE_SYSCALL);
+    e.mutable_off_cpu()->set_voluntary(true);
+    e.mutable_off_cpu()->set_woken_by_tid(wtid);
+    e.mutable_off_cpu()->set_waker_pid(wtid);
+    e.mutable_off_cpu()->set_waker_context_known(true);
+    events_.push_back(e);
+    now_ += d;
+  }
+  // An NVTX range of `d` on the thread (the Python hook's "autograd.backward").
+  void Mark(const std::string& name, uint64_t d) {
+    Range(now_, now_ + d, name);
+    now_ += d;
+  }
   // A worker process being switched out (it competes for the CPUs).
   void WorkerSwitch(uint32_t worker, bool voluntary, uint64_t runqueue) {
     v1::Event e = Ev(now_, kPid + 1 + worker, kPid + 1 + worker);

@@ -8,10 +8,17 @@ each an Adam update of the actor and the critic (one optimizer) with a
 clipped objective and clip_grad_norm_.  No gym: the environment is
 CartPole's dynamics in numpy, vectorized, resetting each done environment.
 
+--vec-env subproc: each environment in its own process, as Stable-Baselines3's
+SubprocVecEnv (and gymnasium's AsyncVectorEnv) run them: the forkserver
+start method, a Pipe per worker, step_async sending every action and
+step_wait receiving every result.  --frame-skip K repeats each action K
+physics steps, as Atari's wrappers do.
+
 One iteration is one rollout and its updates: --update-epochs x
 --num-minibatches optimizer steps, the rollout before the first of them.
 """
 import argparse
+import multiprocessing as mp
 import time
 
 import numpy as np
@@ -27,7 +34,14 @@ class VectorCartPole:
         self.state = rng.uniform(-0.05, 0.05, (n, 4))
         self.t = np.zeros(n)
 
-    def step(self, action):
+    def step(self, action, frame_skip=1):
+        reward = np.zeros(self.n)
+        for _ in range(frame_skip):
+            obs, r, done = self._physics_step(action)
+            reward += r
+        return obs, reward, done
+
+    def _physics_step(self, action):
         x, x_dot, theta, theta_dot = self.state.T
         force = np.where(action == 1, 10.0, -10.0)
         cos, sin = np.cos(theta), np.sin(theta)
@@ -41,6 +55,69 @@ class VectorCartPole:
         self.state[done] = self.rng.uniform(-0.05, 0.05, (int(done.sum()), 4))
         self.t[done] = 0
         return self.state.copy(), np.ones(self.n), done
+
+
+def _env_worker(remote, parent_remote, seed, frame_skip):
+    parent_remote.close()
+    env = VectorCartPole(1, np.random.default_rng(seed))
+    while True:
+        cmd, data = remote.recv()
+        if cmd == "step":
+            o, r, d = env.step(np.array([data]), frame_skip)
+            remote.send((o[0], r[0], d[0]))
+        elif cmd == "reset":
+            remote.send(env.state[0].copy())
+        elif cmd == "close":
+            remote.close()
+            break
+
+
+class SubprocVecEnv:
+    """Stable-Baselines3's SubprocVecEnv: one process per environment, a Pipe to each."""
+
+    def __init__(self, n, seed, frame_skip):
+        ctx = mp.get_context("forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn")
+        self.remotes, work_remotes = zip(*[ctx.Pipe() for _ in range(n)])
+        self.processes = []
+        for i, (work_remote, remote) in enumerate(zip(work_remotes, self.remotes)):
+            proc = ctx.Process(target=_env_worker, args=(work_remote, remote, seed + i, frame_skip), daemon=True)
+            proc.start()
+            self.processes.append(proc)
+            work_remote.close()
+        for remote in self.remotes:
+            remote.send(("reset", None))
+        self.state = np.stack([remote.recv() for remote in self.remotes])
+
+    def step_async(self, actions):
+        for remote, action in zip(self.remotes, actions):
+            remote.send(("step", action))
+
+    def step_wait(self):
+        results = [remote.recv() for remote in self.remotes]
+        obs, rews, dones = zip(*results)
+        return np.stack(obs), np.stack(rews), np.stack(dones)
+
+    def step(self, actions):
+        self.step_async(actions)
+        return self.step_wait()
+
+    def close(self):
+        for remote in self.remotes:
+            remote.send(("close", None))
+        for proc in self.processes:
+            proc.join()
+
+
+class InProcessVecEnv:
+    def __init__(self, n, seed, frame_skip):
+        self.env, self.frame_skip = VectorCartPole(n, np.random.default_rng(seed)), frame_skip
+        self.state = self.env.state
+
+    def step(self, actions):
+        return self.env.step(actions, self.frame_skip)
+
+    def close(self):
+        pass
 
 
 def layer(i, o, std=np.sqrt(2)):
@@ -70,6 +147,8 @@ def parse_args():
     p = argparse.ArgumentParser(description="CleanRL-style PPO on a numpy CartPole")
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
     p.add_argument("--num-envs", type=int, default=4)
+    p.add_argument("--vec-env", choices=["inprocess", "subproc"], default="inprocess")
+    p.add_argument("--frame-skip", type=int, default=1, help="physics steps per action")
     p.add_argument("--num-steps", type=int, default=128)
     p.add_argument("--num-minibatches", type=int, default=4)
     p.add_argument("--update-epochs", type=int, default=4)
@@ -92,7 +171,8 @@ def main():
     if args.device == "auto":
         args.device = "cuda" if torch.cuda.is_available() else "cpu"
     device = torch.device(args.device)
-    envs = VectorCartPole(args.num_envs, np.random.default_rng(args.seed))
+    vec_env = SubprocVecEnv if args.vec_env == "subproc" else InProcessVecEnv
+    envs = vec_env(args.num_envs, args.seed, args.frame_skip)
     agent = Agent(args.hidden).to(device)
     optimizer = torch.optim.Adam(agent.parameters(), lr=args.lr, eps=1e-5)
     T, N = args.num_steps, args.num_envs
@@ -106,8 +186,9 @@ def main():
     next_done = torch.zeros(N, device=device)
     batch = T * N
     minibatch = batch // args.num_minibatches
-    print("PPO %d envs x %d steps, %d epochs x %d minibatches, %s, torch %s" % (
-        N, T, args.update_epochs, args.num_minibatches, device, torch.__version__), flush=True)
+    print("PPO %d envs (%s, frame skip %d) x %d steps, %d epochs x %d minibatches, %s, torch %s" % (
+        N, args.vec_env, args.frame_skip, T, args.update_epochs, args.num_minibatches, device, torch.__version__),
+        flush=True)
 
     times = []
     it = 0
@@ -171,6 +252,7 @@ def main():
         t0 = time.perf_counter()
         torch.cuda.synchronize()
         times[-1] += time.perf_counter() - t0
+    envs.close()
     warm = args.warmup_iters if len(times) > args.warmup_iters else 0
     measured = times[warm:]
     print("RESULT script=ppo_rollout iters=%d warmup_iters=%d iter_ms_mean=%.3f iter_ms_p50=%.3f elapsed_s=%.2f "

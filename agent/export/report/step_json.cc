@@ -294,6 +294,7 @@ void StepAnalysisJson(const StepAnalysis& a, JsonWriter& json) {
   json.Field("step_regex", a.options.step_regex);
   json.Field("data_range_regex", a.options.data_range_regex);
   json.Field("data_fetch_ranges", a.data_fetch_ranges);
+  json.Field("python_hook_marks", a.python_hook_marks);
   json.Field("pid", a.pid);
   json.Field("tid", a.tid);
   json.Field("thread_comm", a.thread_comm);

@@ -421,6 +421,50 @@ TEST(DiagnosisTest, LaunchBoundWithSyncsBetweenLaunchesNamesTheSyncsFirst) {
   EXPECT_EQ(o.primary.recommendation.find("first remove those the step can do without"), std::string::npos) << o.primary.recommendation;
 }
 
+// PPO with its environments in subprocesses (Stable-Baselines3's
+// SubprocVecEnv): the thread waits on worker processes that are not a
+// DataLoader's.  With the Python hook's marks and no fetch range the trace
+// knows it; without them it says it cannot tell.
+TEST(DiagnosisTest, WaitingOnEnvironmentProcessesIsNotDataLoading) {
+  auto run = [](bool hook) {
+    Sim sim(4);
+    for (int i = 0; i < kSteps; ++i) {
+      sim.BeginStep();
+      for (int env_step = 0; env_step < 4; ++env_step) {
+        for (int k = 0; k < 3; ++k) sim.Launch(20 * kUs, kCompute);
+        sim.Sync();
+        sim.WaitOnWorker(env_step, 2 * kMs);
+      }
+      if (hook) sim.Mark("autograd.backward", 10 * kUs);
+      for (int k = 0; k < 10; ++k) sim.Launch(100 * kUs, kCompute);
+      sim.Sync();
+      sim.EndStep();
+    }
+    return sim.Analyze();
+  };
+  StepAnalysis marked = run(true);
+  EXPECT_TRUE(marked.python_hook_marks);
+  EXPECT_FALSE(marked.data_fetch_ranges);
+  EXPECT_EQ(marked.worker_processes, 4u);
+  EXPECT_GT(marked.measured_total.stages[static_cast<size_t>(Stage::kDataLoading)], 0u);
+  Diagnosis d = Diagnose(marked);
+  EXPECT_EQ(d.primary.bottleneck, Bottleneck::kWorkerProcesses) << Describe(d);
+  EXPECT_FALSE(HasFinding(d, Bottleneck::kDataLoader)) << Describe(d);
+  EXPECT_NE(d.primary.recommendation.find("more DataLoader workers will not help"), std::string::npos);
+  ASSERT_TRUE(d.primary.gain.has_value());
+  EXPECT_DOUBLE_EQ(*d.primary.gain, d.primary.score);
+
+  StepAnalysis unmarked = run(false);
+  EXPECT_FALSE(unmarked.python_hook_marks);
+  Diagnosis u = Diagnose(unmarked);
+  EXPECT_EQ(u.primary.bottleneck, Bottleneck::kDataLoader) << Describe(u);
+  EXPECT_NE(u.primary.evidence.find("cannot tell whether the worker processes waited on are a DataLoader's"),
+            std::string::npos)
+      << u.primary.evidence;
+  EXPECT_EQ(u.primary.recommendation.rfind("If the worker processes are a DataLoader's: ", 0), 0u)
+      << u.primary.recommendation;
+}
+
 // Copies already pinned and async on the kernels' stream: what is left is
 // overlap, not pinning.
 TEST(DiagnosisPracticesTest, PinnedAsyncCopiesAreNotToldToPin) {
@@ -657,7 +701,8 @@ TEST(DiagnosisRuleTableTest, ListsEveryRuleOnce) {
   const std::vector<Bottleneck> expected = {Bottleneck::kGpuBound,        Bottleneck::kDataLoader,
                                             Bottleneck::kPageableCopies,  Bottleneck::kSerializedCopies,
                                             Bottleneck::kLaunchBound,     Bottleneck::kHostCpuWork,
-                                            Bottleneck::kCpuContention,   Bottleneck::kStraggler,
+                                            Bottleneck::kWorkerProcesses, Bottleneck::kCpuContention,
+                                            Bottleneck::kStraggler,
                                             Bottleneck::kIntermittentStalls};
   std::vector<Bottleneck> listed;
   for (const DiagnosisRule& r : DiagnosisRules()) {
