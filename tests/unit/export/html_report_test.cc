@@ -32,6 +32,7 @@
 #include "analysis/step_analysis.h"
 #include "analysis/trace_summary.h"
 #include "support/diagnosis_sim.h"
+#include "export/report/sync_drain_text.h"
 #include "export/report/text_table.h"
 #include "gtest/gtest.h"
 #include "stream/trace_writer.h"
@@ -493,6 +494,28 @@ TEST_F(HtmlReportTest, RendersInHeadlessChromium) {
   EXPECT_EQ(Count(dom, "<script"), 1u);
 
   MaybeScreenshot(Path("run.html"), "html_report", dir_);
+}
+
+// Syncs between launches in every step: the idle section says what
+// followed them, in the words the text report uses.
+TEST(HtmlReportIdleTest, SaysWhatFollowedTheSyncs) {
+  using namespace diagnosis_sim;
+  Sim sim(2);
+  for (int i = 0; i < 6; ++i) {
+    sim.BeginStep();
+    for (int group = 0; group < 4; ++group) {
+      for (int k = 0; k < 5; ++k) sim.Launch(4 * kUs, kCompute);
+      sim.Sync();
+      sim.Cpu(30 * kUs);
+    }
+    sim.EndStep();
+  }
+  StepAnalysis steps = sim.Analyze();
+  const std::string drain = SyncDrainText(steps);
+  ASSERT_NE(drain.find("3.0 syncs per step fell between its launches"), std::string::npos) << drain;
+  std::ostringstream out;
+  WriteHtmlReport(TraceSummary(), steps, Diagnose(steps), out);
+  EXPECT_NE(out.str().find("<p>" + HtmlEscape(drain) + ".</p>"), std::string::npos);
 }
 
 }  // namespace

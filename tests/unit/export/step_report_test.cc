@@ -211,6 +211,45 @@ TEST(StepReportTest, TextShowsTheFirstStepsSummaryRowsAndEverySection) {
   EXPECT_EQ(text.find("\n    10  "), std::string::npos) << text;
 }
 
+// A value read back mid-step in every step: the JSON's per-step count and
+// after_sync summary, and the text's line under the idle table.
+TEST(StepReportTest, SyncsBetweenLaunchesAndTheIdleAfterThemAreReported) {
+  std::vector<v1::Event> events;
+  for (uint64_t i = 0; i < 6; ++i) {
+    const uint64_t t = 10000 + i * 1000;
+    events.push_back(Range(t, t + 1000, "step " + std::to_string(i)));
+    events.push_back(Api(t + 10, t + 20, "cudaLaunchKernel_v7000"));
+    events.push_back(Kernel(t + 20, t + 300));
+    events.push_back(Api(t + 30, t + 305, "cudaStreamSynchronize_v3020"));  // the kernel ends inside it
+    events.push_back(Api(t + 400, t + 410, "cudaLaunchKernel_v7000"));
+    events.push_back(Kernel(t + 410, t + 1000));
+  }
+  auto a = AnalyzeStepEvents(v1::TraceHeader(), events, StepOptions());
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_EQ(a->measured_steps, 5u);
+  Diagnosis d = Diagnose(*a);
+  google::protobuf::Struct j = Json(*a, d);
+  const google::protobuf::Struct& step = Get(j, "steps").list_value().values(1).struct_value();
+  const google::protobuf::Struct& counts = Get(step, "counts").struct_value();
+  EXPECT_EQ(Get(counts, "syncs_between_launches").number_value(), 1.0);
+  EXPECT_EQ(Get(counts, "gpu_idle_after_sync_ns").number_value(), 110.0);  // 300 to 410
+  const google::protobuf::Struct& after =
+      Get(Get(j, "gpu_idle_attribution").struct_value(), "after_sync").struct_value();
+  EXPECT_EQ(Get(after, "ns").number_value(), 5 * 110.0);
+  EXPECT_EQ(Get(after, "stretches").number_value(), 5.0);
+  EXPECT_DOUBLE_EQ(Get(after, "pct_of_step_time").number_value(), 11.0);
+  EXPECT_DOUBLE_EQ(Get(after, "syncs_between_launches_per_step").number_value(), 1.0);
+  std::ostringstream out;
+  WriteStepTextReport(*a, d, out, 10);
+  EXPECT_NE(out.str().find("after the driving thread's syncs (it waited for the GPU's queue to run dry): 0.001 ms "
+                           "(11.0% of step time) in 5 stretches; 1.0 syncs per step fell between its launches"),
+            std::string::npos)
+      << out.str();
+  const google::protobuf::Struct& diag = Get(j, "diagnosis").struct_value();
+  EXPECT_TRUE(Get(diag, "near_threshold").has_bool_value());
+  EXPECT_TRUE(Get(diag, "near_miss").has_null_value() || Get(diag, "near_miss").has_string_value());
+}
+
 TEST(StepReportTest, NoSteps) {
   auto a = AnalyzeStepEvents(v1::TraceHeader(), {Range(0, 10, "forward")}, StepOptions());
   ASSERT_TRUE(a.ok());
