@@ -13,7 +13,6 @@ namespace {
 
 using namespace rule_support;
 
-
 std::string WorkersText(const StepAnalysis& a) {
   std::string s = a.worker_processes == 0 ? std::string("no data worker processes (loading runs in the training thread)")
                                           : absl::StrFormat("%u data worker processes", a.worker_processes);

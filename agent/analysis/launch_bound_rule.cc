@@ -47,8 +47,8 @@ void AdviseWithGraphsInUse(const DiagnosisInputs& in, double idle, Finding& f) {
 
 // The step waits for the GPU between its launches: a graph captures only
 // the stretches between those syncs, so the graph lever waits for them.
-void AdviseWithSyncsBetweenLaunches(const DiagnosisInputs& in, double syncs, Finding& f) {
-  f.gain = in.Share(CpuSideIdle(in)) * kGraphIdleReduction;
+void AdviseWithSyncsBetweenLaunches(const DiagnosisInputs& in, double syncs, double graph_gain, Finding& f) {
+  f.gain = graph_gain;
   f.gain_model = absl::StrFormat(
       "once the %.1f syncs per step between launches are gone, a CUDA graph replay cuts the GPU idle spent "
       "waiting on the CPU by %.0f%%; while they remain, a graph captures only the stretches between them",
@@ -69,8 +69,8 @@ void AdviseWithSyncsBetweenLaunches(const DiagnosisInputs& in, double syncs, Fin
       syncs);
 }
 
-void AdviseEager(const DiagnosisInputs& in, Finding& f) {
-  f.gain = in.Share(CpuSideIdle(in)) * kGraphIdleReduction;
+void AdviseEager(double graph_gain, Finding& f) {
+  f.gain = graph_gain;
   f.gain_model = absl::StrFormat(
       "a CUDA graph replay cuts the GPU idle spent waiting on the CPU (launch calls, other CUDA calls, "
       "framework code) by %.0f%%",
@@ -127,12 +127,14 @@ std::optional<Finding> LaunchBoundRuleAt(const DiagnosisInputs& in, double idle_
     f.evidence += absl::StrFormat("; not counted here: %s of step time the thread %s, which no CUDA graph shortens",
                                   Pct(in.Share(host)), HostWorkText());
   }
+  // Eager: CUDA graphs cut the GPU idle spent waiting on the CPU.
+  const double graph_gain = f.score * kGraphIdleReduction;
   if (in.analysis.practices.GraphsInUse(in.steps())) {
     AdviseWithGraphsInUse(in, idle, f);
-  } else if (const double syncs = in.PerStep(t.api.syncs_between_launches); syncs >= kStepSplittingSyncs) {
-    AdviseWithSyncsBetweenLaunches(in, syncs, f);
+  } else if (const double syncs = in.analysis.SyncsBetweenLaunchesPerStep(); syncs >= kStepSplittingSyncs) {
+    AdviseWithSyncsBetweenLaunches(in, syncs, graph_gain, f);
   } else {
-    AdviseEager(in, f);
+    AdviseEager(graph_gain, f);
   }
   return f;
 }

@@ -79,7 +79,6 @@ class StepCollector {
   int32_t mmap2_nr_ = -1;
   std::vector<uint64_t> starts_;  // of plan_.steps
   std::vector<TimelineSpan> spans_;
-  // Correlation ids of the process's memcpys with a pageable side.
   // What a copy's GPU record says, by correlation id, for its API call.
   struct CopyRecord {
     bool pageable;   // touched pageable memory

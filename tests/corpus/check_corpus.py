@@ -111,10 +111,11 @@ STEP_COUNT_TOLERANCE = 1  # annotated vs un-annotated
 LESS_WORK_THAN_AN_ITERATION = "less work than the steady iteration"
 EXTRA_CUT_OFF_AN_ITERATION = "measured on its own"
 MIN_STEPS = 3
-# A batch loaded in the training thread, named by a run with fetch ranges
-# and by one without (see same_finding): their scores may differ this much
+# One cause named two ways by a run with the Python hook's ranges and one
+# without (a batch loaded in the training thread; worker processes that are
+# not a DataLoader's; see same_finding): their scores may differ this much
 # (points of step time).
-THREAD_LOADING_SCORE_TOLERANCE = 5.0
+PAIRED_FINDING_SCORE_TOLERANCE = 5.0
 
 # Sizes per profile.  cpu: a few seconds each on a 2-core machine (CI);
 # gpu: realistic loads on one H100/H200.  "run" is appended for launched
@@ -910,7 +911,7 @@ class Harness:
             return why + " (the data was not loaded in the training thread)"
         a = unmarked.report["diagnosis"].get("score_pct") or 0
         b = marked.report["diagnosis"].get("score_pct") or 0
-        if abs(a - b) > THREAD_LOADING_SCORE_TOLERANCE:
+        if abs(a - b) > PAIRED_FINDING_SCORE_TOLERANCE:
             return why + " (%.1f%% vs %.1f%% of step time)" % (a, b)
         row.notes.append("host_cpu_work (%.1f%%) in the run without fetch ranges is the %s run's data loading in "
                          "its thread (%.1f%%)" % (a, marked.mode, b))
@@ -939,7 +940,7 @@ class Harness:
             return why + " (the %s run had the hook's marks or fetch ranges)" % unknown.mode
         a = known.report["diagnosis"].get("score_pct") or 0
         b = unknown.report["diagnosis"].get("score_pct") or 0
-        if abs(a - b) > THREAD_LOADING_SCORE_TOLERANCE:
+        if abs(a - b) > PAIRED_FINDING_SCORE_TOLERANCE:
             return why + " (%.1f%% vs %.1f%% of step time)" % (a, b)
         row.notes.append("worker_process_wait (%.1f%%) in the %s run is the %s run's data loading it cannot tell "
                          "apart (%.1f%%)" % (a, known.mode, unknown.mode, b))

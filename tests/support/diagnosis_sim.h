@@ -146,22 +146,8 @@ class Sim {
   // request, runs for `d`, and its reply wakes the thread.
   void WaitOnWorker(uint32_t worker, uint64_t d) {
     const uint32_t wtid = kPid + 1 + worker;
-    v1::Event w = Ev(now_ - std::min<uint64_t>(now_, 1 * kMs), wtid, wtid);
-    w.mutable_off_cpu()->set_duration_ns(std::min<uint64_t>(now_, 1 * kMs) + 1 * kUs);
-    w.mutable_off_cpu()->set_cause(v1::OFF_CPU_CAUSE_SYSCALL);
-    w.mutable_off_cpu()->set_voluntary(true);
-    w.mutable_off_cpu()->set_woken_by_tid(kPid);
-    w.mutable_off_cpu()->set_waker_pid(kPid);
-    w.mutable_off_cpu()->set_waker_context_known(true);
-    events_.push_back(w);
-    v1::Event e = Ev(now_);
-    e.mutable_off_cpu()->set_duration_ns(d);
-    e.mutable_off_cpu()->set_cause(v1::OFF_CPU_CAUSE_SYSCALL);
-    e.mutable_off_cpu()->set_voluntary(true);
-    e.mutable_off_cpu()->set_woken_by_tid(wtid);
-    e.mutable_off_cpu()->set_waker_pid(wtid);
-    e.mutable_off_cpu()->set_waker_context_known(true);
-    events_.push_back(e);
+    OffCpu(now_ - std::min<uint64_t>(now_, 1 * kMs), now_ + 1 * kUs, v1::OFF_CPU_CAUSE_SYSCALL, wtid, kPid);
+    OffCpu(now_, now_ + d, v1::OFF_CPU_CAUSE_SYSCALL, kPid, wtid);
     now_ += d;
   }
   // An NVTX range of `d` on the thread (the Python hook's "autograd.backward").
@@ -205,11 +191,18 @@ class Sim {
     e.mutable_cuda_api()->set_correlation_id(corr);
     events_.push_back(e);
   }
-  void OffCpu(uint64_t start, uint64_t end, v1::OffCpuCause cause) {
-    v1::Event e = Ev(start);
+  // Thread `tid` (pid == tid: the job's main thread or a worker process)
+  // blocked over [start, end), woken by `waker` when not 0.
+  void OffCpu(uint64_t start, uint64_t end, v1::OffCpuCause cause, uint32_t tid = kPid, uint32_t waker = 0) {
+    v1::Event e = Ev(start, tid, tid);
     e.mutable_off_cpu()->set_duration_ns(end - start);
     e.mutable_off_cpu()->set_cause(cause);
     e.mutable_off_cpu()->set_voluntary(true);
+    if (waker != 0) {
+      e.mutable_off_cpu()->set_woken_by_tid(waker);
+      e.mutable_off_cpu()->set_waker_pid(waker);
+      e.mutable_off_cpu()->set_waker_context_known(true);
+    }
     events_.push_back(e);
   }
 

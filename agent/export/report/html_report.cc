@@ -35,9 +35,9 @@
 #include "export/report/html_step_chart.h"
 #include "export/report/html_tables.h"
 #include "export/report/step_columns.h"
+#include "export/report/sync_drain_text.h"
 #include "export/report/text_table.h"
 #include "export/report/trace_identity.h"
-#include "export/report/sync_drain_text.h"
 #include "export/report/wait_chain_text.h"
 #include "stream/trace_completeness.h"
 

@@ -405,8 +405,7 @@ void IdleAttributionJson(const StepAnalysis& a, JsonWriter& json) {
   json.Field("ns", t.gpu.idle_after_sync_ns);
   json.Field("pct_of_step_time", Share(t.gpu.idle_after_sync_ns, a.measured_wall_ns) * 100);
   json.Field("stretches", static_cast<uint64_t>(t.gpu.idle_stretches_after_sync));
-  json.Field("syncs_between_launches_per_step",
-             static_cast<double>(t.api.syncs_between_launches) / std::max<size_t>(a.measured_steps, 1));
+  json.Field("syncs_between_launches_per_step", a.SyncsBetweenLaunchesPerStep());
   json.EndObject();
   json.Key("causes");
   json.BeginArray();

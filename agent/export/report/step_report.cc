@@ -13,8 +13,8 @@
 #include "analysis/cuda_summary.h"
 #include "export/report/format.h"
 #include "export/report/step_columns.h"
-#include "export/report/text_table.h"
 #include "export/report/sync_drain_text.h"
+#include "export/report/text_table.h"
 #include "export/report/wait_chain_text.h"
 
 namespace gpuos {

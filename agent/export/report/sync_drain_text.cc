@@ -1,8 +1,6 @@
 // The idle after syncs in words; see sync_drain_text.h.
 #include "export/report/sync_drain_text.h"
 
-#include <algorithm>
-
 #include "absl/strings/str_format.h"
 #include "export/report/format.h"
 
@@ -11,12 +9,11 @@ namespace gpuos {
 std::string SyncDrainText(const StepAnalysis& a) {
   const StepRecord& t = a.measured_total;
   if (t.gpu.idle_stretches_after_sync == 0) return "";
-  const double steps = static_cast<double>(std::max<size_t>(a.measured_steps, 1));
   return absl::StrFormat(
       "after the driving thread's syncs (it waited for the GPU's queue to run dry): %s ms (%s%% of step time) in %u "
       "stretches; %.1f syncs per step fell between its launches",
       FormatMs3(t.gpu.idle_after_sync_ns), FormatPct1(Share(t.gpu.idle_after_sync_ns, a.measured_wall_ns)),
-      t.gpu.idle_stretches_after_sync, static_cast<double>(t.api.syncs_between_launches) / steps);
+      t.gpu.idle_stretches_after_sync, a.SyncsBetweenLaunchesPerStep());
 }
 
 }  // namespace gpuos
