@@ -25,6 +25,15 @@ size_t VersionSuffixLength(std::string_view s) {
   return digits + 2;
 }
 
+bool AllocatesOrFrees(std::string_view name) {
+  if (EndsWith(name, "Async")) return false;
+  for (std::string_view prefix : {"cudaMalloc", "cudaFree", "cudaHostAlloc", "cuMemAlloc", "cuMemFree",
+                                  "cuMemHostAlloc", "cuMemAddressReserve", "cuMemAddressFree"}) {
+    if (StartsWith(name, prefix)) return true;
+  }
+  return name == "cuMemCreate" || name == "cuMemRelease" || name == "cuMemMap" || name == "cuMemUnmap";
+}
+
 }  // namespace
 
 std::string_view StripCudaApiSuffixes(std::string_view name) {
@@ -48,6 +57,7 @@ CudaApiClass ClassifyCudaApi(std::string_view name) {
   if (name.find("Synchronize") != std::string_view::npos) return CudaApiClass::kSync;
   if (StartsWith(name, "cudaMemcpy") || StartsWith(name, "cuMemcpy")) return CudaApiClass::kMemcpy;
   if (StartsWith(name, "cudaMemset") || StartsWith(name, "cuMemset")) return CudaApiClass::kMemset;
+  if (AllocatesOrFrees(name)) return CudaApiClass::kAllocate;
   return CudaApiClass::kOther;
 }
 
@@ -59,6 +69,7 @@ const char* CudaApiClassName(CudaApiClass api_class) {
     case CudaApiClass::kSync: return "sync";
     case CudaApiClass::kMemcpy: return "memcpy";
     case CudaApiClass::kMemset: return "memset";
+    case CudaApiClass::kAllocate: return "allocate";
     default: return "other";
   }
 }

@@ -15,6 +15,12 @@ enum class CudaApiClass : uint8_t {
   kSync,       // blocks the CPU until the GPU is done: *Synchronize
   kMemcpy,     // cudaMemcpy*, cuMemcpy* (synchronous or not)
   kMemset,     // cudaMemset*, cuMemset*
+  // Takes device or pinned host memory from the driver or gives it back:
+  // cudaMalloc*, cudaFree*, cudaHostAlloc, cuMemAlloc*, cuMemFree*, and the
+  // virtual-memory calls of expandable segments (cuMemCreate, cuMemMap...).
+  // A free waits for the whole device.  Not the stream-ordered *Async
+  // calls, which neither wait nor go to the driver each time.
+  kAllocate,
 };
 
 // `name` without CUPTI's version and per-thread-stream suffixes ("_v7000",

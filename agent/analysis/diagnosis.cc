@@ -1,5 +1,6 @@
 // Runs the rule table and ranks its findings; see diagnosis.h.  The rules
-// themselves are in diagnosis_rules.cc and launch_bound_rule.cc.
+// themselves are in diagnosis_rules.cc, launch_bound_rule.cc and
+// allocator_churn_rule.cc.
 #include "analysis/diagnosis.h"
 
 #include <algorithm>
@@ -25,6 +26,7 @@ const char* BottleneckKey(Bottleneck b) {
     case Bottleneck::kDominantStage: return "dominant_stage";
     case Bottleneck::kStraggler: return "straggler";
     case Bottleneck::kWorkerProcesses: return "worker_process_wait";
+    case Bottleneck::kAllocatorChurn: return "allocator_churn";
   }
   return "unknown";
 }
@@ -45,6 +47,7 @@ const char* BottleneckTitle(Bottleneck b) {
     case Bottleneck::kDominantStage: return "one stage dominates the step";
     case Bottleneck::kStraggler: return "a straggler rank holds the others back";
     case Bottleneck::kWorkerProcesses: return "waiting for the job's worker processes";
+    case Bottleneck::kAllocatorChurn: return "GPU memory allocated and freed every step";
   }
   return "unknown";
 }

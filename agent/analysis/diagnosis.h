@@ -79,6 +79,15 @@
 //                       the trace cannot tell (unnamed workers, no hook),
 //                       data_loader fires and says so.  score and gain:
 //                       that stage removed.
+//   allocator_churn     the launching thread makes >= kChurnAllocationsPerStep
+//                       calls per step that take memory from the driver or
+//                       give it back (cudaMalloc, cudaFree:
+//                       ApiCounts::allocations) and the GPU idle inside them
+//                       and in the idle stretches that began inside them
+//                       (GpuParts::idle_allocation_ns: a free drains the
+//                       GPU's queue) is >= kAllocatorChurnShare of W.  score
+//                       and gain: that idle removed.  launch_bound judges
+//                       the idle left without it: no CUDA graph removes it.
 //   cpu_contention      the thread is preempted or waits in the run queue
 //                       >= kContentionShare of W while >= kManyWorkers
 //                       data-worker processes run.  score: that share.  gain:
@@ -134,6 +143,8 @@ inline constexpr double kMinKernelsPerStep = 8;
 // Syncs between launches per step from which a step is in pieces no one
 // graph spans; a loss read back once a step splits it at most once.
 inline constexpr double kStepSplittingSyncs = 2;
+inline constexpr double kChurnAllocationsPerStep = 1;
+inline constexpr double kAllocatorChurnShare = 0.05;
 inline constexpr double kContentionShare = 0.10;
 inline constexpr uint32_t kManyWorkers = 2;
 inline constexpr double kStallCostShare = 0.05;
@@ -161,6 +172,7 @@ enum class Bottleneck {
   kDominantStage,   // no rule fired, but one stage takes > kDominantStageShare
   kStraggler,       // the other ranks wait for one rank (straggler.h)
   kWorkerProcesses, // waiting for the job's worker processes, which are not a DataLoader's
+  kAllocatorChurn,  // GPU memory taken from the driver and given back every step
 };
 
 const char* BottleneckKey(Bottleneck bottleneck);    // "data_loader_starvation"
@@ -214,7 +226,8 @@ struct DiagnosisRule {
 // Every rule, in the order ties of equal score are broken.
 const std::vector<DiagnosisRule>& DiagnosisRules();
 
-// The rules (diagnosis_rules.cc, launch_bound_rule.cc); see the table above.
+// The rules (diagnosis_rules.cc, launch_bound_rule.cc, allocator_churn_rule.cc);
+// see the table above.
 std::optional<Finding> GpuBoundRule(const DiagnosisInputs& in);
 std::optional<Finding> DataLoaderRule(const DiagnosisInputs& in);
 std::optional<Finding> PageableCopiesRule(const DiagnosisInputs& in);
@@ -225,6 +238,7 @@ std::optional<Finding> LaunchBoundRule(const DiagnosisInputs& in);
 std::optional<Finding> LaunchBoundRuleAt(const DiagnosisInputs& in, double idle_share);
 std::optional<Finding> HostCpuWorkRule(const DiagnosisInputs& in);
 std::optional<Finding> WorkerProcessesRule(const DiagnosisInputs& in);
+std::optional<Finding> AllocatorChurnRule(const DiagnosisInputs& in);
 std::optional<Finding> CpuContentionRule(const DiagnosisInputs& in);
 std::optional<Finding> IntermittentStallsRule(const DiagnosisInputs& in);
 std::optional<Finding> StragglerRule(const DiagnosisInputs& in);

@@ -513,6 +513,7 @@ const std::vector<DiagnosisRule>& DiagnosisRules() {
       {Bottleneck::kLaunchBound, &LaunchBoundRule, true},
       {Bottleneck::kHostCpuWork, &HostCpuWorkRule, true},
       {Bottleneck::kWorkerProcesses, &WorkerProcessesRule, true},
+      {Bottleneck::kAllocatorChurn, &AllocatorChurnRule, true},
       {Bottleneck::kCpuContention, &CpuContentionRule, true},
       {Bottleneck::kStraggler, &StragglerRule, true},
       {Bottleneck::kIntermittentStalls, &IntermittentStallsRule, /*steady_state=*/false},

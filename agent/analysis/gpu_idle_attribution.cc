@@ -12,6 +12,7 @@ IdleCause AttributeIdleInstant(const ThreadInstant& t) {
     case ThreadApiState::kLaunch: return IdleCause::kLaunching;
     case ThreadApiState::kMemset:
     case ThreadApiState::kOther: return IdleCause::kOtherCudaApi;
+    case ThreadApiState::kAllocate: return IdleCause::kAllocating;
     case ThreadApiState::kNone: break;
   }
   if (t.mm == ThreadMmState::kMunmap) return IdleCause::kMunmap;
@@ -54,6 +55,7 @@ const char* IdleCauseName(IdleCause cause) {
     case IdleCause::kCopyOther: return "copy (other)";
     case IdleCause::kLaunching: return "launching";
     case IdleCause::kOtherCudaApi: return "other CUDA API";
+    case IdleCause::kAllocating: return "allocating or freeing memory (cudaMalloc, cudaFree)";
     case IdleCause::kMunmap: return "munmap";
     case IdleCause::kMmap: return "mmap";
     case IdleCause::kDiskRead: return "waiting for disk (reads)";
@@ -82,6 +84,7 @@ const char* IdleCauseKey(IdleCause cause) {
     case IdleCause::kCopyOther: return "copy_other";
     case IdleCause::kLaunching: return "launching";
     case IdleCause::kOtherCudaApi: return "other_cuda_api";
+    case IdleCause::kAllocating: return "allocating";
     case IdleCause::kMunmap: return "munmap";
     case IdleCause::kMmap: return "mmap";
     case IdleCause::kDiskRead: return "disk_read";

@@ -19,6 +19,7 @@ namespace gpuos {
 enum class ThreadApiState : uint8_t {
   kNone = 0,
   kOther,         // any other CUDA API call
+  kAllocate,      // taking memory from the driver or giving it back: cudaMalloc, cudaFree...
   kMemset,
   kLaunch,
   kCopy,          // cudaMemcpy*/cuMemcpy* whose GPU copy is not known to touch pageable memory
@@ -85,6 +86,7 @@ enum class IdleCause : uint8_t {
   kCopyOther,
   kLaunching,
   kOtherCudaApi,  // including cudaMemset*
+  kAllocating,    // cudaMalloc, cudaFree and kin (CudaApiClass::kAllocate)
   // 2. mmap/munmap, on or off the CPU.
   kMunmap,
   kMmap,

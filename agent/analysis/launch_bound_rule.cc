@@ -2,6 +2,8 @@
 // gains.  What it recommends depends on what the job already does: graphs
 // replayed (what is left), syncs between launches (they come first: a graph
 // cannot span one), or neither.
+#include <algorithm>
+
 #include "absl/strings/str_format.h"
 #include "analysis/diagnosis.h"
 #include "analysis/diagnosis_rule_support.h"
@@ -83,11 +85,33 @@ void AdviseEager(double graph_gain, Finding& f) {
       "does more work.";
 }
 
+// The GPU idle the thread's allocation calls account for is
+// allocator_churn's: no CUDA graph removes it.  Launch-bound judges the
+// idle without it, and the CPU-side idle without the part of it charged to
+// CPU-side causes (the stretches after a free, while the thread launched
+// again).
+struct IdleWithoutChurn {
+  uint64_t churn_ns = 0;
+  uint64_t idle_ns = 0;
+  uint64_t cpu_side_ns = 0;
+};
+
+IdleWithoutChurn LaunchBoundIdle(const DiagnosisInputs& in) {
+  const GpuParts& gpu = in.total().gpu;
+  IdleWithoutChurn out;
+  out.churn_ns = std::min(gpu.idle_allocation_ns, gpu.idle_ns);
+  out.idle_ns = gpu.idle_ns - out.churn_ns;
+  const uint64_t churn_cpu_side = out.churn_ns - std::min(out.churn_ns, in.Idle(IdleCause::kAllocating));
+  const uint64_t cpu_side = CpuSideIdle(in);
+  out.cpu_side_ns = cpu_side - std::min(cpu_side, churn_cpu_side);
+  return out;
+}
+
 }  // namespace
 
 std::optional<Finding> LaunchBoundRule(const DiagnosisInputs& in) {
   std::optional<Finding> f = LaunchBoundRuleAt(in, kGpuIdleHighShare);
-  if (f && in.Share(in.total().gpu.idle_ns) < kGpuIdleHighShare * (1 + kNearThresholdFraction)) {
+  if (f && in.Share(LaunchBoundIdle(in).idle_ns) < kGpuIdleHighShare * (1 + kNearThresholdFraction)) {
     f->near_threshold = true;
     f->evidence += absl::StrFormat(
         " The GPU idle is within %.0f%% of the %.0f%% from which the step reads launch-bound: another run of the "
@@ -99,14 +123,15 @@ std::optional<Finding> LaunchBoundRule(const DiagnosisInputs& in) {
 
 std::optional<Finding> LaunchBoundRuleAt(const DiagnosisInputs& in, double idle_share) {
   const StepRecord& t = in.total();
-  const uint64_t cpu_idle = CpuSideIdle(in);
-  const double idle = in.Share(t.gpu.idle_ns);
+  const IdleWithoutChurn judged = LaunchBoundIdle(in);
+  const uint64_t cpu_idle = judged.cpu_side_ns;
+  const double idle = in.Share(judged.idle_ns);
   // Compute kernels only: a collective's kernel lasts as long as it waits
   // for the other ranks, which says nothing of how short the work is.
   const uint64_t kernels = t.gpu.compute_kernels_started();
   const double mean_kernel_ns = kernels ? static_cast<double>(t.gpu.compute_kernels_started_ns()) / kernels : 0;
   const double kernels_per_step = in.PerStep(kernels);
-  if (idle < idle_share || Share(cpu_idle, t.gpu.idle_ns) < kLaunchBoundCpuFraction || kernels == 0 ||
+  if (idle < idle_share || Share(cpu_idle, judged.idle_ns) < kLaunchBoundCpuFraction || kernels == 0 ||
       mean_kernel_ns > kShortKernelNs || kernels_per_step < kMinKernelsPerStep) {
     return std::nullopt;
   }
@@ -123,6 +148,12 @@ std::optional<Finding> LaunchBoundRuleAt(const DiagnosisInputs& in, double idle_
           ? std::string()
           : absl::StrFormat(" (besides %.1f collectives' kernels)", in.PerStep(t.gpu.comm_kernels_started)),
       in.PerStep(t.api.launch), Pct(in.Share(t.cpu.launch_api_ns)));
+  if (judged.churn_ns > 0) {
+    f.evidence += absl::StrFormat(
+        "; besides that idle, the GPU sat idle %s of step time inside the thread's allocation calls or in the "
+        "stretches that began in them, which no CUDA graph removes (allocator churn)",
+        Pct(in.Share(judged.churn_ns)));
+  }
   if (const uint64_t host = in.Idle(IdleCause::kHostWork); host > 0) {
     f.evidence += absl::StrFormat("; not counted here: %s of step time the thread %s, which no CUDA graph shortens",
                                   Pct(in.Share(host)), HostWorkText());

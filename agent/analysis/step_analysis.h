@@ -93,6 +93,10 @@ struct StepAnalysis {
   double SyncsBetweenLaunchesPerStep() const {
     return measured_steps ? static_cast<double>(measured_total.api.syncs_between_launches) / measured_steps : 0.0;
   }
+  // ApiCounts::allocations per measured step (0 without any).
+  double AllocationsPerStep() const {
+    return measured_steps ? static_cast<double>(measured_total.api.allocations) / measured_steps : 0.0;
+  }
   // Whether step `s` is one of the measured steps the summaries are over.
   bool InSummaries(const StepRecord& s) const {
     return (summary_includes_warmup || !s.warmup) && (steps_without_detail == 0 || s.cuda_detail) &&

@@ -54,4 +54,16 @@ uint64_t StepApiCalls::SyncsBetweenLaunches() {
   return syncs;
 }
 
+uint64_t StepApiCalls::Allocations() {
+  Sort();
+  uint64_t calls = 0;
+  uint64_t outer_end = 0;  // of the last allocation call counted: nested ones end inside it
+  for (const StepApiCall& call : calls_) {
+    if (call.api_class != CudaApiClass::kAllocate || call.from < outer_end) continue;
+    outer_end = call.to;
+    if (call.starts_in_step) ++calls;
+  }
+  return calls;
+}
+
 }  // namespace gpuos

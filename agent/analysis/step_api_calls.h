@@ -1,8 +1,9 @@
 // The launching thread's CUDA calls in one step, in call order, and what
 // their sequence says beyond each call's own time: the stretches away from
 // CUDA calls that end in a copy to the device (the job's own CPU work,
-// gpu_idle_attribution.h) and the syncs between launches
-// (ApiCounts::syncs_between_launches, step_breakdown.h).
+// gpu_idle_attribution.h), the syncs between launches
+// (ApiCounts::syncs_between_launches, step_breakdown.h) and the allocation
+// calls, each counted once.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +19,7 @@ struct StepApiCall {
   uint64_t to;
   uint8_t bits;   // kApiCopiesToDevice, kApiNextCopiesToDevice (step_timeline.h)
   CudaApiClass api_class;
+  bool starts_in_step = true;  // false: began before the step (`from` is clipped)
 };
 
 class StepApiCalls {
@@ -34,6 +36,10 @@ class StepApiCalls {
   // Syncs with a launch since the previous sync and another after them; a
   // sync nested in another (the runtime's around the driver's) is one.
   uint64_t SyncsBetweenLaunches();
+
+  // Allocation calls (CudaApiClass::kAllocate) that start in the step; one
+  // nested in another (the driver's inside the runtime's) is one.
+  uint64_t Allocations();
 
  private:
   void Sort();

@@ -16,6 +16,7 @@ namespace {
 // What is going on at an instant, as counts of open spans by kind.
 enum Counter : uint8_t {
   kApiOther,
+  kApiAllocate,
   kApiMemset,
   kApiLaunch,
   kApiCopy,
@@ -69,6 +70,7 @@ Counter ApiCounter(const TimelineSpan& s) {
     case CudaApiClass::kMemcpy: return s.b ? kApiPageableCopy : kApiCopy;
     case CudaApiClass::kLaunch: return kApiLaunch;
     case CudaApiClass::kMemset: return kApiMemset;
+    case CudaApiClass::kAllocate: return kApiAllocate;
     default: return kApiOther;
   }
 }
@@ -97,6 +99,8 @@ ThreadInstant InstantOf(const Counts& c) {
     t.api = ThreadApiState::kLaunch;
   } else if (c[kApiMemset] > 0) {
     t.api = ThreadApiState::kMemset;
+  } else if (c[kApiAllocate] > 0) {
+    t.api = ThreadApiState::kAllocate;
   } else if (c[kApiOther] > 0) {
     t.api = ThreadApiState::kOther;
   }
@@ -157,7 +161,7 @@ class Sweep {
     const bool collective = c[kGpuCollective] > 0;
     const bool copy = c[kGpuMemcpy] > 0;
     const bool memset = c[kGpuMemset] > 0;
-    AccountGpu(kernel, collective, copy, memset, t.api == ThreadApiState::kSync, dt);
+    AccountGpu(kernel, collective, copy, memset, t.api, dt);
     if (!kernel && !collective && !memset) {
       if (t.api == ThreadApiState::kPageableCopy) step_.exposed_pageable_copy_ns += dt;
       if (t.api == ThreadApiState::kNone && t.mm != ThreadMmState::kNone) step_.exposed_mm_ns += dt;
@@ -185,6 +189,7 @@ class Sweep {
       case ThreadApiState::kPageableCopy:
       case ThreadApiState::kCopy: cpu.copy_api_ns += dt; break;
       case ThreadApiState::kLaunch: cpu.launch_api_ns += dt; break;
+      case ThreadApiState::kAllocate: cpu.allocate_api_ns += dt; [[fallthrough]];
       case ThreadApiState::kMemset:
       case ThreadApiState::kOther: cpu.other_cuda_api_ns += dt; break;
       case ThreadApiState::kNone: (t.in_data_range ? cpu.data_wait_ns : cpu.other_ns) += dt; break;
@@ -211,7 +216,7 @@ class Sweep {
     }
   }
 
-  void AccountGpu(bool kernel, bool collective, bool copy, bool memset, bool thread_in_sync, uint64_t dt) {
+  void AccountGpu(bool kernel, bool collective, bool copy, bool memset, ThreadApiState api, uint64_t dt) {
     GpuParts& gpu = step_.gpu;
     if ((kernel || collective) && copy) gpu.copy_overlap_ns += dt;
     if (kernel) {
@@ -230,12 +235,15 @@ class Sweep {
       if (!in_idle_) {
         ++gpu.idle_stretches;
         idle_run_ = 0;
-        after_sync_ = thread_in_sync;
+        after_sync_ = api == ThreadApiState::kSync;
         if (after_sync_) ++gpu.idle_stretches_after_sync;
+        after_allocation_ = api == ThreadApiState::kAllocate;
+        if (after_allocation_) ++gpu.idle_stretches_after_allocation;
       }
       idle_run_ += dt;
       gpu.longest_idle_ns = std::max(gpu.longest_idle_ns, idle_run_);
       if (after_sync_) gpu.idle_after_sync_ns += dt;
+      if (after_allocation_ || api == ThreadApiState::kAllocate) gpu.idle_allocation_ns += dt;
     }
     in_idle_ = idle;
   }
@@ -260,7 +268,8 @@ class Sweep {
   StepRecord& step_;
   uint32_t chain_ = 0;
   bool in_idle_ = false;
-  bool after_sync_ = false;  // the open idle stretch began inside a sync call
+  bool after_sync_ = false;        // the open idle stretch began inside a sync call
+  bool after_allocation_ = false;  // ... inside an allocation call
   uint64_t idle_run_ = 0;
 };
 
@@ -311,7 +320,7 @@ class EdgeBuilder {
       case SpanKind::kCudaApi:
         if (starts_here) CountApiCall(s);
         if (clipped) Open(from, to, ApiCounter(s));
-        if (to >= from) api_calls_.Add({from, to, s.c, static_cast<CudaApiClass>(s.a)});
+        if (to >= from) api_calls_.Add({from, to, s.c, static_cast<CudaApiClass>(s.a), starts_here});
         break;
       case SpanKind::kDataRange:
         if (clipped) Open(from, to, kInData);
@@ -357,6 +366,7 @@ class EdgeBuilder {
   void AddCallSequence() {
     for (const auto& [from, to] : api_calls_.AwayFromCuda(start_, end_)) Open(from, to, kAwayFromCuda);
     step_.api.syncs_between_launches = api_calls_.SyncsBetweenLaunches();
+    step_.api.allocations = api_calls_.Allocations();
   }
 
   std::vector<Edge>& edges() { return edges_; }
@@ -514,6 +524,7 @@ void AddStepTotals(StepRecord& total, const StepRecord& s) {
   c.other_cuda_api_ns += s.cpu.other_cuda_api_ns;
   c.data_wait_ns += s.cpu.data_wait_ns;
   c.other_ns += s.cpu.other_ns;
+  c.allocate_api_ns += s.cpu.allocate_api_ns;
 
   OffCpuParts& o = total.off_cpu;
   o.futex_ns += s.off_cpu.futex_ns;
@@ -548,12 +559,15 @@ void AddStepTotals(StepRecord& total, const StepRecord& s) {
   g.longest_idle_ns = std::max(g.longest_idle_ns, s.gpu.longest_idle_ns);
   g.idle_after_sync_ns += s.gpu.idle_after_sync_ns;
   g.idle_stretches_after_sync += s.gpu.idle_stretches_after_sync;
+  g.idle_allocation_ns += s.gpu.idle_allocation_ns;
+  g.idle_stretches_after_allocation += s.gpu.idle_stretches_after_allocation;
 
   total.api.launch += s.api.launch;
   total.api.memcpy += s.api.memcpy;
   total.api.pageable_memcpy += s.api.pageable_memcpy;
   total.api.sync += s.api.sync;
   total.api.syncs_between_launches += s.api.syncs_between_launches;
+  total.api.allocations += s.api.allocations;
 
   AddSwitches(total.os.launching, s.os.launching);
   AddSwitches(total.os.workers, s.os.workers);

@@ -24,7 +24,7 @@ struct CpuParts {
   uint64_t sync_ns = 0;            // *Synchronize calls
   uint64_t copy_api_ns = 0;        // cudaMemcpy*/cuMemcpy*, the whole call (a synchronous copy's wait for the GPU included)
   uint64_t launch_api_ns = 0;      // kernel and graph launch calls: dispatch
-  uint64_t other_cuda_api_ns = 0;  // any other CUDA API call, memsets included
+  uint64_t other_cuda_api_ns = 0;  // any other CUDA API call, memsets and allocations included
   uint64_t data_wait_ns = 0;       // inside a data-fetch range, outside CUDA API calls
   // Outside data-fetch ranges and CUDA API calls: running Python, the
   // framework (autograd, the optimizer's CPU side, the allocator) or the
@@ -34,6 +34,10 @@ struct CpuParts {
   uint64_t total() const {
     return sync_ns + copy_api_ns + launch_api_ns + other_cuda_api_ns + data_wait_ns + other_ns;
   }
+  // Not a part of the partition above: of other_cuda_api_ns, the time in
+  // calls that take memory from the driver or give it back (cudaMalloc,
+  // cudaFree: CudaApiClass::kAllocate).
+  uint64_t allocate_api_ns = 0;
 };
 
 // The launching thread's off-CPU time in the step by cause.  Orthogonal to
@@ -96,6 +100,12 @@ struct GpuParts {
   // run dry), each counted whole, until the GPU's next work.
   uint64_t idle_after_sync_ns = 0;
   uint32_t idle_stretches_after_sync = 0;
+  // Of idle_ns: the GPU idle the thread's allocation calls account for --
+  // inside them, and in the stretches that began inside them until the
+  // GPU's next work (a cudaFree waits for the device to finish its queue;
+  // the GPU then waits for the CPU to fill it again).
+  uint64_t idle_allocation_ns = 0;
+  uint32_t idle_stretches_after_allocation = 0;
   uint64_t total() const { return kernel_busy_ns + comm_only_ns + copy_only_ns + memset_only_ns + idle_ns; }
   // Kernels that started in the step but collectives' ones: what the GPU
   // computed, and their mean length (a collective's kernel lasts as long as
@@ -115,6 +125,11 @@ struct ApiCounts {  // launching thread's calls that started in the step
   // .item(), nonzero, a boolean mask), and a CUDA graph cannot span it.
   // A runtime sync and the driver sync nested in it count once.
   uint64_t syncs_between_launches = 0;
+  // Calls that take memory from the driver or give it back (cudaMalloc,
+  // cudaFree; a runtime call and the driver call nested in it count once).
+  // PyTorch's caching allocator makes none in a steady step unless its
+  // cache is emptied (torch.cuda.empty_cache()) or cannot serve a request.
+  uint64_t allocations = 0;
 };
 
 struct MmTotals {  // calls that started in the step; ns clipped to the step

@@ -115,7 +115,9 @@ void StepLocator::Add(const v1::Event& e) {
       t.first_ns = std::min(t.first_ns, e.ts_ns());
       t.rhythm.Add(call.name(), e.ts_ns() + call.duration_ns());
       const CudaApiClass api_class = ClassifyCudaApi(call.name());
-      if (api_class == CudaApiClass::kOther) break;
+      // Allocations come and go with the caching allocator's state, not
+      // the step's work: no token, as for the other calls.
+      if (api_class == CudaApiClass::kOther || api_class == CudaApiClass::kAllocate) break;
       const std::string_view api = StripCudaApiSuffixes(call.name());
       std::string token(api);
       if (call.from_uprobe()) {

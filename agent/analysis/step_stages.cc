@@ -32,6 +32,7 @@ Stage StageOfIdleCause(IdleCause cause) {
     case IdleCause::kWaitJobThreads:
     case IdleCause::kSynchronizing:
     case IdleCause::kOtherCudaApi:
+    case IdleCause::kAllocating:
     case IdleCause::kHostWork:
     case IdleCause::kOtherCpu:
     case IdleCause::kCount: break;

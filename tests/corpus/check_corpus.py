@@ -310,6 +310,14 @@ PROFILES = {
             "script": "checkpointed_lm",
             "args": ["--device", "cuda", "--checkpoint", "none", "--dynamic-padding", "--log-every", "20"],
             "iters": 400},
+        "lm_empty_cache": {
+            "script": "checkpointed_lm",
+            "args": ["--device", "cuda", "--checkpoint", "none", "--empty-cache", "--log-every", "20"],
+            "iters": 300},
+        "checkpointed_lm_empty_cache": {
+            "script": "checkpointed_lm",
+            "args": ["--device", "cuda", "--empty-cache", "--log-every", "20"],
+            "iters": 300},
         "checkpointed_lm_nonreentrant": {
             "script": "checkpointed_lm",
             "args": ["--device", "cuda", "--checkpoint", "nonreentrant", "--log-every", "20"],

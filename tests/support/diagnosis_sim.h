@@ -132,6 +132,19 @@ class Sim {
     if (end - now_ > 50 * kUs) OffCpu(now_ + 5 * kUs, end - 5 * kUs, v1::OFF_CPU_CAUSE_FUTEX);
     now_ = end;
   }
+  // torch.cuda.empty_cache()'s cudaFree: waits until every stream is done,
+  // then takes `d` to hand the memory back.
+  void Free(uint64_t d) {
+    uint64_t end = now_;
+    for (const auto& [stream, free] : free_) end = std::max(end, free);
+    Api(now_, end + d, "cudaFree_v3020", corr_++);
+    now_ = end + d;
+  }
+  // cudaMalloc: `d` in the driver, no wait for the GPU.
+  void Malloc(uint64_t d) {
+    Api(now_, now_ + d, "cudaMalloc_v3020", corr_++);
+    now_ += d;
+  }
   void Preempt(uint64_t d) {
     v1::Event e = Ev(now_);
     e.mutable_off_cpu()->set_duration_ns(d);

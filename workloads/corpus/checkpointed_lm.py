@@ -13,7 +13,11 @@ token blocks, `outputs = model(batch)`, `loss.backward()`, gradient
 clipping, AdamW, a linear schedule with warm-up, `optimizer.zero_grad()`.
 With --dynamic-padding the examples have lengths from --block-size / 8 to
 --block-size and each batch is padded to its longest (DataCollatorWithPadding's
-way), so every batch has its own shape.
+way), so every batch has its own shape.  With --empty-cache the loop calls
+torch.cuda.empty_cache() after every optimizer step, as memory-tight
+fine-tuning scripts and notebooks do "to avoid OOM": the caching allocator
+hands its free blocks back to the driver (cudaFree) and the next step
+allocates them again (cudaMalloc).
 """
 import argparse
 import math
@@ -109,6 +113,7 @@ def parse_args():
     p.add_argument("--block-size", type=int, default=256)
     p.add_argument("--dynamic-padding", action="store_true", help="examples of varied length, batches padded to "
                    "their longest")
+    p.add_argument("--empty-cache", action="store_true", help="torch.cuda.empty_cache() after every optimizer step")
     p.add_argument("--vocab", type=int, default=8192)
     p.add_argument("--d-model", type=int, default=512)
     p.add_argument("--n-head", type=int, default=8)
@@ -167,6 +172,8 @@ def main():
             optimizer.step()
             lr_scheduler.step()
             optimizer.zero_grad()
+            if args.empty_cache and device.type == "cuda":
+                torch.cuda.empty_cache()
 
             step += 1
             if step % args.log_every == 0:
@@ -192,9 +199,10 @@ def main():
     warm = args.warmup_iters if len(times) > args.warmup_iters else 0
     measured = times[warm:]
     print("RESULT script=checkpointed_lm iters=%d warmup_iters=%d iter_ms_mean=%.3f iter_ms_p50=%.3f "
-          "elapsed_s=%.2f device=%s checkpoint=%s dynamic_padding=%d" % (
+          "elapsed_s=%.2f device=%s checkpoint=%s dynamic_padding=%d empty_cache=%d" % (
               step, warm, 1000 * sum(measured) / len(measured), 1000 * sorted(measured)[len(measured) // 2],
-              time.perf_counter() - start, device.type, args.checkpoint, int(args.dynamic_padding)), flush=True)
+              time.perf_counter() - start, device.type, args.checkpoint, int(args.dynamic_padding),
+              int(args.empty_cache)), flush=True)
 
 
 if __name__ == "__main__":

@@ -423,6 +423,7 @@ class HtmlReport {
     }
     out_ << "</tbody></table>\n";
     if (const std::string drain = SyncDrainText(a_); !drain.empty()) out_ << "<p>" << E(drain) << ".</p>\n";
+    if (const std::string drain = AllocationDrainText(a_); !drain.empty()) out_ << "<p>" << E(drain) << ".</p>\n";
     bool any_chain = false;
     for (size_t i : order) {
       const std::string chain = WaitChainText(a_, static_cast<IdleCause>(i));

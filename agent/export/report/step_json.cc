@@ -175,6 +175,7 @@ void StepBody(const StepRecord& s, JsonWriter& json) {
   json.Field("launch_api", s.cpu.launch_api_ns);
   json.Field("other_cuda_api", s.cpu.other_cuda_api_ns);
   json.Field("other", s.cpu.other_ns);
+  json.Field("allocate_api", s.cpu.allocate_api_ns);  // of other_cuda_api
   json.Field("off_cpu_futex", s.off_cpu.futex_ns);
   json.Field("off_cpu_page_fault", s.off_cpu.page_fault_ns);
   json.Field("off_cpu_mmap_munmap", s.off_cpu.mmap_munmap_ns);
@@ -220,6 +221,8 @@ void StepBody(const StepRecord& s, JsonWriter& json) {
   json.Field("gpu_idle_stretches", static_cast<uint64_t>(s.gpu.idle_stretches));
   json.Field("longest_gpu_idle_ns", s.gpu.longest_idle_ns);
   json.Field("gpu_idle_after_sync_ns", s.gpu.idle_after_sync_ns);
+  json.Field("allocation_calls", s.api.allocations);
+  json.Field("gpu_idle_allocation_ns", s.gpu.idle_allocation_ns);
   json.EndObject();
   json.Key("gpu_memcpy");
   json.BeginArray();
@@ -406,6 +409,13 @@ void IdleAttributionJson(const StepAnalysis& a, JsonWriter& json) {
   json.Field("pct_of_step_time", Share(t.gpu.idle_after_sync_ns, a.measured_wall_ns) * 100);
   json.Field("stretches", static_cast<uint64_t>(t.gpu.idle_stretches_after_sync));
   json.Field("syncs_between_launches_per_step", a.SyncsBetweenLaunchesPerStep());
+  json.EndObject();
+  json.Key("allocation");
+  json.BeginObject();
+  json.Field("ns", t.gpu.idle_allocation_ns);
+  json.Field("pct_of_step_time", Share(t.gpu.idle_allocation_ns, a.measured_wall_ns) * 100);
+  json.Field("stretches_after", static_cast<uint64_t>(t.gpu.idle_stretches_after_allocation));
+  json.Field("allocation_calls_per_step", a.AllocationsPerStep());
   json.EndObject();
   json.Key("causes");
   json.BeginArray();

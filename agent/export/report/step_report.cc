@@ -123,6 +123,7 @@ void IdleTable(const StepAnalysis& a, std::ostream& out) {
   }
   table.Render(out, "  ");
   if (const std::string drain = SyncDrainText(a); !drain.empty()) out << "  " << drain << "\n";
+  if (const std::string drain = AllocationDrainText(a); !drain.empty()) out << "  " << drain << "\n";
   // Who ended the driving thread's waits, and what they were doing.
   bool header = false;
   for (size_t i : order) {

@@ -55,8 +55,24 @@ TEST(CudaApiClassTest, CopiesAndMemsets) {
   }
 }
 
+TEST(CudaApiClassTest, AllocationsAndFreesButNotTheStreamOrderedOnes) {
+  for (const char* name : {"cudaMalloc_v3020", "cudaFree_v3020", "cudaHostAlloc_v3020", "cudaMallocHost_v3020",
+                           "cudaFreeHost_v3020", "cudaMallocManaged_v6000", "cudaMallocPitch_v3020",
+                           "cuMemAlloc_v2", "cuMemFree_v2", "cuMemAllocHost_v2", "cuMemHostAlloc", "cuMemFreeHost",
+                           "cuMemCreate", "cuMemRelease", "cuMemMap", "cuMemUnmap", "cuMemAddressReserve",
+                           "cuMemAddressFree"}) {
+    EXPECT_EQ(ClassifyCudaApi(name), CudaApiClass::kAllocate) << name;
+  }
+  for (const char* name : {"cudaMallocAsync_v11020", "cudaFreeAsync_v11020", "cudaMallocFromPoolAsync_v11020",
+                           "cuMemAllocAsync", "cuMemFreeAsync_ptsz", "cuMemAllocFromPoolAsync", "cudaMemGetInfo_v3020",
+                           "cuMemGetAddressRange_v2", "cuMemSetAccess"}) {
+    EXPECT_EQ(ClassifyCudaApi(name), CudaApiClass::kOther) << name;
+  }
+  EXPECT_STREQ(CudaApiClassName(CudaApiClass::kAllocate), "allocate");
+}
+
 TEST(CudaApiClassTest, EverythingElseIsOther) {
-  for (const char* name : {"cudaMalloc_v3020", "cudaFree_v3020", "cudaHostAlloc_v3020", "cudaEventRecord_v3020",
+  for (const char* name : {"cudaEventRecord_v3020",
                            "cudaGetDevice_v3020", "cuCtxGetCurrent", "cudaGraphInstantiate_v10000",
                            "cudaStreamBeginCapture_v10000", "cudaMemPrefetchAsync_v8000", ""}) {
     EXPECT_EQ(ClassifyCudaApi(name), CudaApiClass::kOther) << name;

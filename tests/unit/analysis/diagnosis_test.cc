@@ -421,6 +421,74 @@ TEST(DiagnosisTest, LaunchBoundWithSyncsBetweenLaunchesNamesTheSyncsFirst) {
   EXPECT_EQ(o.primary.recommendation.find("first remove those the step can do without"), std::string::npos) << o.primary.recommendation;
 }
 
+// torch.cuda.empty_cache() after every optimizer step: the frees at the
+// step's start wait for the GPU's queue to run dry, and the GPU then waits
+// through the step's CPU work before its first kernel, work the CPU would
+// otherwise have done while the GPU ran the queue.  The same drain by a
+// loss read back reads launch-bound; by the frees, allocator churn, which
+// launch-bound does not count.
+TEST(DiagnosisTest, MemoryFreedAndAllocatedEveryStepIsAllocatorChurn) {
+  auto run = [](bool empty_cache) {
+    Sim sim;
+    for (int i = 0; i < kSteps; ++i) {
+      sim.BeginStep();
+      if (empty_cache) {
+        for (int block = 0; block < 8; ++block) sim.Free(20 * kUs);
+      } else {
+        sim.Sync();
+      }
+      sim.Cpu(2 * kMs);
+      for (int k = 0; k < 80; ++k) {
+        if (empty_cache && k % 10 == 0) sim.Malloc(15 * kUs);
+        sim.Launch(50 * kUs, kCompute);
+        sim.Cpu(10 * kUs);
+      }
+      sim.EndStep();
+    }
+    return sim.Analyze();
+  };
+  StepAnalysis churn = run(true);
+  const StepRecord& t = churn.measured_total;
+  EXPECT_DOUBLE_EQ(churn.AllocationsPerStep(), 16.0);
+  EXPECT_EQ(t.gpu.idle_stretches_after_allocation, churn.measured_steps);
+  EXPECT_GT(t.gpu.idle_allocation_ns, t.gpu.idle_ns * 9 / 10);
+  Diagnosis d = Diagnose(churn);
+  EXPECT_EQ(d.primary.bottleneck, Bottleneck::kAllocatorChurn) << Describe(d);
+  EXPECT_EQ(BottleneckKey(d.primary.bottleneck), std::string("allocator_churn"));
+  EXPECT_NEAR(d.primary.score, static_cast<double>(t.gpu.idle_allocation_ns) / churn.measured_wall_ns, 1e-9);
+  ASSERT_TRUE(d.primary.gain.has_value());
+  EXPECT_DOUBLE_EQ(*d.primary.gain, d.primary.score);
+  EXPECT_NE(d.primary.evidence.find("16.0 times per step"), std::string::npos) << d.primary.evidence;
+  EXPECT_NE(d.primary.recommendation.find("torch.cuda.empty_cache()"), std::string::npos);
+  EXPECT_NE(d.primary.recommendation.find("num_alloc_retries"), std::string::npos);
+  for (const Finding& f : d.secondary) EXPECT_NE(f.bottleneck, Bottleneck::kLaunchBound) << Describe(d);
+
+  StepAnalysis synced = run(false);
+  EXPECT_EQ(synced.measured_total.api.allocations, 0u);
+  EXPECT_EQ(synced.measured_total.gpu.idle_allocation_ns, 0u);
+  Diagnosis s = Diagnose(synced);
+  EXPECT_EQ(s.primary.bottleneck, Bottleneck::kLaunchBound) << Describe(s);
+  for (const Finding& f : s.secondary) EXPECT_NE(f.bottleneck, Bottleneck::kAllocatorChurn);
+}
+
+// A cudaMalloc now and then (a new largest batch shape) is not churn.
+TEST(DiagnosisTest, AnAllocationNowAndThenIsNotChurn) {
+  Sim sim;
+  for (int i = 0; i < kSteps; ++i) {
+    sim.BeginStep();
+    sim.Sync();
+    if (i % 3 == 0) sim.Malloc(3 * kMs);
+    for (int k = 0; k < 20; ++k) sim.Launch(400 * kUs, kCompute);
+    sim.EndStep();
+  }
+  StepAnalysis a = sim.Analyze();
+  EXPECT_GT(a.measured_total.api.allocations, 0u);
+  EXPECT_LT(a.AllocationsPerStep(), kChurnAllocationsPerStep);
+  Diagnosis d = Diagnose(a);
+  EXPECT_NE(d.primary.bottleneck, Bottleneck::kAllocatorChurn) << Describe(d);
+  for (const Finding& f : d.secondary) EXPECT_NE(f.bottleneck, Bottleneck::kAllocatorChurn) << Describe(d);
+}
+
 // PPO with its environments in subprocesses (Stable-Baselines3's
 // SubprocVecEnv): the thread waits on worker processes that are not a
 // DataLoader's.  With the Python hook's marks and no fetch range the trace
@@ -701,8 +769,8 @@ TEST(DiagnosisRuleTableTest, ListsEveryRuleOnce) {
   const std::vector<Bottleneck> expected = {Bottleneck::kGpuBound,        Bottleneck::kDataLoader,
                                             Bottleneck::kPageableCopies,  Bottleneck::kSerializedCopies,
                                             Bottleneck::kLaunchBound,     Bottleneck::kHostCpuWork,
-                                            Bottleneck::kWorkerProcesses, Bottleneck::kCpuContention,
-                                            Bottleneck::kStraggler,
+                                            Bottleneck::kWorkerProcesses, Bottleneck::kAllocatorChurn,
+                                            Bottleneck::kCpuContention,   Bottleneck::kStraggler,
                                             Bottleneck::kIntermittentStalls};
   std::vector<Bottleneck> listed;
   for (const DiagnosisRule& r : DiagnosisRules()) {

@@ -148,10 +148,10 @@ std::vector<v1::Event> WorkedExample() {
       Range(0, 1000, "step 0"),
       Range(1000, 2000, "step 1"),
       // get batch [1000,1300): blocked in futex [1050,1230) + run queue to 1250;
-      // a pinning call [1260,1280) inside it.
+      // a pinning call (cudaHostRegister) [1260,1280) inside it.
       Range(1000, 1300, "get batch"),
       OffCpu(1050, 1250, v1::OFF_CPU_CAUSE_FUTEX, 20),
-      Api(1260, 1280, "cudaHostAlloc_v3020"),
+      Api(1260, 1280, "cudaHostRegister_v4000"),
       // Synchronous pageable copy: API [1300,1400), GPU [1320,1380) on stream 7;
       // the thread blocks in an ioctl [1340,1360) inside it.
       Api(1300, 1400, "cudaMemcpy_v3020", 7),
@@ -521,6 +521,45 @@ TEST(StepBreakdownTest, SyncsBetweenLaunchesAndTheIdleThatFollowsThem) {
   EXPECT_EQ(s.gpu.idle_ns, (20 + 80 + 120 + 300) * kUs);
 }
 
+// torch.cuda.empty_cache() every step: the caching allocator frees its
+// blocks (cudaFree waits for the device, so the GPU's queue runs dry inside
+// it) and the next step allocates them again.
+TEST(StepBreakdownTest, AllocationCallsAndTheIdleInAndAfterThem) {
+  constexpr uint64_t kUs = 1'000;
+  const std::vector<v1::Event> events = {
+      Range(0, 1000 * kUs, "step 0"),
+      // Allocated while the GPU idles from the step's start: only the part
+      // inside the call counts (the stretch began before it).
+      Api(5 * kUs, 15 * kUs, "cudaMalloc_v3020", 1),
+      Api(20 * kUs, 30 * kUs, "cudaLaunchKernel_v7000", 2),
+      Kernel(40 * kUs, 300 * kUs, 7, 2),
+      // A free that waits for the kernel: the GPU goes idle inside it, and
+      // stays idle past it until the next kernel (320-400 in all).  The
+      // driver's call nested in the runtime's is one call.
+      Api(100 * kUs, 320 * kUs, "cudaFree_v3020", 3),
+      Api(101 * kUs, 319 * kUs, "cuMemFree_v2", 4),
+      Api(330 * kUs, 350 * kUs, "cudaMalloc_v3020", 5),
+      Api(360 * kUs, 370 * kUs, "cudaLaunchKernel_v7000", 6),
+      Kernel(400 * kUs, 900 * kUs, 7, 6),
+      // Stream-ordered calls are not the allocator going to the driver.
+      Api(910 * kUs, 920 * kUs, "cudaFreeAsync_v11020", 7),
+  };
+  StepOptions options;
+  options.warmup_steps = 0;
+  auto a = AnalyzeStepEvents(Header(), events, options);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_EQ(a->steps.size(), 1u);
+  const StepRecord& s = a->steps[0];
+  EXPECT_EQ(s.api.allocations, 3u);
+  EXPECT_EQ(s.cpu.allocate_api_ns, (10 + 220 + 20) * kUs);
+  EXPECT_EQ(s.cpu.other_cuda_api_ns, (10 + 220 + 20 + 10) * kUs);
+  EXPECT_EQ(s.gpu.idle_stretches_after_allocation, 1u);
+  // 5-15 inside the first malloc; 300-400 after the free began draining.
+  EXPECT_EQ(s.gpu.idle_allocation_ns, (10 + 100) * kUs);
+  EXPECT_EQ(s.gpu_idle[Cause(IdleCause::kAllocating)], (10 + 20 + 20) * kUs);
+  EXPECT_EQ(s.gpu.idle_ns, (40 + 100 + 100) * kUs);
+}
+
 // ---- Randomized steps against a brute-force model ------------------------
 
 struct Interval {
@@ -547,24 +586,27 @@ bool In(const Interval& i, uint64_t t) { return t >= i.start && t < i.end; }
 StepRecord BruteForce(const Model& m, uint64_t start, uint64_t end) {
   StepRecord r;
   bool idle_before = false;
-  bool after_sync = false;  // the idle stretch open at t began inside a sync call
+  bool after_sync = false;        // the idle stretch open at t began inside a sync call
+  bool after_allocation = false;  // ... inside an allocation call
   for (uint64_t t = start; t < end; ++t) {
     ThreadInstant th;
-    int best = -1;  // priority: sync > pageable > copy > launch > memset > other
+    int best = -1;  // priority: sync > pageable > copy > launch > memset > allocate > other
     auto rank = [](CudaApiClass c, bool pageable) {
       switch (c) {
-        case CudaApiClass::kSync: return 5;
-        case CudaApiClass::kMemcpy: return pageable ? 4 : 3;
-        case CudaApiClass::kLaunch: return 2;
-        case CudaApiClass::kMemset: return 1;
+        case CudaApiClass::kSync: return 6;
+        case CudaApiClass::kMemcpy: return pageable ? 5 : 4;
+        case CudaApiClass::kLaunch: return 3;
+        case CudaApiClass::kMemset: return 2;
+        case CudaApiClass::kAllocate: return 1;
         default: return 0;
       }
     };
     for (size_t i = 0; i < m.api.size(); ++i) {
       if (In(m.api[i].first, t)) best = std::max(best, rank(m.api[i].second, m.api_pageable[i].second));
     }
-    const ThreadApiState states[] = {ThreadApiState::kOther, ThreadApiState::kMemset, ThreadApiState::kLaunch,
-                                     ThreadApiState::kCopy, ThreadApiState::kPageableCopy, ThreadApiState::kSync};
+    const ThreadApiState states[] = {ThreadApiState::kOther, ThreadApiState::kAllocate, ThreadApiState::kMemset,
+                                     ThreadApiState::kLaunch, ThreadApiState::kCopy, ThreadApiState::kPageableCopy,
+                                     ThreadApiState::kSync};
     if (best >= 0) th.api = states[best];
     for (const Interval& i : m.data) th.in_data_range |= In(i, t);
     for (const Interval& i : m.mmap) {
@@ -595,6 +637,7 @@ StepRecord BruteForce(const Model& m, uint64_t start, uint64_t end) {
       case ThreadApiState::kCopy:
       case ThreadApiState::kPageableCopy: ++r.cpu.copy_api_ns; break;
       case ThreadApiState::kLaunch: ++r.cpu.launch_api_ns; break;
+      case ThreadApiState::kAllocate: ++r.cpu.allocate_api_ns; [[fallthrough]];
       case ThreadApiState::kMemset:
       case ThreadApiState::kOther: ++r.cpu.other_cuda_api_ns; break;
       case ThreadApiState::kNone: ++(th.in_data_range ? r.cpu.data_wait_ns : r.cpu.other_ns); break;
@@ -631,6 +674,8 @@ StepRecord BruteForce(const Model& m, uint64_t start, uint64_t end) {
       ++r.gpu_idle[static_cast<size_t>(cause)];
       if (!idle_before) after_sync = th.api == ThreadApiState::kSync;
       if (after_sync) ++r.gpu.idle_after_sync_ns;
+      if (!idle_before) after_allocation = th.api == ThreadApiState::kAllocate;
+      if (after_allocation || th.api == ThreadApiState::kAllocate) ++r.gpu.idle_allocation_ns;
     }
     idle_before = !kernel && !collective && !copy && !memset;
     Stage stage = kernel                   ? Stage::kGpuCompute
@@ -648,7 +693,7 @@ TEST(StepBreakdownTest, RandomizedStepsMatchABruteForceModel) {
   auto uniform = [&](uint64_t lo, uint64_t hi) { return std::uniform_int_distribution<uint64_t>(lo, hi)(rng); };
   const char* api_names[] = {"cudaLaunchKernel_v7000", "cudaStreamSynchronize_v3020", "cudaMemcpy_v3020",
                              "cudaMemcpyAsync_v3020", "cudaMemsetAsync_v3020", "cudaMalloc_v3020",
-                             "cuLaunchKernel", "cudaEventRecord_v3020"};
+                             "cuLaunchKernel", "cudaEventRecord_v3020", "cudaFree_v3020"};
   const v1::OffCpuCause causes[] = {v1::OFF_CPU_CAUSE_UNKNOWN, v1::OFF_CPU_CAUSE_PREEMPTED, v1::OFF_CPU_CAUSE_FUTEX,
                                     v1::OFF_CPU_CAUSE_SYSCALL, v1::OFF_CPU_CAUSE_PAGE_FAULT};
   for (int trial = 0; trial < 40; ++trial) {
@@ -671,7 +716,7 @@ TEST(StepBreakdownTest, RandomizedStepsMatchABruteForceModel) {
     uint32_t correlation = 1;
     for (int i = 0; i < 30; ++i) {
       Interval in = random_interval(uniform(0, 3) ? 30 : 600);
-      const char* name = api_names[uniform(0, 7)];
+      const char* name = api_names[uniform(0, 8)];
       const uint32_t corr = correlation++;
       events.push_back(Api(in.start, in.end, name, corr));
       const bool is_copy = ClassifyCudaApi(name) == CudaApiClass::kMemcpy;
@@ -741,6 +786,7 @@ TEST(StepBreakdownTest, RandomizedStepsMatchABruteForceModel) {
       EXPECT_EQ(got.cpu.copy_api_ns, want.cpu.copy_api_ns);
       EXPECT_EQ(got.cpu.launch_api_ns, want.cpu.launch_api_ns);
       EXPECT_EQ(got.cpu.other_cuda_api_ns, want.cpu.other_cuda_api_ns);
+      EXPECT_EQ(got.cpu.allocate_api_ns, want.cpu.allocate_api_ns);
       EXPECT_EQ(got.cpu.data_wait_ns, want.cpu.data_wait_ns);
       EXPECT_EQ(got.cpu.other_ns, want.cpu.other_ns);
       EXPECT_EQ(got.cpu.total(), got.duration_ns());
@@ -757,6 +803,7 @@ TEST(StepBreakdownTest, RandomizedStepsMatchABruteForceModel) {
       EXPECT_EQ(got.gpu.memset_only_ns, want.gpu.memset_only_ns);
       EXPECT_EQ(got.gpu.idle_ns, want.gpu.idle_ns);
       EXPECT_EQ(got.gpu.idle_after_sync_ns, want.gpu.idle_after_sync_ns);
+      EXPECT_EQ(got.gpu.idle_allocation_ns, want.gpu.idle_allocation_ns);
       EXPECT_EQ(got.gpu.copy_overlap_ns, want.gpu.copy_overlap_ns);
       EXPECT_EQ(got.gpu.total(), got.duration_ns());
       for (size_t c = 0; c < kIdleCauseCount; ++c) {

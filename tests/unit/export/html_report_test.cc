@@ -518,5 +518,26 @@ TEST(HtmlReportIdleTest, SaysWhatFollowedTheSyncs) {
   EXPECT_NE(out.str().find("<p>" + HtmlEscape(drain) + ".</p>"), std::string::npos);
 }
 
+TEST(HtmlReportIdleTest, SaysWhatTheAllocationCallsLeftIdleAndNamesTheChurn) {
+  using namespace diagnosis_sim;
+  Sim sim;
+  for (int i = 0; i < 6; ++i) {
+    sim.BeginStep();
+    for (int block = 0; block < 4; ++block) sim.Free(50 * kUs);
+    for (int k = 0; k < 20; ++k) {
+      if (k % 5 == 0) sim.Malloc(20 * kUs);
+      sim.Launch(100 * kUs, kCompute);
+    }
+    sim.EndStep();
+  }
+  StepAnalysis steps = sim.Analyze();
+  const std::string drain = AllocationDrainText(steps);
+  ASSERT_NE(drain.find("8.0 calls per step"), std::string::npos) << drain;
+  std::ostringstream out;
+  WriteHtmlReport(TraceSummary(), steps, Diagnose(steps), out);
+  EXPECT_NE(out.str().find("<p>" + HtmlEscape(drain) + ".</p>"), std::string::npos);
+  EXPECT_NE(out.str().find(HtmlEscape(BottleneckTitle(Bottleneck::kAllocatorChurn))), std::string::npos);
+}
+
 }  // namespace
 }  // namespace gpuos

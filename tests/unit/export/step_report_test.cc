@@ -253,6 +253,45 @@ TEST(StepReportTest, SyncsBetweenLaunchesAndTheIdleAfterThemAreReported) {
   EXPECT_TRUE(Get(diag, "near_miss").has_null_value());
 }
 
+// cudaFree at each step's start (torch.cuda.empty_cache()): the GPU's
+// queue runs dry inside it, and the step allocates again.
+TEST(StepReportTest, AllocationCallsAndTheIdleInAndAfterThemAreReported) {
+  std::vector<v1::Event> events;
+  for (uint64_t i = 0; i < 6; ++i) {
+    const uint64_t t = 10000 + i * 1000;
+    events.push_back(Range(t, t + 1000, "step " + std::to_string(i)));
+    events.push_back(Api(t, t + 100, "cudaFree_v3020"));  // the previous kernel ends inside it, at t + 50
+    events.push_back(Api(t + 150, t + 200, "cudaMalloc_v3020"));
+    events.push_back(Api(t + 250, t + 260, "cudaLaunchKernel_v7000"));
+    events.push_back(Kernel(t + 300, t + 1050));
+  }
+  auto a = AnalyzeStepEvents(v1::TraceHeader(), events, StepOptions());
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_EQ(a->measured_steps, 5u);
+  Diagnosis d = Diagnose(*a);
+  google::protobuf::Struct j = Json(*a, d);
+  const google::protobuf::Struct& step = Get(j, "steps").list_value().values(1).struct_value();
+  const google::protobuf::Struct& counts = Get(step, "counts").struct_value();
+  EXPECT_EQ(Get(counts, "allocation_calls").number_value(), 2.0);
+  EXPECT_EQ(Get(counts, "gpu_idle_allocation_ns").number_value(), 250.0);  // 50 to 300
+  EXPECT_EQ(Get(Get(step, "breakdown").struct_value(), "allocate_api").number_value(), 150.0);
+  EXPECT_EQ(Get(Get(step, "gpu_idle").struct_value(), "allocating").number_value(), 100.0);  // 50-100, 150-200
+  const google::protobuf::Struct& alloc =
+      Get(Get(j, "gpu_idle_attribution").struct_value(), "allocation").struct_value();
+  EXPECT_EQ(Get(alloc, "ns").number_value(), 5 * 250.0);
+  EXPECT_EQ(Get(alloc, "stretches_after").number_value(), 5.0);
+  EXPECT_DOUBLE_EQ(Get(alloc, "pct_of_step_time").number_value(), 25.0);
+  EXPECT_DOUBLE_EQ(Get(alloc, "allocation_calls_per_step").number_value(), 2.0);
+  std::ostringstream out;
+  WriteStepTextReport(*a, d, out, 10);
+  EXPECT_NE(out.str().find("in and after the driving thread's allocation calls (cudaMalloc, cudaFree; a free waits "
+                           "for the GPU's queue to run dry): 0.001 ms (25.0% of step time); 2.0 calls per step"),
+            std::string::npos)
+      << out.str();
+  EXPECT_EQ(d.primary.bottleneck, Bottleneck::kAllocatorChurn);
+  EXPECT_EQ(Get(Get(j, "diagnosis").struct_value(), "bottleneck").string_value(), "allocator_churn");
+}
+
 TEST(StepReportTest, NoSteps) {
   auto a = AnalyzeStepEvents(v1::TraceHeader(), {Range(0, 10, "forward")}, StepOptions());
   ASSERT_TRUE(a.ok());

@@ -1,0 +1,47 @@
+// The allocator_churn rule; see diagnosis.h for what it tests, scores and
+// gains.  PyTorch's caching allocator asks the driver for memory only when
+// its cache cannot serve a request, so a steady step makes no cudaMalloc or
+// cudaFree.  One that does every step has its cache emptied
+// (torch.cuda.empty_cache() in the loop) or runs at its memory limit, where
+// the allocator frees its whole cache and retries.  A cudaFree waits for the
+// device: the GPU's queue runs dry and the GPU then waits for the CPU to
+// fill it again, so the cost is more than the calls' own time.
+#include "absl/strings/str_format.h"
+#include "analysis/diagnosis.h"
+#include "analysis/diagnosis_rule_support.h"
+
+namespace gpuos {
+
+using rule_support::Pct;
+
+std::optional<Finding> AllocatorChurnRule(const DiagnosisInputs& in) {
+  const StepRecord& t = in.total();
+  const double calls = in.analysis.AllocationsPerStep();
+  const double idle = in.Share(t.gpu.idle_allocation_ns);
+  if (calls < kChurnAllocationsPerStep || idle < kAllocatorChurnShare) return std::nullopt;
+  Finding f;
+  f.bottleneck = Bottleneck::kAllocatorChurn;
+  f.score = idle;
+  f.gain = idle;
+  f.gain_model =
+      "the GPU idle inside the allocation calls and in the idle stretches that began in them removed, as a "
+      "cache that serves every step from memory it keeps would";
+  f.evidence = absl::StrFormat(
+      "the launching thread took memory from the driver or gave it back %.1f times per step (cudaMalloc, "
+      "cudaFree and kin), %s of step time in those calls; the GPU was idle %s of step time inside them or in "
+      "idle stretches that began inside them (%u stretches: a free waits for the GPU's queue to run dry, then the "
+      "GPU waits for the CPU to fill it), of %s GPU idle in all.",
+      calls, Pct(in.Share(t.cpu.allocate_api_ns)), Pct(idle), t.gpu.idle_stretches_after_allocation,
+      Pct(in.Share(t.gpu.idle_ns)));
+  rule_support::AppendGain(f);
+  f.recommendation =
+      "The caching allocator hands memory back to the driver and takes it again every step. Remove "
+      "torch.cuda.empty_cache() (and gc.collect()) from the training loop: the allocator reuses what it keeps. "
+      "If the job runs near its memory limit, the allocator frees its cache and retries "
+      "(torch.cuda.memory_stats()[\"num_alloc_retries\"] counts it): lower the peak (smaller micro-batches with "
+      "gradient accumulation, activation checkpointing), set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "
+      "against fragmentation, and pad varying shapes to a few fixed lengths.";
+  return f;
+}
+
+}  // namespace gpuos
