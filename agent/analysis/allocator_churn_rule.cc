@@ -24,8 +24,9 @@ std::optional<Finding> AllocatorChurnRule(const DiagnosisInputs& in) {
   f.score = idle;
   f.gain = idle;
   f.gain_model =
-      "the GPU idle inside the allocation calls and in the idle stretches that began in them removed, as a "
-      "cache that serves every step from memory it keeps would";
+      "at least the GPU idle inside the allocation calls and in the idle stretches that began in them, which a "
+      "cache that keeps its memory removes; each free also takes the CPU's lead over the GPU, so part of the "
+      "CPU-side idle later in the step may go too";
   f.evidence = absl::StrFormat(
       "the launching thread took memory from the driver or gave it back %.1f times per step (cudaMalloc, "
       "cudaFree and kin), %s of step time in those calls; the GPU was idle %s of step time inside them or in "
@@ -34,6 +35,12 @@ std::optional<Finding> AllocatorChurnRule(const DiagnosisInputs& in) {
       calls, Pct(in.Share(t.cpu.allocate_api_ns)), Pct(idle), t.gpu.idle_stretches_after_allocation,
       Pct(in.Share(t.gpu.idle_ns)));
   rule_support::AppendGain(f);
+  if (t.gpu.idle_stretches_after_allocation >= in.steps()) {
+    f.evidence += absl::StrFormat(
+        " The frees drained the GPU's queue every step (%.1f times per step): the step's other GPU idle is read "
+        "after that drain, so fix this first and trace again.",
+        in.PerStep(t.gpu.idle_stretches_after_allocation));
+  }
   f.recommendation =
       "The caching allocator hands memory back to the driver and takes it again every step. Remove "
       "torch.cuda.empty_cache() (and gc.collect()) from the training loop: the allocator reuses what it keeps. "

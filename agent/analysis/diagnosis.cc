@@ -228,6 +228,14 @@ std::vector<Finding> FiredRules(const DiagnosisInputs& in) {
         "(AMP, bf16) for Tensor Cores, torch.compile or fused kernels, channels-last layouts.";
     std::rotate(gpu, copies, copies + 1);
   }
+  // Frees that drain the GPU's queue every step take the CPU's lead over
+  // the GPU: the other readings are of a step the churn reshaped, so the
+  // churn comes first.
+  auto churn = std::find_if(steady.begin(), steady.end(),
+                            [](const Finding& f) { return f.bottleneck == Bottleneck::kAllocatorChurn; });
+  if (churn != steady.end() && in.total().gpu.idle_stretches_after_allocation >= in.steps()) {
+    std::rotate(steady.begin(), churn, churn + 1);
+  }
   std::vector<Finding> fired = std::move(steady);
   fired.insert(fired.end(), tail.begin(), tail.end());
   return fired;

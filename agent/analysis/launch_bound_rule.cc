@@ -96,6 +96,9 @@ struct IdleWithoutChurn {
   uint64_t cpu_side_ns = 0;
 };
 
+// Below this share of step time the churn's idle is not worth a clause.
+constexpr double kChurnNoteShare = 0.01;
+
 IdleWithoutChurn LaunchBoundIdle(const DiagnosisInputs& in) {
   const GpuParts& gpu = in.total().gpu;
   IdleWithoutChurn out;
@@ -148,7 +151,7 @@ std::optional<Finding> LaunchBoundRuleAt(const DiagnosisInputs& in, double idle_
           ? std::string()
           : absl::StrFormat(" (besides %.1f collectives' kernels)", in.PerStep(t.gpu.comm_kernels_started)),
       in.PerStep(t.api.launch), Pct(in.Share(t.cpu.launch_api_ns)));
-  if (judged.churn_ns > 0) {
+  if (in.Share(judged.churn_ns) >= kChurnNoteShare) {
     f.evidence += absl::StrFormat(
         "; besides that idle, the GPU sat idle %s of step time inside the thread's allocation calls or in the "
         "stretches that began in them, which no CUDA graph removes (allocator churn)",
@@ -166,6 +169,13 @@ std::optional<Finding> LaunchBoundRuleAt(const DiagnosisInputs& in, double idle_
     AdviseWithSyncsBetweenLaunches(in, syncs, graph_gain, f);
   } else {
     AdviseEager(graph_gain, f);
+  }
+  if (t.gpu.idle_stretches_after_allocation >= in.steps() && in.Share(judged.churn_ns) >= kAllocatorChurnShare) {
+    f.recommendation =
+        "First remove the allocator churn (its finding): the step's frees drain the GPU's queue every step, so "
+        "the CPU starts each step with no lead over the GPU and part of this idle may go with them; trace again "
+        "before capturing graphs. " +
+        f.recommendation;
   }
   return f;
 }

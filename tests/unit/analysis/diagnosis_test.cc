@@ -471,6 +471,33 @@ TEST(DiagnosisTest, MemoryFreedAndAllocatedEveryStepIsAllocatorChurn) {
   for (const Finding& f : s.secondary) EXPECT_NE(f.bottleneck, Bottleneck::kAllocatorChurn);
 }
 
+// A step both launch-bound and draining its queue with frees: the churn is
+// named first whatever the scores (the rest of the idle is read after the
+// drain), and launch-bound says its reading waits for it.
+TEST(DiagnosisTest, FreesThatDrainTheQueueEveryStepComeFirst) {
+  Sim sim;
+  for (int i = 0; i < kSteps; ++i) {
+    sim.BeginStep();
+    for (int block = 0; block < 4; ++block) sim.Free(50 * kUs);
+    for (int k = 0; k < 80; ++k) {
+      sim.Launch(10 * kUs, kCompute);
+      sim.Cpu(30 * kUs);
+    }
+    sim.EndStep();
+  }
+  StepAnalysis a = sim.Analyze();
+  Diagnosis d = Diagnose(a);
+  ASSERT_EQ(d.primary.bottleneck, Bottleneck::kAllocatorChurn) << Describe(d);
+  EXPECT_NE(d.primary.evidence.find("drained the GPU's queue every step"), std::string::npos) << d.primary.evidence;
+  EXPECT_NE(d.primary.gain_model.find("at least"), std::string::npos);
+  auto launch = std::find_if(d.secondary.begin(), d.secondary.end(),
+                             [](const Finding& f) { return f.bottleneck == Bottleneck::kLaunchBound; });
+  ASSERT_NE(launch, d.secondary.end()) << Describe(d);
+  EXPECT_GT(launch->score, d.primary.score);
+  EXPECT_EQ(launch->recommendation.rfind("First remove the allocator churn", 0), 0u) << launch->recommendation;
+  EXPECT_NE(launch->evidence.find("which no CUDA graph removes (allocator churn)"), std::string::npos);
+}
+
 // A cudaMalloc now and then (a new largest batch shape) is not churn.
 TEST(DiagnosisTest, AnAllocationNowAndThenIsNotChurn) {
   Sim sim;
