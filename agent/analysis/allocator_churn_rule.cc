@@ -36,10 +36,12 @@ std::optional<Finding> AllocatorChurnRule(const DiagnosisInputs& in) {
       Pct(in.Share(t.gpu.idle_ns)));
   rule_support::AppendGain(f);
   if (t.gpu.idle_stretches_after_allocation >= in.steps()) {
+    const double cpu_side = in.Share(rule_support::IdleBesidesChurn(in).cpu_side_ns);
     f.evidence += absl::StrFormat(
-        " The frees drained the GPU's queue every step (%.1f times per step): the step's other GPU idle is read "
-        "after that drain, so fix this first and trace again.",
-        in.PerStep(t.gpu.idle_stretches_after_allocation));
+        " The frees drained the GPU's queue every step (%.1f times per step), so the CPU started each step with "
+        "no lead over the GPU: the gain may reach %s if the CPU-side idle besides the churn's (%s of step time) "
+        "goes with it. Fix this first and trace again.",
+        in.PerStep(t.gpu.idle_stretches_after_allocation), Pct(idle + cpu_side), Pct(cpu_side));
   }
   f.recommendation =
       "The caching allocator hands memory back to the driver and takes it again every step. Remove "

@@ -1,6 +1,8 @@
 // Shared pieces of the diagnosis rules; see diagnosis_rule_support.h.
 #include "analysis/diagnosis_rule_support.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_format.h"
 
 namespace gpuos::rule_support {
@@ -29,6 +31,17 @@ uint64_t CpuSideIdle(const DiagnosisInputs& in) {
     sum += in.Idle(cause);
   }
   return sum;
+}
+
+IdleWithoutChurn IdleBesidesChurn(const DiagnosisInputs& in) {
+  const GpuParts& gpu = in.total().gpu;
+  IdleWithoutChurn out;
+  out.churn_ns = std::min(gpu.idle_allocation_ns, gpu.idle_ns);
+  out.idle_ns = gpu.idle_ns - out.churn_ns;
+  const uint64_t churn_cpu_side = out.churn_ns - std::min(out.churn_ns, in.Idle(IdleCause::kAllocating));
+  const uint64_t cpu_side = CpuSideIdle(in);
+  out.cpu_side_ns = cpu_side - std::min(cpu_side, churn_cpu_side);
+  return out;
 }
 
 }  // namespace gpuos::rule_support

@@ -1,6 +1,7 @@
 // What several diagnosis rules (and the diagnosis around them) share: the
 // share and percent they print, the expected-gain sentence, the phrase for
-// the job's own CPU work, and the GPU idle that waited on the CPU side.
+// the job's own CPU work, the GPU idle that waited on the CPU side, and the
+// part of it the allocator's churn accounts for.
 #pragma once
 
 #include <cstdint>
@@ -28,5 +29,17 @@ std::string HostWorkText();
 // another blocking syscall) or a GPU sync is not evidence that the CPU is
 // too slow to feed the GPU.
 uint64_t CpuSideIdle(const DiagnosisInputs& in);
+
+// The GPU idle the thread's allocation calls account for (allocator churn:
+// no CUDA graph removes it), and the idle and CPU-side idle besides it: the
+// CPU-side idle less the part of the churn's charged to CPU-side causes (the
+// stretches after a free, while the thread launched again).  Launch-bound
+// judges the idle besides the churn.
+struct IdleWithoutChurn {
+  uint64_t churn_ns = 0;
+  uint64_t idle_ns = 0;      // GPU idle besides the churn's
+  uint64_t cpu_side_ns = 0;  // CpuSideIdle besides the churn's
+};
+IdleWithoutChurn IdleBesidesChurn(const DiagnosisInputs& in);
 
 }  // namespace gpuos::rule_support

@@ -1,9 +1,8 @@
 // The launch_bound rule; see diagnosis.h for what it tests, scores and
 // gains.  What it recommends depends on what the job already does: graphs
 // replayed (what is left), syncs between launches (they come first: a graph
-// cannot span one), or neither.
-#include <algorithm>
-
+// cannot span one), or neither; and it judges the GPU idle besides the
+// allocator's churn, which no graph removes.
 #include "absl/strings/str_format.h"
 #include "analysis/diagnosis.h"
 #include "analysis/diagnosis_rule_support.h"
@@ -85,36 +84,14 @@ void AdviseEager(double graph_gain, Finding& f) {
       "does more work.";
 }
 
-// The GPU idle the thread's allocation calls account for is
-// allocator_churn's: no CUDA graph removes it.  Launch-bound judges the
-// idle without it, and the CPU-side idle without the part of it charged to
-// CPU-side causes (the stretches after a free, while the thread launched
-// again).
-struct IdleWithoutChurn {
-  uint64_t churn_ns = 0;
-  uint64_t idle_ns = 0;
-  uint64_t cpu_side_ns = 0;
-};
-
 // Below this share of step time the churn's idle is not worth a clause.
 constexpr double kChurnNoteShare = 0.01;
-
-IdleWithoutChurn LaunchBoundIdle(const DiagnosisInputs& in) {
-  const GpuParts& gpu = in.total().gpu;
-  IdleWithoutChurn out;
-  out.churn_ns = std::min(gpu.idle_allocation_ns, gpu.idle_ns);
-  out.idle_ns = gpu.idle_ns - out.churn_ns;
-  const uint64_t churn_cpu_side = out.churn_ns - std::min(out.churn_ns, in.Idle(IdleCause::kAllocating));
-  const uint64_t cpu_side = CpuSideIdle(in);
-  out.cpu_side_ns = cpu_side - std::min(cpu_side, churn_cpu_side);
-  return out;
-}
 
 }  // namespace
 
 std::optional<Finding> LaunchBoundRule(const DiagnosisInputs& in) {
   std::optional<Finding> f = LaunchBoundRuleAt(in, kGpuIdleHighShare);
-  if (f && in.Share(LaunchBoundIdle(in).idle_ns) < kGpuIdleHighShare * (1 + kNearThresholdFraction)) {
+  if (f && in.Share(IdleBesidesChurn(in).idle_ns) < kGpuIdleHighShare * (1 + kNearThresholdFraction)) {
     f->near_threshold = true;
     f->evidence += absl::StrFormat(
         " The GPU idle is within %.0f%% of the %.0f%% from which the step reads launch-bound: another run of the "
@@ -126,7 +103,7 @@ std::optional<Finding> LaunchBoundRule(const DiagnosisInputs& in) {
 
 std::optional<Finding> LaunchBoundRuleAt(const DiagnosisInputs& in, double idle_share) {
   const StepRecord& t = in.total();
-  const IdleWithoutChurn judged = LaunchBoundIdle(in);
+  const IdleWithoutChurn judged = IdleBesidesChurn(in);
   const uint64_t cpu_idle = judged.cpu_side_ns;
   const double idle = in.Share(judged.idle_ns);
   // Compute kernels only: a collective's kernel lasts as long as it waits

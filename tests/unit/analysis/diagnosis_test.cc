@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "analysis/diagnosis_rule_support.h"
 #include "analysis/step_analysis.h"
 #include "support/diagnosis_sim.h"
 #include "gtest/gtest.h"
@@ -488,7 +489,16 @@ TEST(DiagnosisTest, FreesThatDrainTheQueueEveryStepComeFirst) {
   StepAnalysis a = sim.Analyze();
   Diagnosis d = Diagnose(a);
   ASSERT_EQ(d.primary.bottleneck, Bottleneck::kAllocatorChurn) << Describe(d);
+  double launch_score = 0;
+  for (const Finding& f : d.secondary) {
+    if (f.bottleneck == Bottleneck::kLaunchBound) launch_score = f.score;
+  }
   EXPECT_NE(d.primary.evidence.find("drained the GPU's queue every step"), std::string::npos) << d.primary.evidence;
+  // The upper end: the churn's idle and the CPU-side idle besides it,
+  // launch-bound's score.
+  EXPECT_NE(d.primary.evidence.find("the gain may reach " + rule_support::Pct(d.primary.score + launch_score)),
+            std::string::npos)
+      << d.primary.evidence;
   EXPECT_NE(d.primary.gain_model.find("at least"), std::string::npos);
   auto launch = std::find_if(d.secondary.begin(), d.secondary.end(),
                              [](const Finding& f) { return f.bottleneck == Bottleneck::kLaunchBound; });
