@@ -14,11 +14,26 @@ namespace gpuos {
 
 using rule_support::Pct;
 
+namespace {
+
+bool Churns(const DiagnosisInputs& in) {
+  return in.analysis.AllocationsPerStep() >= kChurnAllocationsPerStep &&
+         in.Share(in.total().gpu.idle_allocation_ns) >= kAllocatorChurnShare;
+}
+
+bool DrainsEveryStep(const DiagnosisInputs& in) {
+  return in.total().gpu.idle_stretches_after_allocation >= in.steps();
+}
+
+}  // namespace
+
+bool AllocatorChurnComesFirst(const DiagnosisInputs& in) { return Churns(in) && DrainsEveryStep(in); }
+
 std::optional<Finding> AllocatorChurnRule(const DiagnosisInputs& in) {
+  if (!Churns(in)) return std::nullopt;
   const StepRecord& t = in.total();
   const double calls = in.analysis.AllocationsPerStep();
   const double idle = in.Share(t.gpu.idle_allocation_ns);
-  if (calls < kChurnAllocationsPerStep || idle < kAllocatorChurnShare) return std::nullopt;
   Finding f;
   f.bottleneck = Bottleneck::kAllocatorChurn;
   f.score = idle;
@@ -35,7 +50,7 @@ std::optional<Finding> AllocatorChurnRule(const DiagnosisInputs& in) {
       calls, Pct(in.Share(t.cpu.allocate_api_ns)), Pct(idle), t.gpu.idle_stretches_after_allocation,
       Pct(in.Share(t.gpu.idle_ns)));
   rule_support::AppendGain(f);
-  if (t.gpu.idle_stretches_after_allocation >= in.steps()) {
+  if (DrainsEveryStep(in)) {
     const double cpu_side = in.Share(rule_support::IdleBesidesChurn(in).cpu_side_ns);
     f.evidence += absl::StrFormat(
         " The frees drained the GPU's queue every step (%.1f times per step), so the CPU started each step with "

@@ -233,7 +233,7 @@ std::vector<Finding> FiredRules(const DiagnosisInputs& in) {
   // churn comes first.
   auto churn = std::find_if(steady.begin(), steady.end(),
                             [](const Finding& f) { return f.bottleneck == Bottleneck::kAllocatorChurn; });
-  if (churn != steady.end() && in.total().gpu.idle_stretches_after_allocation >= in.steps()) {
+  if (churn != steady.end() && AllocatorChurnComesFirst(in)) {
     std::rotate(steady.begin(), churn, churn + 1);
   }
   std::vector<Finding> fired = std::move(steady);

@@ -247,6 +247,9 @@ std::optional<Finding> LaunchBoundRuleAt(const DiagnosisInputs& in, double idle_
 std::optional<Finding> HostCpuWorkRule(const DiagnosisInputs& in);
 std::optional<Finding> WorkerProcessesRule(const DiagnosisInputs& in);
 std::optional<Finding> AllocatorChurnRule(const DiagnosisInputs& in);
+// The churn rule fires and its frees drain the GPU's queue every step: it
+// is named first, and launch-bound's advice waits for it.
+bool AllocatorChurnComesFirst(const DiagnosisInputs& in);
 std::optional<Finding> CpuContentionRule(const DiagnosisInputs& in);
 std::optional<Finding> IntermittentStallsRule(const DiagnosisInputs& in);
 std::optional<Finding> StragglerRule(const DiagnosisInputs& in);

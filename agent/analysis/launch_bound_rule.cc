@@ -147,7 +147,7 @@ std::optional<Finding> LaunchBoundRuleAt(const DiagnosisInputs& in, double idle_
   } else {
     AdviseEager(graph_gain, f);
   }
-  if (t.gpu.idle_stretches_after_allocation >= in.steps() && in.Share(judged.churn_ns) >= kAllocatorChurnShare) {
+  if (AllocatorChurnComesFirst(in)) {
     f.recommendation =
         "First remove the allocator churn (its finding): the step's frees drain the GPU's queue every step, so "
         "the CPU starts each step with no lead over the GPU and part of this idle may go with them; trace again "
