@@ -16,9 +16,24 @@ using rule_support::Pct;
 
 namespace {
 
+// Of the measured steps, the share that made an allocation call: a job
+// whose allocator grows in its first steps, or that empties its cache every
+// hundred steps, has many calls in a few steps (the intermittent-stalls
+// finding's), not churn.
+double ShareOfStepsAllocating(const StepAnalysis& a) {
+  size_t measured = 0, allocating = 0;
+  for (const StepRecord& s : a.steps) {
+    if (!a.InSummaries(s)) continue;
+    ++measured;
+    if (s.api.allocations > 0) ++allocating;
+  }
+  return measured ? static_cast<double>(allocating) / measured : 0.0;
+}
+
 bool Churns(const DiagnosisInputs& in) {
   return in.analysis.AllocationsPerStep() >= kChurnAllocationsPerStep &&
-         in.Share(in.total().gpu.idle_allocation_ns) >= kAllocatorChurnShare;
+         in.Share(in.total().gpu.idle_allocation_ns) >= kAllocatorChurnShare &&
+         ShareOfStepsAllocating(in.analysis) >= kChurnStepShare;
 }
 
 bool DrainsEveryStep(const DiagnosisInputs& in) {

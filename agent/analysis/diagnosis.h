@@ -82,7 +82,8 @@
 //   allocator_churn     the launching thread makes >= kChurnAllocationsPerStep
 //                       calls per step that take memory from the driver or
 //                       give it back (cudaMalloc, cudaFree:
-//                       ApiCounts::allocations) and the GPU idle inside them
+//                       ApiCounts::allocations), in >= kChurnStepShare of
+//                       the measured steps, and the GPU idle inside them
 //                       and in the idle stretches that began inside them
 //                       (GpuParts::idle_allocation_ns: a free drains the
 //                       GPU's queue) is >= kAllocatorChurnShare of W.  score
@@ -153,6 +154,7 @@ inline constexpr double kMinKernelsPerStep = 8;
 inline constexpr double kStepSplittingSyncs = 2;
 inline constexpr double kChurnAllocationsPerStep = 1;
 inline constexpr double kAllocatorChurnShare = 0.03;
+inline constexpr double kChurnStepShare = 0.5;  // of the measured steps make an allocation call
 inline constexpr double kContentionShare = 0.10;
 inline constexpr uint32_t kManyWorkers = 2;
 inline constexpr double kStallCostShare = 0.05;

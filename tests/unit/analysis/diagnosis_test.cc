@@ -526,6 +526,30 @@ TEST(DiagnosisTest, AnAllocationNowAndThenIsNotChurn) {
   for (const Finding& f : d.secondary) EXPECT_NE(f.bottleneck, Bottleneck::kAllocatorChurn) << Describe(d);
 }
 
+// Many calls in a few steps -- the cache emptied every fifth step, or an
+// allocator still growing -- are stalls, not churn: the calls per step pass
+// the threshold, the share of steps that make them does not.
+TEST(DiagnosisTest, ManyAllocationsInAFewStepsAreNotChurn) {
+  Sim sim;
+  for (int i = 0; i < kSteps; ++i) {
+    sim.BeginStep();
+    if (i % 5 == 4) {
+      for (int block = 0; block < 20; ++block) sim.Free(200 * kUs);
+    }
+    for (int k = 0; k < 20; ++k) {
+      if (i % 5 == 0) sim.Malloc(150 * kUs);
+      sim.Launch(400 * kUs, kCompute);
+    }
+    sim.EndStep();
+  }
+  StepAnalysis a = sim.Analyze();
+  EXPECT_GE(a.AllocationsPerStep(), kChurnAllocationsPerStep);
+  EXPECT_GE(static_cast<double>(a.measured_total.gpu.idle_allocation_ns) / a.measured_wall_ns, kAllocatorChurnShare);
+  Diagnosis d = Diagnose(a);
+  EXPECT_NE(d.primary.bottleneck, Bottleneck::kAllocatorChurn) << Describe(d);
+  for (const Finding& f : d.secondary) EXPECT_NE(f.bottleneck, Bottleneck::kAllocatorChurn) << Describe(d);
+}
+
 // PPO with its environments in subprocesses (Stable-Baselines3's
 // SubprocVecEnv): the thread waits on worker processes that are not a
 // DataLoader's.  With the Python hook's marks and no fetch range the trace
