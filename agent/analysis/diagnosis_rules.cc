@@ -24,12 +24,6 @@ std::string WorkersText(const StepAnalysis& a) {
 // later name its workers pt_data_worker).
 bool UnnamedWorkers(const StepAnalysis& a) { return a.worker_processes > 0 && a.worker_threads == 0; }
 
-// The Python hook ran and marked no DataLoader fetch: the worker processes
-// the thread waits on are not a DataLoader's.
-bool WorkersAreNotADataLoaders(const StepAnalysis& a) {
-  return UnnamedWorkers(a) && a.python_hook_marks && !a.data_fetch_ranges;
-}
-
 // The workers fill the host's CPUs: one CPU is the training thread's.
 bool WorkersAtCoreCount(const StepAnalysis& a) {
   return a.practices.online_cpus > 0 && a.worker_processes > 0 && a.worker_processes + 1 >= a.practices.online_cpus;
@@ -98,7 +92,7 @@ std::optional<Finding> DataLoaderRule(const DiagnosisInputs& in) {
   // without ranges, from who woke the thread): the stage implies both.
   if (!(data_wait >= kDataWaitShare && idle >= kGpuIdleHighShare) && stage < kDataWaitShare) return std::nullopt;
   const StepAnalysis& a = in.analysis;
-  if (WorkersAreNotADataLoaders(a)) return std::nullopt;  // worker_process_wait's
+  if (a.workers_not_a_dataloaders) return std::nullopt;  // worker_process_wait's
   const size_t n = in.steps();
   const double step_ms = n ? in.wall_ns() / 1e6 / n : 0;
   uint64_t idle_in_data = 0;
@@ -158,7 +152,7 @@ std::optional<Finding> DataLoaderRule(const DiagnosisInputs& in) {
 std::optional<Finding> WorkerProcessesRule(const DiagnosisInputs& in) {
   const StepAnalysis& a = in.analysis;
   const double stage = in.Share(in.total().stages[static_cast<size_t>(Stage::kDataLoading)]);
-  if (stage < kDataWaitShare || !WorkersAreNotADataLoaders(a)) return std::nullopt;
+  if (stage < kDataWaitShare || !a.workers_not_a_dataloaders) return std::nullopt;
   Finding f;
   f.bottleneck = Bottleneck::kWorkerProcesses;
   f.score = stage;
@@ -167,7 +161,7 @@ std::optional<Finding> WorkerProcessesRule(const DiagnosisInputs& in) {
   f.evidence = absl::StrFormat(
       "the GPU was idle %s of step time while the launching thread waited on the job's %u worker processes. "
       "They are not a DataLoader's: the Python hook ran and marked no data fetch, and none is named like "
-      "PyTorch's DataLoader workers; the idle tables count this wait as waiting for data.",
+      "PyTorch's DataLoader workers.",
       Pct(stage), a.worker_processes);
   AppendGain(f);
   f.recommendation =

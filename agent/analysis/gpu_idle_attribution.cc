@@ -37,6 +37,7 @@ IdleCause AttributeIdleInstant(const ThreadInstant& t) {
         case WaitOn::kBackward: return IdleCause::kWaitBackward;
         case WaitOn::kGpuSync: return IdleCause::kWaitGpuSync;
         case WaitOn::kJobThreads: return IdleCause::kWaitJobThreads;
+        case WaitOn::kWorkerProcesses: return IdleCause::kWaitWorkerProcesses;
         case WaitOn::kData:
         case WaitOn::kNone: break;
       }
@@ -68,6 +69,7 @@ const char* IdleCauseName(IdleCause cause) {
     case IdleCause::kWaitBackward: return "waiting for backward (autograd thread)";
     case IdleCause::kWaitGpuSync: return "waiting for a GPU sync (CUDA thread)";
     case IdleCause::kWaitJobThreads: return "waiting for the job's threads (CPU work)";
+    case IdleCause::kWaitWorkerProcesses: return "waiting for the job's worker processes (not a DataLoader's)";
     case IdleCause::kFutexOther: return "futex wait (not data)";
     case IdleCause::kOtherSyscalls: return "other syscalls (blocked)";
     case IdleCause::kHostWork: return "the job's CPU work, no CUDA call (running)";
@@ -97,6 +99,7 @@ const char* IdleCauseKey(IdleCause cause) {
     case IdleCause::kWaitBackward: return "wait_backward";
     case IdleCause::kWaitGpuSync: return "wait_gpu_sync";
     case IdleCause::kWaitJobThreads: return "wait_job_threads";
+    case IdleCause::kWaitWorkerProcesses: return "wait_worker_processes";
     case IdleCause::kFutexOther: return "futex_other";
     case IdleCause::kOtherSyscalls: return "other_syscalls";
     case IdleCause::kHostWork: return "host_work";

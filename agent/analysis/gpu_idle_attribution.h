@@ -51,6 +51,7 @@ enum class WaitOn : uint8_t {
   kBackward,    // the autograd engine thread
   kGpuSync,     // a CUDA thread (the event handler, the driver's threads)
   kJobThreads,  // another thread of the job: its pools, its own threads
+  kWorkerProcesses,  // the job's worker processes that are not a DataLoader's
 };
 
 struct ThreadInstant {
@@ -107,6 +108,7 @@ enum class IdleCause : uint8_t {
   kWaitBackward,    // the autograd engine thread (loss.backward())
   kWaitGpuSync,     // a CUDA thread (a blocking sync outside an API record)
   kWaitJobThreads,  // any other thread of the job: CPU work in its pools
+  kWaitWorkerProcesses,  // the job's worker processes, not a DataLoader's (ThreadRole::kWorkerProcess)
   // 6. Elsewhere.
   kFutexOther,     // blocked in futex, no traced thread woke it (a timeout, an untraced waker)
   kOtherSyscalls,  // blocked in another syscall outside a data fetch
@@ -135,7 +137,8 @@ inline bool IsDataWait(IdleCause cause) {
 // Causes charged to a wait another thread ended (the chain is shown).
 inline bool IsWaitOnThread(IdleCause cause) {
   return cause == IdleCause::kDataWaitFutex || cause == IdleCause::kDataWaitBlocked ||
-         cause == IdleCause::kWaitBackward || cause == IdleCause::kWaitGpuSync || cause == IdleCause::kWaitJobThreads;
+         cause == IdleCause::kWaitBackward || cause == IdleCause::kWaitGpuSync || cause == IdleCause::kWaitJobThreads ||
+         cause == IdleCause::kWaitWorkerProcesses;
 }
 
 }  // namespace gpuos

@@ -42,6 +42,7 @@ struct StepAnalysis {
   uint32_t worker_threads = 0;  // threads named like workers (outside worker processes too)
   bool data_fetch_ranges = false;  // StepPlan::data_fetch_ranges
   bool python_hook_marks = false;  // StepPlan::python_hook_marks
+  bool workers_not_a_dataloaders = false;  // StepPlan::WorkersAreNotADataLoaders()
   // Which thread drives the GPU and why (driving_thread.h), for the report.
   std::string driving_thread_note;
   // The threads on the driving thread's wakeup chains (measured_total.via).

@@ -35,6 +35,7 @@ enum Counter : uint8_t {
   kWaitBackward,
   kWaitGpuSync,
   kWaitJobThreads,
+  kWaitWorkerProcesses,
   kChainWait,  // a blocked span with a wakeup chain (Edge::chain)
   kDiskRead,   // the thread's own block I/O in flight, reads among it
   kDiskWrite,  // ... other requests
@@ -59,6 +60,7 @@ Counter WaitOnCounter(uint8_t wait_on) {
     case WaitOn::kBackward: return kWaitBackward;
     case WaitOn::kGpuSync: return kWaitGpuSync;
     case WaitOn::kJobThreads: return kWaitJobThreads;
+    case WaitOn::kWorkerProcesses: return kWaitWorkerProcesses;
     case WaitOn::kNone: break;
   }
   return kCounterCount;
@@ -133,6 +135,8 @@ ThreadInstant InstantOf(const Counts& c) {
     t.wait_on = WaitOn::kGpuSync;
   } else if (c[kWaitJobThreads] > 0) {
     t.wait_on = WaitOn::kJobThreads;
+  } else if (c[kWaitWorkerProcesses] > 0) {
+    t.wait_on = WaitOn::kWorkerProcesses;
   }
   t.away_from_cuda = c[kAwayFromCuda] > 0;
   if (c[kDiskRead] > 0) {

@@ -128,6 +128,14 @@ struct StepPlan {
   // ranges: the hook ran, so a DataLoader iterated in the loop would have
   // left data-fetch ranges too.
   bool python_hook_marks = false;
+  // The worker processes are not a DataLoader's: none of their threads is
+  // named like its workers (pt_data_worker, from PyTorch 2.3), and the
+  // Python hook ran but marked no data fetch (vectorized environments in
+  // subprocesses, a simulator).  Where this is false with unnamed workers
+  // and no marks, the trace cannot tell, and they count as a DataLoader's.
+  bool WorkersAreNotADataLoaders() const {
+    return worker_processes > 0 && worker_tids.empty() && python_hook_marks && !data_fetch_ranges;
+  }
   // Set for kApiRhythm: the anchor call's name (suffixes stripped); for a
   // repeating sequence, the token each step starts with.
   std::string anchor_name;

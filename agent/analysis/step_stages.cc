@@ -16,7 +16,10 @@ Stage StageOfIdleCause(IdleCause cause) {
     case IdleCause::kDataWaitFutex:
     case IdleCause::kDataWaitBlocked:
     case IdleCause::kDataWaitRunning:
-    case IdleCause::kDiskRead: return Stage::kDataLoading;
+    case IdleCause::kDiskRead:
+    // What the job's other processes make for each step (an RL job's
+    // environment steps) is its input, as a DataLoader's batches are.
+    case IdleCause::kWaitWorkerProcesses: return Stage::kDataLoading;
     case IdleCause::kMunmap:
     case IdleCause::kMmap:
     case IdleCause::kPageFaults:

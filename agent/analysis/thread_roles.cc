@@ -12,6 +12,7 @@ const char* ThreadRoleKey(ThreadRole role) {
     case ThreadRole::kAutograd: return "autograd";
     case ThreadRole::kPinMemory: return "pin_memory";
     case ThreadRole::kDataWorker: return "data_worker";
+    case ThreadRole::kWorkerProcess: return "worker_process";
     case ThreadRole::kCuda: return "cuda";
     case ThreadRole::kThreadPool: return "thread_pool";
     case ThreadRole::kOther:
@@ -26,12 +27,19 @@ const char* ThreadRoleName(ThreadRole role) {
     case ThreadRole::kAutograd: return "autograd thread";
     case ThreadRole::kPinMemory: return "pin-memory thread";
     case ThreadRole::kDataWorker: return "data worker";
+    case ThreadRole::kWorkerProcess: return "worker process";
     case ThreadRole::kCuda: return "CUDA thread";
     case ThreadRole::kThreadPool: return "pool thread";
     case ThreadRole::kOther:
     case ThreadRole::kCount: break;
   }
   return "thread";
+}
+
+std::string ThreadRoleName(ThreadRole role, size_t count) {
+  std::string name = ThreadRoleName(role);
+  if (count != 1) name += role == ThreadRole::kWorkerProcess ? "es" : "s";
+  return name;
 }
 
 namespace {
@@ -64,7 +72,7 @@ ThreadRoles ThreadRoles::Assign(const ThreadActivity& activity, const StepPlan& 
     if (tid == plan.tid && facts.pid == plan.pid) {
       info.role = ThreadRole::kDriving;
     } else if (plan.IsWorker(facts.pid, tid)) {
-      info.role = ThreadRole::kDataWorker;
+      info.role = plan.WorkersAreNotADataLoaders() ? ThreadRole::kWorkerProcess : ThreadRole::kDataWorker;
     } else {
       info.role = RoleFromComm(facts.comm);
     }

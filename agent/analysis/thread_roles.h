@@ -10,6 +10,9 @@
 //                the driving thread;
 //   data_worker  data-loader workers (StepPlan::IsWorker: descendant
 //                processes, threads named pt_data_worker*, gpuos-data-*...);
+//   worker_process  the same processes where the trace tells they are not
+//                a DataLoader's (StepPlan::WorkersAreNotADataLoaders: the
+//                environments of an RL job in subprocesses, a simulator);
 //   cuda         CUDA's own threads (cuda-EvtHandlr, cuda000..., cuda-*);
 //   thread_pool  the job's compute thread pools, by name (OpenMP, TBB,
 //                PyTorch's intra/inter-op pools);
@@ -33,6 +36,7 @@ enum class ThreadRole : uint8_t {
   kAutograd,
   kPinMemory,
   kDataWorker,
+  kWorkerProcess,
   kCuda,
   kThreadPool,
   kCount,
@@ -40,6 +44,14 @@ enum class ThreadRole : uint8_t {
 
 const char* ThreadRoleKey(ThreadRole role);   // "pin_memory"
 const char* ThreadRoleName(ThreadRole role);  // "pin-memory thread"
+// ThreadRoleName, or its plural when `count` is not 1 ("worker processes").
+std::string ThreadRoleName(ThreadRole role, size_t count);
+
+// A data worker or a worker process: a chain through one follows the
+// thread of its process that handed it the work.
+inline bool IsWorkerRole(ThreadRole role) {
+  return role == ThreadRole::kDataWorker || role == ThreadRole::kWorkerProcess;
+}
 
 // The role a thread's name alone gives (autograd, pin_memory, cuda,
 // thread_pool), else kOther.

@@ -45,6 +45,7 @@ WaitOn ClassifyChain(const std::vector<uint32_t>& hops, const ThreadRoles& roles
   for (uint32_t tid : hops) {
     const ThreadRole role = roles.RoleOf(tid);
     if (role == ThreadRole::kDataWorker || role == ThreadRole::kPinMemory) return WaitOn::kData;
+    if (role == ThreadRole::kWorkerProcess) return WaitOn::kWorkerProcesses;
   }
   switch (roles.RoleOf(hops.front())) {
     case ThreadRole::kAutograd: return WaitOn::kBackward;
@@ -130,7 +131,7 @@ WaitChain ThreadTimelines::Follow(uint32_t wakee, uint64_t start_ns, uint64_t wa
   uint64_t at = wake_ns;
   while (chain.hops.size() < kMaxWakeHops) {
     const ThreadRole role = roles.RoleOf(current);
-    if (!IsRelay(role) && role != ThreadRole::kDataWorker) break;
+    if (!IsRelay(role) && !IsWorkerRole(role)) break;
     auto it = by_thread_.find(current);
     if (it == by_thread_.end()) break;
     // What the relay itself waited for: of its waits that ended within the
@@ -161,7 +162,7 @@ WaitChain ThreadTimelines::Follow(uint32_t wakee, uint64_t start_ns, uint64_t wa
     // process (Python's queue feeder thread, woken by the worker that
     // put the batch) hands on that thread's work: follow it there.  A
     // worker woken from outside its process did the work itself.
-    if (role == ThreadRole::kDataWorker && roles.Find(last->waker_tid)->pid != roles.Find(current)->pid) break;
+    if (IsWorkerRole(role) && roles.Find(last->waker_tid)->pid != roles.Find(current)->pid) break;
     current = last->waker_tid;
     at = last->wake_ns;
     chain.hops.push_back(current);

@@ -449,11 +449,11 @@ class HtmlReport {
     out_ << "<table>"
          << Thead({"<role", "voluntary switches", "involuntary switches", "run-queue ms"}) << "<tbody>";
     auto row = [&](const std::string& role, const SwitchTotals& s) {
-      out_ << "<tr>" << Td(role, true) << Td(per(s.voluntary)) << Td(per(s.involuntary))
+      out_ << "<tr>" << Td(E(role), true) << Td(per(s.voluntary)) << Td(per(s.involuntary))
            << Td(FormatMsAutoDecimals(s.runqueue_ns / n)) << "</tr>";
     };
     row("launching thread", t.os.launching);
-    row(absl::StrFormat("data workers (%u processes)", a_.worker_processes), t.os.workers);
+    row(WorkerGroupLabel(a_), t.os.workers);
     row("other threads", t.os.others);
     out_ << "</tbody></table>\n<h3>Launching thread</h3>\n<table>"
          << Thead({"page faults", "major", "mmap calls", "mmap MiB", "mmap ms", "munmap calls", "munmap MiB",

@@ -162,7 +162,7 @@ void OsTable(const StepAnalysis& a, std::ostream& out) {
     table.AddRow({std::move(name), per(s.voluntary), per(s.involuntary), FormatMs3(s.runqueue_ns / n)});
   };
   row("launching thread", t.os.launching);
-  row(absl::StrFormat("data workers (%u processes)", a.worker_processes), t.os.workers);
+  row(WorkerGroupLabel(a), t.os.workers);
   row("other threads", t.os.others);
   out << "\nOS costs per measured step";
   if (GpuSideOverFewerSteps(a)) out << " (over all " << a.all_steps << " measured steps, with CUDA detail or not)";

@@ -46,7 +46,7 @@ std::string HopText(const StepAnalysis& a, const std::vector<const WaitVia*>& ro
     std::string names;
     for (size_t i = 0; i < vs.size() && i < 3; ++i) absl::StrAppend(&names, i ? ", " : "", Thread(a, vs[i]->tid));
     if (vs.size() > 3) absl::StrAppend(&names, absl::StrFormat(" (+%d more)", vs.size() - 3));
-    parts.push_back(absl::StrCat(ThreadRoleName(role), vs.size() > 1 ? "s " : " ", names));
+    parts.push_back(absl::StrCat(ThreadRoleName(role, vs.size()), " ", names));
   }
   return absl::StrJoin(parts, " / ");
 }
@@ -100,8 +100,8 @@ std::string WaitChainText(const StepAnalysis& a, IdleCause cause) {
                                      100.0 * static_cast<double>(states[i]) / static_cast<double>(ends_ns)));
   }
   if (!shares.empty()) {
-    const std::string who = one_role ? absl::StrCat("the ", ThreadRoleName(role), threads > 1 ? "s" : "",
-                                                    " waited for ", threads > 1 ? "were " : "was ")
+    const std::string who = one_role ? absl::StrCat("the ", ThreadRoleName(role, threads), " waited for ",
+                                                    threads > 1 ? "were " : "was ")
                                      : std::string("the threads waited for were ");
     absl::StrAppend(&text, ": ", who, absl::StrJoin(shares, ", "), " of the wait");
   }
@@ -131,6 +131,11 @@ void WaitChainJson(const StepAnalysis& a, IdleCause cause, JsonWriter& json, siz
   }
   json.EndArray();
   if (rows.size() > max_rows) json.Field("via_left_out", static_cast<uint64_t>(rows.size() - max_rows));
+}
+
+std::string WorkerGroupLabel(const StepAnalysis& a) {
+  return a.workers_not_a_dataloaders ? absl::StrFormat("worker processes, not a DataLoader's (%u)", a.worker_processes)
+                                     : absl::StrFormat("data workers (%u processes)", a.worker_processes);
 }
 
 }  // namespace gpuos

@@ -28,4 +28,9 @@ std::string WaitChainText(const StepAnalysis& a, IdleCause cause);
 // rest counted in "via_left_out").
 void WaitChainJson(const StepAnalysis& a, IdleCause cause, JsonWriter& json, size_t max_rows = 16);
 
+// The job's worker processes as a group, as the OS-cost tables name them:
+// "data workers (4 processes)", or "worker processes, not a DataLoader's
+// (4)" where the trace tells (StepAnalysis::workers_not_a_dataloaders).
+std::string WorkerGroupLabel(const StepAnalysis& a);
+
 }  // namespace gpuos

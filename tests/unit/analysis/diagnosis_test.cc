@@ -575,7 +575,16 @@ TEST(DiagnosisTest, WaitingOnEnvironmentProcessesIsNotDataLoading) {
   EXPECT_TRUE(marked.python_hook_marks);
   EXPECT_FALSE(marked.data_fetch_ranges);
   EXPECT_EQ(marked.worker_processes, 4u);
+  EXPECT_TRUE(marked.workers_not_a_dataloaders);
   EXPECT_GT(marked.measured_total.stages[static_cast<size_t>(Stage::kDataLoading)], 0u);
+  // The idle tables name the wait for what it is: on the worker processes,
+  // not on data.
+  const IdleByCause& idle = marked.measured_total.gpu_idle;
+  EXPECT_GT(idle[static_cast<size_t>(IdleCause::kWaitWorkerProcesses)], 0u);
+  EXPECT_EQ(idle[static_cast<size_t>(IdleCause::kDataWaitBlocked)] + idle[static_cast<size_t>(IdleCause::kDataWaitFutex)],
+            0u);
+  EXPECT_EQ(marked.measured_total.stages[static_cast<size_t>(Stage::kDataLoading)],
+            idle[static_cast<size_t>(IdleCause::kWaitWorkerProcesses)]);
   Diagnosis d = Diagnose(marked);
   EXPECT_EQ(d.primary.bottleneck, Bottleneck::kWorkerProcesses) << Describe(d);
   EXPECT_FALSE(HasFinding(d, Bottleneck::kDataLoader)) << Describe(d);
@@ -585,6 +594,9 @@ TEST(DiagnosisTest, WaitingOnEnvironmentProcessesIsNotDataLoading) {
 
   StepAnalysis unmarked = run(false);
   EXPECT_FALSE(unmarked.python_hook_marks);
+  EXPECT_FALSE(unmarked.workers_not_a_dataloaders);
+  EXPECT_EQ(unmarked.measured_total.gpu_idle[static_cast<size_t>(IdleCause::kWaitWorkerProcesses)], 0u);
+  EXPECT_GT(unmarked.measured_total.gpu_idle[static_cast<size_t>(IdleCause::kDataWaitBlocked)], 0u);
   Diagnosis u = Diagnose(unmarked);
   EXPECT_EQ(u.primary.bottleneck, Bottleneck::kDataLoader) << Describe(u);
   EXPECT_NE(u.primary.evidence.find("cannot tell whether the worker processes waited on are a DataLoader's"),

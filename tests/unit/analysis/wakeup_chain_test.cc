@@ -283,6 +283,13 @@ TEST(WakeupChainTest, ChainsStopAtTheWorkerAndNeverLoop) {
   tr.Finish();
   c = tr.Follow(1, 50, 300, 2, roles);
   EXPECT_EQ(c.hops, (std::vector<uint32_t>{2, 4}));
+  // The same chain through a worker process that is not a DataLoader's
+  // (an environment stepped in a subprocess): its own wait, not data.
+  roles.Set(4, {40, "w", ThreadRole::kWorkerProcess});
+  roles.Set(5, {40, "w-feeder", ThreadRole::kWorkerProcess});
+  c = tf.Follow(1, 50, 300, 5, roles);
+  EXPECT_EQ(c.hops, (std::vector<uint32_t>{5, 4}));
+  EXPECT_EQ(c.on, WaitOn::kWorkerProcesses);
 }
 
 // Attached to a running PyTorch job: the autograd thread made the most
@@ -325,6 +332,16 @@ TEST(DrivingThreadTest, TheLoopThreadNotTheThreadWithTheMostLaunches) {
   EXPECT_EQ(roles.RoleOf(kPin), ThreadRole::kPinMemory);
   EXPECT_EQ(roles.RoleOf(kCuda), ThreadRole::kCuda);
   EXPECT_EQ(roles.RoleOf(20), ThreadRole::kDataWorker);
+  // With the Python hook's marks, no data fetch and no worker named like a
+  // DataLoader's, the same process is a worker process of the job's own.
+  plan.python_hook_marks = true;
+  plan.worker_processes = 1;
+  ASSERT_TRUE(plan.WorkersAreNotADataLoaders());
+  EXPECT_EQ(ThreadRoles::Assign(activity, plan).RoleOf(20), ThreadRole::kWorkerProcess);
+  plan.data_fetch_ranges = true;
+  EXPECT_EQ(ThreadRoles::Assign(activity, plan).RoleOf(20), ThreadRole::kDataWorker);
+  plan.data_fetch_ranges = false;
+  plan.python_hook_marks = false;
 
   // Steps from the thread's own ranges keep their thread.
   plan.source = StepSource::kNvtxRanges;

@@ -539,5 +539,30 @@ TEST(HtmlReportIdleTest, SaysWhatTheAllocationCallsLeftIdleAndNamesTheChurn) {
   EXPECT_NE(out.str().find(HtmlEscape(BottleneckTitle(Bottleneck::kAllocatorChurn))), std::string::npos);
 }
 
+// Environments stepped in subprocesses, traced with the Python hook: the
+// idle table and the OS-cost table name the job's worker processes, not
+// data workers.
+TEST(HtmlReportIdleTest, NamesWorkerProcessesThatAreNotADataLoaders) {
+  using namespace diagnosis_sim;
+  Sim sim(4);
+  for (int i = 0; i < 6; ++i) {
+    sim.BeginStep();
+    for (int env_step = 0; env_step < 4; ++env_step) {
+      for (int k = 0; k < 3; ++k) sim.Launch(20 * kUs, kCompute);
+      sim.Sync();
+      sim.WaitOnWorker(env_step, 2 * kMs);
+    }
+    sim.Mark("autograd.backward", 10 * kUs);
+    sim.EndStep();
+  }
+  StepAnalysis steps = sim.Analyze();
+  ASSERT_TRUE(steps.workers_not_a_dataloaders);
+  std::ostringstream out;
+  WriteHtmlReport(TraceSummary(), steps, Diagnose(steps), out);
+  EXPECT_NE(out.str().find(HtmlEscape(IdleCauseName(IdleCause::kWaitWorkerProcesses))), std::string::npos);
+  EXPECT_NE(out.str().find(HtmlEscape("worker processes, not a DataLoader's (4)")), std::string::npos);
+  EXPECT_EQ(out.str().find("data workers (4 processes)"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace gpuos
