@@ -90,8 +90,9 @@
 //                       and gain: that idle removed -- a lower bound: a free
 //                       also takes the CPU's lead over the GPU, and the
 //                       CPU-side idle that follows in the step is not
-//                       counted (on an H200 the churn cost 17-37% of step
-//                       time where this idle read 4-17%).  launch_bound
+//                       counted (on an H200 the churn cost 14% and 37% of
+//                       the churning step where this idle read 4% and
+//                       15-17%).  launch_bound
 //                       judges the idle left without it (no CUDA graph
 //                       removes it) and, when the frees drain the queue every
 //                       step, says its own reading waits for the churn to go.

@@ -92,7 +92,7 @@ std::optional<Finding> DataLoaderRule(const DiagnosisInputs& in) {
   // without ranges, from who woke the thread): the stage implies both.
   if (!(data_wait >= kDataWaitShare && idle >= kGpuIdleHighShare) && stage < kDataWaitShare) return std::nullopt;
   const StepAnalysis& a = in.analysis;
-  if (a.workers_not_a_dataloaders) return std::nullopt;  // worker_process_wait's
+  if (a.WorkersAreNotADataLoaders()) return std::nullopt;  // worker_process_wait's
   const size_t n = in.steps();
   const double step_ms = n ? in.wall_ns() / 1e6 / n : 0;
   uint64_t idle_in_data = 0;
@@ -152,7 +152,7 @@ std::optional<Finding> DataLoaderRule(const DiagnosisInputs& in) {
 std::optional<Finding> WorkerProcessesRule(const DiagnosisInputs& in) {
   const StepAnalysis& a = in.analysis;
   const double stage = in.Share(in.total().stages[static_cast<size_t>(Stage::kDataLoading)]);
-  if (stage < kDataWaitShare || !a.workers_not_a_dataloaders) return std::nullopt;
+  if (stage < kDataWaitShare || !a.WorkersAreNotADataLoaders()) return std::nullopt;
   Finding f;
   f.bottleneck = Bottleneck::kWorkerProcesses;
   f.score = stage;

@@ -26,7 +26,6 @@ StepAnalysis SummarizeSteps(const StepPlan& plan, std::vector<StepRecord> steps,
   a.worker_threads = static_cast<uint32_t>(plan.worker_tids.size());
   a.data_fetch_ranges = plan.data_fetch_ranges;
   a.python_hook_marks = plan.python_hook_marks;
-  a.workers_not_a_dataloaders = plan.WorkersAreNotADataLoaders();
   a.steps = std::move(steps);
 
   bool any_measured = false;

@@ -42,7 +42,6 @@ struct StepAnalysis {
   uint32_t worker_threads = 0;  // threads named like workers (outside worker processes too)
   bool data_fetch_ranges = false;  // StepPlan::data_fetch_ranges
   bool python_hook_marks = false;  // StepPlan::python_hook_marks
-  bool workers_not_a_dataloaders = false;  // StepPlan::WorkersAreNotADataLoaders()
   // Which thread drives the GPU and why (driving_thread.h), for the report.
   std::string driving_thread_note;
   // The threads on the driving thread's wakeup chains (measured_total.via).
@@ -90,6 +89,10 @@ struct StepAnalysis {
   std::string read_error;
 
   bool has_steps() const { return !steps.empty(); }
+  // StepPlan::WorkersAreNotADataLoaders, from the facts copied above.
+  bool WorkersAreNotADataLoaders() const {
+    return gpuos::WorkersAreNotADataLoaders(worker_processes, worker_threads, python_hook_marks, data_fetch_ranges);
+  }
   // ApiCounts::syncs_between_launches per measured step (0 without any).
   double SyncsBetweenLaunchesPerStep() const {
     return measured_steps ? static_cast<double>(measured_total.api.syncs_between_launches) / measured_steps : 0.0;

@@ -95,6 +95,16 @@ struct StepWindow {
   std::string left_out;
 };
 
+// The job's worker processes are not a DataLoader's: none of their threads
+// is named like its workers (pt_data_worker, from PyTorch 2.3), and the
+// Python hook ran but marked no data fetch (vectorized environments in
+// subprocesses, a simulator).  Where this is false with unnamed workers and
+// no marks, the trace cannot tell, and they count as a DataLoader's.
+inline bool WorkersAreNotADataLoaders(uint32_t worker_processes, size_t named_worker_threads, bool python_hook_marks,
+                                      bool data_fetch_ranges) {
+  return worker_processes > 0 && named_worker_threads == 0 && python_hook_marks && !data_fetch_ranges;
+}
+
 struct StepPlan {
   StepSource source = StepSource::kNone;
   uint32_t pid = 0;  // the launching thread's process
@@ -128,13 +138,9 @@ struct StepPlan {
   // ranges: the hook ran, so a DataLoader iterated in the loop would have
   // left data-fetch ranges too.
   bool python_hook_marks = false;
-  // The worker processes are not a DataLoader's: none of their threads is
-  // named like its workers (pt_data_worker, from PyTorch 2.3), and the
-  // Python hook ran but marked no data fetch (vectorized environments in
-  // subprocesses, a simulator).  Where this is false with unnamed workers
-  // and no marks, the trace cannot tell, and they count as a DataLoader's.
   bool WorkersAreNotADataLoaders() const {
-    return worker_processes > 0 && worker_tids.empty() && python_hook_marks && !data_fetch_ranges;
+    return gpuos::WorkersAreNotADataLoaders(worker_processes, worker_tids.size(), python_hook_marks,
+                                            data_fetch_ranges);
   }
   // Set for kApiRhythm: the anchor call's name (suffixes stripped); for a
   // repeating sequence, the token each step starts with.

@@ -256,5 +256,26 @@ inline std::string Describe(const Diagnosis& d) {
   return s;
 }
 
+// PPO with its 4 environments in subprocesses (Stable-Baselines3's
+// SubprocVecEnv, one per worker process), `steps` iterations: per
+// environment step a few launches, a sync and the wait on that worker; then
+// the update, marked by the Python hook's backward range when `hook`.
+inline StepAnalysis EnvironmentsInSubprocesses(bool hook, int steps) {
+  Sim sim(4);
+  for (int i = 0; i < steps; ++i) {
+    sim.BeginStep();
+    for (int env_step = 0; env_step < 4; ++env_step) {
+      for (int k = 0; k < 3; ++k) sim.Launch(20 * kUs, kCompute);
+      sim.Sync();
+      sim.WaitOnWorker(env_step, 2 * kMs);
+    }
+    if (hook) sim.Mark("autograd.backward", 10 * kUs);
+    for (int k = 0; k < 10; ++k) sim.Launch(100 * kUs, kCompute);
+    sim.Sync();
+    sim.EndStep();
+  }
+  return sim.Analyze();
+}
+
 }  // namespace diagnosis_sim
 }  // namespace gpuos

@@ -134,7 +134,7 @@ void WaitChainJson(const StepAnalysis& a, IdleCause cause, JsonWriter& json, siz
 }
 
 std::string WorkerGroupLabel(const StepAnalysis& a) {
-  return a.workers_not_a_dataloaders ? absl::StrFormat("worker processes, not a DataLoader's (%u)", a.worker_processes)
+  return a.WorkersAreNotADataLoaders() ? absl::StrFormat("worker processes, not a DataLoader's (%u)", a.worker_processes)
                                      : absl::StrFormat("data workers (%u processes)", a.worker_processes);
 }
 

@@ -30,7 +30,7 @@ void WaitChainJson(const StepAnalysis& a, IdleCause cause, JsonWriter& json, siz
 
 // The job's worker processes as a group, as the OS-cost tables name them:
 // "data workers (4 processes)", or "worker processes, not a DataLoader's
-// (4)" where the trace tells (StepAnalysis::workers_not_a_dataloaders).
+// (4)" where the trace tells (StepAnalysis::WorkersAreNotADataLoaders).
 std::string WorkerGroupLabel(const StepAnalysis& a);
 
 }  // namespace gpuos

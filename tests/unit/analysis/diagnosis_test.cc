@@ -555,27 +555,11 @@ TEST(DiagnosisTest, ManyAllocationsInAFewStepsAreNotChurn) {
 // DataLoader's.  With the Python hook's marks and no fetch range the trace
 // knows it; without them it says it cannot tell.
 TEST(DiagnosisTest, WaitingOnEnvironmentProcessesIsNotDataLoading) {
-  auto run = [](bool hook) {
-    Sim sim(4);
-    for (int i = 0; i < kSteps; ++i) {
-      sim.BeginStep();
-      for (int env_step = 0; env_step < 4; ++env_step) {
-        for (int k = 0; k < 3; ++k) sim.Launch(20 * kUs, kCompute);
-        sim.Sync();
-        sim.WaitOnWorker(env_step, 2 * kMs);
-      }
-      if (hook) sim.Mark("autograd.backward", 10 * kUs);
-      for (int k = 0; k < 10; ++k) sim.Launch(100 * kUs, kCompute);
-      sim.Sync();
-      sim.EndStep();
-    }
-    return sim.Analyze();
-  };
-  StepAnalysis marked = run(true);
+  StepAnalysis marked = EnvironmentsInSubprocesses(/*hook=*/true, kSteps);
   EXPECT_TRUE(marked.python_hook_marks);
   EXPECT_FALSE(marked.data_fetch_ranges);
   EXPECT_EQ(marked.worker_processes, 4u);
-  EXPECT_TRUE(marked.workers_not_a_dataloaders);
+  EXPECT_TRUE(marked.WorkersAreNotADataLoaders());
   EXPECT_GT(marked.measured_total.stages[static_cast<size_t>(Stage::kDataLoading)], 0u);
   // The idle tables name the wait for what it is: on the worker processes,
   // not on data.
@@ -592,9 +576,9 @@ TEST(DiagnosisTest, WaitingOnEnvironmentProcessesIsNotDataLoading) {
   ASSERT_TRUE(d.primary.gain.has_value());
   EXPECT_DOUBLE_EQ(*d.primary.gain, d.primary.score);
 
-  StepAnalysis unmarked = run(false);
+  StepAnalysis unmarked = EnvironmentsInSubprocesses(/*hook=*/false, kSteps);
   EXPECT_FALSE(unmarked.python_hook_marks);
-  EXPECT_FALSE(unmarked.workers_not_a_dataloaders);
+  EXPECT_FALSE(unmarked.WorkersAreNotADataLoaders());
   EXPECT_EQ(unmarked.measured_total.gpu_idle[static_cast<size_t>(IdleCause::kWaitWorkerProcesses)], 0u);
   EXPECT_GT(unmarked.measured_total.gpu_idle[static_cast<size_t>(IdleCause::kDataWaitBlocked)], 0u);
   Diagnosis u = Diagnose(unmarked);

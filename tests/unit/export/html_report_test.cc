@@ -543,20 +543,8 @@ TEST(HtmlReportIdleTest, SaysWhatTheAllocationCallsLeftIdleAndNamesTheChurn) {
 // idle table and the OS-cost table name the job's worker processes, not
 // data workers.
 TEST(HtmlReportIdleTest, NamesWorkerProcessesThatAreNotADataLoaders) {
-  using namespace diagnosis_sim;
-  Sim sim(4);
-  for (int i = 0; i < 6; ++i) {
-    sim.BeginStep();
-    for (int env_step = 0; env_step < 4; ++env_step) {
-      for (int k = 0; k < 3; ++k) sim.Launch(20 * kUs, kCompute);
-      sim.Sync();
-      sim.WaitOnWorker(env_step, 2 * kMs);
-    }
-    sim.Mark("autograd.backward", 10 * kUs);
-    sim.EndStep();
-  }
-  StepAnalysis steps = sim.Analyze();
-  ASSERT_TRUE(steps.workers_not_a_dataloaders);
+  StepAnalysis steps = diagnosis_sim::EnvironmentsInSubprocesses(/*hook=*/true, 6);
+  ASSERT_TRUE(steps.WorkersAreNotADataLoaders());
   std::ostringstream out;
   WriteHtmlReport(TraceSummary(), steps, Diagnose(steps), out);
   EXPECT_NE(out.str().find(HtmlEscape(IdleCauseName(IdleCause::kWaitWorkerProcesses))), std::string::npos);
