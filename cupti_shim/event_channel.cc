@@ -364,6 +364,11 @@ uint32_t CurrentTid() {
   return t_tid;
 }
 
+bool ChannelUsedByThisProcess() {
+  const uint32_t pid = g_pid.load(std::memory_order_relaxed);
+  return pid != 0 && pid == static_cast<uint32_t>(syscall(SYS_getpid));
+}
+
 uint32_t CurrentPid() {
   uint32_t pid = g_pid.load(std::memory_order_relaxed);
   if (pid == 0) {

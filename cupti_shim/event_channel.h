@@ -38,6 +38,11 @@ void SubmitDeferred(DeferredEncoder encode, std::initializer_list<std::string_vi
 // Sends everything queued now, from the calling thread (bounded wait).
 void FlushEvents();
 
+// Whether this process (not a fork or vfork child that shares or copied
+// the memory of the process that did) has submitted events: what an exit
+// may flush.
+bool ChannelUsedByThisProcess();
+
 // What ShimStats reports for this process.
 void SetCuptiStatus(bool active, const std::string& status);
 void SetNvtxActive();

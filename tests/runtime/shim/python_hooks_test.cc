@@ -12,6 +12,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <algorithm>
 #include <string>
 #include <utility>
@@ -151,6 +152,43 @@ for epoch in range(4):
         << "step " << i;
   }
   EXPECT_GE(steps->measured_steps, 75u) << "no more than a few steps left out";
+}
+
+// Python's multiprocessing ends a forked child with os._exit(), which runs
+// no atexit handler, and scripts call it to skip a slow teardown: the
+// shim's last events (here all of them: the steps take less than its flush
+// interval) are sent before _exit all the same (cupti_shim/process_exit.cc).
+TEST_F(PythonHooksTest, AProcessEndedByOsExitKeepsItsLastSteps) {
+  std::ofstream(dir_ + "/os_exit.py") << R"(
+import multiprocessing as mp, os, torch
+def train(n):
+    model = torch.nn.Linear(10, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    for _ in range(n):
+        opt.zero_grad()
+        model(torch.randn(8, 10)).sum().backward()
+        opt.step()
+if __name__ == "__main__":
+    child = mp.get_context("fork").Process(target=train, args=(25,))
+    child.start()
+    child.join()
+    assert child.exitcode == 0
+    train(5)
+    os._exit(0)
+)";
+  const std::string trace = dir_ + "/os_exit.gpuos";
+  ASSERT_EQ(Shell(kTracer + " -q -o " + trace + " -- " + kPython + " " + dir_ + "/os_exit.py"), 0);
+  std::map<uint32_t, int> steps_by_pid;
+  uint32_t root = 0;
+  auto reader = TraceReader::Open(trace);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  ASSERT_TRUE(ForEachEvent(**reader, [&](const v1::Event& e) {
+                if (e.has_process_start() && e.process_start().is_root()) root = e.pid();
+                if (e.has_nvtx_range() && e.nvtx_range().name() == "optimizer.step") ++steps_by_pid[e.pid()];
+              }).ok());
+  ASSERT_NE(root, 0u);
+  ASSERT_EQ(steps_by_pid.size(), 2u);
+  for (const auto& [pid, steps] : steps_by_pid) EXPECT_EQ(steps, pid == root ? 5 : 25) << "pid " << pid;
 }
 
 TEST_F(PythonHooksTest, MarksEachLossBackwardOnceEvenWithReentrantCheckpointing) {
