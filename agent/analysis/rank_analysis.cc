@@ -10,6 +10,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "analysis/training_processes.h"
 #include "stream/trace_reader.h"
 
 namespace gpuos {
@@ -26,8 +27,10 @@ struct TreeScan {
   absl::flat_hash_map<uint32_t, uint32_t> parent;
   std::map<uint32_t, v1::RankInfo> rank_info;  // by pid
   absl::flat_hash_map<uint32_t, uint32_t> min_device;
+  TrainingMarkCounter training;
 
   void Add(const v1::Event& e) {
+    training.Add(e);
     switch (e.payload_case()) {
       case v1::Event::kProcessStart:
         parent[e.pid()] = e.process_start().ppid();
@@ -259,12 +262,21 @@ void NoteStepCountSpread(const RanksByPid& by_pid, std::string* note) {
       fewest, most);
 }
 
+// Without ranks: the processes that trained on their own
+// (training_processes.h), each a unit like a rank with no RankInfo.
+RanksByPid FindTrainingProcesses(const TreeScan& tree) {
+  RanksByPid by_pid;
+  for (uint32_t pid : tree.training.TrainingProcesses()) by_pid[pid].pid = pid;
+  return by_pid;
+}
+
 absl::StatusOr<RankAnalysis> Analyze(const v1::TraceHeader& header, const EachEvent& each, const StepsOf& steps_of) {
   RankAnalysis out;
   TreeScan tree;
   if (absl::Status s = each([&](const v1::Event& e) { tree.Add(e); }); !s.ok()) out.read_error = std::string(s.message());
-  if (tree.rank_info.empty()) return out;
-  RanksByPid by_pid = FindRankProcesses(tree, &out.note);
+  const bool ranks = !tree.rank_info.empty();
+  RanksByPid by_pid = ranks ? FindRankProcesses(tree, &out.note) : FindTrainingProcesses(tree);
+  if (by_pid.empty()) return out;
   const absl::flat_hash_map<uint32_t, RankSummary*> pid_rank = AssignProcesses(tree, by_pid);
   CommunicationInputs inputs;
   absl::Status read = CollectCommunicationInputs(header, each, by_pid, pid_rank, &inputs);
@@ -275,6 +287,19 @@ absl::StatusOr<RankAnalysis> Analyze(const v1::TraceHeader& header, const EachEv
   for (auto& [pid, r] : by_pid) {
     AnalyzeRankCommunication(inputs[&r], r);
     loads.push_back(LoadOf(r));
+  }
+  if (!ranks) {
+    // Processes the trace does not name as ranks: which waits for which in
+    // a collective cannot be told, and hogwild's processes wait for none.
+    for (auto& [pid, r] : by_pid) {
+      // A collective's own threads (gloo) or kernels (NCCL); waits in poll
+      // or recvmsg alone are also how a DataLoader's queue is read.
+      out.training_processes_communicate |=
+          !r.comm.comm_threads.empty() || r.steps.measured_total.gpu.comm_kernel_ns > 0;
+      out.training_processes.push_back(std::move(r));
+    }
+    out.straggler_not_judged = "the trace names no ranks";
+    return out;
   }
   out.straggler_not_judged = StragglerNotJudged(loads);
   out.straggler = FindStraggler(loads, &out.straggler_turns);

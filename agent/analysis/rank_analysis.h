@@ -6,7 +6,9 @@
 // Each rank with the processes under it gets its own step analysis
 // (step_analysis.h: its driving thread, workers and steps), diagnosis,
 // and communication (communication.h); the straggler (straggler.h) is
-// chosen among them.  A trace with no RankInfo has no ranks.
+// chosen among them.  A trace with no RankInfo has no ranks; its processes
+// that trained on their own (training_processes.h) are analyzed the same
+// way, as training processes, with no straggler.
 #pragma once
 
 #include <cstdint>
@@ -47,6 +49,12 @@ struct RankSummary {
 
 struct RankAnalysis {
   std::vector<RankSummary> ranks;  // by rank, then pid
+  // Without ranks, at least two processes that ran training loops of their
+  // own, by pid (their `info` is empty); none otherwise.
+  std::vector<RankSummary> training_processes;
+  // Whether they ran collectives (comm threads, NCCL kernels): ranks of a
+  // distributed job the trace cannot name, rather than independent loops.
+  bool training_processes_communicate = false;
   std::optional<Straggler> straggler;
   // Why no straggler could be judged (StragglerNotJudged), or empty.
   std::string straggler_not_judged;

@@ -376,9 +376,11 @@ size_t MarkExtraCpuWorkSteps(std::vector<StepWindow>& steps, const std::vector<S
   // the break.
   std::vector<double> share(n, 0);
   std::vector<double> sorted;
+  std::vector<bool> epoch_start(n, false);
   for (size_t k = 0; k < n; ++k) {
     share[k] = extra[k].share();
-    if (!steps[k].warmup && steps[k].left_out.empty()) sorted.push_back(share[k]);
+    epoch_start[k] = work[k].forked_without_data_ranges && share[k] <= kEpochStartMaxExtraSteps;
+    if (!steps[k].warmup && steps[k].left_out.empty() && !epoch_start[k]) sorted.push_back(share[k]);
   }
   if (sorted.empty()) return 0;
   std::sort(sorted.begin(), sorted.end(), std::greater<double>());
@@ -396,13 +398,13 @@ size_t MarkExtraCpuWorkSteps(std::vector<StepWindow>& steps, const std::vector<S
   for (size_t k = 0; k < n; ++k) {
     if (steps[k].warmup || !steps[k].left_out.empty()) continue;
     run += static_cast<double>(totals[k]);
-    if (share[k] >= threshold) extras += static_cast<double>(extra[k].ns);
+    if (share[k] >= threshold && !epoch_start[k]) extras += static_cast<double>(extra[k].ns);
   }
   if (extras < kMinCpuExtraOfRun * run) return 0;
   size_t marked = 0;
   for (size_t k = 0; k < n; ++k) {
     StepWindow& w = steps[k];
-    if (w.warmup || !w.left_out.empty() || share[k] < threshold) continue;
+    if (w.warmup || !w.left_out.empty() || share[k] < threshold || epoch_start[k]) continue;
     w.warmup = true;
     w.left_out = absl::StrFormat(
         "extra CPU work: the loop's thread ran %.3f ms more than the steady step around it (%.3f ms) between two "

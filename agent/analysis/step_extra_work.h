@@ -48,7 +48,14 @@
 //     together they are less than 2% of the CPU work of the steps (the mean
 //     would move by less than that: a few spikes of a busy machine, a rare
 //     garbage collection, are not worth the risk);
-//   - fewer than 5 steps: nothing is marked.
+//   - fewer than 5 steps: nothing is marked;
+//   - a step in which the loop's thread forked a process, in a trace with
+//     no data-loader ranges (no Python hook), is a new epoch's DataLoader
+//     iterator forking its workers (data loading, which the job's own
+//     timing counts in the iteration) unless its extra exceeds
+//     kEpochStartMaxExtraSteps steady steps (an evaluation pass whose own
+//     loader forks workers is more work than that): it is neither marked
+//     nor counted for the break.
 // Cost: O(steps x 16 log 16).
 
 #include <cstdint>
@@ -100,7 +107,11 @@ size_t SplitExtraWorkSteps(std::vector<StepWindow>& steps, const std::vector<Seq
 // strictly inside it (one stretch when none is).
 struct StepCpuWork {
   std::vector<uint64_t> stretches_ns;
+  // The loop's thread forked a process within the step, and no data-loader
+  // range says what for.
+  bool forked_without_data_ranges = false;
 };
+inline constexpr double kEpochStartMaxExtraSteps = 3.0;
 
 // `work[i]` for `steps[i]`.  Returns how many steps were newly marked left
 // out; `marked`, where given, gets their indices.

@@ -181,7 +181,10 @@ void StepLocator::Add(const v1::Event& e) {
     default:
       break;
   }
-  if (e.payload_case() == v1::Event::kProcessStart) parent_[e.pid()] = e.process_start().ppid();
+  if (e.payload_case() == v1::Event::kProcessStart) {
+    parent_[e.pid()] = e.process_start().ppid();
+    forks_[ThreadKey(e.process_start().ppid(), e.process_start().parent_tid())].push_back(e.ts_ns());
+  }
   if (const std::string* comm = StatedComm(e)) SeeComm(e.ts_ns(), e.pid(), e.tid(), *comm);
 }
 

@@ -278,6 +278,8 @@ class StepLocator {
   absl::flat_hash_map<uint64_t, std::vector<uint64_t>> live_rhythm_marks_;
   std::string live_rhythm_call_;
   absl::flat_hash_map<uint32_t, uint32_t> parent_;  // pid -> ppid
+  // When each thread forked a process, by (pid << 32 | tid) of the parent.
+  absl::flat_hash_map<uint64_t, std::vector<uint64_t>> forks_;
   // tid -> the comm with the latest timestamp.
   absl::flat_hash_map<uint32_t, std::pair<uint64_t, std::string>> comm_;
   absl::flat_hash_set<uint32_t> named_worker_pids_;

@@ -225,8 +225,13 @@ std::vector<StepCpuWork> StepLocator::CpuWork(const StepPlan& plan) const {
   const std::vector<uint64_t> starts = BackwardStarts(ThreadKey(plan.pid, plan.tid));
   const std::vector<Range> data = DataRanges(plan);
   auto running = [&](uint64_t from, uint64_t to) { return RunningOutsideData(plan, data, from, to); };
+  std::vector<uint64_t> forks;
+  if (auto it = forks_.find(ThreadKey(plan.pid, plan.tid)); it != forks_.end() && data.empty()) forks = it->second;
+  std::sort(forks.begin(), forks.end());
   for (const StepWindow& w : plan.steps) {
     StepCpuWork work;
+    auto fork = std::lower_bound(forks.begin(), forks.end(), w.start_ns);
+    work.forked_without_data_ranges = fork != forks.end() && *fork < w.end_ns;
     uint64_t from = w.start_ns;
     auto it = std::upper_bound(starts.begin(), starts.end(), w.start_ns);
     for (; it != starts.end() && *it < w.end_ns; ++it) {

@@ -17,7 +17,9 @@ For each script, the modes (default: all that apply):
              libcuda only); not in the default --modes
 Each trace is read with `gpuos-trace report --format json`.  A script run
 as several ranks ("ranks" in its profile entry) is started through a
-launcher and checked rank by rank as well: rank_checks.py.
+launcher and checked rank by rank as well: rank_checks.py; one of several
+training processes that are not ranks ("processes"), process by process:
+process_checks.py.
 
 Checks, per row (a row fails with its reasons; exit status 1 if any does):
   run        the job and gpuos-trace exited 0 (attached: the job still
@@ -96,6 +98,7 @@ import tempfile
 import threading
 import time
 
+import process_checks
 import rank_checks
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -155,6 +158,11 @@ PROFILES = {
             "args": ["--device", "cpu", "--samples", "20000", "--features", "64", "--hidden", "128",
                      "--batch-size", "64", "--log-every", "50"],
             "iters": 1000},
+        "mnist_hogwild": {
+            "processes": 2,
+            "args": ["--device", "cpu", "--num-processes", "2", "--workers", "1", "--dataset-size", "4096",
+                     "--log-interval", "10"],
+            "iters": 150},
         "ppo_rollout": {
             "args": ["--device", "cpu", "--log-every", "3"],
             "iters": 30},
@@ -254,6 +262,10 @@ PROFILES = {
         "cpu_manual_sgd": {
             "args": ["--device", "cpu", "--log-every", "100"],
             "iters": 2000},
+        "mnist_hogwild": {
+            "processes": 4,
+            "args": ["--device", "cuda", "--num-processes", "4", "--workers", "1", "--log-interval", "20"],
+            "iters": 600},
         "ppo_rollout": {
             "args": ["--device", "cuda", "--num-envs", "8", "--log-every", "5"],
             "iters": 60},
@@ -613,6 +625,9 @@ class Row:
         self.own_span = None  # attached: (start_ns, end_ns) the job's own timing covers
         self.rank_own = {}    # multi-rank jobs: {rank: its own mean iteration ms}
         self.rank_sync_wait = {}  # {rank: ms a step it waited in its own sync points (RESULT's sync_wait_ms_per_iter)}
+        self.process_own = {}  # jobs of several training processes: {P: its own mean iteration ms}
+        self.process_pid = {}  # {P: its pid}
+        self.process_span = {}  # attached: {P: (start_ns, end_ns) its own timing covers}
 
     def fail(self, check, reason):
         for script_re, mode_re, check_re, why in KNOWN_GAPS:
@@ -737,7 +752,7 @@ class Harness:
                 warm = job.proc.poll() is None
             else:
                 # Every rank of a multi-rank job logs its own lines.
-                warm_lines = cfg["warm_lines"] * spec.get("ranks", 1)
+                warm_lines = cfg["warm_lines"] * spec.get("ranks", spec.get("processes", 1))
                 warm = job.wait_for(lambda lines: sum(1 for _, s in lines if MS_PER_ITER.search(s))
                                     >= warm_lines, cfg["warm_timeout_s"])
             if not warm:
@@ -786,6 +801,11 @@ class Harness:
                     row.own_ms, row.own_span = own, span
             row.notes.append("ranks' own timing: their lines inside the window; the ranks' mean steps are over "
                              "the whole window")
+        elif name != "trainer" and row.report and "processes" in spec:
+            row.process_pid = process_checks.pids(job.lines)
+            for p, lines in process_checks.lines_by_process(job.lines).items():
+                row.process_own[p], row.process_span[p] = self.own_ms_in_window(timing_lines(lines), row.report)
+            row.notes.append("processes' own timing: their lines inside the window")
         elif name != "trainer" and row.report:
             row.own_ms, row.own_span = self.own_ms_in_window(job.timing_lines(), row.report)
             inside = row.steps_in_own_span()
@@ -827,6 +847,15 @@ class Harness:
     def own_results(self, row, spec, lines):
         """The RESULT pairs of the job (of rank 0 in a multi-rank job, whose
         every rank's own mean goes to row.rank_own)."""
+        if "processes" in spec:
+            row.process_pid = process_checks.pids(lines)
+            by_process = process_checks.lines_by_process(lines)
+            for p, process_lines in by_process.items():
+                row.process_own[p] = own_ms_from_result(parse_result(process_lines))
+            missing = [p for p in range(spec["processes"]) if row.process_own.get(p) is None]
+            if missing:
+                row.fail("run", "processes %s printed no RESULT line" % missing)
+            return parse_result(by_process.get(0, []))
         if "ranks" not in spec:
             return parse_result(lines)
         by_rank = rank_checks.lines_by_rank(lines)
@@ -856,6 +885,8 @@ class Harness:
             return
         if "ranks" in spec:
             rank_checks.check(row, spec, self.check_steps)
+        elif "processes" in spec:
+            process_checks.check(row, spec, self.check_steps)
         else:
             self.check_steps(row)
 
@@ -873,7 +904,8 @@ class Harness:
             processes = row.report.get("processes", [])
             job_pid = row.job_pid or next((p["pid"] for p in processes if p.get("is_root")), None)
             # A multi-rank job trains in its ranks: children of the process started.
-            loops = [p["pid"] for p in processes if p.get("ppid") == job_pid] if row.rank_own else [job_pid]
+            several = row.rank_own or row.process_own
+            loops = [p["pid"] for p in processes if p.get("ppid") == job_pid] if several else [job_pid]
             if st.get("pid") not in loops or st.get("tid") != st.get("pid"):
                 row.fail("thread", "steps on pid %s tid %s \"%s\", not the main thread of %s" % (
                     st.get("pid"), st.get("tid"), st.get("thread_comm"), " or ".join(map(str, loops))))
@@ -978,6 +1010,11 @@ class Harness:
             return
         if "ranks" in spec and row.report.get("ranks") and ref.report.get("ranks"):
             rank_checks.check_pair(row, ref, check, LESS_WORK_THAN_AN_ITERATION, EXTRA_CUT_OFF_AN_ITERATION)
+            if (why := self.same_finding(row, ref)) is not None:
+                row.fail(check, why)
+            return
+        if "processes" in spec:
+            process_checks.check_pair(row, ref, check, LESS_WORK_THAN_AN_ITERATION, EXTRA_CUT_OFF_AN_ITERATION)
             if (why := self.same_finding(row, ref)) is not None:
                 row.fail(check, why)
             return

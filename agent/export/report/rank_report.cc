@@ -123,37 +123,85 @@ void WriteStragglerJson(const std::optional<Straggler>& straggler, JsonWriter& j
 
 }  // namespace
 
-void WriteRankTextReport(const RankAnalysis& a, std::ostream& out, uint32_t report_pid) {
-  if (a.ranks.empty()) return;
-  // With capture windows, a window's few steps say little of a rank's
-  // step time: that is over every step, the rest over the steps with detail.
-  bool windows = false;
-  for (const RankSummary& r : a.ranks) windows |= GpuSideOverFewerSteps(r.steps);
-  out << "\nRanks (" << a.ranks.size() << "; ms per measured step, means; comm: time in collectives, exposed: "
-      << "not overlapped by compute; * = the process of the step report above";
-  if (windows) {
-    out << "; capture windows: steps = with CUDA detail/all, step ms over all steps, the rest over the steps with "
-           "detail";
+namespace {
+
+// The per-unit table of ranks or, without them, of the training processes.
+void WriteUnitTable(const std::vector<RankSummary>& units, bool ranks, bool windows, std::ostream& out,
+                    uint32_t report_pid) {
+  std::vector<TextTable::Column> columns;
+  if (ranks) columns = {{"rank"}, {"local"}, {"world"}, {"host", TextTable::Align::kLeft}};
+  for (TextTable::Column c : std::vector<TextTable::Column>{
+           {"pid"}, {"gpu"}, {"steps"}, {"step ms"}, {"p50"}, {"p95"}, {"data"}, {"comm"}, {"exposed"}, {"GPU idle"},
+           {"bottleneck", TextTable::Align::kLeft}}) {
+    columns.push_back(c);
   }
-  out << ")\n";
-  TextTable table({{"rank"}, {"local"}, {"world"}, {"host", TextTable::Align::kLeft}, {"pid"}, {"gpu"},
-                   {"steps"}, {"step ms"}, {"p50"}, {"p95"}, {"data"}, {"comm"}, {"exposed"}, {"GPU idle"},
-                   {"bottleneck", TextTable::Align::kLeft}});
-  for (const RankSummary& r : a.ranks) {
+  TextTable table(columns);
+  for (const RankSummary& r : units) {
     const auto num = [](bool has, int32_t v) { return has ? std::to_string(v) : std::string("-"); };
     const DistributionStats& d = windows ? r.steps.all_steps_duration_ns : r.steps.duration_ns;
     const std::string steps = windows ? absl::StrCat(r.steps.measured_steps, "/", r.steps.all_steps)
                                       : std::to_string(r.steps.measured_steps);
-    table.AddRow({num(r.info.has_rank(), r.info.rank()), num(r.info.has_local_rank(), r.info.local_rank()),
-                  num(r.info.has_world_size(), r.info.world_size()), r.info.host(),
-                  std::to_string(r.pid) + (r.pid == report_pid ? "*" : ""),
-                  r.gpu ? std::to_string(*r.gpu) : "-", steps, FormatMs3(d.mean),
-                  FormatMs3(d.p50), FormatMs3(d.p95), FormatMs3(r.PerStep(DataWait(r))), FormatMs3(r.PerStep(r.comm_ns)),
-                  FormatMs3(r.PerStep(r.exposed_comm_ns)),
-                  r.has_gpu_work ? FormatMs3(r.PerStep(r.steps.measured_total.gpu.idle_ns)) : "-",
-                  BottleneckKey(r.diagnosis.primary.bottleneck)});
+    std::vector<std::string> row;
+    if (ranks) {
+      row = {num(r.info.has_rank(), r.info.rank()), num(r.info.has_local_rank(), r.info.local_rank()),
+             num(r.info.has_world_size(), r.info.world_size()), r.info.host()};
+    }
+    for (std::string& cell : std::vector<std::string>{
+             std::to_string(r.pid) + (r.pid == report_pid ? "*" : ""), r.gpu ? std::to_string(*r.gpu) : "-", steps,
+             FormatMs3(d.mean), FormatMs3(d.p50), FormatMs3(d.p95), FormatMs3(r.PerStep(DataWait(r))),
+             FormatMs3(r.PerStep(r.comm_ns)), FormatMs3(r.PerStep(r.exposed_comm_ns)),
+             r.has_gpu_work ? FormatMs3(r.PerStep(r.steps.measured_total.gpu.idle_ns)) : "-",
+             BottleneckKey(r.diagnosis.primary.bottleneck)}) {
+      row.push_back(std::move(cell));
+    }
+    table.AddRow(row);
   }
   table.Render(out, "  ");
+}
+
+bool AnyWindows(const std::vector<RankSummary>& units) {
+  bool windows = false;
+  for (const RankSummary& r : units) windows |= GpuSideOverFewerSteps(r.steps);
+  return windows;
+}
+
+const char kWindowsLegend[] =
+    "; capture windows: steps = with CUDA detail/all, step ms over all steps, the rest over the steps with detail";
+
+void WriteTrainingProcessesText(const RankAnalysis& a, std::ostream& out, uint32_t report_pid) {
+  const bool windows = AnyWindows(a.training_processes);
+  out << "\nTraining processes (" << a.training_processes.size()
+      << ", each with a training loop of its own; the trace names no ranks; ms per measured step, means; * = the "
+         "process of the step report above, the only one it covers"
+      << (windows ? kWindowsLegend : "") << ")\n";
+  WriteUnitTable(a.training_processes, /*ranks=*/false, windows, out, report_pid);
+  if (a.training_processes_communicate) {
+    out << "  they ran collectives: ranks of a distributed job started without torchrun's variables "
+           "(torch.multiprocessing.spawn), which the trace names only when recorded with the Python hook "
+           "(gpuos-trace -- python ...); no straggler is judged\n";
+  } else {
+    out << "  no collectives between them: independent loops (hogwild workers, trials or models trained side by "
+           "side); no straggler is judged\n";
+  }
+  for (const RankSummary& r : a.training_processes) {
+    if (r.steps.measured_steps == 0) out << absl::StrFormat("  pid %u: no steps: %s\n", r.pid, r.steps.note);
+  }
+}
+
+}  // namespace
+
+void WriteRankTextReport(const RankAnalysis& a, std::ostream& out, uint32_t report_pid) {
+  if (a.ranks.empty()) {
+    if (!a.training_processes.empty()) WriteTrainingProcessesText(a, out, report_pid);
+    return;
+  }
+  // With capture windows, a window's few steps say little of a rank's
+  // step time: that is over every step, the rest over the steps with detail.
+  const bool windows = AnyWindows(a.ranks);
+  out << "\nRanks (" << a.ranks.size() << "; ms per measured step, means; comm: time in collectives, exposed: "
+      << "not overlapped by compute; * = the process of the step report above" << (windows ? kWindowsLegend : "")
+      << ")\n";
+  WriteUnitTable(a.ranks, /*ranks=*/true, windows, out, report_pid);
   if (a.straggler) {
     const Straggler& s = *a.straggler;
     out << absl::StrFormat("  straggler: rank %d (pid %u): the others waited %.3f ms per step for it; cause: %s (%s)\n",
@@ -181,6 +229,11 @@ void WriteRankJsonMembers(const RankAnalysis& a, JsonWriter& json) {
   json.BeginArray();
   for (const RankSummary& r : a.ranks) WriteRankJson(r, json);
   json.EndArray();
+  json.Key("training_processes");
+  json.BeginArray();
+  for (const RankSummary& r : a.training_processes) WriteRankJson(r, json);
+  json.EndArray();
+  json.Field("training_processes_communicate", a.training_processes_communicate);
   json.Field("ranks_note", a.note);
   WriteStragglerJson(a.straggler, json);
   json.Field("straggler_not_judged", a.straggler_not_judged);

@@ -1,9 +1,15 @@
 // Which processes are ranks: the outermost process with a rank number in
 // its environment; children that inherited it, and forked workers, belong
 // to it; the launcher is no rank; a new image without one is no rank.
+// Without ranks, the processes that each ran a training loop of their own
+// (hogwild) are analyzed one by one as training processes.
 #include "analysis/rank_analysis.h"
 
 #include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "analysis/step_options.h"
 
 namespace gpuos {
 namespace {
@@ -67,6 +73,108 @@ TEST(RankAnalysis, NoRankInfoNoRanks) {
   auto a = AnalyzeRankEvents(header, {Start(1, 0, 1), Start(2, 1, 2)}, StepOptions{});
   ASSERT_TRUE(a.ok());
   EXPECT_TRUE(a->ranks.empty());
+}
+
+// `n` optimizer.step ranges on `pid`'s main thread, one every `period`
+// from `t0`, each 1 ms long; or the uprobe's backward marks.
+void Steps(std::vector<v1::Event>& events, uint32_t pid, int n, uint64_t t0, uint64_t period, bool uprobe = false) {
+  for (int i = 0; i < n; ++i) {
+    v1::Event e;
+    e.set_ts_ns(t0 + i * period);
+    e.set_pid(pid);
+    e.set_tid(pid);
+    if (uprobe) {
+      e.mutable_nvtx_mark()->set_name(kDefaultBackwardRangeName);
+      e.mutable_nvtx_mark()->set_domain(kBackwardUprobeDomain);
+    } else {
+      e.mutable_nvtx_range()->set_name(kDefaultOptimizerRangeName);
+      e.mutable_nvtx_range()->set_domain(kPythonHookDomain);
+      e.mutable_nvtx_range()->set_duration_ns(1'000'000);
+    }
+    events.push_back(e);
+  }
+}
+
+constexpr uint64_t kMs = 1'000'000;
+
+TEST(RankAnalysis, ProcessesThatTrainOnTheirOwnAreAnalyzedEach) {
+  v1::TraceHeader header;
+  std::vector<v1::Event> events = {
+      Start(1, 0, 1),  // the script's main process: it starts them and trains none
+      Start(2, 1, 2), Start(3, 1, 3),
+      Start(4, 2, 4),  // process 2's data worker
+      Start(5, 1, 5),  // two optimizer steps: not a training loop
+  };
+  Steps(events, 2, 20, 100 * kMs, 10 * kMs);
+  Steps(events, 3, 30, 101 * kMs, 7 * kMs, /*uprobe=*/true);
+  Steps(events, 5, 2, 102 * kMs, 10 * kMs);
+  std::sort(events.begin(), events.end(),
+            [](const v1::Event& a, const v1::Event& b) { return a.ts_ns() < b.ts_ns(); });
+  auto a = AnalyzeRankEvents(header, events, StepOptions{});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_TRUE(a->ranks.empty());
+  ASSERT_EQ(a->training_processes.size(), 2u);
+  const RankSummary& p2 = a->training_processes[0];
+  const RankSummary& p3 = a->training_processes[1];
+  EXPECT_EQ(p2.pid, 2u);
+  EXPECT_EQ(p2.pids, (std::vector<uint32_t>{2, 4}));
+  EXPECT_FALSE(p2.info.has_rank());
+  EXPECT_EQ(p2.steps.source, StepSource::kOptimizerSteps);
+  EXPECT_EQ(p2.steps.pid, 2u);
+  EXPECT_EQ(p2.steps.steps.size(), 19u) << "between 20 optimizer steps' ends";
+  EXPECT_NEAR(p2.steps.duration_ns.mean, 10 * kMs, 1);
+  EXPECT_EQ(p3.pid, 3u);
+  EXPECT_EQ(p3.steps.source, StepSource::kBackwardUprobe);
+  EXPECT_EQ(p3.steps.pid, 3u);
+  EXPECT_NEAR(p3.steps.duration_ns.mean, 7 * kMs, 1);
+  EXPECT_FALSE(a->training_processes_communicate);
+  EXPECT_FALSE(a->straggler.has_value());
+  EXPECT_FALSE(a->straggler_not_judged.empty());
+}
+
+TEST(RankAnalysis, OneTrainingLoopIsTheStepAnalysisOwn) {
+  v1::TraceHeader header;
+  std::vector<v1::Event> events = {Start(1, 0, 1), Start(2, 1, 2)};
+  Steps(events, 2, 20, 100 * kMs, 10 * kMs);
+  auto a = AnalyzeRankEvents(header, events, StepOptions{});
+  ASSERT_TRUE(a.ok());
+  EXPECT_TRUE(a->training_processes.empty());
+}
+
+TEST(RankAnalysis, RanksAreNotTrainingProcesses) {
+  v1::TraceHeader header;
+  std::vector<v1::Event> events = {Start(1, 0, 1), Start(2, 1, 2), Rank(2, 0, 3), Start(3, 1, 4), Rank(3, 1, 5)};
+  Steps(events, 2, 20, 100 * kMs, 10 * kMs);
+  Steps(events, 3, 20, 100 * kMs, 10 * kMs);
+  auto a = AnalyzeRankEvents(header, events, StepOptions{});
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->ranks.size(), 2u);
+  EXPECT_TRUE(a->training_processes.empty());
+}
+
+TEST(RankAnalysis, TrainingProcessesWithCollectivesAreSaidToBeUnnamedRanks) {
+  // torch.multiprocessing.spawn's ranks without the Python hook: no
+  // RankInfo, but each runs NCCL's kernels inside its steps.
+  v1::TraceHeader header;
+  std::vector<v1::Event> events = {Start(1, 0, 1), Start(2, 1, 2), Start(3, 1, 3)};
+  for (uint32_t pid : {2u, 3u}) {
+    Steps(events, pid, 10, 100 * kMs, 10 * kMs);
+    for (int i = 0; i < 9; ++i) {
+      v1::Event k;
+      k.set_ts_ns(103 * kMs + i * 10 * kMs);
+      k.set_pid(pid);
+      k.set_tid(pid);
+      k.mutable_gpu_kernel()->set_name("ncclDevKernel_AllReduce_Sum_f32_RING_LL");
+      k.mutable_gpu_kernel()->set_duration_ns(2 * kMs);
+      events.push_back(k);
+    }
+  }
+  std::sort(events.begin(), events.end(),
+            [](const v1::Event& a, const v1::Event& b) { return a.ts_ns() < b.ts_ns(); });
+  auto a = AnalyzeRankEvents(header, events, StepOptions{});
+  ASSERT_TRUE(a.ok());
+  ASSERT_EQ(a->training_processes.size(), 2u);
+  EXPECT_TRUE(a->training_processes_communicate);
 }
 
 }  // namespace

@@ -9,6 +9,9 @@
 // between two marks running far longer, no backward pass in it) are left
 // out, jitter, a garbage collection and a merged step (more backward
 // passes) are not, nor anything in a loop whose work varies.
+// A step whose loop thread forked a process with no data-loader range to
+// say why (no Python hook) is a new epoch's DataLoader workers starting,
+// unless its extra is larger than an epoch start's.
 // SplitExtraCpuWorkSteps cuts the iteration off such a step where its data
 // loading begins (a new epoch's iterator chained to its first fetch).
 #include "analysis/step_extra_work.h"
@@ -228,6 +231,46 @@ TEST(StepExtraWorkTest, ASmallerExtraIsLeftOutWhenItStandsApartOfTheNoise) {
   std::vector<StepWindow> steps = Windows(30);
   EXPECT_EQ(MarkExtraCpuWorkSteps(steps, work), 1u);
   EXPECT_FALSE(steps[25].left_out.empty());
+}
+
+TEST(StepExtraWorkTest, AnEpochsWorkerForksWithoutTheHookAreDataLoadingButAnEvaluationIsNot) {
+  // 12 ms steps, no Python hook: a new epoch's iterator forks its worker
+  // and takes 17 ms more every 20 steps (hogwild on the VM: every 64); a step with
+  // the same 17 ms more and no fork is extra work as before.
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<double> noise(0.95, 1.05);
+  auto steady = [&]() {
+    std::vector<StepCpuWork> work(60);
+    for (StepCpuWork& w : work) w.stretches_ns = {static_cast<uint64_t>(12 * kMs * noise(rng))};
+    return work;
+  };
+  std::vector<StepCpuWork> work = steady();
+  for (size_t i : {20u, 40u}) {
+    work[i].stretches_ns[0] += 17 * kMs;
+    work[i].forked_without_data_ranges = true;
+  }
+  work[30].stretches_ns[0] += 17 * kMs;
+  std::vector<StepWindow> steps = Windows(60);
+  std::vector<size_t> marked;
+  EXPECT_EQ(MarkExtraCpuWorkSteps(steps, work, &marked), 1u);
+  EXPECT_EQ(marked, (std::vector<size_t>{30}));
+  for (size_t i : {20u, 40u}) EXPECT_TRUE(steps[i].left_out.empty()) << i << ": " << steps[i].left_out;
+  // Where nothing says a fork is a loader's, the same steps are extra work.
+  for (StepCpuWork& w : work) w.forked_without_data_ranges = false;
+  steps = Windows(60);
+  EXPECT_EQ(MarkExtraCpuWorkSteps(steps, work), 3u);
+
+  // An evaluation whose own loader forks workers takes 60 ms more: more
+  // than kEpochStartMaxExtraSteps steps, so it is left out all the same.
+  work = steady();
+  for (size_t i : {20u, 30u, 40u}) {
+    work[i].stretches_ns[0] += (i == 30 ? 60 : 17) * kMs;
+    work[i].forked_without_data_ranges = true;
+  }
+  steps = Windows(60);
+  marked.clear();
+  EXPECT_EQ(MarkExtraCpuWorkSteps(steps, work, &marked), 1u);
+  EXPECT_EQ(marked, (std::vector<size_t>{30}));
 }
 
 TEST(StepExtraWorkTest, AFewSpikesInALongRunStayIn) {

@@ -1,0 +1,125 @@
+"""The corpus harness's rows of several training processes that are not
+ranks (check_corpus.py, "processes": N in a profile entry): a script whose
+processes each run a training loop of their own (hogwild), each printing
+"[process P] ..." lines, the first "[process P] pid N", checked process by
+process against the report's "training_processes" table.  Checks per row,
+beside check_corpus.py's run/l=a/a=u:
+  processes  the report lists exactly the job's N training processes (by
+             pid), and does not say they ran collectives
+  steps      every process has steps from its own work, at least 3 measured
+  thread     every process's steps are on its main thread
+  own        every process's mean step is within 5% of its own mean
+             iteration time (attached: its lines inside the window)
+The report's own steps (one of the processes) are checked as a
+single-process job's, against that process's own timing.  Pairs (l=a, a=u)
+go process by process, by P.
+"""
+import re
+
+import rank_checks
+
+PROCESS_PREFIX = re.compile(r"^\[process (\d+)\] (.*)$")
+PID_LINE = re.compile(r"^pid (\d+)$")
+OWN_TOLERANCE = 0.05
+PAIR_TOLERANCE = 0.03
+
+
+def lines_by_process(lines):
+    """{P: [(monotonic_ns, text without the prefix)]} of the job's stdout."""
+    out = {}
+    for stamp, text in lines:
+        m = PROCESS_PREFIX.match(text)
+        if m:
+            out.setdefault(int(m.group(1)), []).append((stamp, m.group(2)))
+    return out
+
+
+def pids(lines):
+    """{P: pid} from the processes' "pid N" lines."""
+    out = {}
+    for p, plines in lines_by_process(lines).items():
+        for _, text in plines:
+            m = PID_LINE.match(text)
+            if m:
+                out[p] = int(m.group(1))
+                break
+    return out
+
+
+def entries_by_index(row):
+    """{P: the report's training_processes entry of process P}."""
+    by_pid = {e.get("pid"): e for e in (row.report or {}).get("training_processes") or []}
+    return {p: by_pid[pid] for p, pid in row.process_pid.items() if pid in by_pid}
+
+
+def mean_step_ms(row, p, entry):
+    """Process P's mean measured step; attached, over its steps inside the
+    span its own timing lines cover (where at least 3 are), as for a
+    single-process job: a shared machine's speed drifts within the window."""
+    span = row.process_span.get(p)
+    inside = [st["duration_ns"] for st in entry.get("step_comm") or []
+              if span and not st.get("warmup") and not st.get("left_out")
+              and st["start_ns"] >= span[0] and st["start_ns"] + st["duration_ns"] <= span[1]]
+    if len(inside) >= 3:
+        return sum(inside) / len(inside) / 1e6
+    mean = (entry.get("step_ns") or {}).get("mean") if entry.get("steps") else None
+    return mean / 1e6 if mean else None
+
+
+def check(row, spec, check_top_level):
+    n = spec["processes"]
+    entries = row.report.get("training_processes") or []
+    listed = sorted(e.get("pid") for e in entries)
+    want = sorted(row.process_pid.values())
+    if len(row.process_pid) != n:
+        row.fail("processes", "the job printed %d process ids, not %d" % (len(row.process_pid), n))
+    elif listed != want:
+        row.fail("processes", "training processes %s listed, the job's are %s" % (listed, want))
+    if row.report.get("training_processes_communicate"):
+        row.fail("processes", "said to run collectives; the job's processes run none")
+    for p, entry in sorted(entries_by_index(row).items()):
+        source, steps = entry.get("step_source"), entry.get("steps") or 0
+        if source in ("fixed_windows", "none", None):
+            row.fail("steps", "process %d: %s" % (p, source))
+        elif steps < 3:
+            row.fail("steps", "process %d: only %d measured steps (%s)" % (p, steps, source))
+        if entry.get("driving_tid") != entry.get("pid"):
+            row.fail("thread", "process %d: steps on tid %s, not its main thread %s" % (
+                p, entry.get("driving_tid"), entry.get("pid")))
+        own = row.process_own.get(p)
+        mean = mean_step_ms(row, p, entry)
+        if own is None:
+            row.fail("own", "process %d: no own timing" % p)
+        elif not mean:
+            row.fail("own", "process %d: no measured steps" % p)
+        elif abs(mean / own - 1) > OWN_TOLERANCE:
+            row.fail("own", "process %d: mean step %.3f ms vs own %.3f ms (%+.1f%%, limit 5%%)" % (
+                p, mean, own, 100 * (mean / own - 1)))
+    # The report's own steps are one process's: judged against its timing.
+    top = {pid: p for p, pid in row.process_pid.items()}.get(row.steps.get("pid"))
+    row.own_ms = row.process_own.get(top) if top is not None else None
+    row.own_span = row.process_span.get(top) if top is not None else None
+    check_top_level(row)
+
+
+def check_pair(row, ref, check_name, less_work, cut_off):
+    """l=a: each process's mean step over its own time within 3% of the
+    reference's; a=u: each process's iterations (rank_checks.iterations)
+    within 1 of the reference's."""
+    mine, theirs = entries_by_index(row), entries_by_index(ref)
+    for p in sorted(set(mine) & set(theirs)):
+        a, b = mine[p], theirs[p]
+        if check_name == "a=u":
+            ia, ib = rank_checks.iterations(a, less_work), rank_checks.iterations(b, cut_off)
+            if abs(ia - ib) > 1:
+                row.fail(check_name, "process %d: %d iterations vs %s's %d" % (p, ia, ref.mode, ib))
+            continue
+        ma, mb = mean_step_ms(row, p, a), mean_step_ms(ref, p, b)
+        oa, ob = row.process_own.get(p), ref.process_own.get(p)
+        if not (ma and mb and oa and ob):
+            row.fail(check_name, "process %d: a mean step or an own timing is missing" % p)
+            continue
+        err = (ma / oa) / (mb / ob) - 1
+        if abs(err) > PAIR_TOLERANCE:
+            row.fail(check_name, "process %d: mean/own %.3f vs %s's %.3f (%+.1f%%, limit 3%%)" % (
+                p, ma / oa, ref.mode, mb / ob, 100 * err))
