@@ -181,11 +181,13 @@ void StepLocator::Add(const v1::Event& e) {
     default:
       break;
   }
-  if (e.payload_case() == v1::Event::kProcessStart) {
-    parent_[e.pid()] = e.process_start().ppid();
-    forks_[ThreadKey(e.process_start().ppid(), e.process_start().parent_tid())].push_back(e.ts_ns());
-  }
+  if (e.payload_case() == v1::Event::kProcessStart) SeeProcessStart(e);
   if (const std::string* comm = StatedComm(e)) SeeComm(e.ts_ns(), e.pid(), e.tid(), *comm);
+}
+
+void StepLocator::SeeProcessStart(const v1::Event& e) {
+  parent_[e.pid()] = e.process_start().ppid();
+  forks_[ThreadKey(e.process_start().ppid(), e.process_start().parent_tid())].push_back(e.ts_ns());
 }
 
 std::pair<uint64_t, std::vector<StepLocator::Range>*> StepLocator::MostRanges(RangesByThread& by_thread) {

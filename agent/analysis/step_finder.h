@@ -181,6 +181,7 @@ class StepLocator {
   };
   using RangesByThread = absl::flat_hash_map<uint64_t, std::vector<Range>>;
   void SeeComm(uint64_t ts, uint32_t pid, uint32_t tid, const std::string& comm);
+  void SeeProcessStart(const v1::Event& e);
   // The thread with the most ranges (ties: the one that starts first).
   static std::pair<uint64_t, std::vector<Range>*> MostRanges(RangesByThread& by_thread);
   // Sources 1 and 2.
