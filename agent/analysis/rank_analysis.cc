@@ -291,13 +291,18 @@ absl::StatusOr<RankAnalysis> Analyze(const v1::TraceHeader& header, const EachEv
   if (!ranks) {
     // Processes the trace does not name as ranks: which waits for which in
     // a collective cannot be told, and hogwild's processes wait for none.
+    // They ran collectives when NCCL's kernels ran in their steps, or when
+    // at least two spent kMinCollectiveShare of their steps in collectives
+    // (gloo's waits; communication.h): comm threads alone tell nothing here
+    // (CUDA's event thread waits in poll, woken from interrupts).
+    size_t communicating = 0;
     for (auto& [pid, r] : by_pid) {
-      // A collective's own threads (gloo) or kernels (NCCL); waits in poll
-      // or recvmsg alone are also how a DataLoader's queue is read.
-      out.training_processes_communicate |=
-          !r.comm.comm_threads.empty() || r.steps.measured_total.gpu.comm_kernel_ns > 0;
-      out.training_processes.push_back(std::move(r));
+      communicating += r.steps.duration_ns.mean > 0 &&
+                       r.PerStep(r.comm_ns) >= kMinCollectiveShare * r.steps.duration_ns.mean;
+      out.training_processes_communicate |= r.steps.measured_total.gpu.comm_kernel_ns > 0;
     }
+    out.training_processes_communicate |= communicating >= 2;
+    for (auto& [pid, r] : by_pid) out.training_processes.push_back(std::move(r));
     out.straggler_not_judged = "the trace names no ranks";
     return out;
   }

@@ -70,6 +70,9 @@ struct RankAnalysis {
 };
 
 inline constexpr double kRankStepCountSpread = 0.2;
+// Training processes that spend at least this share of their steps in
+// collectives (gloo's, from their waits) run collectives between them.
+inline constexpr double kMinCollectiveShare = 0.02;
 // Each rank costs two passes over the file: beyond this many, the lowest
 // ranks are analyzed and the note says how many were left out.
 inline constexpr size_t kMaxRanksAnalyzed = 256;

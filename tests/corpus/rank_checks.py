@@ -83,6 +83,12 @@ def check(row, spec, fail_top_level):
             row.fail("ranks", "rank %s: world size %s, not %d" % (r, entry.get("world_size"), n))
     if not named:
         row.notes.append("no ranks named (%s: %s)" % (row.mode, row.report.get("ranks_note") or "none found"))
+        # Unnamed, every rank is still a training process of its own, and
+        # one that ran collectives.
+        processes = row.report.get("training_processes") or []
+        if len(processes) != n or not row.report.get("training_processes_communicate"):
+            row.fail("ranks", "unnamed ranks: %d training processes listed (%s collectives), %d wanted with them" % (
+                len(processes), "with" if row.report.get("training_processes_communicate") else "without", n))
         fail_top_level(row)
     for r in want:
         entry = named.get(r)
