@@ -27,6 +27,7 @@ const char* BottleneckKey(Bottleneck b) {
     case Bottleneck::kStraggler: return "straggler";
     case Bottleneck::kWorkerProcesses: return "worker_process_wait";
     case Bottleneck::kAllocatorChurn: return "allocator_churn";
+    case Bottleneck::kWorkerRestarts: return "dataloader_worker_restarts";
   }
   return "unknown";
 }
@@ -48,6 +49,7 @@ const char* BottleneckTitle(Bottleneck b) {
     case Bottleneck::kStraggler: return "a straggler rank holds the others back";
     case Bottleneck::kWorkerProcesses: return "waiting for the job's worker processes";
     case Bottleneck::kAllocatorChurn: return "GPU memory allocated and freed every step";
+    case Bottleneck::kWorkerRestarts: return "DataLoader workers started again every epoch";
   }
   return "unknown";
 }

@@ -96,6 +96,14 @@
 //                       judges the idle left without it (no CUDA graph
 //                       removes it) and, when the frees drain the queue every
 //                       step, says its own reading waits for the churn to go.
+//   dataloader_worker_restarts
+//                       measured steps in which the launching process
+//                       started processes (a DataLoader's iterator made
+//                       anew at each epoch without persistent_workers:
+//                       worker_restarts.h) take, beyond the median of the
+//                       other steps, >= kWorkerRestartShare of W.  score
+//                       and gain: those steps brought to that median.
+//                       data_loader judges the data loading besides them.
 //   cpu_contention      the thread is preempted or waits in the run queue
 //                       >= kContentionShare of W while >= kManyWorkers
 //                       data-worker processes run.  score: that share.  gain:
@@ -156,6 +164,7 @@ inline constexpr double kStepSplittingSyncs = 2;
 inline constexpr double kChurnAllocationsPerStep = 1;
 inline constexpr double kAllocatorChurnShare = 0.03;
 inline constexpr double kChurnStepShare = 0.5;  // of the measured steps make an allocation call
+inline constexpr double kWorkerRestartShare = 0.03;
 inline constexpr double kContentionShare = 0.10;
 inline constexpr uint32_t kManyWorkers = 2;
 inline constexpr double kStallCostShare = 0.05;
@@ -184,6 +193,7 @@ enum class Bottleneck {
   kStraggler,       // the other ranks wait for one rank (straggler.h)
   kWorkerProcesses, // waiting for the job's worker processes, which are not a DataLoader's
   kAllocatorChurn,  // GPU memory taken from the driver and given back every step
+  kWorkerRestarts,  // a DataLoader's workers started again at every epoch
 };
 
 const char* BottleneckKey(Bottleneck bottleneck);    // "data_loader_starvation"
@@ -253,6 +263,7 @@ std::optional<Finding> AllocatorChurnRule(const DiagnosisInputs& in);
 // The churn rule fires and its frees drain the GPU's queue every step: it
 // is named first, and launch-bound's advice waits for it.
 bool AllocatorChurnComesFirst(const DiagnosisInputs& in);
+std::optional<Finding> WorkerRestartRule(const DiagnosisInputs& in);
 std::optional<Finding> CpuContentionRule(const DiagnosisInputs& in);
 std::optional<Finding> IntermittentStallsRule(const DiagnosisInputs& in);
 std::optional<Finding> StragglerRule(const DiagnosisInputs& in);

@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "analysis/diagnosis.h"
 #include "analysis/diagnosis_rule_support.h"
+#include "analysis/worker_restarts.h"
 
 namespace gpuos {
 namespace {
@@ -84,9 +85,16 @@ std::optional<Finding> GpuBoundRule(const DiagnosisInputs& in) {
 
 std::optional<Finding> DataLoaderRule(const DiagnosisInputs& in) {
   const StepRecord& t = in.total();
-  const double data_wait = in.Share(t.cpu.data_wait_ns);
+  // The data loading of the steps that started the workers again is
+  // dataloader_worker_restarts' where that fires: more workers would not
+  // shorten it.
+  WorkerRestarts restarts = FindWorkerRestarts(in.analysis);
+  if (in.Share(restarts.excess_ns) < kWorkerRestartShare) restarts = WorkerRestarts{};
+  const uint64_t data_wait_ns = t.cpu.data_wait_ns - std::min(t.cpu.data_wait_ns, restarts.data_wait_ns);
+  const uint64_t stage_ns = t.stages[static_cast<size_t>(Stage::kDataLoading)];
+  const double data_wait = in.Share(data_wait_ns);
   const double idle = in.Share(t.gpu.idle_ns);
-  const double stage = in.Share(t.stages[static_cast<size_t>(Stage::kDataLoading)]);
+  const double stage = in.Share(stage_ns - std::min(stage_ns, restarts.data_stage_ns));
   // Either the thread sat in data-fetch ranges while the GPU idled, or the
   // GPU idled waiting for data by the idle attribution (which can know it
   // without ranges, from who woke the thread): the stage implies both.
@@ -107,10 +115,16 @@ std::optional<Finding> DataLoaderRule(const DiagnosisInputs& in) {
   f.evidence = absl::StrFormat(
       "the launching thread waited for data %s of step time (%.3f of %.3f ms per step); the GPU was idle %s of "
       "step time, %s while the thread waited for data (%s blocked in futex on the loader); %s.",
-      Pct(data_wait), n ? t.cpu.data_wait_ns / 1e6 / n : 0.0, step_ms, Pct(idle), Pct(in.Share(idle_in_data)),
+      Pct(data_wait), n ? data_wait_ns / 1e6 / n : 0.0, step_ms, Pct(idle), Pct(in.Share(idle_in_data)),
       Pct(in.Share(in.Idle(IdleCause::kDataWaitFutex))), WorkersText(a));
   if (data_wait < kDataWaitShare) {
     f.evidence += absl::StrFormat(" The GPU-idle attribution puts %s of step time in waiting for data.", Pct(stage));
+  }
+  if (restarts.steps > 0) {
+    f.evidence += absl::StrFormat(
+        " The thread's wait for data and the data-loading stage here leave out the %zu steps that started the "
+        "workers again (dataloader_worker_restarts).",
+        restarts.steps);
   }
   const bool cannot_tell = UnnamedWorkers(a) && !a.data_fetch_ranges;
   if (cannot_tell) {
@@ -508,6 +522,7 @@ const std::vector<DiagnosisRule>& DiagnosisRules() {
       {Bottleneck::kHostCpuWork, &HostCpuWorkRule, true},
       {Bottleneck::kWorkerProcesses, &WorkerProcessesRule, true},
       {Bottleneck::kAllocatorChurn, &AllocatorChurnRule, true},
+      {Bottleneck::kWorkerRestarts, &WorkerRestartRule, true},
       {Bottleneck::kCpuContention, &CpuContentionRule, true},
       {Bottleneck::kStraggler, &StragglerRule, true},
       {Bottleneck::kIntermittentStalls, &IntermittentStallsRule, /*steady_state=*/false},

@@ -583,6 +583,8 @@ void AddStepTotals(StepRecord& total, const StepRecord& s) {
   AddBlockIoCounts(total.os.block_io_launching, s.os.block_io_launching);
   AddBlockIoCounts(total.os.block_io_workers, s.os.block_io_workers);
   AddBlockIoCounts(total.os.block_io_others, s.os.block_io_others);
+  total.os.child_starts += s.os.child_starts;
+  total.os.child_execs += s.os.child_execs;
 
   for (size_t i = 0; i < kIdleCauseCount; ++i) total.gpu_idle[i] += s.gpu_idle[i];
   MergeVia(total.via, s.via);

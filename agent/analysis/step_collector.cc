@@ -106,6 +106,19 @@ void StepCollector::Add(const v1::Event& e) {
     case v1::Event::kBlockIo:
       AddBlockIo(e, launching);
       break;
+    case v1::Event::kProcessStart:
+      if (e.process_start().ppid() != plan_.pid) break;
+      if (int64_t step = StepAt(e.ts_ns()); step >= 0) {
+        ++os_[step].child_starts;
+        child_start_step_[e.pid()] = step;
+      }
+      break;
+    case v1::Event::kExec:
+      if (auto it = child_start_step_.find(e.pid()); it != child_start_step_.end()) {
+        ++os_[it->second].child_execs;
+        child_start_step_.erase(it);  // counted once
+      }
+      break;
     default:
       break;
   }
@@ -336,6 +349,8 @@ std::vector<StepRecord> StepCollector::Finish() {
     r.os.block_io_launching = os_[k].block_io_launching;
     r.os.block_io_workers = os_[k].block_io_workers;
     r.os.block_io_others = os_[k].block_io_others;
+    r.os.child_starts = os_[k].child_starts;
+    r.os.child_execs = os_[k].child_execs;
     AddVia(r);
     out.push_back(std::move(r));
   }

@@ -86,6 +86,7 @@ class StepCollector {
   };
   absl::flat_hash_map<uint32_t, CopyRecord> copies_;
   std::vector<StepOsCosts> os_;  // switches and page faults, per step
+  absl::flat_hash_map<uint32_t, int64_t> child_start_step_;  // child pid -> the step it started in, until its exec
   const ThreadRoles* roles_ = nullptr;
   absl::flat_hash_set<uint32_t> chain_threads_;
   ThreadTimelines timelines_;

@@ -163,6 +163,25 @@ class Sim {
     OffCpu(now_, now_ + d, v1::OFF_CPU_CAUSE_SYSCALL, kPid, wtid);
     now_ += d;
   }
+  // A DataLoader's iterator made anew (an epoch's iter() without
+  // persistent_workers): the thread starts `n` worker processes, each
+  // exec'ing a new interpreter when `exec` (spawn), over `d`.
+  void StartWorkers(int n, bool exec, uint64_t d) {
+    for (int i = 0; i < n; ++i) {
+      const uint32_t pid = next_child_++;
+      v1::Event start = Ev(now_ + i * d / n, pid, pid);
+      start.mutable_process_start()->set_ppid(kPid);
+      start.mutable_process_start()->set_parent_tid(kPid);
+      start.mutable_process_start()->set_comm("python");
+      events_.push_back(start);
+      if (exec) {
+        v1::Event e = Ev(now_ + i * d / n + 1 * kUs, pid, pid);
+        e.mutable_exec()->set_old_tid(pid);
+        events_.push_back(e);
+      }
+    }
+    now_ += d;
+  }
   // An NVTX range of `d` on the thread (the Python hook's "autograd.backward").
   void Mark(const std::string& name, uint64_t d) {
     Range(now_, now_ + d, name);
@@ -225,6 +244,7 @@ class Sim {
   uint64_t step_start_ = 0;
   int step_ = 0;
   uint32_t corr_ = 1;
+  uint32_t next_child_ = kPid + 500;
   std::map<uint32_t, uint64_t> free_;
 };
 

@@ -827,7 +827,8 @@ TEST(DiagnosisRuleTableTest, ListsEveryRuleOnce) {
                                             Bottleneck::kPageableCopies,  Bottleneck::kSerializedCopies,
                                             Bottleneck::kLaunchBound,     Bottleneck::kHostCpuWork,
                                             Bottleneck::kWorkerProcesses, Bottleneck::kAllocatorChurn,
-                                            Bottleneck::kCpuContention,   Bottleneck::kStraggler,
+                                            Bottleneck::kWorkerRestarts,  Bottleneck::kCpuContention,
+                                            Bottleneck::kStraggler,
                                             Bottleneck::kIntermittentStalls};
   std::vector<Bottleneck> listed;
   for (const DiagnosisRule& r : DiagnosisRules()) {

@@ -1,0 +1,75 @@
+// The dataloader_worker_restarts rule; see diagnosis.h for what it tests,
+// scores and gains.  A DataLoader without persistent_workers ends its
+// workers when an epoch's iterator is exhausted and starts new ones at the
+// next epoch's iter(): the first batch of every epoch waits for them to
+// start and fill their queues.  Forked, that costs tens of milliseconds a
+// worker; with the spawn start method (set for CUDA in torch.multiprocessing
+// jobs, the default on macOS and Windows) every worker is a new interpreter
+// importing torch: seconds.  Short epochs (small data sets, frequent
+// evaluation) pay it often.
+#include "analysis/worker_restarts.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_format.h"
+#include "analysis/diagnosis.h"
+#include "analysis/diagnosis_rule_support.h"
+#include "common/median.h"
+
+namespace gpuos {
+
+using rule_support::Pct;
+
+WorkerRestarts FindWorkerRestarts(const StepAnalysis& a) {
+  WorkerRestarts r;
+  std::vector<uint64_t> others;
+  for (const StepRecord& s : a.steps) {
+    if (!a.InSummaries(s)) continue;
+    if (s.os.child_starts == 0) {
+      others.push_back(s.duration_ns());
+      continue;
+    }
+    ++r.steps;
+    r.starts += s.os.child_starts;
+    r.execs += s.os.child_execs;
+    r.step_ns += s.duration_ns();
+    r.data_stage_ns += s.stages[static_cast<size_t>(Stage::kDataLoading)];
+    r.data_wait_ns += s.cpu.data_wait_ns;
+  }
+  if (r.steps == 0 || others.empty()) return WorkerRestarts{};
+  r.median_other_ns = Median(others);
+  r.excess_ns = r.step_ns - std::min(r.step_ns, r.median_other_ns * r.steps);
+  return r;
+}
+
+std::optional<Finding> WorkerRestartRule(const DiagnosisInputs& in) {
+  const WorkerRestarts r = FindWorkerRestarts(in.analysis);
+  const double share = in.Share(r.excess_ns);
+  if (r.steps == 0 || share < kWorkerRestartShare || in.analysis.WorkersAreNotADataLoaders()) return std::nullopt;
+  Finding f;
+  f.bottleneck = Bottleneck::kWorkerRestarts;
+  f.score = share;
+  f.gain = share;
+  f.gain_model = "the steps that started the workers again brought to the median of the others";
+  f.evidence = absl::StrFormat(
+      "%zu of %zu measured steps started worker processes again (%u started in those steps: a DataLoader's "
+      "iterator made anew, at an epoch's start, without persistent_workers); those steps took %.3f ms on "
+      "average against a median of %.3f ms for the others: %s of step time%s.",
+      r.steps, in.steps(), r.starts, r.step_ns / 1e6 / r.steps, r.median_other_ns / 1e6, Pct(share),
+      r.execs > 0 ? absl::StrFormat(", %s of it waiting for data; %u of the workers exec'd a new interpreter "
+                                    "(the spawn start method), which imports torch before its first batch",
+                                    Pct(in.Share(r.data_stage_ns)), r.execs)
+                  : absl::StrFormat(", %s of it waiting for data", Pct(in.Share(r.data_stage_ns))));
+  rule_support::AppendGain(f);
+  f.recommendation =
+      "Keep the workers across epochs: DataLoader(..., persistent_workers=True) (with num_workers > 0). Each "
+      "epoch's iter() then reuses them instead of starting new ones.";
+  if (r.execs > 0) {
+    f.recommendation +=
+        " Started with spawn, each worker is a new Python process importing torch; where the workers use no "
+        "CUDA, DataLoader(multiprocessing_context=\"fork\") also starts them faster.";
+  }
+  return f;
+}
+
+}  // namespace gpuos

@@ -1,0 +1,28 @@
+// The measured steps that started a DataLoader's workers again (an epoch's
+// iter() without persistent_workers): what they cost beyond the other
+// steps, for the dataloader_worker_restarts rule, and the data loading
+// inside them, which the data_loader rule leaves to it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "analysis/step_analysis.h"
+
+namespace gpuos {
+
+struct WorkerRestarts {
+  size_t steps = 0;          // measured steps in which the loop's process started processes
+  uint32_t starts = 0;       // processes started in them
+  uint32_t execs = 0;        // of those, the ones that exec'd a new image (spawn)
+  uint64_t step_ns = 0;      // those steps' time
+  uint64_t data_stage_ns = 0;  // their data-loading stage
+  uint64_t data_wait_ns = 0;   // their CpuParts::data_wait_ns
+  uint64_t median_other_ns = 0;  // the median of the other measured steps
+  uint64_t excess_ns = 0;    // step_ns beyond median_other_ns each
+};
+
+// All zero when no measured step started a process, or every one did.
+WorkerRestarts FindWorkerRestarts(const StepAnalysis& analysis);
+
+}  // namespace gpuos

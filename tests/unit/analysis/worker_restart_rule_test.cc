@@ -1,0 +1,72 @@
+// The dataloader_worker_restarts rule on simulated loops: a DataLoader that
+// starts its workers again at every epoch (spawn: seconds before the first
+// batch) is named, with persistent_workers=True, and data-loader starvation
+// is judged on the other steps; the same stalls with no process started,
+// and restarts too cheap to matter, are not it.
+#include <string>
+
+#include "analysis/diagnosis.h"
+#include "analysis/worker_restarts.h"
+#include "gtest/gtest.h"
+#include "support/diagnosis_sim.h"
+
+namespace gpuos {
+namespace {
+
+using namespace diagnosis_sim;
+
+// 40 steps of 10 ms (a batch ready in its worker, 20 kernels of 400 us);
+// at the start of every 10th step (an epoch) `restart(sim)` runs, then the
+// thread waits `epoch_wait` for the new workers' first batch.
+StepAnalysis Epochs(uint64_t epoch_wait, void (*restart)(Sim&)) {
+  Sim sim(/*worker_processes=*/2, /*online_cpus=*/16);
+  for (int i = 0; i < 40; ++i) {
+    sim.BeginStep();
+    if (i % 10 == 0 && i > 0) {
+      restart(sim);
+      sim.GetBatch(epoch_wait, 100 * kUs);
+    } else {
+      sim.GetBatch(0, 100 * kUs);
+    }
+    for (int k = 0; k < 20; ++k) sim.Launch(400 * kUs, kCompute, 20 * kUs);
+    sim.Sync();
+    sim.EndStep();
+  }
+  return sim.Analyze();
+}
+
+TEST(WorkerRestartRuleTest, WorkersStartedAgainEveryEpochAreNamedFirst) {
+  const StepAnalysis a = Epochs(2000 * kMs, [](Sim& sim) { sim.StartWorkers(2, /*exec=*/true, 50 * kMs); });
+  const WorkerRestarts r = FindWorkerRestarts(a);
+  EXPECT_EQ(r.steps, 3u);
+  EXPECT_EQ(r.starts, 6u);
+  EXPECT_EQ(r.execs, 6u);
+  const Diagnosis d = Diagnose(a);
+  ASSERT_EQ(d.primary.bottleneck, Bottleneck::kWorkerRestarts) << Describe(d);
+  EXPECT_NE(d.primary.recommendation.find("persistent_workers=True"), std::string::npos);
+  EXPECT_NE(d.primary.recommendation.find("spawn"), std::string::npos);
+  EXPECT_NE(d.primary.evidence.find("exec'd a new interpreter"), std::string::npos);
+  // 3 x ~2.05 s beyond a ~8.5 ms step, of a ~6.5 s run.
+  ASSERT_TRUE(d.primary.gain.has_value());
+  EXPECT_GT(*d.primary.gain, 0.9);
+  EXPECT_FALSE(HasFinding(d, Bottleneck::kDataLoader))
+      << "more workers would not shorten the restarts: " << Describe(d);
+}
+
+TEST(WorkerRestartRuleTest, TheSameStallsWithNoProcessStartedAreNot) {
+  const StepAnalysis a = Epochs(2000 * kMs, [](Sim& sim) { sim.Cpu(50 * kMs); });
+  EXPECT_EQ(FindWorkerRestarts(a).steps, 0u);
+  const Diagnosis d = Diagnose(a);
+  EXPECT_FALSE(HasFinding(d, Bottleneck::kWorkerRestarts)) << Describe(d);
+}
+
+TEST(WorkerRestartRuleTest, ForkedWorkersThatStartInAMomentAreNot) {
+  // Forked: 2 workers in 1 ms, their first batch 2 ms later: 0.9% of the run.
+  const StepAnalysis a = Epochs(2 * kMs, [](Sim& sim) { sim.StartWorkers(2, /*exec=*/false, 1 * kMs); });
+  EXPECT_EQ(FindWorkerRestarts(a).steps, 3u);
+  const Diagnosis d = Diagnose(a);
+  EXPECT_FALSE(HasFinding(d, Bottleneck::kWorkerRestarts)) << Describe(d);
+}
+
+}  // namespace
+}  // namespace gpuos
