@@ -197,9 +197,7 @@ void DiagnoseWithoutGpuRecords(const DiagnosisInputs& in, Diagnosis& d) {
     g.gain = data_wait;
     g.gain_model = "the thread's data waits removed from every step";
     g.evidence = absl::StrFormat("the launching thread waited for data %s of step time; %s", Pct(data_wait),
-                                 a.worker_processes == 0
-                                     ? std::string("no data worker processes (loading runs in the training thread)")
-                                     : absl::StrFormat("%u data worker processes", a.worker_processes));
+                                 rule_support::WorkersText(a));
     g.recommendation = "Load and preprocess batches in more DataLoader worker processes (num_workers).";
     d.secondary.push_back(g);
   }

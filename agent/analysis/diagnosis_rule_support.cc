@@ -18,6 +18,16 @@ std::string GainText(const Finding& f) {
 
 void AppendGain(Finding& f) { f.evidence += GainText(f); }
 
+std::string WorkersText(const StepAnalysis& a) {
+  if (a.worker_processes == 0) return "no data worker processes (loading runs in the training thread)";
+  std::string s = absl::StrFormat("%u data worker processes", a.worker_processes);
+  if (a.worker_processes_started > a.worker_processes) {
+    s += absl::StrFormat(" at a time (%u started in the run)", a.worker_processes_started);
+  }
+  if (a.practices.online_cpus > 0) s += absl::StrFormat(" on a host with %u online CPUs", a.practices.online_cpus);
+  return s;
+}
+
 std::string HostWorkText() {
   return absl::StrFormat("ran its own code with no CUDA call for more than %.1f ms at a time before copying data to "
                          "the GPU",

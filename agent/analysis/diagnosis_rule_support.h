@@ -18,6 +18,10 @@ std::string Pct(double share);                // 0.123 -> "12.3%"
 std::string GainText(const Finding& f);
 void AppendGain(Finding& f);
 
+// "4 data worker processes at a time (40 started in the run) on a host with
+// 16 online CPUs", or that there are none.
+std::string WorkersText(const StepAnalysis& a);
+
 // What host_work is, as both rules that name it say it.
 std::string HostWorkText();
 

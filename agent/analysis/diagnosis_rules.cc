@@ -14,13 +14,6 @@ namespace {
 
 using namespace rule_support;
 
-std::string WorkersText(const StepAnalysis& a) {
-  std::string s = a.worker_processes == 0 ? std::string("no data worker processes (loading runs in the training thread)")
-                                          : absl::StrFormat("%u data worker processes", a.worker_processes);
-  if (a.practices.online_cpus > 0) s += absl::StrFormat(" on a host with %u online CPUs", a.practices.online_cpus);
-  return s;
-}
-
 // Worker processes that no name ties to a DataLoader (PyTorch 2.3 and
 // later name its workers pt_data_worker).
 bool UnnamedWorkers(const StepAnalysis& a) { return a.worker_processes > 0 && a.worker_threads == 0; }

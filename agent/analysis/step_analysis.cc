@@ -23,6 +23,7 @@ StepAnalysis SummarizeSteps(const StepPlan& plan, std::vector<StepRecord> steps,
   a.thread_comm = plan.thread_comm;
   a.other_threads_with_steps = plan.other_threads_with_steps;
   a.worker_processes = plan.worker_processes;
+  a.worker_processes_started = plan.worker_processes_started;
   a.worker_threads = static_cast<uint32_t>(plan.worker_tids.size());
   a.data_fetch_ranges = plan.data_fetch_ranges;
   a.python_hook_marks = plan.python_hook_marks;

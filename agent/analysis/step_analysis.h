@@ -38,7 +38,8 @@ struct StepAnalysis {
   uint32_t tid = 0;
   std::string thread_comm;
   uint32_t other_threads_with_steps = 0;
-  uint32_t worker_processes = 0;
+  uint32_t worker_processes = 0;  // alive at once, at most (StepPlan's)
+  uint32_t worker_processes_started = 0;
   uint32_t worker_threads = 0;  // threads named like workers (outside worker processes too)
   bool data_fetch_ranges = false;  // StepPlan::data_fetch_ranges
   bool python_hook_marks = false;  // StepPlan::python_hook_marks

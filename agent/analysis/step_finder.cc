@@ -182,11 +182,13 @@ void StepLocator::Add(const v1::Event& e) {
       break;
   }
   if (e.payload_case() == v1::Event::kProcessStart) SeeProcessStart(e);
+  if (e.payload_case() == v1::Event::kProcessExit) lifetimes_.try_emplace(e.pid(), 0, 0).first->second.second = e.ts_ns();
   if (const std::string* comm = StatedComm(e)) SeeComm(e.ts_ns(), e.pid(), e.tid(), *comm);
 }
 
 void StepLocator::SeeProcessStart(const v1::Event& e) {
   parent_[e.pid()] = e.process_start().ppid();
+  lifetimes_[e.pid()] = {e.ts_ns(), UINT64_MAX};
   forks_[ThreadKey(e.process_start().ppid(), e.process_start().parent_tid())].push_back(e.ts_ns());
 }
 
@@ -354,7 +356,22 @@ void StepLocator::FindWorkers(StepPlan& plan) const {
     plan.worker_tids.insert(tid);
     if (pid != plan.pid) worker_processes.insert(pid);
   }
-  plan.worker_processes = static_cast<uint32_t>(worker_processes.size());
+  plan.worker_processes_started = static_cast<uint32_t>(worker_processes.size());
+  plan.worker_processes = PeakAlive(worker_processes);
+}
+
+uint32_t StepLocator::PeakAlive(const absl::flat_hash_set<uint32_t>& pids) const {
+  std::vector<std::pair<uint64_t, int>> changes;  // (time, +1 start / -1 exit); exits first at a tie
+  for (uint32_t pid : pids) {
+    auto it = lifetimes_.find(pid);
+    const auto [start, end] = it != lifetimes_.end() ? it->second : std::pair<uint64_t, uint64_t>{0, UINT64_MAX};
+    changes.emplace_back(start, 1);
+    changes.emplace_back(end, -1);
+  }
+  std::sort(changes.begin(), changes.end());
+  int alive = 0, peak = 0;
+  for (const auto& [t, d] : changes) peak = std::max(peak, alive += d);
+  return static_cast<uint32_t>(peak);
 }
 
 std::string StepLocator::ThreadText(uint32_t tid) const {

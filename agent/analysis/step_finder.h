@@ -120,7 +120,11 @@ struct StepPlan {
   // counts whole).
   absl::flat_hash_set<uint32_t> worker_pids;
   absl::flat_hash_set<uint32_t> worker_tids;
-  uint32_t worker_processes = 0;  // distinct processes with a worker thread
+  // Worker processes alive at once, at most (a DataLoader without
+  // persistent_workers starts a new set every epoch), and how many there
+  // were in the trace.
+  uint32_t worker_processes = 0;
+  uint32_t worker_processes_started = 0;
   bool IsWorker(uint32_t pid, uint32_t tid) const {
     return worker_pids.contains(pid) || worker_tids.contains(tid);
   }
@@ -182,6 +186,8 @@ class StepLocator {
   using RangesByThread = absl::flat_hash_map<uint64_t, std::vector<Range>>;
   void SeeComm(uint64_t ts, uint32_t pid, uint32_t tid, const std::string& comm);
   void SeeProcessStart(const v1::Event& e);
+  // The most of `pids` alive at once.
+  uint32_t PeakAlive(const absl::flat_hash_set<uint32_t>& pids) const;
   // The thread with the most ranges (ties: the one that starts first).
   static std::pair<uint64_t, std::vector<Range>*> MostRanges(RangesByThread& by_thread);
   // Sources 1 and 2.
@@ -281,6 +287,8 @@ class StepLocator {
   absl::flat_hash_map<uint32_t, uint32_t> parent_;  // pid -> ppid
   // When each thread forked a process, by (pid << 32 | tid) of the parent.
   absl::flat_hash_map<uint64_t, std::vector<uint64_t>> forks_;
+  // Each process's start and exit, where the trace has them.
+  absl::flat_hash_map<uint32_t, std::pair<uint64_t, uint64_t>> lifetimes_;
   // tid -> the comm with the latest timestamp.
   absl::flat_hash_map<uint32_t, std::pair<uint64_t, std::string>> comm_;
   absl::flat_hash_set<uint32_t> named_worker_pids_;

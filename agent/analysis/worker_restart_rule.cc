@@ -54,12 +54,14 @@ std::optional<Finding> WorkerRestartRule(const DiagnosisInputs& in) {
   f.evidence = absl::StrFormat(
       "%zu of %zu measured steps started worker processes again (%u started in those steps: a DataLoader's "
       "iterator made anew, at an epoch's start, without persistent_workers); those steps took %.3f ms on "
-      "average against a median of %.3f ms for the others: %s of step time%s.",
+      "average against a median of %.3f ms for the others: %s of step time beyond them (their data loading: "
+      "%s of step time)%s.",
       r.steps, in.steps(), r.starts, r.step_ns / 1e6 / r.steps, r.median_other_ns / 1e6, Pct(share),
-      r.execs > 0 ? absl::StrFormat(", %s of it waiting for data; %u of the workers exec'd a new interpreter "
-                                    "(the spawn start method), which imports torch before its first batch",
-                                    Pct(in.Share(r.data_stage_ns)), r.execs)
-                  : absl::StrFormat(", %s of it waiting for data", Pct(in.Share(r.data_stage_ns))));
+      Pct(in.Share(r.data_stage_ns)),
+      r.execs > 0 ? absl::StrFormat("; %u of the workers exec'd a new interpreter (the spawn start method), which "
+                                    "imports torch before its first batch",
+                                    r.execs)
+                  : std::string());
   rule_support::AppendGain(f);
   f.recommendation =
       "Keep the workers across epochs: DataLoader(..., persistent_workers=True) (with num_workers > 0). Each "

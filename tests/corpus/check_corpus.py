@@ -226,6 +226,11 @@ PROFILES = {
         "imagenet_resnet": {
             "args": ["--device", "cuda", "--arch", "resnet18", "-b", "64", "-j", "4", "--print-freq", "10"],
             "iters": 200},
+        "imagenet_short_epochs": {
+            "script": "imagenet_resnet",
+            "args": ["--device", "cuda", "--arch", "resnet18", "-b", "64", "-j", "4", "--print-freq", "10",
+                     "--dataset-size", "1280"],
+            "iters": 200},
         "imagenet_stream_prefetch": {
             "script": "imagenet_resnet",
             "args": ["--device", "cuda", "--arch", "resnet18", "-b", "64", "-j", "4", "--print-freq", "10",

@@ -36,7 +36,10 @@ class Sim {
   explicit Sim(int worker_processes = 0, uint32_t online_cpus = 0) {
     header_.set_online_cpus(online_cpus);
     events_.push_back(ProcessStart(kPid, 1));
-    for (int i = 0; i < worker_processes; ++i) events_.push_back(ProcessStart(kPid + 1 + i, kPid));
+    for (int i = 0; i < worker_processes; ++i) {
+      events_.push_back(ProcessStart(kPid + 1 + i, kPid));
+      workers_alive_.push_back(kPid + 1 + i);
+    }
   }
 
   void BeginStep() { step_start_ = now_; }
@@ -164,11 +167,18 @@ class Sim {
     now_ += d;
   }
   // A DataLoader's iterator made anew (an epoch's iter() without
-  // persistent_workers): the thread starts `n` worker processes, each
-  // exec'ing a new interpreter when `exec` (spawn), over `d`.
+  // persistent_workers): the workers alive exit, and the thread starts `n`
+  // new ones, each exec'ing a new interpreter when `exec` (spawn), over `d`.
   void StartWorkers(int n, bool exec, uint64_t d) {
+    for (uint32_t pid : workers_alive_) {
+      v1::Event e = Ev(now_, pid, pid);
+      e.mutable_process_exit()->set_comm("python");
+      events_.push_back(e);
+    }
+    workers_alive_.clear();
     for (int i = 0; i < n; ++i) {
       const uint32_t pid = next_child_++;
+      workers_alive_.push_back(pid);
       v1::Event start = Ev(now_ + i * d / n, pid, pid);
       start.mutable_process_start()->set_ppid(kPid);
       start.mutable_process_start()->set_parent_tid(kPid);
@@ -245,6 +255,7 @@ class Sim {
   int step_ = 0;
   uint32_t corr_ = 1;
   uint32_t next_child_ = kPid + 500;
+  std::vector<uint32_t> workers_alive_;
   std::map<uint32_t, uint64_t> free_;
 };
 

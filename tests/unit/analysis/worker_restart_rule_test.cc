@@ -6,6 +6,7 @@
 #include <string>
 
 #include "analysis/diagnosis.h"
+#include "analysis/diagnosis_rule_support.h"
 #include "analysis/worker_restarts.h"
 #include "gtest/gtest.h"
 #include "support/diagnosis_sim.h"
@@ -41,6 +42,12 @@ TEST(WorkerRestartRuleTest, WorkersStartedAgainEveryEpochAreNamedFirst) {
   EXPECT_EQ(r.steps, 3u);
   EXPECT_EQ(r.starts, 6u);
   EXPECT_EQ(r.execs, 6u);
+  // Two at a time, eight in the run: the restarts are no reason to say the
+  // loader already runs as many workers as the host has CPUs.
+  EXPECT_EQ(a.worker_processes, 2u);
+  EXPECT_EQ(a.worker_processes_started, 8u);
+  EXPECT_EQ(rule_support::WorkersText(a),
+            "2 data worker processes at a time (8 started in the run) on a host with 16 online CPUs");
   const Diagnosis d = Diagnose(a);
   ASSERT_EQ(d.primary.bottleneck, Bottleneck::kWorkerRestarts) << Describe(d);
   EXPECT_NE(d.primary.recommendation.find("persistent_workers=True"), std::string::npos);
