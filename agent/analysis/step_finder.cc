@@ -181,12 +181,16 @@ void StepLocator::Add(const v1::Event& e) {
     default:
       break;
   }
-  if (e.payload_case() == v1::Event::kProcessStart) SeeProcessStart(e);
-  if (e.payload_case() == v1::Event::kProcessExit) lifetimes_.try_emplace(e.pid(), 0, 0).first->second.second = e.ts_ns();
+  SeeProcessLife(e);
   if (const std::string* comm = StatedComm(e)) SeeComm(e.ts_ns(), e.pid(), e.tid(), *comm);
 }
 
-void StepLocator::SeeProcessStart(const v1::Event& e) {
+void StepLocator::SeeProcessLife(const v1::Event& e) {
+  if (e.payload_case() == v1::Event::kProcessExit) {
+    lifetimes_.try_emplace(e.pid(), 0, 0).first->second.second = e.ts_ns();
+    return;
+  }
+  if (e.payload_case() != v1::Event::kProcessStart) return;
   parent_[e.pid()] = e.process_start().ppid();
   lifetimes_[e.pid()] = {e.ts_ns(), UINT64_MAX};
   forks_[ThreadKey(e.process_start().ppid(), e.process_start().parent_tid())].push_back(e.ts_ns());

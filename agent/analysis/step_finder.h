@@ -185,7 +185,8 @@ class StepLocator {
   };
   using RangesByThread = absl::flat_hash_map<uint64_t, std::vector<Range>>;
   void SeeComm(uint64_t ts, uint32_t pid, uint32_t tid, const std::string& comm);
-  void SeeProcessStart(const v1::Event& e);
+  // A process's start (its parent, the forking thread) or exit.
+  void SeeProcessLife(const v1::Event& e);
   // The most of `pids` alive at once.
   uint32_t PeakAlive(const absl::flat_hash_set<uint32_t>& pids) const;
   // The thread with the most ranges (ties: the one that starts first).
