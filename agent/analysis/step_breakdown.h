@@ -167,8 +167,10 @@ struct StepOsCosts {
   BlockIoCounts block_io_others;
   // Processes the launching process started in the step (a DataLoader's
   // workers, which each epoch's iter() starts again unless
-  // persistent_workers is set), and how many of them exec'd a new image
-  // (the spawn start method: each a new interpreter importing torch).
+  // persistent_workers is set), and how many of them exec'd the same
+  // program anew (the spawn start method: each a new interpreter importing
+  // torch).  A child that exec'd another program (nvidia-smi) is not
+  // counted.
   uint32_t child_starts = 0;
   uint32_t child_execs = 0;
 };

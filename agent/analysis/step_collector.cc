@@ -3,6 +3,9 @@
 #include "analysis/step_collector.h"
 
 #include <algorithm>
+#include <string_view>
+
+#include "absl/strings/ascii.h"
 
 #include "analysis/communication.h"
 #include "analysis/cuda_api_class.h"
@@ -54,6 +57,16 @@ uint8_t StepCollector::MmKind(int32_t nr) const {
   if (nr == mmap_nr_ || nr == mmap2_nr_) return 2;
   return 0;
 }
+
+namespace {
+
+// A comm without its trailing version ("python3.12" -> "python").
+std::string_view ProgramName(std::string_view comm) {
+  while (!comm.empty() && (absl::ascii_isdigit(comm.back()) || comm.back() == '.')) comm.remove_suffix(1);
+  return comm;
+}
+
+}  // namespace
 
 void StepCollector::Add(const v1::Event& e) {
   if (plan_.steps.empty()) return;
@@ -110,13 +123,20 @@ void StepCollector::Add(const v1::Event& e) {
       if (e.process_start().ppid() != plan_.pid) break;
       if (int64_t step = StepAt(e.ts_ns()); step >= 0) {
         ++os_[step].child_starts;
-        child_start_step_[e.pid()] = step;
+        child_starts_[e.pid()] = {step, e.process_start().comm()};
       }
       break;
     case v1::Event::kExec:
-      if (auto it = child_start_step_.find(e.pid()); it != child_start_step_.end()) {
-        ++os_[it->second].child_execs;
-        child_start_step_.erase(it);  // counted once
+      if (auto it = child_starts_.find(e.pid()); it != child_starts_.end()) {
+        // The same program again (spawn: python exec'ing python, whether
+        // named python, python3 or python3.12) is a worker started afresh;
+        // another program (nvidia-smi, git) is not.
+        if (ProgramName(e.exec().comm()) == ProgramName(it->second.second)) {
+          ++os_[it->second.first].child_execs;
+        } else {
+          --os_[it->second.first].child_starts;
+        }
+        child_starts_.erase(it);  // counted once
       }
       break;
     default:

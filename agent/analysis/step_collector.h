@@ -12,6 +12,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -86,7 +88,9 @@ class StepCollector {
   };
   absl::flat_hash_map<uint32_t, CopyRecord> copies_;
   std::vector<StepOsCosts> os_;  // switches and page faults, per step
-  absl::flat_hash_map<uint32_t, int64_t> child_start_step_;  // child pid -> the step it started in, until its exec
+  // Child pid -> the step it started in and its comm then (its parent's),
+  // until its exec.
+  absl::flat_hash_map<uint32_t, std::pair<int64_t, std::string>> child_starts_;
   const ThreadRoles* roles_ = nullptr;
   absl::flat_hash_set<uint32_t> chain_threads_;
   ThreadTimelines timelines_;

@@ -187,9 +187,26 @@ class Sim {
       if (exec) {
         v1::Event e = Ev(now_ + i * d / n + 1 * kUs, pid, pid);
         e.mutable_exec()->set_old_tid(pid);
+        e.mutable_exec()->set_comm("python3.12");  // the parent's is "python"
         events_.push_back(e);
       }
     }
+    now_ += d;
+  }
+  // A tool run from the loop (subprocess.run(["nvidia-smi", ...])): a child
+  // that exec's another program, waited for over `d`.
+  void RunTool(const std::string& comm, uint64_t d) {
+    const uint32_t pid = next_child_++;
+    v1::Event start = Ev(now_, pid, pid);
+    start.mutable_process_start()->set_ppid(kPid);
+    start.mutable_process_start()->set_parent_tid(kPid);
+    start.mutable_process_start()->set_comm("python");
+    events_.push_back(start);
+    v1::Event e = Ev(now_ + 1 * kUs, pid, pid);
+    e.mutable_exec()->set_old_tid(pid);
+    e.mutable_exec()->set_comm(comm);
+    events_.push_back(e);
+    OffCpu(now_ + 2 * kUs, now_ + d, v1::OFF_CPU_CAUSE_SYSCALL, kPid, pid);
     now_ += d;
   }
   // An NVTX range of `d` on the thread (the Python hook's "autograd.backward").

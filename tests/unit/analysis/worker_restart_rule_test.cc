@@ -67,6 +67,15 @@ TEST(WorkerRestartRuleTest, TheSameStallsWithNoProcessStartedAreNot) {
   EXPECT_FALSE(HasFinding(d, Bottleneck::kWorkerRestarts)) << Describe(d);
 }
 
+TEST(WorkerRestartRuleTest, AToolTheLoopRunsIsNoWorker) {
+  // Every epoch the loop runs nvidia-smi and waits 2 s for it: a stall of
+  // its own, but no DataLoader started anew.
+  const StepAnalysis a = Epochs(1 * kMs, [](Sim& sim) { sim.RunTool("nvidia-smi", 2000 * kMs); });
+  EXPECT_EQ(FindWorkerRestarts(a).steps, 0u);
+  const Diagnosis d = Diagnose(a);
+  EXPECT_FALSE(HasFinding(d, Bottleneck::kWorkerRestarts)) << Describe(d);
+}
+
 TEST(WorkerRestartRuleTest, ForkedWorkersThatStartInAMomentAreNot) {
   // Forked: 2 workers in 1 ms, their first batch 2 ms later: 0.9% of the run.
   const StepAnalysis a = Epochs(2 * kMs, [](Sim& sim) { sim.StartWorkers(2, /*exec=*/false, 1 * kMs); });
