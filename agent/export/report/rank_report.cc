@@ -121,10 +121,6 @@ void WriteStragglerJson(const std::optional<Straggler>& straggler, JsonWriter& j
   json.EndObject();
 }
 
-}  // namespace
-
-namespace {
-
 // The per-unit table of ranks or, without them, of the training processes.
 void WriteUnitTable(const std::vector<RankSummary>& units, bool ranks, bool windows, std::ostream& out,
                     uint32_t report_pid) {

@@ -2,9 +2,11 @@
 // rank's step time is over every step (a window's few steps, one of them
 // its opening, say little of it), its communication and GPU figures over
 // the steps with CUDA detail, and a straggler is not judged from a window
-// too short for it -- the report says so.
+// too short for it -- the report says so.  Without ranks, processes that
+// each train on their own get a table of their own.
 #include "export/report/rank_report.h"
 
+#include <algorithm>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -104,6 +106,55 @@ TEST(RankReport, CaptureWindowsGiveStepTimesOverAllStepsAndNoStragglerFromThreeS
   EXPECT_EQ(rank0.at("all_steps").number_value(), kSteps - 1);
   EXPECT_EQ(rank0.at("all_step_ns").struct_value().fields().at("mean").number_value(), kStep);
   EXPECT_NE(report.fields().at("straggler_not_judged").string_value(), "");
+}
+
+// Two hogwild processes (no ranks), each with its own optimizer steps: the
+// table of training processes, without the rank columns, says the step
+// report covers one, that they ran no collectives, and the JSON lists both.
+TEST(RankReport, TrainingProcessesHaveATableOfTheirOwn) {
+  v1::TraceHeader header;
+  std::vector<v1::Event> events = {Process(1, 0, "python3"), Process(2, 1, "python3"), Process(3, 1, "python3")};
+  for (uint32_t pid : {2u, 3u}) {
+    for (int i = 0; i < kSteps; ++i) {
+      v1::Event step = Ev(kT0 + i * kStep * pid, pid, pid);
+      step.mutable_nvtx_range()->set_name("optimizer.step");
+      step.mutable_nvtx_range()->set_domain("gpuos.python");
+      step.mutable_nvtx_range()->set_duration_ns(kStep / 10);
+      events.push_back(step);
+    }
+  }
+  std::sort(events.begin(), events.end(), [](const v1::Event& x, const v1::Event& y) { return x.ts_ns() < y.ts_ns(); });
+  auto a = AnalyzeRankEvents(header, events, StepOptions{});
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_EQ(a->training_processes.size(), 2u);
+
+  std::ostringstream text;
+  WriteRankTextReport(*a, text, /*report_pid=*/3);
+  const std::string t = text.str();
+  EXPECT_NE(t.find("Training processes (2, each with a training loop of its own; the trace names no ranks"),
+            std::string::npos)
+      << t;
+  EXPECT_NE(t.find("the only one it covers"), std::string::npos) << t;
+  EXPECT_EQ(t.find("world"), std::string::npos) << "no rank columns: " << t;
+  EXPECT_NE(t.find("   3*"), std::string::npos) << t;
+  EXPECT_NE(t.find(" 2.000 "), std::string::npos) << "pid 2's steps are 2 ms: " << t;
+  EXPECT_NE(t.find("no collectives between them"), std::string::npos) << t;
+
+  std::ostringstream json_text;
+  JsonWriter json(json_text);
+  json.BeginObject();
+  WriteRankJsonMembers(*a, json);
+  json.EndObject();
+  google::protobuf::Struct report;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(json_text.str(), &report).ok()) << json_text.str();
+  EXPECT_EQ(report.fields().at("ranks").list_value().values_size(), 0);
+  const auto& processes = report.fields().at("training_processes").list_value();
+  ASSERT_EQ(processes.values_size(), 2);
+  EXPECT_EQ(processes.values(1).struct_value().fields().at("pid").number_value(), 3);
+  EXPECT_EQ(processes.values(1).struct_value().fields().at("step_ns").struct_value().fields().at("mean").number_value(),
+            3 * kStep);
+  EXPECT_TRUE(processes.values(0).struct_value().fields().at("rank").has_null_value());
+  EXPECT_FALSE(report.fields().at("training_processes_communicate").bool_value());
 }
 
 }  // namespace
