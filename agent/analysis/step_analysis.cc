@@ -27,6 +27,8 @@ StepAnalysis SummarizeSteps(const StepPlan& plan, std::vector<StepRecord> steps,
   a.worker_threads = static_cast<uint32_t>(plan.worker_tids.size());
   a.data_fetch_ranges = plan.data_fetch_ranges;
   a.python_hook_marks = plan.python_hook_marks;
+  a.attach_start_ns = plan.attach_start_ns;
+  a.attach_end_ns = plan.attach_end_ns;
   a.steps = std::move(steps);
 
   bool any_measured = false;

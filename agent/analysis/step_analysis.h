@@ -9,6 +9,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,20 @@
 #include "gpuos_trace.pb.h"
 
 namespace gpuos {
+
+// How much of an attach window the steps hold: a job attached during a
+// stall (an evaluation, a checkpoint, its DataLoader's workers starting)
+// has time before its first step, or after its last, that no figure of
+// the step analysis covers.
+struct AttachCoverage {
+  uint64_t window_ns = 0;
+  uint64_t in_steps_ns = 0;  // every step's time, warm-up and left-out steps included
+  uint64_t before_first_ns = 0;
+  uint64_t after_last_ns = 0;
+  double Share() const { return window_ns ? static_cast<double>(in_steps_ns) / static_cast<double>(window_ns) : 0; }
+};
+// Below this share of the window, the reports say how much the steps hold.
+inline constexpr double kLowAttachCoverage = 0.9;
 
 struct StepAnalysis {
   StepOptions options;
@@ -43,6 +58,8 @@ struct StepAnalysis {
   uint32_t worker_threads = 0;  // threads named like workers (outside worker processes too)
   bool data_fetch_ranges = false;  // StepPlan::data_fetch_ranges
   bool python_hook_marks = false;  // StepPlan::python_hook_marks
+  uint64_t attach_start_ns = 0;    // StepPlan's: 0 in a launched trace
+  uint64_t attach_end_ns = 0;
   // Which thread drives the GPU and why (driving_thread.h), for the report.
   std::string driving_thread_note;
   // The threads on the driving thread's wakeup chains (measured_total.via).
@@ -101,6 +118,17 @@ struct StepAnalysis {
   // ApiCounts::allocations per measured step (0 without any).
   double AllocationsPerStep() const {
     return measured_steps ? static_cast<double>(measured_total.api.allocations) / measured_steps : 0.0;
+  }
+  // An attached trace's coverage by the steps; nullopt in a launched trace
+  // or one without steps.
+  std::optional<AttachCoverage> Coverage() const {
+    if (attach_end_ns <= attach_start_ns || attach_start_ns == 0 || steps.empty()) return std::nullopt;
+    AttachCoverage c;
+    c.window_ns = attach_end_ns - attach_start_ns;
+    for (const StepRecord& s : steps) c.in_steps_ns += s.duration_ns();
+    c.before_first_ns = steps.front().start_ns > attach_start_ns ? steps.front().start_ns - attach_start_ns : 0;
+    c.after_last_ns = attach_end_ns > steps.back().end_ns ? attach_end_ns - steps.back().end_ns : 0;
+    return c;
   }
   // Whether step `s` is one of the measured steps the summaries are over.
   bool InSummaries(const StepRecord& s) const {

@@ -215,6 +215,10 @@ StepPlan StepLocator::Finish() {
   StepPlan plan;
   plan.data_fetch_ranges = !data_ranges_.empty();
   plan.python_hook_marks = !optimizer_ranges_.empty() || !backward_ranges_.empty();
+  if (attached_) {
+    plan.attach_start_ns = attach_start_ns_;
+    plan.attach_end_ns = attach_end_ns_ ? attach_end_ns_ : last_event_ns_;
+  }
   if (!step_ranges_.empty()) {
     NvtxRangeSteps(plan);
   } else if (!optimizer_ranges_.empty()) {

@@ -142,6 +142,10 @@ struct StepPlan {
   // ranges: the hook ran, so a DataLoader iterated in the loop would have
   // left data-fetch ranges too.
   bool python_hook_marks = false;
+  // An attached trace's window (its end: the trailer's, else the last
+  // event); both 0 in a launched trace.
+  uint64_t attach_start_ns = 0;
+  uint64_t attach_end_ns = 0;
   bool WorkersAreNotADataLoaders() const {
     return gpuos::WorkersAreNotADataLoaders(worker_processes, worker_tids.size(), python_hook_marks,
                                             data_fetch_ranges);

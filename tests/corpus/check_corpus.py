@@ -633,6 +633,9 @@ class Row:
         self.process_own = {}  # jobs of several training processes: {P: its own mean iteration ms}
         self.process_pid = {}  # {P: its pid}
         self.process_span = {}  # attached: {P: (start_ns, end_ns) its own timing covers}
+        self.process_lines = {}  # attached: {P: [(monotonic_ns, ms)] its timing lines}
+        self.process_warmup = {}  # launched: {P: the iterations its own mean leaves out (RESULT's warmup_iters)}
+        self.own_by_process = False  # the own check ran process by process (process_checks.py)
 
     def fail(self, check, reason):
         for script_re, mode_re, check_re, why in KNOWN_GAPS:
@@ -809,7 +812,8 @@ class Harness:
         elif name != "trainer" and row.report and "processes" in spec:
             row.process_pid = process_checks.pids(job.lines)
             for p, lines in process_checks.lines_by_process(job.lines).items():
-                row.process_own[p], row.process_span[p] = self.own_ms_in_window(timing_lines(lines), row.report)
+                row.process_lines[p] = timing_lines(lines)
+                row.process_own[p], row.process_span[p] = self.own_ms_in_window(row.process_lines[p], row.report)
             row.notes.append("processes' own timing: their lines inside the window")
         elif name != "trainer" and row.report:
             row.own_ms, row.own_span = self.own_ms_in_window(job.timing_lines(), row.report)
@@ -856,7 +860,9 @@ class Harness:
             row.process_pid = process_checks.pids(lines)
             by_process = process_checks.lines_by_process(lines)
             for p, process_lines in by_process.items():
-                row.process_own[p] = own_ms_from_result(parse_result(process_lines))
+                result = parse_result(process_lines)
+                row.process_own[p] = own_ms_from_result(result)
+                row.process_warmup[p] = int(result.get("warmup_iters", 0) or 0)
             missing = [p for p in range(spec["processes"]) if row.process_own.get(p) is None]
             if missing:
                 row.fail("run", "processes %s printed no RESULT line" % missing)
@@ -914,6 +920,8 @@ class Harness:
             if st.get("pid") not in loops or st.get("tid") != st.get("pid"):
                 row.fail("thread", "steps on pid %s tid %s \"%s\", not the main thread of %s" % (
                     st.get("pid"), st.get("tid"), st.get("thread_comm"), " or ".join(map(str, loops))))
+        if row.own_by_process:
+            return
         mean = row.mean_ms
         if row.own_ms is None:
             row.fail("own", "no own timing for this run")

@@ -9,9 +9,12 @@ beside check_corpus.py's run/l=a/a=u:
   steps      every process has steps from its own work, at least 3 measured
   thread     every process's steps are on its main thread
   own        every process's mean step is within 5% of its own mean
-             iteration time (attached: its lines inside the window)
+             iteration time (attached: its lines inside the span its steps
+             hold, which the report gives as attach_coverage; a window that
+             opened while a process stalled holds time no step covers)
 The report's own steps (one of the processes) are checked as a
-single-process job's, against that process's own timing.  Pairs (l=a, a=u)
+single-process job's for their source and thread; their timing is that
+process's row above.  Pairs (l=a, a=u)
 go process by process, by P.
 """
 import re
@@ -53,9 +56,18 @@ def entries_by_index(row):
 
 
 def mean_step_ms(row, p, entry):
-    """Process P's mean measured step; attached, over its steps inside the
-    span its own timing lines cover (where at least 3 are), as for a
+    """Process P's mean measured step over the iterations its own mean
+    covers: launched, from the one after its RESULT's warmup_iters (the
+    report's steps begin with the second iteration; processes started
+    together contend in their first ones); attached, over its steps inside
+    the span its own timing lines cover (where at least 3 are), as for a
     single-process job: a shared machine's speed drifts within the window."""
+    warmup = row.process_warmup.get(p)
+    steps = entry.get("step_comm") or []
+    if warmup and len(steps) > warmup + 2:
+        kept = [st["duration_ns"] for st in steps[warmup - 1:] if not st.get("warmup") and not st.get("left_out")]
+        if kept:
+            return sum(kept) / len(kept) / 1e6
     span = row.process_span.get(p)
     inside = [st["duration_ns"] for st in entry.get("step_comm") or []
               if span and not st.get("warmup") and not st.get("left_out")
@@ -64,6 +76,30 @@ def mean_step_ms(row, p, entry):
         return sum(inside) / len(inside) / 1e6
     mean = (entry.get("step_ns") or {}).get("mean") if entry.get("steps") else None
     return mean / 1e6 if mean else None
+
+
+def own_over_steps(row, p, entry, note=True):
+    """Attached: process P's own mean over its timing lines inside the span
+    its steps hold (where at least 2 are), and a note of the share of the
+    window they hold.  A window that began while a process stalled (its
+    DataLoader's workers starting) has time before its first step that no
+    figure of the report covers, and says so (attach_coverage); its own
+    timing over the whole window counts that time.  Else its own mean."""
+    own = row.process_own.get(p)
+    steps = entry.get("step_comm") or []
+    coverage = entry.get("attach_coverage")
+    if not steps or not coverage or p not in row.process_lines:
+        return own
+    lo, hi = steps[0]["start_ns"], steps[-1]["start_ns"] + steps[-1]["duration_ns"]
+    lines = row.process_lines[p]
+    inside = [ms for (t0, _), (t1, ms) in zip(lines, lines[1:]) if t0 >= lo and t1 <= hi]
+    share = coverage["in_steps_ns"] / coverage["window_ns"] if coverage.get("window_ns") else 0
+    if len(inside) < 2:
+        return own
+    if note:
+        row.notes.append("process %d: its steps hold %.1f%% of the window; own timing over the %d lines inside "
+                         "them" % (p, 100 * share, len(inside)))
+    return sum(inside) / len(inside)
 
 
 def check(row, spec, check_top_level):
@@ -86,7 +122,7 @@ def check(row, spec, check_top_level):
         if entry.get("driving_tid") != entry.get("pid"):
             row.fail("thread", "process %d: steps on tid %s, not its main thread %s" % (
                 p, entry.get("driving_tid"), entry.get("pid")))
-        own = row.process_own.get(p)
+        own = own_over_steps(row, p, entry)
         mean = mean_step_ms(row, p, entry)
         if own is None:
             row.fail("own", "process %d: no own timing" % p)
@@ -95,10 +131,9 @@ def check(row, spec, check_top_level):
         elif abs(mean / own - 1) > OWN_TOLERANCE:
             row.fail("own", "process %d: mean step %.3f ms vs own %.3f ms (%+.1f%%, limit 5%%)" % (
                 p, mean, own, 100 * (mean / own - 1)))
-    # The report's own steps are one process's: judged against its timing.
-    top = {pid: p for p, pid in row.process_pid.items()}.get(row.steps.get("pid"))
-    row.own_ms = row.process_own.get(top) if top is not None else None
-    row.own_span = row.process_span.get(top) if top is not None else None
+    # The report's own steps are one process's, checked above against its
+    # own timing: here only where they were found and on which thread.
+    row.own_by_process = True
     check_top_level(row)
 
 
@@ -115,7 +150,7 @@ def check_pair(row, ref, check_name, less_work, cut_off):
                 row.fail(check_name, "process %d: %d iterations vs %s's %d" % (p, ia, ref.mode, ib))
             continue
         ma, mb = mean_step_ms(row, p, a), mean_step_ms(ref, p, b)
-        oa, ob = row.process_own.get(p), ref.process_own.get(p)
+        oa, ob = own_over_steps(row, p, a, note=False), own_over_steps(ref, p, b, note=False)
         if not (ma and mb and oa and ob):
             row.fail(check_name, "process %d: a mean step or an own timing is missing" % p)
             continue

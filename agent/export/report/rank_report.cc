@@ -67,6 +67,7 @@ void WriteRankJson(const RankSummary& r, JsonWriter& json) {
   json.EndArray();
   json.Field("driving_tid", r.steps.tid);
   json.Field("step_source", StepSourceName(r.steps.source));
+  AttachCoverageJson(r.steps, json);
   json.Field("steps", static_cast<uint64_t>(r.steps.measured_steps));
   StatsJson("step_ns", r.steps.duration_ns, json);
   // Every measured step, with CUDA detail or not (capture windows): the
@@ -124,6 +125,8 @@ void WriteStragglerJson(const std::optional<Straggler>& straggler, JsonWriter& j
 // The per-unit table of ranks or, without them, of the training processes.
 void WriteUnitTable(const std::vector<RankSummary>& units, bool ranks, bool windows, std::ostream& out,
                     uint32_t report_pid) {
+  // Attached: the share of the attach window each unit's steps hold.
+  const bool attached = !units.empty() && units.front().steps.attach_start_ns != 0;
   std::vector<TextTable::Column> columns;
   if (ranks) columns = {{"rank"}, {"local"}, {"world"}, {"host", TextTable::Align::kLeft}};
   for (TextTable::Column c : std::vector<TextTable::Column>{
@@ -131,6 +134,7 @@ void WriteUnitTable(const std::vector<RankSummary>& units, bool ranks, bool wind
            {"bottleneck", TextTable::Align::kLeft}}) {
     columns.push_back(c);
   }
+  if (attached) columns.push_back({"window %"});
   TextTable table(columns);
   for (const RankSummary& r : units) {
     const auto num = [](bool has, int32_t v) { return has ? std::to_string(v) : std::string("-"); };
@@ -150,6 +154,10 @@ void WriteUnitTable(const std::vector<RankSummary>& units, bool ranks, bool wind
              BottleneckKey(r.diagnosis.primary.bottleneck)}) {
       row.push_back(std::move(cell));
     }
+    if (attached) {
+      const std::optional<AttachCoverage> c = r.steps.Coverage();
+      row.push_back(c ? FormatPct1(c->Share()) : "-");
+    }
     table.AddRow(row);
   }
   table.Render(out, "  ");
@@ -164,12 +172,19 @@ bool AnyWindows(const std::vector<RankSummary>& units) {
 const char kWindowsLegend[] =
     "; capture windows: steps = with CUDA detail/all, step ms over all steps, the rest over the steps with detail";
 
+// What the table's "window %" column means, where it has one.
+const char* AttachLegend(const std::vector<RankSummary>& units) {
+  return !units.empty() && units.front().steps.attach_start_ns != 0
+             ? "; window %: the share of the attach window its steps hold (the rest is in no figure)"
+             : "";
+}
+
 void WriteTrainingProcessesText(const RankAnalysis& a, std::ostream& out, uint32_t report_pid) {
   const bool windows = AnyWindows(a.training_processes);
   out << "\nTraining processes (" << a.training_processes.size()
       << ", each with a training loop of its own; the trace names no ranks; ms per measured step, means; * = the "
          "process of the step report above, the only one it covers"
-      << (windows ? kWindowsLegend : "") << ")\n";
+      << (windows ? kWindowsLegend : "") << AttachLegend(a.training_processes) << ")\n";
   WriteUnitTable(a.training_processes, /*ranks=*/false, windows, out, report_pid);
   if (a.training_processes_communicate) {
     out << "  they ran collectives: ranks of a distributed job started without torchrun's variables "
@@ -196,7 +211,7 @@ void WriteRankTextReport(const RankAnalysis& a, std::ostream& out, uint32_t repo
   const bool windows = AnyWindows(a.ranks);
   out << "\nRanks (" << a.ranks.size() << "; ms per measured step, means; comm: time in collectives, exposed: "
       << "not overlapped by compute; * = the process of the step report above" << (windows ? kWindowsLegend : "")
-      << ")\n";
+      << AttachLegend(a.ranks) << ")\n";
   WriteUnitTable(a.ranks, /*ranks=*/true, windows, out, report_pid);
   if (a.straggler) {
     const Straggler& s = *a.straggler;

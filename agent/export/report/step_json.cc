@@ -318,6 +318,7 @@ void StepAnalysisJson(const StepAnalysis& a, JsonWriter& json) {
   json.Field("steps_without_cuda_detail", static_cast<uint64_t>(a.steps_without_detail));
   // Window-start steps: with detail, but out of the summaries above.
   json.Field("window_start_steps", static_cast<uint64_t>(a.window_start_steps));
+  AttachCoverageJson(a, json);
   // How much longer the median step with detail took than the median step
   // (CUPTI's cost inside windows); 0 without windows.
   json.Field("detail_steps_slowdown", DetailStepsSlowdown(a));
@@ -483,6 +484,21 @@ void DiagnosisJson(const StepAnalysis& a, const Diagnosis& d, JsonWriter& json) 
 }
 
 }  // namespace
+
+void AttachCoverageJson(const StepAnalysis& a, JsonWriter& json) {
+  json.Key("attach_coverage");
+  const std::optional<AttachCoverage> c = a.Coverage();
+  if (!c) {
+    json.Null();
+    return;
+  }
+  json.BeginObject();
+  json.Field("window_ns", c->window_ns);
+  json.Field("in_steps_ns", c->in_steps_ns);
+  json.Field("before_first_step_ns", c->before_first_ns);
+  json.Field("after_last_step_ns", c->after_last_ns);
+  json.EndObject();
+}
 
 void StatsJson(const char* key, const DistributionStats& d, JsonWriter& json, double scale) {
   json.Key(key);

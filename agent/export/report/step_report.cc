@@ -226,6 +226,18 @@ void CaptureText(const StepAnalysis& a, std::ostream& out) {
   }
 }
 
+// An attached trace whose steps hold less than kLowAttachCoverage of the
+// window: what the figures leave out, said before them.
+void CoverageText(const StepAnalysis& a, std::ostream& out) {
+  const std::optional<AttachCoverage> c = a.Coverage();
+  if (!c || c->Share() >= kLowAttachCoverage) return;
+  out << absl::StrFormat(
+      "  the steps hold %.3f s of the %.3f s attach window (%s%%): %.3f s before the first step, %.3f s after the "
+      "last; what the job did then (a stall, an evaluation, workers starting) is in none of the figures below\n",
+      c->in_steps_ns / 1e9, c->window_ns / 1e9, FormatPct1(c->Share()), c->before_first_ns / 1e9,
+      c->after_last_ns / 1e9);
+}
+
 }  // namespace
 
 void WriteStepTextReport(const StepAnalysis& a, const Diagnosis& d, std::ostream& out, size_t max_steps) {
@@ -263,6 +275,7 @@ void WriteStepTextReport(const StepAnalysis& a, const Diagnosis& d, std::ostream
   out << absl::StrFormat("  step time over %d measured steps: mean %s ms, p50 %s, p95 %s, min %s, max %s\n",
                          a.all_steps, FormatMs3(wall.mean), FormatMs3(wall.p50), FormatMs3(wall.p95),
                          FormatMs3(wall.min), FormatMs3(wall.max));
+  CoverageText(a, out);
   CaptureText(a, out);
   StepTable(a, out, max_steps);
   StageTable(a, out);

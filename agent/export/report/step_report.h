@@ -24,6 +24,10 @@ void WriteStepTextReport(const StepAnalysis& analysis, const Diagnosis& diagnosi
 // [] and "stage_summary" and "gpu_idle_attribution" are null.
 void WriteStepJsonMembers(const StepAnalysis& analysis, const Diagnosis& diagnosis, JsonWriter& json);
 
+// "attach_coverage": how much of an attach window the steps hold
+// (StepAnalysis::Coverage), null in a launched trace.
+void AttachCoverageJson(const StepAnalysis& analysis, JsonWriter& json);
+
 // "key": {mean, p50, p95, min, max} of a distribution over steps, each
 // times `scale`.
 void StatsJson(const char* key, const DistributionStats& d, JsonWriter& json, double scale = 1.0);

@@ -292,6 +292,58 @@ TEST(StepReportTest, AllocationCallsAndTheIdleInAndAfterThemAreReported) {
   EXPECT_EQ(Get(Get(j, "diagnosis").struct_value(), "bottleneck").string_value(), "allocator_churn");
 }
 
+// Attached while the job stalled: the window opens 6000 ns before its first
+// step and its 15 steps hold 15000 ns of a 22000 ns window.  The text says
+// so before the figures, the JSON gives the parts; a window the steps fill
+// says nothing, and a launched trace has no coverage.
+TEST(StepReportTest, AnAttachWindowTheStepsDoNotHoldIsSaid) {
+  std::vector<v1::Event> events = {Rename("trainer")};
+  for (uint64_t i = 0; i < 15; ++i) {
+    const uint64_t t = 10000 + i * 1000;
+    events.push_back(Range(t, t + 1000, "step " + std::to_string(i)));
+    events.push_back(Api(t + 100, t + 120, "cudaLaunchKernel_v7000"));
+    events.push_back(Kernel(t + 120, t + 1000));
+  }
+  v1::TraceHeader header;
+  header.mutable_attach()->add_target_pids(kPid);
+  header.mutable_attach()->set_start_ns(4000);
+  v1::TraceTrailer trailer;
+  trailer.set_attach_end_ns(26000);
+  auto a = AnalyzeStepEvents(header, events, StepOptions(), &trailer);
+  ASSERT_TRUE(a.ok()) << a.status();
+  const std::optional<AttachCoverage> c = a->Coverage();
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(c->window_ns, 22000u);
+  EXPECT_EQ(c->in_steps_ns, 15000u);
+  EXPECT_EQ(c->before_first_ns, 6000u);
+  EXPECT_EQ(c->after_last_ns, 1000u);
+  std::ostringstream text;
+  WriteStepTextReport(*a, Diagnose(*a), text);
+  EXPECT_NE(text.str().find("the steps hold 0.000 s of the 0.000 s attach window (68.2%)"), std::string::npos)
+      << text.str();
+  std::ostringstream json_text;
+  JsonWriter json(json_text);
+  json.BeginObject();
+  WriteStepJsonMembers(*a, Diagnose(*a), json);
+  json.EndObject();
+  google::protobuf::Struct report;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(json_text.str(), &report).ok());
+  const auto& cov = report.fields().at("step_analysis").struct_value().fields().at("attach_coverage").struct_value();
+  EXPECT_EQ(cov.fields().at("before_first_step_ns").number_value(), 6000);
+  EXPECT_EQ(cov.fields().at("in_steps_ns").number_value(), 15000);
+
+  header.mutable_attach()->set_start_ns(10000);
+  trailer.set_attach_end_ns(25100);
+  a = AnalyzeStepEvents(header, events, StepOptions(), &trailer);
+  ASSERT_TRUE(a.ok());
+  std::ostringstream filled;
+  WriteStepTextReport(*a, Diagnose(*a), filled);
+  EXPECT_EQ(filled.str().find("the steps hold"), std::string::npos) << filled.str();
+  a = AnalyzeStepEvents(v1::TraceHeader(), events, StepOptions());
+  ASSERT_TRUE(a.ok());
+  EXPECT_FALSE(a->Coverage().has_value());
+}
+
 TEST(StepReportTest, NoSteps) {
   auto a = AnalyzeStepEvents(v1::TraceHeader(), {Range(0, 10, "forward")}, StepOptions());
   ASSERT_TRUE(a.ok());
