@@ -8,6 +8,7 @@
 #include "analysis/thread_activity.h"
 #include "analysis/thread_roles.h"
 #include "analysis/wakeup_chain.h"
+#include "analysis/worker_restarts.h"
 #include "stream/trace_reader.h"
 
 namespace gpuos {
@@ -30,6 +31,7 @@ StepAnalysis SummarizeSteps(const StepPlan& plan, std::vector<StepRecord> steps,
   a.attach_start_ns = plan.attach_start_ns;
   a.attach_end_ns = plan.attach_end_ns;
   a.steps = std::move(steps);
+  KeepEpochStartsMeasured(a.steps);
 
   bool any_measured = false;
   for (const StepRecord& s : a.steps) any_measured |= !s.warmup;

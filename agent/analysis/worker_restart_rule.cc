@@ -9,38 +9,13 @@
 // evaluation) pay it often.
 #include "analysis/worker_restarts.h"
 
-#include <algorithm>
-
 #include "absl/strings/str_format.h"
 #include "analysis/diagnosis.h"
 #include "analysis/diagnosis_rule_support.h"
-#include "common/median.h"
 
 namespace gpuos {
 
 using rule_support::Pct;
-
-WorkerRestarts FindWorkerRestarts(const StepAnalysis& a) {
-  WorkerRestarts r;
-  std::vector<uint64_t> others;
-  for (const StepRecord& s : a.steps) {
-    if (!a.InSummaries(s)) continue;
-    if (s.os.child_starts == 0) {
-      others.push_back(s.duration_ns());
-      continue;
-    }
-    ++r.steps;
-    r.starts += s.os.child_starts;
-    r.execs += s.os.child_execs;
-    r.step_ns += s.duration_ns();
-    r.data_stage_ns += s.stages[static_cast<size_t>(Stage::kDataLoading)];
-    r.data_wait_ns += s.cpu.data_wait_ns;
-  }
-  if (r.steps == 0 || others.empty()) return WorkerRestarts{};
-  r.median_other_ns = Median(others);
-  r.excess_ns = r.step_ns - std::min(r.step_ns, r.median_other_ns * r.steps);
-  return r;
-}
 
 std::optional<Finding> WorkerRestartRule(const DiagnosisInputs& in) {
   const WorkerRestarts r = FindWorkerRestarts(in.analysis);

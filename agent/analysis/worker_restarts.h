@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "analysis/step_analysis.h"
 
@@ -24,5 +25,14 @@ struct WorkerRestarts {
 
 // All zero when no measured step started a process, or every one did.
 WorkerRestarts FindWorkerRestarts(const StepAnalysis& analysis);
+
+// A step the step finder left out as irregular work (its GPU work differs
+// from the steady iteration's: an epoch's last, partial batch beside the
+// next epoch's first) that started processes is an epoch's start whose
+// restart the job's own timing counts: it is measured again, unless it
+// launched more than kEpochStartMaxLaunches times the median step's
+// kernels (an evaluation whose loader starts workers of its own).
+inline constexpr double kEpochStartMaxLaunches = 3.0;
+void KeepEpochStartsMeasured(std::vector<StepRecord>& steps);
 
 }  // namespace gpuos

@@ -4,6 +4,7 @@
 // is judged on the other steps; the same stalls with no process started,
 // and restarts too cheap to matter, are not it.
 #include <string>
+#include <vector>
 
 #include "analysis/diagnosis.h"
 #include "analysis/diagnosis_rule_support.h"
@@ -82,6 +83,31 @@ TEST(WorkerRestartRuleTest, ForkedWorkersThatStartInAMomentAreNot) {
   EXPECT_EQ(FindWorkerRestarts(a).steps, 3u);
   const Diagnosis d = Diagnose(a);
   EXPECT_FALSE(HasFinding(d, Bottleneck::kWorkerRestarts)) << Describe(d);
+}
+
+TEST(WorkerRestartRuleTest, AnEpochStartLeftOutAsIrregularWorkIsMeasuredAgain) {
+  // Steps from the GPU work's repeating sequence: 20 launches each; step 5
+  // merges an epoch's last, partial batch with the next epoch's first and
+  // started 4 workers (left out as irregular); step 8 is an evaluation whose
+  // loader started workers too (200 launches); step 11 is irregular work
+  // with no process started.
+  std::vector<StepRecord> steps(14);
+  for (StepRecord& s : steps) s.api.launch = 20;
+  steps[0].warmup = true;
+  for (size_t i : {5u, 8u, 11u}) {
+    steps[i].warmup = true;
+    steps[i].left_out = "extra work in the iteration";
+  }
+  steps[5].api.launch = 41;
+  steps[5].os.child_starts = 4;
+  steps[8].api.launch = 200;
+  steps[8].os.child_starts = 4;
+  KeepEpochStartsMeasured(steps);
+  EXPECT_TRUE(steps[0].warmup) << "the first step stays warm-up";
+  EXPECT_FALSE(steps[5].warmup);
+  EXPECT_TRUE(steps[5].left_out.empty());
+  EXPECT_FALSE(steps[8].left_out.empty());
+  EXPECT_FALSE(steps[11].left_out.empty());
 }
 
 }  // namespace

@@ -1,0 +1,48 @@
+// Steps that started a DataLoader's workers again; see worker_restarts.h.
+#include "analysis/worker_restarts.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "common/median.h"
+
+namespace gpuos {
+
+WorkerRestarts FindWorkerRestarts(const StepAnalysis& a) {
+  WorkerRestarts r;
+  std::vector<uint64_t> others;
+  for (const StepRecord& s : a.steps) {
+    if (!a.InSummaries(s)) continue;
+    if (s.os.child_starts == 0) {
+      others.push_back(s.duration_ns());
+      continue;
+    }
+    ++r.steps;
+    r.starts += s.os.child_starts;
+    r.execs += s.os.child_execs;
+    r.step_ns += s.duration_ns();
+    r.data_stage_ns += s.stages[static_cast<size_t>(Stage::kDataLoading)];
+    r.data_wait_ns += s.cpu.data_wait_ns;
+  }
+  if (r.steps == 0 || others.empty()) return WorkerRestarts{};
+  r.median_other_ns = Median(others);
+  r.excess_ns = r.step_ns - std::min(r.step_ns, r.median_other_ns * r.steps);
+  return r;
+}
+
+void KeepEpochStartsMeasured(std::vector<StepRecord>& steps) {
+  std::vector<uint64_t> launches;
+  for (const StepRecord& s : steps) {
+    if (!s.warmup && s.left_out.empty()) launches.push_back(s.api.launch);
+  }
+  if (launches.empty()) return;
+  const uint64_t median = Median(launches);
+  for (StepRecord& s : steps) {
+    if (s.left_out.empty() || s.os.child_starts == 0) continue;
+    if (static_cast<double>(s.api.launch) > kEpochStartMaxLaunches * static_cast<double>(median)) continue;
+    s.left_out.clear();
+    s.warmup = false;
+  }
+}
+
+}  // namespace gpuos
