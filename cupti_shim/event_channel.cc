@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <linux/futex.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <time.h>
@@ -126,6 +127,10 @@ struct Channel {
   std::atomic<bool> cupti_active{false};
   std::atomic<bool> nvtx_active{false};
   std::atomic<bool> stats_dirty{false};
+  // Flush requests of exiting threads (RequestFlushAndWait) and the last one
+  // the sender thread served; the first is also the futex it waits on.
+  std::atomic<uint32_t> flush_requests{0};
+  std::atomic<uint32_t> flushes_done{0};
   std::mutex status_mu;
   std::string cupti_status;
   std::string status_prefix;
@@ -263,8 +268,12 @@ void* SenderMain(void*) {
   uint64_t last_stats = 0;
   EventQueue events;  // passed back and forth with the queue's
   for (;;) {
+    // Every interval, or at once for an exiting thread's request.
+    const uint32_t requested = ch.flush_requests.load();
     timespec pause{0, kFlushIntervalMs * 1'000'000L};
-    nanosleep(&pause, nullptr);
+    syscall(SYS_futex, reinterpret_cast<uint32_t*>(&ch.flush_requests), FUTEX_WAIT_PRIVATE, requested, &pause,
+            nullptr, 0);
+    const uint32_t serving = ch.flush_requests.load();
     {
       // Detached: nothing runs in the process on our behalf.
       std::lock_guard<std::mutex> lock(ch.mu);
@@ -280,6 +289,7 @@ void* SenderMain(void*) {
       last_stats = now;
     }
     if (!events.empty()) SendEvents(ch, events);
+    ch.flushes_done.store(serving);
   }
   return nullptr;
 }
@@ -302,6 +312,23 @@ void StartSenderLocked(Channel& ch) {
 }
 
 void FlushAtExit() { FlushEvents(); }
+
+}  // namespace
+
+bool RequestFlushAndWait(int timeout_ms) {
+  Channel& ch = TheChannel();
+  if (!ch.open.load()) return false;
+  const uint32_t want = ch.flush_requests.fetch_add(1) + 1;
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&ch.flush_requests), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
+  for (int waited = 0; waited < timeout_ms; ++waited) {
+    if (static_cast<int32_t>(ch.flushes_done.load() - want) >= 0) return true;
+    timespec pause{0, 1'000'000L};
+    nanosleep(&pause, nullptr);
+  }
+  return false;
+}
+
+namespace {
 
 // fork(): the child keeps only what it makes itself.  Its queue copy holds
 // the parent's events (the parent sends them), its socket is the parent's

@@ -43,6 +43,14 @@ void FlushEvents();
 // may flush.
 bool ChannelUsedByThisProcess();
 
+// Asks the sender thread to send what is queued now and waits up to
+// `timeout_ms` for it: true when it did.  Async-signal-safe on the calling
+// thread (atomics, futex, nanosleep: no lock, no allocation), so _exit()
+// may call it from a signal handler; the sender thread does the work, and
+// a sender blocked meanwhile (on a lock the caller holds) only costs the
+// wait.
+bool RequestFlushAndWait(int timeout_ms);
+
 // What ShimStats reports for this process.
 void SetCuptiStatus(bool active, const std::string& status);
 void SetNvtxActive();

@@ -264,9 +264,15 @@ void NoteStepCountSpread(const RanksByPid& by_pid, std::string* note) {
 
 // Without ranks: the processes that trained on their own
 // (training_processes.h), each a unit like a rank with no RankInfo.
-RanksByPid FindTrainingProcesses(const TreeScan& tree) {
+// At most kMaxRanksAnalyzed, the lowest pids; `note` says how many more.
+RanksByPid FindTrainingProcesses(const TreeScan& tree, std::string* note) {
   RanksByPid by_pid;
-  for (uint32_t pid : tree.training.TrainingProcesses()) by_pid[pid].pid = pid;
+  const std::vector<uint32_t> pids = tree.training.TrainingProcesses();
+  for (size_t i = 0; i < pids.size() && i < kMaxRanksAnalyzed; ++i) by_pid[pids[i]].pid = pids[i];
+  if (pids.size() > kMaxRanksAnalyzed) {
+    *note = absl::StrFormat("%zu more training processes in the trace were left out of the analysis (at most %zu)",
+                            pids.size() - kMaxRanksAnalyzed, kMaxRanksAnalyzed);
+  }
   return by_pid;
 }
 
@@ -275,7 +281,7 @@ absl::StatusOr<RankAnalysis> Analyze(const v1::TraceHeader& header, const EachEv
   TreeScan tree;
   if (absl::Status s = each([&](const v1::Event& e) { tree.Add(e); }); !s.ok()) out.read_error = std::string(s.message());
   const bool ranks = !tree.rank_info.empty();
-  RanksByPid by_pid = ranks ? FindRankProcesses(tree, &out.note) : FindTrainingProcesses(tree);
+  RanksByPid by_pid = ranks ? FindRankProcesses(tree, &out.note) : FindTrainingProcesses(tree, &out.note);
   if (by_pid.empty()) return out;
   const absl::flat_hash_map<uint32_t, RankSummary*> pid_rank = AssignProcesses(tree, by_pid);
   CommunicationInputs inputs;

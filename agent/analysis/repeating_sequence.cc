@@ -468,7 +468,7 @@ std::string LeftOutReason(size_t i, size_t first_steady, size_t last_steady, siz
     return absl::StrCat("end of the run: differs from the steady iteration (", size, "; a smaller last batch?)");
   }
   if (tokens > unit) {
-    return absl::StrCat("extra work in the iteration (", size, "; an evaluation pass, checkpoint or epoch boundary?)");
+    return absl::StrCat(kIrregularWorkReason, " (", size, "; an evaluation pass, checkpoint or epoch boundary?)");
   }
   return absl::StrCat("less work than the steady iteration (", size, "; an evaluation batch, forward only?)");
 }

@@ -82,6 +82,10 @@
 
 namespace gpuos {
 
+// How a left-out unit with more work than the steady iteration's begins
+// its reason.
+inline constexpr char kIrregularWorkReason[] = "extra work in the iteration";
+
 struct SequenceToken {
   uint32_t symbol = 0;  // dense ids from 0, interned by the caller
   uint64_t start_ns = 0;

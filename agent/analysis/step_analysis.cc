@@ -31,7 +31,7 @@ StepAnalysis SummarizeSteps(const StepPlan& plan, std::vector<StepRecord> steps,
   a.attach_start_ns = plan.attach_start_ns;
   a.attach_end_ns = plan.attach_end_ns;
   a.steps = std::move(steps);
-  KeepEpochStartsMeasured(a.steps);
+  KeepEpochStartsMeasured(a.steps, options.warmup_steps);
 
   bool any_measured = false;
   for (const StepRecord& s : a.steps) any_measured |= !s.warmup;

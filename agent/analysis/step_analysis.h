@@ -33,7 +33,7 @@ namespace gpuos {
 // the step analysis covers.
 struct AttachCoverage {
   uint64_t window_ns = 0;
-  uint64_t in_steps_ns = 0;  // every step's time, warm-up and left-out steps included
+  uint64_t in_steps_ns = 0;  // from the first step's start to the last's end
   uint64_t before_first_ns = 0;
   uint64_t after_last_ns = 0;
   double Share() const { return window_ns ? static_cast<double>(in_steps_ns) / static_cast<double>(window_ns) : 0; }
@@ -125,7 +125,7 @@ struct StepAnalysis {
     if (attach_end_ns <= attach_start_ns || attach_start_ns == 0 || steps.empty()) return std::nullopt;
     AttachCoverage c;
     c.window_ns = attach_end_ns - attach_start_ns;
-    for (const StepRecord& s : steps) c.in_steps_ns += s.duration_ns();
+    c.in_steps_ns = steps.back().end_ns > steps.front().start_ns ? steps.back().end_ns - steps.front().start_ns : 0;
     c.before_first_ns = steps.front().start_ns > attach_start_ns ? steps.front().start_ns - attach_start_ns : 0;
     c.after_last_ns = attach_end_ns > steps.back().end_ns ? attach_end_ns - steps.back().end_ns : 0;
     return c;

@@ -120,7 +120,8 @@ void StepCollector::Add(const v1::Event& e) {
       AddBlockIo(e, launching);
       break;
     case v1::Event::kProcessStart:
-      if (e.process_start().ppid() != plan_.pid) break;
+      // A process found running at the attach was started before it.
+      if (e.process_start().ppid() != plan_.pid || e.process_start().preexisting()) break;
       if (int64_t step = StepAt(e.ts_ns()); step >= 0) {
         ++os_[step].child_starts;
         child_starts_[e.pid()] = {step, e.process_start().comm()};
@@ -128,10 +129,12 @@ void StepCollector::Add(const v1::Event& e) {
       break;
     case v1::Event::kExec:
       if (auto it = child_starts_.find(e.pid()); it != child_starts_.end()) {
-        // The same program again (spawn: python exec'ing python, whether
-        // named python, python3 or python3.12) is a worker started afresh;
-        // another program (nvidia-smi, git) is not.
-        if (ProgramName(e.exec().comm()) == ProgramName(it->second.second)) {
+        // Python again (spawn's workers exec the interpreter, named python,
+        // python3 or python3.12, whatever the loop's thread is called) or
+        // the loop's own program is a worker started afresh; another
+        // program (nvidia-smi, git) is not.
+        const std::string_view program = ProgramName(e.exec().comm());
+        if (program == "python" || program == ProgramName(it->second.second)) {
           ++os_[it->second.first].child_execs;
         } else {
           --os_[it->second.first].child_starts;

@@ -193,7 +193,10 @@ void StepLocator::SeeProcessLife(const v1::Event& e) {
   if (e.payload_case() != v1::Event::kProcessStart) return;
   parent_[e.pid()] = e.process_start().ppid();
   lifetimes_[e.pid()] = {e.ts_ns(), UINT64_MAX};
-  forks_[ThreadKey(e.process_start().ppid(), e.process_start().parent_tid())].push_back(e.ts_ns());
+  // A process found running at the attach was not forked then.
+  if (!e.process_start().preexisting()) {
+    forks_[ThreadKey(e.process_start().ppid(), e.process_start().parent_tid())].push_back(e.ts_ns());
+  }
 }
 
 std::pair<uint64_t, std::vector<StepLocator::Range>*> StepLocator::MostRanges(RangesByThread& by_thread) {

@@ -30,15 +30,16 @@ WorkerRestarts FindWorkerRestarts(const StepAnalysis& a) {
   return r;
 }
 
-void KeepEpochStartsMeasured(std::vector<StepRecord>& steps) {
+void KeepEpochStartsMeasured(std::vector<StepRecord>& steps, size_t warmup_steps) {
   std::vector<uint64_t> launches;
   for (const StepRecord& s : steps) {
     if (!s.warmup && s.left_out.empty()) launches.push_back(s.api.launch);
   }
-  if (launches.empty()) return;
   const uint64_t median = Median(launches);
-  for (StepRecord& s : steps) {
-    if (s.left_out.empty() || s.os.child_starts == 0) continue;
+  if (median == 0) return;  // no GPU work: the CPU rule (step_extra_work.h) judged forks already
+  for (size_t i = warmup_steps; i < steps.size(); ++i) {
+    StepRecord& s = steps[i];
+    if (s.os.child_starts == 0 || s.left_out.rfind(kIrregularWorkReason, 0) != 0) continue;
     if (static_cast<double>(s.api.launch) > kEpochStartMaxLaunches * static_cast<double>(median)) continue;
     s.left_out.clear();
     s.warmup = false;

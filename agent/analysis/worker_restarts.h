@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "analysis/repeating_sequence.h"
 #include "analysis/step_analysis.h"
 
 namespace gpuos {
@@ -32,7 +33,10 @@ WorkerRestarts FindWorkerRestarts(const StepAnalysis& analysis);
 // restart the job's own timing counts: it is measured again, unless it
 // launched more than kEpochStartMaxLaunches times the median step's
 // kernels (an evaluation whose loader starts workers of its own).
+// Only steps whose reason begins with kIrregularWorkReason
+// (repeating_sequence.h), past the first `warmup_steps`, and only in a job
+// with GPU work.
 inline constexpr double kEpochStartMaxLaunches = 3.0;
-void KeepEpochStartsMeasured(std::vector<StepRecord>& steps);
+void KeepEpochStartsMeasured(std::vector<StepRecord>& steps, size_t warmup_steps);
 
 }  // namespace gpuos

@@ -68,6 +68,11 @@ def mean_step_ms(row, p, entry):
         kept = [st["duration_ns"] for st in steps[warmup - 1:] if not st.get("warmup") and not st.get("left_out")]
         if kept:
             return sum(kept) / len(kept) / 1e6
+    if entry.get("attach_coverage") and p in row.process_lines:
+        # Attached: own_over_steps takes the job's lines over the span the
+        # steps hold; the steps are compared whole.
+        mean = (entry.get("step_ns") or {}).get("mean") if entry.get("steps") else None
+        return mean / 1e6 if mean else None
     span = row.process_span.get(p)
     inside = [st["duration_ns"] for st in entry.get("step_comm") or []
               if span and not st.get("warmup") and not st.get("left_out")

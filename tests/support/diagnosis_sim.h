@@ -182,12 +182,13 @@ class Sim {
       v1::Event start = Ev(now_ + i * d / n, pid, pid);
       start.mutable_process_start()->set_ppid(kPid);
       start.mutable_process_start()->set_parent_tid(kPid);
-      start.mutable_process_start()->set_comm("python");
+      // The forking thread's name, which PyTorch 2.3-2.4 changes.
+      start.mutable_process_start()->set_comm("pt_main_thread");
       events_.push_back(start);
       if (exec) {
         v1::Event e = Ev(now_ + i * d / n + 1 * kUs, pid, pid);
         e.mutable_exec()->set_old_tid(pid);
-        e.mutable_exec()->set_comm("python3.12");  // the parent's is "python"
+        e.mutable_exec()->set_comm("python3.12");
         events_.push_back(e);
       }
     }

@@ -91,7 +91,7 @@ def train(rank, args, model, device, dataset, dataloader_kwargs):
             now = time.perf_counter()
             times.append(now - end)
             end = now
-            if batch_idx % args.log_interval == 0:
+            if it % args.log_interval == 0:
                 recent = times[-args.log_interval:]
                 say(rank, "Train Epoch: %d [%d/%d]\tLoss: %.6f\t%.3f ms/iter" % (
                     epoch, batch_idx * len(data), len(train_loader.dataset), loss.item(),

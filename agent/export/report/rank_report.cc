@@ -194,6 +194,7 @@ void WriteTrainingProcessesText(const RankAnalysis& a, std::ostream& out, uint32
     out << "  no collectives between them: independent loops (hogwild workers, trials or models trained side by "
            "side); no straggler is judged\n";
   }
+  if (!a.note.empty()) out << "  note: " << a.note << "\n";
   for (const RankSummary& r : a.training_processes) {
     if (r.steps.measured_steps == 0) out << absl::StrFormat("  pid %u: no steps: %s\n", r.pid, r.steps.note);
   }

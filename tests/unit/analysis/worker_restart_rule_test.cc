@@ -96,13 +96,13 @@ TEST(WorkerRestartRuleTest, AnEpochStartLeftOutAsIrregularWorkIsMeasuredAgain) {
   steps[0].warmup = true;
   for (size_t i : {5u, 8u, 11u}) {
     steps[i].warmup = true;
-    steps[i].left_out = "extra work in the iteration";
+    steps[i].left_out = "extra work in the iteration (41 tokens, the steady iteration has 20)";
   }
   steps[5].api.launch = 41;
   steps[5].os.child_starts = 4;
   steps[8].api.launch = 200;
   steps[8].os.child_starts = 4;
-  KeepEpochStartsMeasured(steps);
+  KeepEpochStartsMeasured(steps, /*warmup_steps=*/1);
   EXPECT_TRUE(steps[0].warmup) << "the first step stays warm-up";
   EXPECT_FALSE(steps[5].warmup);
   EXPECT_TRUE(steps[5].left_out.empty());
