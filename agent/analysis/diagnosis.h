@@ -264,6 +264,10 @@ std::optional<Finding> AllocatorChurnRule(const DiagnosisInputs& in);
 // is named first, and launch-bound's advice waits for it.
 bool AllocatorChurnComesFirst(const DiagnosisInputs& in);
 std::optional<Finding> WorkerRestartRule(const DiagnosisInputs& in);
+// The restarts WorkerRestartRule fires on (worker_restarts.h), empty when
+// it does not: what data_loader leaves to it.
+struct WorkerRestarts;
+WorkerRestarts WorkerRestartsThatCount(const DiagnosisInputs& in);
 std::optional<Finding> CpuContentionRule(const DiagnosisInputs& in);
 std::optional<Finding> IntermittentStallsRule(const DiagnosisInputs& in);
 std::optional<Finding> StragglerRule(const DiagnosisInputs& in);

@@ -81,8 +81,7 @@ std::optional<Finding> DataLoaderRule(const DiagnosisInputs& in) {
   // The data loading of the steps that started the workers again is
   // dataloader_worker_restarts' where that fires: more workers would not
   // shorten it.
-  WorkerRestarts restarts = FindWorkerRestarts(in.analysis);
-  if (in.Share(restarts.excess_ns) < kWorkerRestartShare) restarts = WorkerRestarts{};
+  const WorkerRestarts restarts = WorkerRestartsThatCount(in);
   const uint64_t data_wait_ns = t.cpu.data_wait_ns - std::min(t.cpu.data_wait_ns, restarts.data_wait_ns);
   const uint64_t stage_ns = t.stages[static_cast<size_t>(Stage::kDataLoading)];
   const double data_wait = in.Share(data_wait_ns);

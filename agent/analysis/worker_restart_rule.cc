@@ -17,10 +17,18 @@ namespace gpuos {
 
 using rule_support::Pct;
 
-std::optional<Finding> WorkerRestartRule(const DiagnosisInputs& in) {
+WorkerRestarts WorkerRestartsThatCount(const DiagnosisInputs& in) {
   const WorkerRestarts r = FindWorkerRestarts(in.analysis);
+  if (r.steps == 0 || in.Share(r.excess_ns) < kWorkerRestartShare || in.analysis.WorkersAreNotADataLoaders()) {
+    return WorkerRestarts{};
+  }
+  return r;
+}
+
+std::optional<Finding> WorkerRestartRule(const DiagnosisInputs& in) {
+  const WorkerRestarts r = WorkerRestartsThatCount(in);
+  if (r.steps == 0) return std::nullopt;
   const double share = in.Share(r.excess_ns);
-  if (r.steps == 0 || share < kWorkerRestartShare || in.analysis.WorkersAreNotADataLoaders()) return std::nullopt;
   Finding f;
   f.bottleneck = Bottleneck::kWorkerRestarts;
   f.score = share;

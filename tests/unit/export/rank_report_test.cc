@@ -68,6 +68,17 @@ void AddRank(uint32_t pid, int32_t rank, std::vector<v1::Event>& events) {
   }
 }
 
+// WriteRankJsonMembers' object, parsed.
+testing::AssertionResult RankJson(const RankAnalysis& a, google::protobuf::Struct* report) {
+  std::ostringstream json_text;
+  JsonWriter json(json_text);
+  json.BeginObject();
+  WriteRankJsonMembers(a, json);
+  json.EndObject();
+  if (google::protobuf::util::JsonStringToMessage(json_text.str(), report).ok()) return testing::AssertionSuccess();
+  return testing::AssertionFailure() << "not JSON: " << json_text.str();
+}
+
 TEST(RankReport, CaptureWindowsGiveStepTimesOverAllStepsAndNoStragglerFromThreeSteps) {
   v1::TraceHeader header;
   header.set_capture_spec("steps=10..12");
@@ -94,13 +105,8 @@ TEST(RankReport, CaptureWindowsGiveStepTimesOverAllStepsAndNoStragglerFromThreeS
             std::string::npos)
       << text.str();
 
-  std::ostringstream json_text;
-  JsonWriter json(json_text);
-  json.BeginObject();
-  WriteRankJsonMembers(*a, json);
-  json.EndObject();
   google::protobuf::Struct report;
-  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(json_text.str(), &report).ok()) << json_text.str();
+  ASSERT_TRUE(RankJson(*a, &report));
   const auto& rank0 = report.fields().at("ranks").list_value().values(0).struct_value().fields();
   EXPECT_EQ(rank0.at("steps").number_value(), 3);
   EXPECT_EQ(rank0.at("all_steps").number_value(), kSteps - 1);
@@ -140,13 +146,8 @@ TEST(RankReport, TrainingProcessesHaveATableOfTheirOwn) {
   EXPECT_NE(t.find(" 2.000 "), std::string::npos) << "pid 2's steps are 2 ms: " << t;
   EXPECT_NE(t.find("no collectives between them"), std::string::npos) << t;
 
-  std::ostringstream json_text;
-  JsonWriter json(json_text);
-  json.BeginObject();
-  WriteRankJsonMembers(*a, json);
-  json.EndObject();
   google::protobuf::Struct report;
-  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(json_text.str(), &report).ok()) << json_text.str();
+  ASSERT_TRUE(RankJson(*a, &report));
   EXPECT_EQ(report.fields().at("ranks").list_value().values_size(), 0);
   const auto& processes = report.fields().at("training_processes").list_value();
   ASSERT_EQ(processes.values_size(), 2);
