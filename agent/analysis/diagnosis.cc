@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_format.h"
 #include "analysis/diagnosis_rule_support.h"
+#include "analysis/worker_restarts.h"
 
 namespace gpuos {
 
@@ -254,7 +255,10 @@ Diagnosis Diagnose(const StepAnalysis& a, const Straggler* straggler) {
     d.headline = BottleneckTitle(d.primary.bottleneck);
     return d;
   }
-  d.stalls = FindIntermittentStalls(a);
+  // Steps that started DataLoader workers again have a finding of their
+  // own; the stalls are the long steps left.
+  const bool restarts_count = WorkerRestartsThatCount({a, IntermittentStalls(), straggler}).steps > 0;
+  d.stalls = FindIntermittentStalls(a, restarts_count ? &StartedProcesses : nullptr);
   const DiagnosisInputs in{a, d.stalls, straggler};
   const StepRecord& t = a.measured_total;
   if (t.gpu.kernel_ns + t.gpu.memcpy_ns + t.gpu.memset_ns == 0) {

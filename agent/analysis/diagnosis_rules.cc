@@ -455,6 +455,12 @@ std::optional<Finding> IntermittentStallsRule(const DiagnosisInputs& in) {
     f.evidence += absl::StrFormat("; the GPU-idle cause that grew most: %s (+%.3f ms a step)", IdleCauseName(*cause),
                                   s.idle_growth_ns[static_cast<size_t>(*cause)] / 1e6 / n);
   }
+  if (!s.explained.empty()) {
+    absl::StrAppendFormat(&f.evidence,
+                          "; %zu more steps over the threshold started DataLoader workers again and are the "
+                          "dataloader_worker_restarts finding's",
+                          s.explained.size());
+  }
   f.evidence += ".";
   AppendGain(f);
   f.recommendation = StallRecommendation(in, s.MainStage());

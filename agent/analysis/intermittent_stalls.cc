@@ -45,7 +45,7 @@ int64_t IntermittentStalls::PositiveStageGrowthNs() const {
   return sum;
 }
 
-IntermittentStalls FindIntermittentStalls(const StepAnalysis& a) {
+IntermittentStalls FindIntermittentStalls(const StepAnalysis& a, StepPredicate explained_elsewhere) {
   IntermittentStalls s;
   std::vector<size_t> measured;  // positions of the measured steps
   for (size_t i = 0; i < a.steps.size(); ++i) {
@@ -69,23 +69,32 @@ IntermittentStalls FindIntermittentStalls(const StepAnalysis& a) {
   if (s.median_ns <= 0) return s;
   s.threshold_ns = s.median_ns + std::max(kStallMinExcess * s.median_ns, kStallMadFactor * 1.4826 * mad);
 
-  std::vector<size_t> ordinals;  // among the measured steps
-  for (size_t k = 0; k < measured.size(); ++k) {
-    if (static_cast<double>(a.steps[measured[k]].duration_ns()) > s.threshold_ns) {
-      s.stalled.push_back(measured[k]);
-      ordinals.push_back(k);
+  std::vector<size_t> ordinals;  // among the measured steps not explained elsewhere
+  size_t ordinal = 0;
+  for (size_t i : measured) {
+    const StepRecord& step = a.steps[i];
+    if (static_cast<double>(step.duration_ns()) <= s.threshold_ns) {
+      ++ordinal;
+    } else if (explained_elsewhere != nullptr && explained_elsewhere(step)) {
+      s.explained.push_back(i);
+    } else {
+      s.stalled.push_back(i);
+      ordinals.push_back(ordinal++);
     }
   }
-  if (s.stalled.empty()) return s;
+  if (s.stalled.empty() && s.explained.empty()) return s;
 
   s.typical_total = StepRecord();
   s.typical_wall_ns = 0;
   s.typical_steps = 0;
   StepRecord stalled_total;
   size_t next = 0;
+  size_t next_explained = 0;
   for (size_t i : measured) {
     const StepRecord& step = a.steps[i];
-    if (next < s.stalled.size() && s.stalled[next] == i) {
+    if (next_explained < s.explained.size() && s.explained[next_explained] == i) {
+      ++next_explained;
+    } else if (next < s.stalled.size() && s.stalled[next] == i) {
       ++next;
       AddStepTotals(stalled_total, step);
       s.excess_ns += static_cast<uint64_t>(std::llround(static_cast<double>(step.duration_ns()) - s.median_ns));
@@ -96,6 +105,7 @@ IntermittentStalls FindIntermittentStalls(const StepAnalysis& a) {
     }
   }
   s.share_of_run = a.measured_wall_ns ? static_cast<double>(s.excess_ns) / a.measured_wall_ns : 0;
+  if (s.stalled.empty()) return s;
 
   const double n_stalled = static_cast<double>(s.stalled.size());
   const double per_typical = s.typical_steps ? 1.0 / s.typical_steps : 0;

@@ -13,6 +13,9 @@
 // typical step.  Their cost is what bringing them to the median would save:
 // the sum of (duration - median) over the stalled steps, as a share of the
 // measured steps' wall time (= how much shorter the mean step would be).
+// Long steps another finding names (those that started DataLoader workers
+// again, worker_restarts.h) are set apart as `explained`: neither stalls
+// nor typical steps, so one cost is not reported twice.
 #pragma once
 
 #include <array>
@@ -37,6 +40,7 @@ struct IntermittentStalls {
   double p90_ns = 0;
   double threshold_ns = 0;
   std::vector<size_t> stalled;  // positions in StepAnalysis::steps, in order
+  std::vector<size_t> explained;  // steps over the threshold that another finding names
   // > 0 when the stalled steps recur at a fixed interval of measured steps
   // (at least three of them): every k-th step.
   size_t every_nth = 0;
@@ -66,6 +70,10 @@ struct IntermittentStalls {
   int64_t PositiveStageGrowthNs() const;
 };
 
-IntermittentStalls FindIntermittentStalls(const StepAnalysis& analysis);
+// `explained_elsewhere`, when given, tells the long steps another finding
+// names; the threshold is still taken over all measured steps.
+using StepPredicate = bool (*)(const StepRecord&);
+IntermittentStalls FindIntermittentStalls(const StepAnalysis& analysis,
+                                          StepPredicate explained_elsewhere = nullptr);
 
 }  // namespace gpuos

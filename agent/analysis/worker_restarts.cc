@@ -13,7 +13,7 @@ WorkerRestarts FindWorkerRestarts(const StepAnalysis& a) {
   std::vector<uint64_t> others;
   for (const StepRecord& s : a.steps) {
     if (!a.InSummaries(s)) continue;
-    if (s.os.child_starts == 0) {
+    if (!StartedProcesses(s)) {
       others.push_back(s.duration_ns());
       continue;
     }
@@ -39,7 +39,7 @@ void KeepEpochStartsMeasured(std::vector<StepRecord>& steps, size_t warmup_steps
   if (median == 0) return;  // no GPU work: the CPU rule (step_extra_work.h) judged forks already
   for (size_t i = warmup_steps; i < steps.size(); ++i) {
     StepRecord& s = steps[i];
-    if (s.os.child_starts == 0 || s.left_out.rfind(kIrregularWorkReason, 0) != 0) continue;
+    if (!StartedProcesses(s) || s.left_out.rfind(kIrregularWorkReason, 0) != 0) continue;
     if (static_cast<double>(s.api.launch) > kEpochStartMaxLaunches * static_cast<double>(median)) continue;
     s.left_out.clear();
     s.warmup = false;

@@ -24,6 +24,9 @@ struct WorkerRestarts {
   uint64_t excess_ns = 0;    // step_ns beyond median_other_ns each
 };
 
+// The step started processes: forks or spawns of the loop's process.
+inline bool StartedProcesses(const StepRecord& step) { return step.os.child_starts > 0; }
+
 // All zero when no measured step started a process, or every one did.
 WorkerRestarts FindWorkerRestarts(const StepAnalysis& analysis);
 

@@ -51,6 +51,11 @@ void StallsJson(const StepAnalysis& a, const IntermittentStalls& s, JsonWriter& 
   json.BeginArray();
   for (size_t i : s.stalled) json.Uint(a.steps[i].index);
   json.EndArray();
+  // Long steps the dataloader_worker_restarts finding names instead.
+  json.Key("worker_restart_step_indices");
+  json.BeginArray();
+  for (size_t i : s.explained) json.Uint(a.steps[i].index);
+  json.EndArray();
   json.Field("every_nth_step", static_cast<uint64_t>(s.every_nth));
   json.Field("at_start", s.at_start);
   json.Field("median_step_ns", s.median_ns);

@@ -59,6 +59,40 @@ TEST(WorkerRestartRuleTest, WorkersStartedAgainEveryEpochAreNamedFirst) {
   EXPECT_GT(*d.primary.gain, 0.9);
   EXPECT_FALSE(HasFinding(d, Bottleneck::kDataLoader))
       << "more workers would not shorten the restarts: " << Describe(d);
+  // The same three steps are not reported again as intermittent stalls.
+  EXPECT_EQ(d.stalls.explained.size(), 3u);
+  EXPECT_FALSE(HasFinding(d, Bottleneck::kIntermittentStalls)) << Describe(d);
+}
+
+TEST(WorkerRestartRuleTest, AStallOfAnotherKindBesideTheRestartsIsStillAStall) {
+  // Besides the restarts, step 25 writes a checkpoint for 1 s.
+  Sim sim(/*worker_processes=*/2, /*online_cpus=*/16);
+  for (int i = 0; i < 40; ++i) {
+    sim.BeginStep();
+    if (i % 10 == 0 && i > 0) {
+      sim.StartWorkers(2, /*exec=*/true, 50 * kMs);
+      sim.GetBatch(2000 * kMs, 100 * kUs);
+    } else {
+      sim.GetBatch(0, 100 * kUs);
+    }
+    if (i == 25) sim.Cpu(1000 * kMs);
+    for (int k = 0; k < 20; ++k) sim.Launch(400 * kUs, kCompute, 20 * kUs);
+    sim.Sync();
+    sim.EndStep();
+  }
+  const StepAnalysis a = sim.Analyze();
+  const Diagnosis d = Diagnose(a);
+  ASSERT_EQ(d.primary.bottleneck, Bottleneck::kWorkerRestarts) << Describe(d);
+  ASSERT_TRUE(HasFinding(d, Bottleneck::kIntermittentStalls)) << Describe(d);
+  ASSERT_EQ(d.stalls.stalled.size(), 1u);
+  EXPECT_EQ(a.steps[d.stalls.stalled[0]].os.child_starts, 0u);
+  EXPECT_EQ(d.stalls.explained.size(), 3u);
+  for (const Finding& f : d.secondary) {
+    if (f.bottleneck != Bottleneck::kIntermittentStalls) continue;
+    EXPECT_NE(f.evidence.find("1 of 39 measured steps"), std::string::npos) << f.evidence;
+    EXPECT_NE(f.evidence.find("3 more steps over the threshold started DataLoader workers"), std::string::npos)
+        << f.evidence;
+  }
 }
 
 TEST(WorkerRestartRuleTest, TheSameStallsWithNoProcessStartedAreNot) {
