@@ -13,6 +13,7 @@
 #include <google/protobuf/stubs/logging.h>
 
 #include "analysis/diagnosis.h"
+#include "analysis/rank_analysis.h"
 #include "analysis/step_analysis.h"
 #include "analysis/trace_summary.h"
 #include "export/report/cuda_report.h"
@@ -20,6 +21,7 @@
 #include "export/report/html_report.h"
 #include "export/report/json_writer.h"
 #include "export/report/os_report.h"
+#include "export/report/rank_report.h"
 #include "export/perfetto/perfetto_export.h"
 #include "export/report/step_report.h"
 #include "stream/trace_completeness.h"
@@ -83,16 +85,19 @@ void ConsumeTrace(const std::string& path) {
   std::ostringstream out;
   auto summary = gpuos::SummarizeTrace(path);
   auto steps = gpuos::AnalyzeSteps(path, gpuos::StepOptions());
-  if (summary.ok() && steps.ok()) {
-    gpuos::Diagnosis diagnosis = gpuos::Diagnose(*steps);
+  auto ranks = gpuos::AnalyzeRanks(path, gpuos::StepOptions());
+  if (summary.ok() && steps.ok() && ranks.ok()) {
+    gpuos::Diagnosis diagnosis = gpuos::Diagnose(*steps, ranks->straggler ? &*ranks->straggler : nullptr);
     gpuos::WriteOsTextReport(summary->os, out);
     gpuos::WriteCudaTextReport(summary->cuda, out);
     gpuos::WriteStepTextReport(*steps, diagnosis, out);
+    gpuos::WriteRankTextReport(*ranks, out, steps->pid);
     gpuos::WriteOsJsonReport(summary->os, out, [&](gpuos::JsonWriter& json) {
       gpuos::WriteCudaJsonMembers(summary->cuda, json);
       gpuos::WriteStepJsonMembers(*steps, diagnosis, json);
+      gpuos::WriteRankJsonMembers(*ranks, json);
     });
-    gpuos::WriteHtmlReport(*summary, *steps, diagnosis, out);
+    gpuos::WriteHtmlReport(*summary, *steps, diagnosis, out, gpuos::HtmlReportOptions(), &*ranks);
   }
   (void)gpuos::DumpTraceAsJsonLines(path, out);
   gpuos::ExportOptions options;

@@ -60,7 +60,8 @@ int RunReport(const gpuos::ReportCommand& report) {
   }
   gpuos::Diagnosis diagnosis = gpuos::Diagnose(*steps, ranks->straggler ? &*ranks->straggler : nullptr);
   if (!report.html_path.empty()) {
-    absl::Status written = gpuos::WriteHtmlReportFile(report.html_path, *summary, *steps, diagnosis);
+    absl::Status written = gpuos::WriteHtmlReportFile(report.html_path, *summary, *steps, diagnosis,
+                                                           gpuos::HtmlReportOptions(), &*ranks);
     if (!written.ok()) {
       fprintf(stderr, "gpuos-trace: %s\n", std::string(written.message()).c_str());
       return 1;

@@ -32,6 +32,7 @@
 #include "export/report/assets/report_js.h"
 #include "export/report/format.h"
 #include "export/report/html_blocks.h"
+#include "export/report/html_rank_section.h"
 #include "export/report/html_step_chart.h"
 #include "export/report/html_tables.h"
 #include "export/report/step_columns.h"
@@ -58,8 +59,8 @@ static_assert(std::size(kStageCss) == kStageCount);
 class HtmlReport {
  public:
   HtmlReport(const TraceSummary& summary, const StepAnalysis& steps, const Diagnosis& diagnosis,
-             const HtmlReportOptions& options, std::ostream& out)
-      : os_(summary.os), cuda_(summary.cuda), a_(steps), d_(diagnosis), opt_(options), out_(out) {}
+             const HtmlReportOptions& options, const RankAnalysis* ranks, std::ostream& out)
+      : os_(summary.os), cuda_(summary.cuda), a_(steps), d_(diagnosis), opt_(options), ranks_(ranks), out_(out) {}
 
   void Write() {
     out_ << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
@@ -69,6 +70,7 @@ class HtmlReport {
     Header();
     DiagnosisBox();
     Steps();
+    if (ranks_ != nullptr) WriteHtmlRankSection(*ranks_, a_.pid, out_);
     if (a_.has_steps()) {
       StageSection();
       IdleSection();
@@ -501,25 +503,27 @@ class HtmlReport {
   const StepAnalysis& a_;
   const Diagnosis& d_;
   const HtmlReportOptions& opt_;
+  const RankAnalysis* ranks_;
   std::ostream& out_;
 };
 
 }  // namespace
 
 void WriteHtmlReport(const TraceSummary& summary, const StepAnalysis& steps, const Diagnosis& diagnosis,
-                     std::ostream& out, const HtmlReportOptions& options) {
-  HtmlReport(summary, steps, diagnosis, options, out).Write();
+                     std::ostream& out, const HtmlReportOptions& options, const RankAnalysis* ranks) {
+  HtmlReport(summary, steps, diagnosis, options, ranks, out).Write();
 }
 
 absl::Status WriteHtmlReportFile(const std::string& path, const TraceSummary& summary, const StepAnalysis& steps,
-                                 const Diagnosis& diagnosis, const HtmlReportOptions& options) {
+                                 const Diagnosis& diagnosis, const HtmlReportOptions& options,
+                                 const RankAnalysis* ranks) {
   errno = 0;
   std::ofstream file(path, std::ios::out | std::ios::trunc | std::ios::binary);
   if (!file) {
     const int err = errno ? errno : EIO;
     return absl::Status(absl::ErrnoToStatusCode(err), absl::StrFormat("cannot create %s: %s", path, strerror(err)));
   }
-  WriteHtmlReport(summary, steps, diagnosis, file, options);
+  WriteHtmlReport(summary, steps, diagnosis, file, options, ranks);
   file.close();
   if (!file) {
     const int err = errno ? errno : EIO;

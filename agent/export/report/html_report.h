@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "analysis/diagnosis.h"
+#include "analysis/rank_analysis.h"
 #include "analysis/step_analysis.h"
 #include "analysis/trace_summary.h"
 
@@ -33,12 +34,15 @@ struct HtmlReportOptions {
 // diagnosis, per-step stacked bars (CPU side and GPU side), stages, GPU idle
 // attribution, OS costs by role, then the CUDA/NVTX and OS tables.  Sections
 // with no data say what is missing and why it might be.  Every string from
-// the trace is HTML-escaped.
+// the trace is HTML-escaped.  `ranks`, when given, adds the table of ranks
+// (or of training processes) after the steps.
 void WriteHtmlReport(const TraceSummary& summary, const StepAnalysis& steps, const Diagnosis& diagnosis,
-                     std::ostream& out, const HtmlReportOptions& options = HtmlReportOptions());
+                     std::ostream& out, const HtmlReportOptions& options = HtmlReportOptions(),
+                     const RankAnalysis* ranks = nullptr);
 
 // The same into the file `path` (created or truncated).
 absl::Status WriteHtmlReportFile(const std::string& path, const TraceSummary& summary, const StepAnalysis& steps,
-                                 const Diagnosis& diagnosis, const HtmlReportOptions& options = HtmlReportOptions());
+                                 const Diagnosis& diagnosis, const HtmlReportOptions& options = HtmlReportOptions(),
+                                 const RankAnalysis* ranks = nullptr);
 
 }  // namespace gpuos

@@ -123,19 +123,17 @@ void WriteStragglerJson(const std::optional<Straggler>& straggler, JsonWriter& j
 }
 
 // The per-unit table of ranks or, without them, of the training processes.
-void WriteUnitTable(const std::vector<RankSummary>& units, bool ranks, bool windows, std::ostream& out,
-                    uint32_t report_pid) {
+void AddUnitTable(const std::vector<RankSummary>& units, bool ranks, bool windows, uint32_t report_pid,
+                  UnitTableView& view) {
   // Attached: the share of the attach window each unit's steps hold.
   const bool attached = !units.empty() && units.front().steps.attach_start_ns != 0;
-  std::vector<TextTable::Column> columns;
-  if (ranks) columns = {{"rank"}, {"local"}, {"world"}, {"host", TextTable::Align::kLeft}};
+  if (ranks) view.columns = {{"rank"}, {"local"}, {"world"}, {"host", TextTable::Align::kLeft}};
   for (TextTable::Column c : std::vector<TextTable::Column>{
            {"pid"}, {"gpu"}, {"steps"}, {"step ms"}, {"p50"}, {"p95"}, {"data"}, {"comm"}, {"exposed"}, {"GPU idle"},
            {"bottleneck", TextTable::Align::kLeft}}) {
-    columns.push_back(c);
+    view.columns.push_back(c);
   }
-  if (attached) columns.push_back({"window %"});
-  TextTable table(columns);
+  if (attached) view.columns.push_back({"window %"});
   for (const RankSummary& r : units) {
     const auto num = [](bool has, int32_t v) { return has ? std::to_string(v) : std::string("-"); };
     const DistributionStats& d = windows ? r.steps.all_steps_duration_ns : r.steps.duration_ns;
@@ -158,9 +156,8 @@ void WriteUnitTable(const std::vector<RankSummary>& units, bool ranks, bool wind
       const std::optional<AttachCoverage> c = r.steps.Coverage();
       row.push_back(c ? FormatPct1(c->Share()) : "-");
     }
-    table.AddRow(row);
+    view.rows.push_back(std::move(row));
   }
-  table.Render(out, "  ");
 }
 
 bool AnyWindows(const std::vector<RankSummary>& units) {
@@ -179,61 +176,83 @@ const char* AttachLegend(const std::vector<RankSummary>& units) {
              : "";
 }
 
-void WriteTrainingProcessesText(const RankAnalysis& a, std::ostream& out, uint32_t report_pid) {
+UnitTableView TrainingProcessesView(const RankAnalysis& a, uint32_t report_pid) {
+  UnitTableView view;
   const bool windows = AnyWindows(a.training_processes);
-  out << "\nTraining processes (" << a.training_processes.size()
-      << ", each with a training loop of its own; the trace names no ranks; ms per measured step, means; * = the "
-         "process of the step report above, the only one it covers"
-      << (windows ? kWindowsLegend : "") << AttachLegend(a.training_processes) << ")\n";
-  WriteUnitTable(a.training_processes, /*ranks=*/false, windows, out, report_pid);
+  view.heading = "Training processes";
+  view.legend = absl::StrCat(a.training_processes.size(),
+                             ", each with a training loop of its own; the trace names no ranks; ms per measured "
+                             "step, means; * = the process of the step report above, the only one it covers",
+                             windows ? kWindowsLegend : "", AttachLegend(a.training_processes));
+  AddUnitTable(a.training_processes, /*ranks=*/false, windows, report_pid, view);
   if (a.training_processes_communicate) {
-    out << "  they ran collectives: ranks of a distributed job started without torchrun's variables "
-           "(torch.multiprocessing.spawn), which the trace names only when recorded with the Python hook "
-           "(gpuos-trace -- python ...); no straggler is judged\n";
+    view.notes.push_back(
+        "they ran collectives: ranks of a distributed job started without torchrun's variables "
+        "(torch.multiprocessing.spawn), which the trace names only when recorded with the Python hook "
+        "(gpuos-trace -- python ...); no straggler is judged");
   } else {
-    out << "  no collectives between them: independent loops (hogwild workers, trials or models trained side by "
-           "side); no straggler is judged\n";
+    view.notes.push_back(
+        "no collectives between them: independent loops (hogwild workers, trials or models trained side by "
+        "side); no straggler is judged");
   }
-  if (!a.note.empty()) out << "  note: " << a.note << "\n";
+  if (!a.note.empty()) view.notes.push_back("note: " + a.note);
   for (const RankSummary& r : a.training_processes) {
-    if (r.steps.measured_steps == 0) out << absl::StrFormat("  pid %u: no steps: %s\n", r.pid, r.steps.note);
+    if (r.steps.measured_steps == 0) view.notes.push_back(absl::StrFormat("pid %u: no steps: %s", r.pid, r.steps.note));
   }
+  return view;
+}
+
+UnitTableView RanksView(const RankAnalysis& a, uint32_t report_pid) {
+  UnitTableView view;
+  // With capture windows, a window's few steps say little of a rank's
+  // step time: that is over every step, the rest over the steps with detail.
+  const bool windows = AnyWindows(a.ranks);
+  view.heading = "Ranks";
+  view.legend = absl::StrCat(a.ranks.size(),
+                             "; ms per measured step, means; comm: time in collectives, exposed: not overlapped by "
+                             "compute; * = the process of the step report above",
+                             windows ? kWindowsLegend : "", AttachLegend(a.ranks));
+  AddUnitTable(a.ranks, /*ranks=*/true, windows, report_pid, view);
+  if (a.straggler) {
+    const Straggler& s = *a.straggler;
+    view.notes.push_back(absl::StrFormat("straggler: rank %d (pid %u): the others waited %.3f ms per step for it; "
+                                         "cause: %s (%s)",
+                                         s.rank, s.pid, s.cost_ns_per_step / 1e6, s.cause, s.cause_detail));
+  } else if (!a.straggler_not_judged.empty()) {
+    view.notes.push_back("straggler: not judged (" + a.straggler_not_judged + ")");
+  } else if (!a.straggler_turns.empty()) {
+    view.notes.push_back("straggler: none (" + a.straggler_turns + ")");
+  } else {
+    view.notes.push_back(absl::StrFormat(
+        "straggler: none (the ranks did not wait for one rank in collectives by more than max(%.1f ms, %.0f%% of a "
+        "step))",
+        kStragglerMinNs / 1e6, kStragglerMinShare * 100));
+  }
+  if (!a.note.empty()) view.notes.push_back("note: " + a.note);
+  for (const RankSummary& r : a.ranks) {
+    if (r.steps.measured_steps == 0) {
+      view.notes.push_back(absl::StrFormat("rank %d (pid %u): no steps: %s", r.rank(), r.pid, r.steps.note));
+    }
+  }
+  return view;
 }
 
 }  // namespace
 
+std::optional<UnitTableView> RankTableView(const RankAnalysis& a, uint32_t report_pid) {
+  if (!a.ranks.empty()) return RanksView(a, report_pid);
+  if (!a.training_processes.empty()) return TrainingProcessesView(a, report_pid);
+  return std::nullopt;
+}
+
 void WriteRankTextReport(const RankAnalysis& a, std::ostream& out, uint32_t report_pid) {
-  if (a.ranks.empty()) {
-    if (!a.training_processes.empty()) WriteTrainingProcessesText(a, out, report_pid);
-    return;
-  }
-  // With capture windows, a window's few steps say little of a rank's
-  // step time: that is over every step, the rest over the steps with detail.
-  const bool windows = AnyWindows(a.ranks);
-  out << "\nRanks (" << a.ranks.size() << "; ms per measured step, means; comm: time in collectives, exposed: "
-      << "not overlapped by compute; * = the process of the step report above" << (windows ? kWindowsLegend : "")
-      << AttachLegend(a.ranks) << ")\n";
-  WriteUnitTable(a.ranks, /*ranks=*/true, windows, out, report_pid);
-  if (a.straggler) {
-    const Straggler& s = *a.straggler;
-    out << absl::StrFormat("  straggler: rank %d (pid %u): the others waited %.3f ms per step for it; cause: %s (%s)\n",
-                           s.rank, s.pid, s.cost_ns_per_step / 1e6, s.cause, s.cause_detail);
-  } else {
-    if (!a.straggler_not_judged.empty()) {
-      out << "  straggler: not judged (" << a.straggler_not_judged << ")\n";
-    } else if (!a.straggler_turns.empty()) {
-      out << "  straggler: none (" << a.straggler_turns << ")\n";
-    } else {
-      out << "  straggler: none (the ranks did not wait for one rank in collectives by more than "
-          << absl::StrFormat("max(%.1f ms, %.0f%% of a step))\n", kStragglerMinNs / 1e6, kStragglerMinShare * 100);
-    }
-  }
-  if (!a.note.empty()) out << "  note: " << a.note << "\n";
-  for (const RankSummary& r : a.ranks) {
-    if (r.steps.measured_steps == 0) {
-      out << absl::StrFormat("  rank %d (pid %u): no steps: %s\n", r.rank(), r.pid, r.steps.note);
-    }
-  }
+  const std::optional<UnitTableView> view = RankTableView(a, report_pid);
+  if (!view) return;
+  out << "\n" << view->heading << " (" << view->legend << ")\n";
+  TextTable table(view->columns);
+  for (const std::vector<std::string>& row : view->rows) table.AddRow(row);
+  table.Render(out, "  ");
+  for (const std::string& note : view->notes) out << "  " << note << "\n";
 }
 
 void WriteRankJsonMembers(const RankAnalysis& a, JsonWriter& json) {

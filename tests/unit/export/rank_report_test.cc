@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "analysis/rank_analysis.h"
+#include "export/report/html_rank_section.h"
 #include "export/report/json_writer.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
@@ -104,6 +105,11 @@ TEST(RankReport, CaptureWindowsGiveStepTimesOverAllStepsAndNoStragglerFromThreeS
   EXPECT_NE(text.str().find("straggler: not judged (rank 0 has 3 measured steps with CUDA detail"),
             std::string::npos)
       << text.str();
+  std::ostringstream html;
+  WriteHtmlRankSection(*a, /*report_pid=*/0, html);
+  EXPECT_NE(html.str().find("<h2>Ranks</h2>"), std::string::npos) << html.str();
+  EXPECT_NE(html.str().find("<td>3/29</td>"), std::string::npos) << html.str();
+  EXPECT_NE(html.str().find("straggler: not judged (rank 0 has 3 measured steps"), std::string::npos) << html.str();
 
   google::protobuf::Struct report;
   ASSERT_TRUE(RankJson(*a, &report));
@@ -145,6 +151,16 @@ TEST(RankReport, TrainingProcessesHaveATableOfTheirOwn) {
   EXPECT_NE(t.find("   3*"), std::string::npos) << t;
   EXPECT_NE(t.find(" 2.000 "), std::string::npos) << "pid 2's steps are 2 ms: " << t;
   EXPECT_NE(t.find("no collectives between them"), std::string::npos) << t;
+
+  // The HTML page shows the same table.
+  std::ostringstream html;
+  WriteHtmlRankSection(*a, /*report_pid=*/3, html);
+  const std::string h = html.str();
+  EXPECT_NE(h.find("<h2>Training processes</h2>"), std::string::npos) << h;
+  EXPECT_NE(h.find("<td>3*</td>"), std::string::npos) << h;
+  EXPECT_NE(h.find("<td>2.000</td>"), std::string::npos) << h;
+  EXPECT_EQ(h.find(">world<"), std::string::npos) << h;
+  EXPECT_NE(h.find("no collectives between them"), std::string::npos) << h;
 
   google::protobuf::Struct report;
   ASSERT_TRUE(RankJson(*a, &report));
