@@ -1,6 +1,5 @@
 // Runs the rule table and ranks its findings; see diagnosis.h.  The rules
-// themselves are in diagnosis_rules.cc, launch_bound_rule.cc and
-// allocator_churn_rule.cc.
+// themselves are in diagnosis_rules.cc and the *_rule.cc files beside it.
 #include "analysis/diagnosis.h"
 
 #include <algorithm>
@@ -197,9 +196,10 @@ void DiagnoseWithoutGpuRecords(const DiagnosisInputs& in, Diagnosis& d) {
     g.score = data_wait;
     g.gain = data_wait;
     g.gain_model = "the thread's data waits removed from every step";
-    g.evidence = absl::StrFormat("the launching thread waited for data %s of step time; %s", Pct(data_wait),
-                                 rule_support::WorkersText(a));
-    g.recommendation = "Load and preprocess batches in more DataLoader worker processes (num_workers).";
+    g.evidence = absl::StrFormat("the launching thread waited for data %s of step time; %s.", Pct(data_wait),
+                                 rule_support::WorkersText(a)) +
+                 rule_support::DataPipelineText(in);
+    g.recommendation = rule_support::DataLoaderAdvice(in);
     d.secondary.push_back(g);
   }
   if (auto stalls = IntermittentStallsRule(in)) d.secondary.push_back(*stalls);

@@ -247,8 +247,8 @@ struct DiagnosisRule {
 // Every rule, in the order ties of equal score are broken.
 const std::vector<DiagnosisRule>& DiagnosisRules();
 
-// The rules (diagnosis_rules.cc, launch_bound_rule.cc, allocator_churn_rule.cc);
-// see the table above.
+// The rules (diagnosis_rules.cc and the *_rule.cc files beside it); see the
+// table above.
 std::optional<Finding> GpuBoundRule(const DiagnosisInputs& in);
 std::optional<Finding> DataLoaderRule(const DiagnosisInputs& in);
 std::optional<Finding> PageableCopiesRule(const DiagnosisInputs& in);

@@ -22,6 +22,19 @@ void AppendGain(Finding& f);
 // 16 online CPUs", or that there are none.
 std::string WorkersText(const StepAnalysis& a);
 
+// The workers fill the host's CPUs: one CPU is the training thread's.
+bool WorkersAtCoreCount(const StepAnalysis& a);
+
+// What held the data pipeline back while the GPU waited for data
+// (data_pipeline_bound.h), as a sentence: " While the GPU waited for data,
+// the pipeline was ... of the time the trace explains."; empty when the
+// trace explains too little of the wait.
+std::string DataPipelineText(const DiagnosisInputs& in);
+
+// What to do about a data-loading bottleneck: by what held the pipeline
+// back, and by the workers there are and the CPUs they have.
+std::string DataLoaderAdvice(const DiagnosisInputs& in);
+
 // What host_work is, as both rules that name it say it.
 std::string HostWorkText();
 

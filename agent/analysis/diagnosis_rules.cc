@@ -1,5 +1,6 @@
 // The bottleneck rules, one function each (launch_bound's, with its
-// advice by what the job already does, in launch_bound_rule.cc); see
+// advice by what the job already does, in launch_bound_rule.cc; the data
+// loader's in data_loader_rule.cc); see
 // diagnosis.h for what each one tests, scores and gains.
 #include <algorithm>
 #include <cmath>
@@ -7,21 +8,11 @@
 #include "absl/strings/str_format.h"
 #include "analysis/diagnosis.h"
 #include "analysis/diagnosis_rule_support.h"
-#include "analysis/worker_restarts.h"
 
 namespace gpuos {
 namespace {
 
 using namespace rule_support;
-
-// Worker processes that no name ties to a DataLoader (PyTorch 2.3 and
-// later name its workers pt_data_worker).
-bool UnnamedWorkers(const StepAnalysis& a) { return a.worker_processes > 0 && a.worker_threads == 0; }
-
-// The workers fill the host's CPUs: one CPU is the training thread's.
-bool WorkersAtCoreCount(const StepAnalysis& a) {
-  return a.practices.online_cpus > 0 && a.worker_processes > 0 && a.worker_processes + 1 >= a.practices.online_cpus;
-}
 
 // Host-to-device copy time on streams that ran no kernels in the step.
 double CopyStreamShare(const StepRecord& t) {
@@ -72,85 +63,6 @@ std::optional<Finding> GpuBoundRule(const DiagnosisInputs& in) {
     f.recommendation =
         "The GPU is the bottleneck: optimize the kernels -- mixed precision (AMP, bf16) for Tensor Cores, "
         "torch.compile or fused kernels, channels-last layouts; input-pipeline changes will not help.";
-  }
-  return f;
-}
-
-std::optional<Finding> DataLoaderRule(const DiagnosisInputs& in) {
-  const StepRecord& t = in.total();
-  // The data loading of the steps that started the workers again is
-  // dataloader_worker_restarts' where that fires: more workers would not
-  // shorten it.
-  const WorkerRestarts restarts = WorkerRestartsThatCount(in);
-  const uint64_t data_wait_ns = t.cpu.data_wait_ns - std::min(t.cpu.data_wait_ns, restarts.data_wait_ns);
-  const uint64_t stage_ns = t.stages[static_cast<size_t>(Stage::kDataLoading)];
-  const double data_wait = in.Share(data_wait_ns);
-  const double idle = in.Share(t.gpu.idle_ns);
-  const double stage = in.Share(stage_ns - std::min(stage_ns, restarts.data_stage_ns));
-  // Either the thread sat in data-fetch ranges while the GPU idled, or the
-  // GPU idled waiting for data by the idle attribution (which can know it
-  // without ranges, from who woke the thread): the stage implies both.
-  if (!(data_wait >= kDataWaitShare && idle >= kGpuIdleHighShare) && stage < kDataWaitShare) return std::nullopt;
-  const StepAnalysis& a = in.analysis;
-  if (a.WorkersAreNotADataLoaders()) return std::nullopt;  // worker_process_wait's
-  const size_t n = in.steps();
-  const double step_ms = n ? in.wall_ns() / 1e6 / n : 0;
-  uint64_t idle_in_data = 0;
-  for (size_t i = 0; i < kIdleCauseCount; ++i) {
-    if (IsDataWait(static_cast<IdleCause>(i))) idle_in_data += t.gpu_idle[i];
-  }
-  Finding f;
-  f.bottleneck = Bottleneck::kDataLoader;
-  f.score = stage;
-  f.gain = f.score;
-  f.gain_model = "the exposed data loading (GPU idle while the thread waited for data) removed from every step";
-  f.evidence = absl::StrFormat(
-      "the launching thread waited for data %s of step time (%.3f of %.3f ms per step); the GPU was idle %s of "
-      "step time, %s while the thread waited for data (%s blocked in futex on the loader); %s.",
-      Pct(data_wait), n ? data_wait_ns / 1e6 / n : 0.0, step_ms, Pct(idle), Pct(in.Share(idle_in_data)),
-      Pct(in.Share(in.Idle(IdleCause::kDataWaitFutex))), WorkersText(a));
-  if (data_wait < kDataWaitShare) {
-    f.evidence += absl::StrFormat(" The GPU-idle attribution puts %s of step time in waiting for data.", Pct(stage));
-  }
-  if (restarts.steps > 0) {
-    f.evidence += absl::StrFormat(
-        " The thread's wait for data and the data-loading stage here leave out the %zu steps that started the "
-        "workers again (dataloader_worker_restarts).",
-        restarts.steps);
-  }
-  const bool cannot_tell = UnnamedWorkers(a) && !a.data_fetch_ranges;
-  if (cannot_tell) {
-    f.evidence +=
-        " The trace cannot tell whether the worker processes waited on are a DataLoader's: none is named like "
-        "PyTorch's (pt_data_worker, from PyTorch 2.3) and there are no data-fetch ranges; recorded with the "
-        "Python hook (gpuos-trace -- python ...), it would.";
-  }
-  AppendGain(f);
-  if (a.worker_processes == 0) {
-    f.recommendation =
-        "Load batches in background worker processes: DataLoader(num_workers=N) with N up to the free CPU "
-        "cores, plus prefetch_factor; or make preprocessing cheaper (pre-decoded data, GPU decoding such "
-        "as DALI).";
-  } else if (WorkersAtCoreCount(a)) {
-    f.recommendation = absl::StrFormat(
-        "The DataLoader already runs %u worker processes on a host with %u online CPUs: more workers will not "
-        "help. What is left is the cost of each batch: cheaper preprocessing (pre-decoded or smaller stored "
-        "samples, lighter CPU augmentation, one thread per worker), decoding and augmentation on the GPU (DALI, "
-        "transforms on CUDA tensors), cached decoded data -- or a host with more CPU cores per GPU.",
-        a.worker_processes, a.practices.online_cpus);
-  } else {
-    f.recommendation = absl::StrFormat(
-        "Add DataLoader workers (more than the %u now, while CPU cores are free%s) and raise "
-        "prefetch_factor, or make preprocessing cheaper (pre-decoded data, GPU decoding such as DALI), "
-        "so the next batch is ready when the GPU finishes the current one.",
-        a.worker_processes,
-        a.practices.online_cpus > 0 ? absl::StrFormat(": the host has %u online CPUs", a.practices.online_cpus)
-                                    : std::string());
-  }
-  if (cannot_tell) {
-    f.recommendation = "If the worker processes are a DataLoader's: " + f.recommendation +
-                       " If they are other worker processes (vectorized environments, a simulator), more DataLoader "
-                       "workers will not help: shorten their work or overlap it with the GPU's.";
   }
   return f;
 }

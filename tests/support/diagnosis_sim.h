@@ -166,6 +166,32 @@ class Sim {
     OffCpu(now_, now_ + d, v1::OFF_CPU_CAUSE_SYSCALL, kPid, wtid);
     now_ += d;
   }
+  // A batch from data worker process `worker`: the thread blocks in futex
+  // over `d` until the worker, which meanwhile `does` one thing, hands it
+  // the batch.
+  enum class WorkerDoes { kPreprocessing, kReadingDisk, kWaitingForCpu };
+  void GetBatchFrom(uint32_t worker, uint64_t d, WorkerDoes does) {
+    const uint32_t wtid = kPid + 1 + worker;
+    const uint64_t start = now_;
+    OffCpu(now_, now_ + d, v1::OFF_CPU_CAUSE_FUTEX, kPid, wtid);
+    const uint64_t busy_end = now_ + d - std::min<uint64_t>(d, 20 * kUs);
+    if (does == WorkerDoes::kReadingDisk) {
+      OffCpu(now_, busy_end, v1::OFF_CPU_CAUSE_SYSCALL, wtid);
+      v1::Event io = Ev(now_, wtid, wtid);
+      io.mutable_block_io()->set_duration_ns(busy_end - now_);
+      io.mutable_block_io()->set_bytes(4 << 20);
+      io.mutable_block_io()->set_rwbs("R");
+      events_.push_back(io);
+    } else if (does == WorkerDoes::kWaitingForCpu) {
+      v1::Event e = Ev(now_, wtid, wtid);
+      e.mutable_off_cpu()->set_duration_ns(busy_end - now_);
+      e.mutable_off_cpu()->set_runqueue_ns(busy_end - now_);
+      e.mutable_off_cpu()->set_cause(v1::OFF_CPU_CAUSE_PREEMPTED);
+      events_.push_back(e);
+    }
+    now_ += d;
+    Range(start, now_, "get batch");
+  }
   // A DataLoader's iterator made anew (an epoch's iter() without
   // persistent_workers): the workers alive exit, and the thread starts `n`
   // new ones, each exec'ing a new interpreter when `exec` (spawn), over `d`.

@@ -1,0 +1,85 @@
+// The data_loader_starvation rule's advice by what held the pipeline back
+// (data_pipeline_bound.h), on simulated loops whose two data workers, while
+// the loop waits for their batches, preprocess on a CPU, read from disk, or
+// wait for a CPU: more workers, storage, fewer threads.
+#include <string>
+
+#include "analysis/data_pipeline_bound.h"
+#include "analysis/diagnosis.h"
+#include "gtest/gtest.h"
+#include "support/diagnosis_sim.h"
+
+namespace gpuos {
+namespace {
+
+using namespace diagnosis_sim;
+using WorkerDoes = Sim::WorkerDoes;
+
+// 20 steps: a 6 ms wait for a worker's batch, then 10 kernels of 400 us.
+StepAnalysis Loop(WorkerDoes does) {
+  Sim sim(/*worker_processes=*/2, /*online_cpus=*/16);
+  for (int i = 0; i < 20; ++i) {
+    sim.BeginStep();
+    sim.GetBatchFrom(i % 2, 6 * kMs, does);
+    for (int k = 0; k < 10; ++k) sim.Launch(400 * kUs, kCompute, 20 * kUs);
+    sim.Sync();
+    sim.EndStep();
+  }
+  return sim.Analyze();
+}
+
+Finding DataLoaderFinding(const Diagnosis& d) {
+  const Finding* f = FindingOf(d, Bottleneck::kDataLoader);
+  EXPECT_NE(f, nullptr) << Describe(d);
+  return f ? *f : Finding();
+}
+
+TEST(DataLoaderRuleTest, WorkersPreprocessingOnTheCpuWantMoreWorkers) {
+  const StepAnalysis a = Loop(WorkerDoes::kPreprocessing);
+  EXPECT_EQ(FindDataPipelineBound(a.measured_total).Limit(), DataPipelineLimit::kCpu);
+  const Finding f = DataLoaderFinding(Diagnose(a));
+  EXPECT_NE(f.evidence.find("the data loading (its own, and that of the threads it waited on"), std::string::npos)
+      << f.evidence;
+  EXPECT_NE(f.evidence.find("on a CPU 100.0%"), std::string::npos) << f.evidence;
+  EXPECT_NE(f.recommendation.find("Add DataLoader workers (more than the 2 now"), std::string::npos)
+      << f.recommendation;
+}
+
+TEST(DataLoaderRuleTest, WorkersReadingFromDiskAreStorageBound) {
+  const StepAnalysis a = Loop(WorkerDoes::kReadingDisk);
+  const DataPipelineBound b = FindDataPipelineBound(a.measured_total);
+  EXPECT_EQ(b.Limit(), DataPipelineLimit::kDisk);
+  EXPECT_GT(b.Share(b.disk_ns), 0.95);
+  const Finding f = DataLoaderFinding(Diagnose(a));
+  EXPECT_NE(f.evidence.find("waiting for disk 99"), std::string::npos) << f.evidence;
+  EXPECT_NE(f.recommendation.find("Storage sets the pace"), std::string::npos) << f.recommendation;
+  // 4 MiB a step, read by the workers.
+  EXPECT_NE(f.recommendation.find("(4.0 MiB of block I/O a step"), std::string::npos) << f.recommendation;
+  EXPECT_EQ(f.recommendation.find("Add DataLoader workers"), std::string::npos) << f.recommendation;
+}
+
+TEST(DataLoaderRuleTest, WorkersWaitingForACpuAreOversubscribed) {
+  const StepAnalysis a = Loop(WorkerDoes::kWaitingForCpu);
+  EXPECT_EQ(FindDataPipelineBound(a.measured_total).Limit(), DataPipelineLimit::kCpuWait);
+  const Finding f = DataLoaderFinding(Diagnose(a));
+  EXPECT_NE(f.evidence.find("waiting for a CPU (run queue, preempted) 99"), std::string::npos) << f.evidence;
+  EXPECT_NE(f.recommendation.find("oversubscribed"), std::string::npos) << f.recommendation;
+  EXPECT_NE(f.recommendation.find("More workers will not help"), std::string::npos) << f.recommendation;
+}
+
+TEST(DataLoaderRuleTest, TooLittleOfTheWaitExplainedIsNoLimit) {
+  DataPipelineBound b;
+  b.data_idle_ns = 100;
+  b.disk_ns = 20;  // 20% of the wait explained, all of it disk
+  EXPECT_EQ(b.Limit(), DataPipelineLimit::kUnknown);
+  b.disk_ns = 30;
+  EXPECT_EQ(b.Limit(), DataPipelineLimit::kDisk);
+  b.cpu_ns = 25;  // disk 30 of 55: 55%
+  EXPECT_EQ(b.Limit(), DataPipelineLimit::kDisk);
+  b.cpu_ns = 30;
+  b.cpu_wait_ns = 30;  // disk 30 of 90: no part at 40%
+  EXPECT_EQ(b.Limit(), DataPipelineLimit::kUnknown);
+}
+
+}  // namespace
+}  // namespace gpuos
