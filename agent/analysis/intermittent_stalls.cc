@@ -25,6 +25,32 @@ std::optional<size_t> LargestPositive(const std::array<int64_t, N>& values) {
   return best;
 }
 
+// The stalled steps' stages and idle causes less as many typical steps'.
+void SetGrowth(const StepRecord& stalled_total, IntermittentStalls& s) {
+  const double n_stalled = static_cast<double>(s.stalled.size());
+  const double per_typical = s.typical_steps ? 1.0 / s.typical_steps : 0;
+  for (size_t i = 0; i < kStageCount; ++i) {
+    s.stage_growth_ns[i] = std::llround(static_cast<double>(stalled_total.stages[i]) -
+                                        n_stalled * per_typical * static_cast<double>(s.typical_total.stages[i]));
+  }
+  for (size_t i = 0; i < kIdleCauseCount; ++i) {
+    s.idle_growth_ns[i] = std::llround(static_cast<double>(stalled_total.gpu_idle[i]) -
+                                       n_stalled * per_typical * static_cast<double>(s.typical_total.gpu_idle[i]));
+  }
+}
+
+// At the start, or every k-th step, from the stalled steps' ordinals among
+// the measured steps.
+void SetRecurrence(const std::vector<size_t>& ordinals, IntermittentStalls& s) {
+  s.at_start = ordinals.back() == ordinals.size() - 1;
+  if (!s.at_start && ordinals.size() >= 3) {
+    const size_t gap = ordinals[1] - ordinals[0];
+    bool regular = gap > 1;
+    for (size_t k = 2; k < ordinals.size() && regular; ++k) regular = ordinals[k] - ordinals[k - 1] == gap;
+    if (regular) s.every_nth = gap;
+  }
+}
+
 }  // namespace
 
 std::optional<Stage> IntermittentStalls::MainStage() const {
@@ -107,24 +133,8 @@ IntermittentStalls FindIntermittentStalls(const StepAnalysis& a, StepPredicate e
   s.share_of_run = a.measured_wall_ns ? static_cast<double>(s.excess_ns) / a.measured_wall_ns : 0;
   if (s.stalled.empty()) return s;
 
-  const double n_stalled = static_cast<double>(s.stalled.size());
-  const double per_typical = s.typical_steps ? 1.0 / s.typical_steps : 0;
-  for (size_t i = 0; i < kStageCount; ++i) {
-    s.stage_growth_ns[i] = std::llround(static_cast<double>(stalled_total.stages[i]) -
-                                        n_stalled * per_typical * static_cast<double>(s.typical_total.stages[i]));
-  }
-  for (size_t i = 0; i < kIdleCauseCount; ++i) {
-    s.idle_growth_ns[i] = std::llround(static_cast<double>(stalled_total.gpu_idle[i]) -
-                                       n_stalled * per_typical * static_cast<double>(s.typical_total.gpu_idle[i]));
-  }
-
-  s.at_start = ordinals.back() == ordinals.size() - 1;
-  if (!s.at_start && ordinals.size() >= 3) {
-    const size_t gap = ordinals[1] - ordinals[0];
-    bool regular = gap > 1;
-    for (size_t k = 2; k < ordinals.size() && regular; ++k) regular = ordinals[k] - ordinals[k - 1] == gap;
-    if (regular) s.every_nth = gap;
-  }
+  SetGrowth(stalled_total, s);
+  SetRecurrence(ordinals, s);
   return s;
 }
 
