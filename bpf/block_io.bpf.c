@@ -29,7 +29,7 @@ static __always_inline void take_request(struct request *rq)
 	if (!is_tracked(id >> 32))
 		return;
 	__u64 key = (__u64)rq;
-	struct gpuos_block_io_call call = { .pid = id >> 32, .tid = (__u32)id };
+	struct gpuos_block_io_call call = { .submit_ns = bpf_ktime_get_ns(), .pid = id >> 32, .tid = (__u32)id };
 	if (bpf_map_update_elem(&block_io_in_flight, &key, &call, BPF_ANY))
 		count_map_full(GPUOS_MAP_BLOCK_IO_IN_FLIGHT);
 }
@@ -105,6 +105,7 @@ int BPF_PROG(handle_block_rq_complete, struct request *rq, blk_status_t error,
 						       call->issue_ns, call->pid, call->tid);
 	if (e) {
 		e->duration_ns = now - call->issue_ns;
+		e->queued_ns = call->submit_ns < call->issue_ns ? call->issue_ns - call->submit_ns : 0;
 		e->sector = call->sector;
 		e->bytes = call->bytes;
 		e->dev = call->dev;

@@ -22,6 +22,7 @@ enum gpuos_block_io_flags {
 struct gpuos_block_io_event {
 	struct gpuos_event_header hdr;
 	__u64 duration_ns;  /* issue to completion */
+	__u64 queued_ns;    /* submission (block_io_start) to issue: in the block layer's queues */
 	__u64 sector;
 	__u32 bytes;
 	__u32 dev;     /* the disk's dev_t as the tracepoints give it: major << 20 | minor */
@@ -33,6 +34,7 @@ struct gpuos_block_io_event {
 
 /* A request in flight, by request address. */
 struct gpuos_block_io_call {
+	__u64 submit_ns; /* when taken: block_io_start, or the issue without it */
 	__u64 issue_ns;  /* 0 until issued */
 	__u64 sector;
 	__u32 pid;

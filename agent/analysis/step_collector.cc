@@ -160,12 +160,16 @@ void StepCollector::AddBlockIo(const v1::Event& e, bool launching) {
     role.bytes += io.bytes();
     role.ns += io.duration_ns();
   }
-  if (!InSpan(ts, io.duration_ns())) return;
-  if (roles_ != nullptr && chain_threads_.contains(e.tid())) timelines_.AddBlockIo(e.tid(), ts, ts + io.duration_ns());
+  // Its submitter waits for it from its submission, queued before issue.
+  const uint64_t submitted = ts - std::min(ts, io.queued_ns());
+  if (!InSpan(submitted, ts + io.duration_ns() - submitted)) return;
+  if (roles_ != nullptr && chain_threads_.contains(e.tid())) {
+    timelines_.AddBlockIo(e.tid(), submitted, ts + io.duration_ns());
+  }
   if (!launching) return;
   TimelineSpan s;
   s.kind = SpanKind::kBlockIo;
-  s.start_ns = ts;
+  s.start_ns = submitted;
   s.end_ns = ts + io.duration_ns();
   s.bytes = io.bytes();
   s.a = io.rwbs().find('R') != std::string::npos ? 1 : 0;

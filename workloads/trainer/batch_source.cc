@@ -45,12 +45,13 @@ constexpr float kMnistStd = 0.3081f;
 
 }  // namespace
 
-BatchSource::BatchSource(const TrainerOptions& options, const MnistData* mnist)
+BatchSource::BatchSource(const TrainerOptions& options, const MnistData* mnist, const StorageReads* reads)
     : batch_size_(options.batch_size),
       image_(options.image),
       preprocess_ns_(options.preprocess_us * 1000),
       seed_(options.seed),
-      mnist_(mnist) {
+      mnist_(mnist),
+      reads_(reads) {
   if (mnist_ != nullptr) {
     mnist_order_.resize(mnist_->count);
     for (size_t i = 0; i < mnist_order_.size(); ++i) mnist_order_[i] = static_cast<uint32_t>(i);
@@ -71,6 +72,8 @@ bool BatchSource::Fill(int64_t batch_index, float* images, int64_t* labels,
     } else {
       FillSynthetic(sample_index, image, &labels[j]);
     }
+    // A failed read cost what it cost; the sample does not depend on it.
+    if (reads_ != nullptr) (void)reads_->ReadSample(sample_index);
     if (preprocess_ns_ > 0) BurnCpu(image);
   }
   return true;

@@ -1,6 +1,7 @@
 // What a data worker does for one batch: produce the samples (synthetic, or
-// MNIST) and burn --preprocess-us of CPU time per sample, the stand-in for
-// decoding and augmentation.  Batch i has the same content whichever
+// MNIST), read --read-kib of storage past the page cache (--read-direct)
+// and burn --preprocess-us of CPU time per sample, the stand-ins for
+// reading, decoding and augmentation.  Batch i has the same content whichever
 // process fills it, so a run with --workers 0 and one with --workers N see
 // the same data.  No LibTorch here: workers never touch it.
 #pragma once
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "mnist_reader.h"
+#include "storage_reads.h"
 #include "trainer_options.h"
 
 namespace gpuos::trainer {
@@ -18,8 +20,9 @@ inline constexpr int64_t kNumClasses = 10;
 
 class BatchSource {
  public:
-  // `mnist` may be null (synthetic data); when set it must outlive this.
-  BatchSource(const TrainerOptions& options, const MnistData* mnist);
+  // `mnist` and `reads` may be null (synthetic data, no storage reads);
+  // when set they must outlive this.
+  BatchSource(const TrainerOptions& options, const MnistData* mnist, const StorageReads* reads = nullptr);
 
   int64_t batch_size() const { return batch_size_; }
   const ImageShape& image() const { return image_; }
@@ -41,6 +44,7 @@ class BatchSource {
   int64_t preprocess_ns_;
   uint64_t seed_;
   const MnistData* mnist_;
+  const StorageReads* reads_;
   std::vector<uint32_t> mnist_order_;  // a seeded shuffle of the dataset
 };
 

@@ -59,7 +59,13 @@ int Main(int argc, char** argv) {
     if (!read.ok()) return Fail(kExitUsage, std::string(read.status().message()));
     mnist = std::move(*read);
   }
-  const BatchSource source(*options, mnist ? &*mnist : nullptr);
+  std::optional<StorageReads> reads;
+  if (!options->read_direct.empty()) {
+    absl::StatusOr<StorageReads> opened = StorageReads::Open(options->read_direct, options->read_kib);
+    if (!opened.ok()) return Fail(kExitUsage, std::string(opened.status().message()));
+    reads.emplace(std::move(*opened));
+  }
+  const BatchSource source(*options, mnist ? &*mnist : nullptr, reads ? &*reads : nullptr);
 
   std::unique_ptr<BatchLoader> loader;
   if (options->workers > 0) {

@@ -89,6 +89,9 @@ nested "get batch", "copy batch", "forward", "backward", "optimizer step".
   --workers N              data loading processes (default 0: main thread)
   --prefetch-factor N      batches in flight per worker (default 2)
   --preprocess-us N        CPU busy work per sample, in microseconds (default 0)
+  --read-direct FILE       each sample also reads --read-kib KiB of FILE with
+                           O_DIRECT (storage the page cache does not hold)
+  --read-kib N             KiB per sample for --read-direct (default 256)
   --image-size CxHxW       synthetic sample shape (default 1x28x28)
   --mnist DIR              read DIR/train-images-idx3-ubyte and
                            DIR/train-labels-idx1-ubyte instead of synthetic data
@@ -157,6 +160,11 @@ absl::StatusOr<TrainerOptions> ParseTrainerOptions(const std::vector<std::string
          options.lr = lr;
          return absl::OkStatus();
        }},
+      {"--read-direct",
+       [&](absl::string_view v) -> absl::Status {
+         options.read_direct = std::string(v);
+         return absl::OkStatus();
+       }},
       {"--seed",
        [&](absl::string_view v) -> absl::Status {
          if (!absl::SimpleAtoi(v, &options.seed)) return BadValue("--seed", v, "an unsigned integer");
@@ -178,6 +186,7 @@ absl::StatusOr<TrainerOptions> ParseTrainerOptions(const std::vector<std::string
       {"--workers", {&options.workers, 0, 256, nullptr}},
       {"--prefetch-factor", {&options.prefetch_factor, 1, 64, nullptr}},
       {"--preprocess-us", {&options.preprocess_us, 0, 10'000'000, nullptr}},
+      {"--read-kib", {&options.read_kib, 4, 1 << 20, nullptr}},
       {"--threads", {&options.threads, 0, 1024, nullptr}},
   };
   const std::map<std::string, bool*> flags = {

@@ -35,6 +35,8 @@ struct TrainerOptions {
   int64_t workers = 0;  // data loading processes; 0 loads in the main thread
   int64_t prefetch_factor = 2;  // batch slots per worker, as in DataLoader
   int64_t preprocess_us = 0;    // CPU busy work per sample, in a worker
+  std::string read_direct;      // a file each sample reads from with O_DIRECT (storage_reads.h)
+  int64_t read_kib = 256;       // KiB each sample reads from it
   ImageShape image;
   std::string mnist_dir;  // empty: synthetic data
   bool pin_memory = false;

@@ -99,6 +99,7 @@ bool DecodeBlockIo(const void* data, size_t size, v1::Event* event, RecordEmit e
   if (!e) return false;
   auto* b = event->mutable_block_io();
   b->set_duration_ns(e->duration_ns);
+  b->set_queued_ns(e->queued_ns);
   b->set_dev(e->dev);
   b->set_dev_name(DeviceName(e->dev));
   b->set_sector(e->sector);

@@ -14,6 +14,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "analysis/data_pipeline_bound.h"
+#include "analysis/diagnosis.h"
 #include "analysis/step_analysis.h"
 #include "export/report/wait_chain_text.h"
 #include "gtest/gtest.h"
@@ -131,6 +133,65 @@ TEST(WakeupChainTrace, AttachedTheDrivingThreadIsStillTheLoopsThread) {
   auto a = AnalyzeSteps(trace, step_options);
   ASSERT_TRUE(a.ok()) << a.status();
   ExpectDataChain(*a, static_cast<uint32_t>(trainer.pid()));
+}
+
+// The same job reading each sample from storage the page cache does not
+// hold (O_DIRECT, --read-direct) instead of preprocessing it: the workers
+// the loop waits for are found waiting for their own block I/O, and the
+// diagnosis says storage sets the pace rather than asking for more workers.
+TEST(WakeupChainTrace, WorkersReadingFromDiskMakeAStorageBoundPipeline) {
+  if (!TrainerUsable()) GTEST_SKIP() << "needs root and gpuos-trainer (LibTorch)";
+  rt::TempDir dir;
+  const std::string samples = dir.File("samples.bin");
+  {
+    // 64 MiB of samples; O_DIRECT reads never come from the page cache.
+    std::string chunk(1 << 20, 'x');
+    FILE* f = fopen(samples.c_str(), "wb");
+    ASSERT_NE(f, nullptr);
+    for (int i = 0; i < 64; ++i) ASSERT_EQ(fwrite(chunk.data(), 1, chunk.size(), f), chunk.size());
+    ASSERT_EQ(fclose(f), 0);
+  }
+  const std::string trace = dir.File("disk.gpuos");
+  std::vector<std::string> argv = {rt::TracerPath(), "-q", "-o", trace, "--", kTrainer, "--device", "cpu",
+                                   "--model", "tiny", "--steps", "40", "--warmup", "2", "--batch-size", "8",
+                                   "--workers", "2", "--threads", "1", "--read-direct", samples, "--read-kib",
+                                   "512"};
+  rt::RunOptions options;
+  options.timeout_s = 120;
+  rt::RunResult run = rt::Run(argv, options);
+  if (run.err.find("cannot open with O_DIRECT") != std::string::npos) {
+    GTEST_SKIP() << "the temporary directory's file system takes no O_DIRECT";
+  }
+  ASSERT_EQ(run.exit_code, 0) << run.Describe();
+
+  StepOptions step_options;
+  step_options.warmup_steps = 2;
+  auto a = AnalyzeSteps(trace, step_options);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(a->has_steps()) << a->note;
+  const DataChain d = DataChainOf(*a);
+  SCOPED_TRACE(d.text);
+  EXPECT_GT(d.data_idle_ns, a->measured_wall_ns / 2) << "the job is data-bound";
+  const DataPipelineBound b = FindDataPipelineBound(a->measured_total);
+  EXPECT_EQ(b.Limit(), DataPipelineLimit::kDisk)
+      << "cpu " << b.cpu_ns << " disk " << b.disk_ns << " cpu wait " << b.cpu_wait_ns << " other io "
+      << b.other_io_ns << " other " << b.other_ns << " of " << b.data_idle_ns;
+  // The workers are blocked in pread from the request's submission on,
+  // its time in the block layer's queues included: not "other syscalls".
+  EXPECT_LT(b.other_io_ns, b.disk_ns / 3);
+  EXPECT_GT(a->measured_total.os.block_io_workers.bytes, 0u);
+
+  const Diagnosis diagnosis = Diagnose(*a);
+  const Finding* data = nullptr;
+  for (const Finding* f : {&diagnosis.primary}) {
+    if (f->bottleneck == Bottleneck::kDataLoader) data = f;
+  }
+  for (const Finding& f : diagnosis.secondary) {
+    if (f.bottleneck == Bottleneck::kDataLoader) data = &f;
+  }
+  ASSERT_NE(data, nullptr) << diagnosis.headline;
+  EXPECT_NE(data->recommendation.find("Storage sets the pace"), std::string::npos) << data->recommendation;
+  EXPECT_NE(data->evidence.find("waiting for disk"), std::string::npos) << data->evidence;
 }
 
 }  // namespace
