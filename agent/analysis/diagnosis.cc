@@ -207,6 +207,25 @@ void DiagnoseWithoutGpuRecords(const DiagnosisInputs& in, Diagnosis& d) {
   RankByGain(d.secondary);
 }
 
+// A loader too slow on average delivers in bursts: with prefetching, most
+// steps find a batch ready and every few wait long for the next.  Those
+// long steps are the data-loading finding, not stalls of their own (whose
+// advice assumes the loader keeps up on average): they are told in it.
+void FoldDataStallsIntoDataLoading(const IntermittentStalls& stalls, std::vector<Finding>& steady,
+                                   std::vector<Finding>& tail) {
+  auto data = std::find_if(steady.begin(), steady.end(),
+                           [](const Finding& f) { return f.bottleneck == Bottleneck::kDataLoader; });
+  auto stall = std::find_if(tail.begin(), tail.end(),
+                            [](const Finding& f) { return f.bottleneck == Bottleneck::kIntermittentStalls; });
+  if (data == steady.end() || stall == tail.end() || stalls.MainStage() != Stage::kDataLoading) return;
+  const size_t gain_at = std::min(data->evidence.find(" Expected gain:"), data->evidence.size());
+  data->evidence.insert(gain_at, absl::StrFormat(
+      " The waits come in bursts: %zu of %zu measured steps waited longer than %.3f ms (median step %.3f ms), the "
+      "others found a batch ready.",
+      stalls.stalled.size(), stalls.steps_considered, stalls.threshold_ns / 1e6, stalls.median_ns / 1e6));
+  tail.erase(stall);
+}
+
 // The rules' findings in the order they are reported: steady-state ones by
 // score (a GPU-bound finding after the serialized copies it sits in), then
 // the tail's.
@@ -237,6 +256,7 @@ std::vector<Finding> FiredRules(const DiagnosisInputs& in) {
   if (churn != steady.end() && AllocatorChurnComesFirst(in)) {
     std::rotate(steady.begin(), churn, churn + 1);
   }
+  FoldDataStallsIntoDataLoading(in.stalls, steady, tail);
   std::vector<Finding> fired = std::move(steady);
   fired.insert(fired.end(), tail.begin(), tail.end());
   return fired;

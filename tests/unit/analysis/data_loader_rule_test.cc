@@ -67,6 +67,30 @@ TEST(DataLoaderRuleTest, WorkersWaitingForACpuAreOversubscribed) {
   EXPECT_NE(f.recommendation.find("More workers will not help"), std::string::npos) << f.recommendation;
 }
 
+TEST(DataLoaderRuleTest, ALoaderTooSlowThatDeliversInBurstsIsOneFinding) {
+  // Four workers prefetch: three steps in four find a batch ready, the
+  // fourth waits 12 ms for the next.  The loader is slow on average, not
+  // now and then: no intermittent-stalls finding beside it.
+  Sim sim(/*worker_processes=*/4, /*online_cpus=*/16);
+  for (int i = 0; i < 40; ++i) {
+    sim.BeginStep();
+    if (i % 4 == 3) {
+      sim.GetBatchFrom(i % 4, 12 * kMs, WorkerDoes::kPreprocessing);
+    } else {
+      sim.GetBatch(0, 100 * kUs);
+    }
+    for (int k = 0; k < 10; ++k) sim.Launch(400 * kUs, kCompute, 20 * kUs);
+    sim.Sync();
+    sim.EndStep();
+  }
+  const Diagnosis d = Diagnose(sim.Analyze());
+  const Finding f = DataLoaderFinding(d);
+  EXPECT_TRUE(d.stalls.found()) << "the stalled steps are still found";
+  EXPECT_FALSE(HasFinding(d, Bottleneck::kIntermittentStalls)) << Describe(d);
+  EXPECT_NE(f.evidence.find("The waits come in bursts: 10 of 39 measured steps"), std::string::npos) << f.evidence;
+  EXPECT_LT(f.evidence.find("come in bursts"), f.evidence.find("Expected gain"));
+}
+
 TEST(DataLoaderRuleTest, TooLittleOfTheWaitExplainedIsNoLimit) {
   DataPipelineBound b;
   b.data_idle_ns = 100;
