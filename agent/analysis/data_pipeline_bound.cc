@@ -6,6 +6,7 @@
 
 #include "analysis/gpu_idle_attribution.h"
 #include "analysis/wakeup_chain.h"
+#include "analysis/worker_restarts.h"
 
 namespace gpuos {
 
@@ -31,13 +32,14 @@ DataPipelineLimit DataPipelineBound::Limit() const {
   return Share(largest->first) >= kDataLimitShare ? largest->second : DataPipelineLimit::kUnknown;
 }
 
-DataPipelineBound FindDataPipelineBound(const StepRecord& t) {
-  DataPipelineBound b;
+namespace {
+
+void AddStep(const StepRecord& t, DataPipelineBound& b) {
   for (size_t i = 0; i < kIdleCauseCount; ++i) {
     if (IsDataWait(static_cast<IdleCause>(i))) b.data_idle_ns += t.gpu_idle[i];
   }
-  b.cpu_ns = t.gpu_idle[static_cast<size_t>(IdleCause::kDataWaitRunning)];
-  b.disk_ns = t.gpu_idle[static_cast<size_t>(IdleCause::kDiskRead)];
+  b.cpu_ns += t.gpu_idle[static_cast<size_t>(IdleCause::kDataWaitRunning)];
+  b.disk_ns += t.gpu_idle[static_cast<size_t>(IdleCause::kDiskRead)];
   for (const WaitVia& v : t.via) {
     if (!v.last || !IsDataWait(v.cause)) continue;
     const auto at = [&](HopState s) { return v.states[static_cast<size_t>(s)]; };
@@ -46,6 +48,16 @@ DataPipelineBound FindDataPipelineBound(const StepRecord& t) {
     b.cpu_wait_ns += at(HopState::kRunqueue) + at(HopState::kPreempted);
     b.other_io_ns += at(HopState::kIo);
     b.other_ns += at(HopState::kFutex) + at(HopState::kPageFault) + at(HopState::kMmapMunmap) + at(HopState::kUnknown);
+  }
+}
+
+}  // namespace
+
+DataPipelineBound FindDataPipelineBound(const StepAnalysis& a, bool without_restart_steps) {
+  DataPipelineBound b;
+  for (const StepRecord& s : a.steps) {
+    if (!a.InSummaries(s) || (without_restart_steps && StartedProcesses(s))) continue;
+    AddStep(s, b);
   }
   return b;
 }

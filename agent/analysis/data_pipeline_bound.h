@@ -13,7 +13,7 @@
 
 #include <cstdint>
 
-#include "analysis/step_breakdown.h"
+#include "analysis/step_analysis.h"
 
 namespace gpuos {
 
@@ -42,6 +42,9 @@ struct DataPipelineBound {
   DataPipelineLimit Limit() const;
 };
 
-DataPipelineBound FindDataPipelineBound(const StepRecord& total);
+// Over the measured steps; where `without_restart_steps`, not the steps
+// that started DataLoader workers again (worker_restarts.h: a new worker
+// importing torch is that finding's, not the pipeline's steady state).
+DataPipelineBound FindDataPipelineBound(const StepAnalysis& analysis, bool without_restart_steps = false);
 
 }  // namespace gpuos

@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "analysis/data_pipeline_bound.h"
+#include "analysis/worker_restarts.h"
 
 namespace gpuos::rule_support {
 
@@ -33,12 +34,21 @@ std::string WorkersText(const StepAnalysis& a) {
   return s;
 }
 
+namespace {
+
+// Without the restart finding's steps, where it counts.
+DataPipelineBound PipelineBound(const DiagnosisInputs& in) {
+  return FindDataPipelineBound(in.analysis, WorkerRestartsThatCount(in).steps > 0);
+}
+
+}  // namespace
+
 bool WorkersAtCoreCount(const StepAnalysis& a) {
   return a.practices.online_cpus > 0 && a.worker_processes > 0 && a.worker_processes + 1 >= a.practices.online_cpus;
 }
 
 std::string DataPipelineText(const DiagnosisInputs& in) {
-  const DataPipelineBound b = FindDataPipelineBound(in.total());
+  const DataPipelineBound b = PipelineBound(in);
   if (b.data_idle_ns == 0 || b.explained_ns() < kDataLimitMinExplained * static_cast<double>(b.data_idle_ns)) {
     return std::string();
   }
@@ -60,7 +70,7 @@ std::string DataPipelineText(const DiagnosisInputs& in) {
 std::string DataLoaderAdvice(const DiagnosisInputs& in) {
   const StepAnalysis& a = in.analysis;
   const StepRecord& t = in.total();
-  switch (FindDataPipelineBound(t).Limit()) {
+  switch (PipelineBound(in).Limit()) {
     case DataPipelineLimit::kDisk: {
       const uint64_t bytes = t.os.block_io_workers.bytes + t.os.block_io_launching.bytes;
       const double seconds = in.wall_ns() / 1e9;
