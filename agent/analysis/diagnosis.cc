@@ -158,6 +158,25 @@ void RankByGain(std::vector<Finding>& findings) {
   });
 }
 
+// A loader too slow on average delivers in bursts: with prefetching, most
+// steps find a batch ready and every few wait long for the next.  Those
+// long steps are the data-loading finding, not stalls of their own (whose
+// advice assumes the loader keeps up on average): they are told in it.
+void FoldDataStallsIntoDataLoading(const IntermittentStalls& stalls, std::vector<Finding>& steady,
+                                   std::vector<Finding>& tail) {
+  auto data = std::find_if(steady.begin(), steady.end(),
+                           [](const Finding& f) { return f.bottleneck == Bottleneck::kDataLoader; });
+  auto stall = std::find_if(tail.begin(), tail.end(),
+                            [](const Finding& f) { return f.bottleneck == Bottleneck::kIntermittentStalls; });
+  if (data == steady.end() || stall == tail.end() || stalls.MainStage() != Stage::kDataLoading) return;
+  const size_t gain_at = std::min(data->evidence.find(" Expected gain:"), data->evidence.size());
+  data->evidence.insert(gain_at, absl::StrFormat(
+      " The waits come in bursts: %zu of %zu measured steps waited longer than %.3f ms (median step %.3f ms), the "
+      "others found a batch ready.",
+      stalls.stalled.size(), stalls.steps_considered, stalls.threshold_ns / 1e6, stalls.median_ns / 1e6));
+  tail.erase(stall);
+}
+
 // A trace without GPU records: that finding first, then the rules that do
 // not need the GPU side.
 void DiagnoseWithoutGpuRecords(const DiagnosisInputs& in, Diagnosis& d) {
@@ -190,6 +209,7 @@ void DiagnoseWithoutGpuRecords(const DiagnosisInputs& in, Diagnosis& d) {
         "gpuos-trace --prepare), or launch it under gpuos-trace.";
   }
   d.primary = f;
+  std::vector<Finding> data;
   if (data_wait >= kDataWaitShare) {
     Finding g;
     g.bottleneck = Bottleneck::kDataLoader;
@@ -200,30 +220,15 @@ void DiagnoseWithoutGpuRecords(const DiagnosisInputs& in, Diagnosis& d) {
                                  rule_support::WorkersText(a)) +
                  rule_support::DataPipelineText(in);
     g.recommendation = rule_support::DataLoaderAdvice(in);
-    d.secondary.push_back(g);
+    data.push_back(g);
   }
-  if (auto stalls = IntermittentStallsRule(in)) d.secondary.push_back(*stalls);
+  std::vector<Finding> stalls;
+  if (auto stall = IntermittentStallsRule(in)) stalls.push_back(*stall);
+  FoldDataStallsIntoDataLoading(in.stalls, data, stalls);
+  d.secondary.insert(d.secondary.end(), data.begin(), data.end());
+  d.secondary.insert(d.secondary.end(), stalls.begin(), stalls.end());
   if (auto s = StragglerRule(in)) d.secondary.push_back(*s);
   RankByGain(d.secondary);
-}
-
-// A loader too slow on average delivers in bursts: with prefetching, most
-// steps find a batch ready and every few wait long for the next.  Those
-// long steps are the data-loading finding, not stalls of their own (whose
-// advice assumes the loader keeps up on average): they are told in it.
-void FoldDataStallsIntoDataLoading(const IntermittentStalls& stalls, std::vector<Finding>& steady,
-                                   std::vector<Finding>& tail) {
-  auto data = std::find_if(steady.begin(), steady.end(),
-                           [](const Finding& f) { return f.bottleneck == Bottleneck::kDataLoader; });
-  auto stall = std::find_if(tail.begin(), tail.end(),
-                            [](const Finding& f) { return f.bottleneck == Bottleneck::kIntermittentStalls; });
-  if (data == steady.end() || stall == tail.end() || stalls.MainStage() != Stage::kDataLoading) return;
-  const size_t gain_at = std::min(data->evidence.find(" Expected gain:"), data->evidence.size());
-  data->evidence.insert(gain_at, absl::StrFormat(
-      " The waits come in bursts: %zu of %zu measured steps waited longer than %.3f ms (median step %.3f ms), the "
-      "others found a batch ready.",
-      stalls.stalled.size(), stalls.steps_considered, stalls.threshold_ns / 1e6, stalls.median_ns / 1e6));
-  tail.erase(stall);
 }
 
 // The rules' findings in the order they are reported: steady-state ones by

@@ -91,6 +91,26 @@ TEST(DataLoaderRuleTest, ALoaderTooSlowThatDeliversInBurstsIsOneFinding) {
   EXPECT_LT(f.evidence.find("come in bursts"), f.evidence.find("Expected gain"));
 }
 
+TEST(DataLoaderRuleTest, OnTheCpuTooABurstyLoaderIsOneFinding) {
+  // The same bursts in a job that runs on the CPU (no GPU records).
+  Sim sim(/*worker_processes=*/4, /*online_cpus=*/16);
+  for (int i = 0; i < 40; ++i) {
+    sim.BeginStep();
+    if (i % 4 == 3) {
+      sim.GetBatchFrom(i % 4, 12 * kMs, WorkerDoes::kPreprocessing);
+    } else {
+      sim.GetBatch(0, 100 * kUs);
+    }
+    sim.Cpu(4 * kMs);
+    sim.EndStep();
+  }
+  const Diagnosis d = Diagnose(sim.Analyze());
+  ASSERT_EQ(d.primary.bottleneck, Bottleneck::kNoGpuActivity) << Describe(d);
+  EXPECT_TRUE(d.stalls.found());
+  EXPECT_FALSE(HasFinding(d, Bottleneck::kIntermittentStalls)) << Describe(d);
+  EXPECT_NE(DataLoaderFinding(d).evidence.find("The waits come in bursts"), std::string::npos) << Describe(d);
+}
+
 TEST(DataLoaderRuleTest, WorkersStartedAgainReadingTheirLibrariesAreNotTheStorage) {
   // Every 10th step starts the workers again (spawn), and the loop waits
   // 150 ms while a new worker reads its libraries from disk; the other
