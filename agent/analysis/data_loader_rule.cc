@@ -68,9 +68,10 @@ std::optional<Finding> DataLoaderRule(const DiagnosisInputs& in) {
         "PyTorch's (pt_data_worker, from PyTorch 2.3) and there are no data-fetch ranges; recorded with the "
         "Python hook (gpuos-trace -- python ...), it would.";
   }
-  f.evidence += DataPipelineText(in);
+  const DataPipelineBound bound = FindDataPipelineBound(a, /*without_restart_steps=*/restarts.steps > 0);
+  f.evidence += DataPipelineText(in, bound);
   AppendGain(f);
-  f.recommendation = DataLoaderAdvice(in);
+  f.recommendation = DataLoaderAdvice(in, bound);
   if (cannot_tell) {
     f.recommendation = "If the worker processes are a DataLoader's: " + f.recommendation +
                        " If they are other worker processes (vectorized environments, a simulator), more DataLoader "

@@ -17,10 +17,12 @@ double DataPipelineBound::Share(uint64_t part) const {
   return all ? static_cast<double>(part) / static_cast<double>(all) : 0.0;
 }
 
+bool DataPipelineBound::Explained() const {
+  return data_idle_ns > 0 && explained_ns() >= kDataLimitMinExplained * static_cast<double>(data_idle_ns);
+}
+
 DataPipelineLimit DataPipelineBound::Limit() const {
-  if (data_idle_ns == 0 || explained_ns() < kDataLimitMinExplained * static_cast<double>(data_idle_ns)) {
-    return DataPipelineLimit::kUnknown;
-  }
+  if (!Explained()) return DataPipelineLimit::kUnknown;
   const std::array<std::pair<uint64_t, DataPipelineLimit>, 4> parts = {{
       {cpu_ns, DataPipelineLimit::kCpu},
       {disk_ns, DataPipelineLimit::kDisk},

@@ -38,6 +38,8 @@ struct DataPipelineBound {
   uint64_t other_io_ns = 0;   // the workers blocked in other syscalls
   uint64_t other_ns = 0;      // futex, page faults, mmap/munmap, unknown
   uint64_t explained_ns() const { return cpu_ns + disk_ns + cpu_wait_ns + other_io_ns + other_ns; }
+  // At least kDataLimitMinExplained of the data-wait idle explained.
+  bool Explained() const;
   double Share(uint64_t part) const;  // of explained_ns()
   DataPipelineLimit Limit() const;
 };

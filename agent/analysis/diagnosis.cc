@@ -216,10 +216,11 @@ void DiagnoseWithoutGpuRecords(const DiagnosisInputs& in, Diagnosis& d) {
     g.score = data_wait;
     g.gain = data_wait;
     g.gain_model = "the thread's data waits removed from every step";
+    const DataPipelineBound bound = rule_support::PipelineBound(in);
     g.evidence = absl::StrFormat("the launching thread waited for data %s of step time; %s.", Pct(data_wait),
                                  rule_support::WorkersText(a)) +
-                 rule_support::DataPipelineText(in);
-    g.recommendation = rule_support::DataLoaderAdvice(in);
+                 rule_support::DataPipelineText(in, bound);
+    g.recommendation = rule_support::DataLoaderAdvice(in, bound);
     data.push_back(g);
   }
   std::vector<Finding> stalls;

@@ -34,24 +34,16 @@ std::string WorkersText(const StepAnalysis& a) {
   return s;
 }
 
-namespace {
-
-// Without the restart finding's steps, where it counts.
 DataPipelineBound PipelineBound(const DiagnosisInputs& in) {
   return FindDataPipelineBound(in.analysis, WorkerRestartsThatCount(in).steps > 0);
 }
-
-}  // namespace
 
 bool WorkersAtCoreCount(const StepAnalysis& a) {
   return a.practices.online_cpus > 0 && a.worker_processes > 0 && a.worker_processes + 1 >= a.practices.online_cpus;
 }
 
-std::string DataPipelineText(const DiagnosisInputs& in) {
-  const DataPipelineBound b = PipelineBound(in);
-  if (b.data_idle_ns == 0 || b.explained_ns() < kDataLimitMinExplained * static_cast<double>(b.data_idle_ns)) {
-    return std::string();
-  }
+std::string DataPipelineText(const DiagnosisInputs& in, const DataPipelineBound& b) {
+  if (!b.Explained()) return std::string();
   std::vector<std::string> parts;
   for (const auto& [ns, name] : std::vector<std::pair<uint64_t, const char*>>{
            {b.cpu_ns, "on a CPU"},
@@ -67,10 +59,10 @@ std::string DataPipelineText(const DiagnosisInputs& in) {
       absl::StrJoin(parts, ", "), in.PerStep(b.explained_ns()) / 1e6);
 }
 
-std::string DataLoaderAdvice(const DiagnosisInputs& in) {
+std::string DataLoaderAdvice(const DiagnosisInputs& in, const DataPipelineBound& bound) {
   const StepAnalysis& a = in.analysis;
   const StepRecord& t = in.total();
-  switch (PipelineBound(in).Limit()) {
+  switch (bound.Limit()) {
     case DataPipelineLimit::kDisk: {
       const uint64_t bytes = t.os.block_io_workers.bytes + t.os.block_io_launching.bytes;
       const double seconds = in.wall_ns() / 1e9;

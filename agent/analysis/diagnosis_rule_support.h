@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 
+#include "analysis/data_pipeline_bound.h"
 #include "analysis/diagnosis.h"
 
 namespace gpuos::rule_support {
@@ -25,15 +26,18 @@ std::string WorkersText(const StepAnalysis& a);
 // The workers fill the host's CPUs: one CPU is the training thread's.
 bool WorkersAtCoreCount(const StepAnalysis& a);
 
-// What held the data pipeline back while the GPU waited for data
-// (data_pipeline_bound.h), as a sentence: " While the GPU waited for data,
-// the pipeline was ... of the time the trace explains."; empty when the
+// What held the data pipeline back (data_pipeline_bound.h), without the
+// steps that started DataLoader workers again where that finding counts.
+DataPipelineBound PipelineBound(const DiagnosisInputs& in);
+
+// `bound` as a sentence: " While the loop waited for data, the data loading
+// ... was ... of the ... ms a step the trace explains."; empty when the
 // trace explains too little of the wait.
-std::string DataPipelineText(const DiagnosisInputs& in);
+std::string DataPipelineText(const DiagnosisInputs& in, const DataPipelineBound& bound);
 
 // What to do about a data-loading bottleneck: by what held the pipeline
 // back, and by the workers there are and the CPUs they have.
-std::string DataLoaderAdvice(const DiagnosisInputs& in);
+std::string DataLoaderAdvice(const DiagnosisInputs& in, const DataPipelineBound& bound);
 
 // What host_work is, as both rules that name it say it.
 std::string HostWorkText();

@@ -176,6 +176,16 @@ const char* AttachLegend(const std::vector<RankSummary>& units) {
              : "";
 }
 
+// The analysis's note, then a line for each unit without steps.
+void AddNoStepsNotes(const RankAnalysis& a, const std::vector<RankSummary>& units, bool ranks, UnitTableView& view) {
+  if (!a.note.empty()) view.notes.push_back("note: " + a.note);
+  for (const RankSummary& r : units) {
+    if (r.steps.measured_steps > 0) continue;
+    const std::string who = ranks ? absl::StrFormat("rank %d (pid %u)", r.rank(), r.pid) : absl::StrFormat("pid %u", r.pid);
+    view.notes.push_back(absl::StrCat(who, ": no steps: ", r.steps.note));
+  }
+}
+
 UnitTableView TrainingProcessesView(const RankAnalysis& a, uint32_t report_pid) {
   UnitTableView view;
   const bool windows = AnyWindows(a.training_processes);
@@ -195,10 +205,7 @@ UnitTableView TrainingProcessesView(const RankAnalysis& a, uint32_t report_pid) 
         "no collectives between them: independent loops (hogwild workers, trials or models trained side by "
         "side); no straggler is judged");
   }
-  if (!a.note.empty()) view.notes.push_back("note: " + a.note);
-  for (const RankSummary& r : a.training_processes) {
-    if (r.steps.measured_steps == 0) view.notes.push_back(absl::StrFormat("pid %u: no steps: %s", r.pid, r.steps.note));
-  }
+  AddNoStepsNotes(a, a.training_processes, /*ranks=*/false, view);
   return view;
 }
 
@@ -228,12 +235,7 @@ UnitTableView RanksView(const RankAnalysis& a, uint32_t report_pid) {
         "step))",
         kStragglerMinNs / 1e6, kStragglerMinShare * 100));
   }
-  if (!a.note.empty()) view.notes.push_back("note: " + a.note);
-  for (const RankSummary& r : a.ranks) {
-    if (r.steps.measured_steps == 0) {
-      view.notes.push_back(absl::StrFormat("rank %d (pid %u): no steps: %s", r.rank(), r.pid, r.steps.note));
-    }
-  }
+  AddNoStepsNotes(a, a.ranks, /*ranks=*/true, view);
   return view;
 }
 
