@@ -56,6 +56,10 @@ Candidate Score(const std::vector<uint64_t>& w, uint32_t k, uint32_t phase) {
   return c;
 }
 
+// How much more often a multiple of the smallest qualifying k must win to be
+// the period instead (see FindAccumulationPeriod).
+constexpr double kMultipleWinMargin = 0.1;
+
 bool Qualifies(const Candidate& c, const AccumulationOptions& o) {
   return c.groups > 0 && c.share() >= o.min_win_share && c.chance <= o.max_chance && c.ratio >= o.min_ratio;
 }
@@ -84,6 +88,15 @@ AccumulationPeriod FindAccumulationPeriod(const std::vector<uint64_t>& work_ns, 
     if (!Qualifies(c, options)) continue;
     if (best == nullptr || c.k < best->k || (c.k == best->k && c.share() > best->share())) best = &c;
   }
+  // With accumulation of k, a divisor d of k qualifies too (its groups
+  // that hold an update win, the others win 1/d of the time: 3/4 for k=4,
+  // d=2); a multiple that wins clearly more often is the period.
+  for (const Candidate& c : all) {
+    if (best != nullptr && Qualifies(c, options) && c.k > best->k && c.k % best->k == 0 &&
+        c.share() >= best->share() + kMultipleWinMargin) {
+      best = &c;
+    }
+  }
   if (best == nullptr) {
     r.evidence = closest == nullptr
                      ? absl::StrFormat("%d intervals are too few to compare groups", work_ns.size())
@@ -101,7 +114,7 @@ AccumulationPeriod FindAccumulationPeriod(const std::vector<uint64_t>& work_ns, 
   r.other_median_ns = best->other_median;
   r.evidence = Evidence(*best);
   for (const Candidate& c : all) {
-    if (Qualifies(c, options) && c.k % best->k != 0) {
+    if (Qualifies(c, options) && c.k % best->k != 0 && best->k % c.k != 0) {
       r.ambiguous = true;
       r.evidence = absl::StrCat(r.evidence, "; but also ", Evidence(c));
       return r;
@@ -126,39 +139,65 @@ double BusiestOtherPosition(const std::vector<uint64_t>& work_ns, const Accumula
   return busiest;
 }
 
-// The intervals at or above ClearUpdateThreshold, from the first one at the
-// period's phase (the trace may begin inside a group, and a slow first
-// interval is warm-up).  Where several come closer than k backward passes
-// (an update and noise), one stays: the one a multiple of k before the next
-// one after them, else the last (an update closes its group).  None when
-// that happens too often (more than 1 in 20 groups).
+// How much interval j looks like an update: on a log scale, 1 at the
+// updates' median, 0 at the threshold, -1 at the busiest other position's
+// median, no lower than -kMaxMissScore (an evaluation's short gradient
+// steps are far below, and no one interval outweighs many).
+constexpr double kMaxMissScore = 3;
+// What a group of more than k backward passes costs: one interval that
+// ran like an update, or three that ran like no update, is not enough to
+// break the period.
+constexpr double kIrregularGroupCost = 3;
+
+double UpdateScore(uint64_t work_ns, double threshold, double update_median) {
+  const double scale = std::log(update_median / threshold);
+  const double score = std::log(std::max<double>(static_cast<double>(work_ns), 1) / threshold) / scale;
+  return std::clamp(score, -kMaxMissScore, 1.0);
+}
+
+// The updates where they stand clear: of the sets of intervals at least k
+// apart, the one whose intervals look most like updates (UpdateScore),
+// each group of more than k backward passes costing kIrregularGroupCost (a
+// run with no update, as an evaluation that adapts before it scores; the
+// trace's first and last k-1 passes are free: it may begin and end inside
+// a group).  So noise inside a group (closer than k to an update) is never
+// an update, an update that ran short keeps its place when the ones around
+// it stand, and a run of short intervals becomes one long group wherever
+// it ends.  None when more than 1 in 20 of the updates chosen ran below the
+// threshold (the period is not what the intervals follow).
 std::vector<size_t> ClearUpdates(const std::vector<uint64_t>& work_ns, const AccumulationPeriod& period) {
   const double threshold = ClearUpdateThreshold(work_ns, period);
-  if (threshold <= 0) return {};
-  std::vector<size_t> hits;
-  for (size_t j = 0; j < work_ns.size(); ++j) {
-    if (static_cast<double>(work_ns[j]) < threshold) continue;
-    if (hits.empty() && j % period.k != period.phase) continue;
-    hits.push_back(j);
+  const size_t n = work_ns.size(), k = period.k;
+  if (threshold <= 0 || n < k) return {};
+  constexpr size_t kStart = SIZE_MAX;
+  std::vector<double> best(n);       // the best chain ending with an update at j
+  std::vector<size_t> before(n);     // the update before j in it
+  std::vector<size_t> best_upto(n);  // argmax of best[0..j]
+  for (size_t j = 0; j < n; ++j) {
+    double chain = j < k ? 0 : -kIrregularGroupCost;
+    before[j] = kStart;
+    if (j >= k && best[j - k] > chain) chain = best[j - k], before[j] = j - k;
+    if (j > k && best[best_upto[j - k - 1]] - kIrregularGroupCost > chain) {
+      chain = best[best_upto[j - k - 1]] - kIrregularGroupCost;
+      before[j] = best_upto[j - k - 1];
+    }
+    best[j] = chain + UpdateScore(work_ns[j], threshold, static_cast<double>(period.update_median_ns));
+    best_upto[j] = j > 0 && best[best_upto[j - 1]] >= best[j] ? best_upto[j - 1] : j;
+  }
+  size_t last = kStart;
+  double total = 0;
+  for (size_t j = 0; j < n; ++j) {
+    const double end = best[j] - (n - 1 - j >= k ? kIrregularGroupCost : 0);
+    if (last == kStart || end > total) last = j, total = end;
   }
   std::vector<size_t> updates;
-  size_t crowded = 0;
-  for (size_t i = 0; i < hits.size();) {
-    size_t last = i;  // the cluster hits[i..last]
-    while (last + 1 < hits.size() && hits[last + 1] - hits[last] < period.k) ++last;
-    size_t keep = hits[last];
-    if (last > i && last + 1 < hits.size()) {
-      size_t on_period = 0;
-      for (size_t c = i; c <= last; ++c) {
-        if ((hits[last + 1] - hits[c]) % period.k == 0) keep = hits[c], ++on_period;
-      }
-      if (on_period != 1) keep = hits[last];
-    }
-    crowded += last - i;
-    updates.push_back(keep);
-    i = last + 1;
+  size_t weak = 0;
+  for (size_t j = last; j != kStart; j = before[j]) {
+    updates.push_back(j);
+    weak += static_cast<double>(work_ns[j]) < threshold;
   }
-  if (updates.size() < 2 || crowded > updates.size() / 20) return {};
+  std::reverse(updates.begin(), updates.end());
+  if (updates.size() < 2 || weak > updates.size() / 20) return {};
   return updates;
 }
 

@@ -36,13 +36,17 @@ void CpuActivityTokens::Add(const v1::Event& e) {
     case v1::Event::kOffCpu: {
       const v1::OffCpu& off = e.off_cpu();
       off_cpu_[e.tid()].emplace_back(e.ts_ns(), e.ts_ns() + off.duration_ns());
-      off_cpu_sorted_ = false;
+      sorted_ = false;
       if (off.cause() == v1::OFF_CPU_CAUSE_PREEMPTED || (!off.voluntary() && off.prev_state() == 0)) return;
       name = absl::StrCat(role, " blocked: ", CauseName(off.cause()));
       if (off.syscall_nr() >= 0) absl::StrAppend(&name, " in syscall ", off.syscall_nr());
       duration = off.duration_ns();
       break;
     }
+    case v1::Event::kPageFaults:
+      page_faults_[e.tid()].emplace_back(e.ts_ns(), e.page_faults().count());
+      sorted_ = false;
+      return;
     case v1::Event::kMmap:
       name = absl::StrCat(role, " mmap ", e.mmap().length(), " B");
       duration = e.mmap().duration_ns();
@@ -96,12 +100,28 @@ std::vector<SequenceToken> CpuActivityTokens::Tokens(uint32_t pid, std::vector<s
 
 bool CpuActivityTokens::HasTimeline(uint32_t tid) const { return off_cpu_.contains(tid); }
 
+void CpuActivityTokens::SortOnce() const {
+  if (sorted_) return;
+  for (auto& [t, intervals] : off_cpu_) std::sort(intervals.begin(), intervals.end());
+  for (auto& [t, records] : page_faults_) std::sort(records.begin(), records.end());
+  sorted_ = true;
+}
+
+uint64_t CpuActivityTokens::PageFaults(uint32_t tid, uint64_t from, uint64_t to) const {
+  SortOnce();
+  auto it = page_faults_.find(tid);
+  if (it == page_faults_.end()) return 0;
+  uint64_t faults = 0;
+  for (auto r = std::lower_bound(it->second.begin(), it->second.end(), std::make_pair(from, uint64_t{0}));
+       r != it->second.end() && r->first < to; ++r) {
+    faults += r->second;
+  }
+  return faults;
+}
+
 uint64_t CpuActivityTokens::RunningNs(uint32_t tid, uint64_t from, uint64_t to) const {
   if (to <= from) return 0;
-  if (!off_cpu_sorted_) {
-    for (auto& [t, intervals] : off_cpu_) std::sort(intervals.begin(), intervals.end());
-    off_cpu_sorted_ = true;
-  }
+  SortOnce();
   auto it = off_cpu_.find(tid);
   if (it == off_cpu_.end()) return to - from;
   const std::vector<std::pair<uint64_t, uint64_t>>& v = it->second;

@@ -18,7 +18,8 @@
 // period to find, and the report says so.
 // It also keeps each main thread's off-CPU intervals (every cause) to say
 // how long the thread ran between two moments: the CPU work between two
-// backward passes or in a step (accumulation_period.h, step_extra_work.h).
+// backward passes or in a step (accumulation_period.h, step_extra_work.h),
+// and its page faults (the copy-on-write faults after a fork).
 #pragma once
 
 #include <cstdint>
@@ -49,6 +50,8 @@ class CpuActivityTokens {
   // The time main thread `tid` was on the CPU in [from, to): the span less
   // its off-CPU intervals, blocked or preempted.  After every Add.
   uint64_t RunningNs(uint32_t tid, uint64_t from, uint64_t to) const;
+  // The page faults of main thread `tid` recorded in [from, to).
+  uint64_t PageFaults(uint32_t tid, uint64_t from, uint64_t to) const;
 
  private:
   struct Token {
@@ -57,11 +60,14 @@ class CpuActivityTokens {
     uint32_t symbol;
   };
   uint32_t Symbol(const std::string& name);
+  void SortOnce() const;
   absl::flat_hash_map<uint32_t, std::vector<Token>> by_pid_;
   // Main thread -> its off-CPU intervals (start, end); sorted on first use
-  // by RunningNs (events come in any order).
+  // (events come in any order).
   mutable absl::flat_hash_map<uint32_t, std::vector<std::pair<uint64_t, uint64_t>>> off_cpu_;
-  mutable bool off_cpu_sorted_ = true;
+  mutable bool sorted_ = true;
+  // Main thread -> its page-fault records (time, faults), sorted likewise.
+  mutable absl::flat_hash_map<uint32_t, std::vector<std::pair<uint64_t, uint64_t>>> page_faults_;
   absl::flat_hash_map<std::string, uint32_t> ids_;
   std::vector<std::string> names_;
 };

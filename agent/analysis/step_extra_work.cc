@@ -3,8 +3,8 @@
 
 #include <algorithm>
 #include <functional>
+#include <numeric>
 
-#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/median.h"
@@ -23,11 +23,7 @@ constexpr double kMinCpuExtraOfRun = 0.02;
 constexpr size_t kNeighbours = 8;
 constexpr size_t kMinNeighbours = 3;
 
-uint64_t Sum(const std::vector<uint64_t>& v) {
-  uint64_t s = 0;
-  for (uint64_t x : v) s += x;
-  return s;
-}
+uint64_t Sum(const std::vector<uint64_t>& v) { return std::accumulate(v.begin(), v.end(), uint64_t{0}); }
 
 // The steady work around one step: medians over its neighbours.
 struct LocalSteady {
@@ -363,6 +359,67 @@ size_t SplitExtraCpuWorkSteps(std::vector<StepWindow>& steps, const std::vector<
                      "; the iteration after it, from its data loading on, is measured on its own");
 }
 
+namespace {
+
+// The most CPU time that starting a new epoch's DataLoader workers may
+// explain in a step that forked: see the header.
+double EpochStartAllowanceNs(const StepCpuWork& work, const CpuExtra& extra, uint64_t steady_faults) {
+  const double fork =
+      work.fork_in_stretches ? kEpochStartMaxExtraSteps * static_cast<double>(extra.steady_total_ns) : 0;
+  const uint64_t extra_faults = work.page_faults > steady_faults ? work.page_faults - steady_faults : 0;
+  return fork + static_cast<double>(extra_faults) * static_cast<double>(kForkFaultMaxNs);
+}
+
+// The steps that forked, and each one's next, whose extra together starting
+// a new epoch's DataLoader workers explains.
+std::vector<bool> EpochStarts(const std::vector<StepCpuWork>& work, const std::vector<CpuExtra>& extra) {
+  const size_t n = work.size();
+  std::vector<uint64_t> faults(n);
+  for (size_t k = 0; k < n; ++k) faults[k] = work[k].page_faults;
+  const uint64_t steady_faults = Median(faults);
+  std::vector<bool> epoch_start(n, false);
+  for (size_t k = 0; k < n; ++k) {
+    if (!work[k].forked) continue;
+    const size_t last = k + 1 < n && !work[k + 1].forked ? k + 1 : k;
+    double extra_ns = 0, allowance_ns = 0;
+    for (size_t j = k; j <= last; ++j) {
+      extra_ns += static_cast<double>(extra[j].ns);
+      allowance_ns += EpochStartAllowanceNs(work[j], extra[j], steady_faults);
+    }
+    for (size_t j = k; j <= last; ++j) epoch_start[j] = extra_ns <= allowance_ns;
+  }
+  return epoch_start;
+}
+
+// Steps that call the autograd engine far more often than the median step
+// outside the loop's loss.backward() (see the header), marked left out.
+size_t MarkExtraEngineCallSteps(std::vector<StepWindow>& steps, const std::vector<StepCpuWork>& work,
+                                std::vector<size_t>* marked_steps) {
+  const size_t n = steps.size();
+  std::vector<uint64_t> calls(n);
+  for (size_t k = 0; k < n; ++k) calls[k] = work[k].other_engine_calls;
+  const uint64_t median = Median(calls);
+  const auto extra = [&](size_t k) { return work[k].other_engine_calls >= 2 * median + kMinExtraEngineCalls; };
+  size_t candidates = 0;
+  for (size_t k = 0; k < n; ++k) candidates += extra(k);
+  if (candidates == 0 || candidates > n * kMaxExtraShare) return 0;
+  size_t marked = 0;
+  for (size_t k = 0; k < n; ++k) {
+    StepWindow& w = steps[k];
+    if (w.warmup || !w.left_out.empty() || !extra(k)) continue;
+    w.warmup = true;
+    w.left_out = absl::StrFormat(
+        "extra autograd work: %d calls of the autograd engine besides the loop's loss.backward(), the median step "
+        "makes %d (an evaluation that adapts with torch.autograd.grad before it scores?)",
+        work[k].other_engine_calls, median);
+    ++marked;
+    if (marked_steps != nullptr) marked_steps->push_back(k);
+  }
+  return marked;
+}
+
+}  // namespace
+
 size_t MarkExtraCpuWorkSteps(std::vector<StepWindow>& steps, const std::vector<StepCpuWork>& work,
                              std::vector<size_t>* marked_steps) {
   const size_t n = steps.size();
@@ -370,19 +427,19 @@ size_t MarkExtraCpuWorkSteps(std::vector<StepWindow>& steps, const std::vector<S
   std::vector<uint64_t> totals;
   for (const StepCpuWork& w : work) totals.push_back(Sum(w.stretches_ns));
   if (Median(totals) == 0) return 0;
+  size_t marked = MarkExtraEngineCallSteps(steps, work, marked_steps);
   const std::vector<CpuExtra> extra = CpuExtras(steps, work, totals, SteadyStretches(work));
+  const std::vector<bool> epoch_start = EpochStarts(work, extra);
   // Each extra as a share of its steady step; steps already left out
   // (warm-up: its first-time work can dwarf an evaluation pass) do not set
   // the break.
   std::vector<double> share(n, 0);
   std::vector<double> sorted;
-  std::vector<bool> epoch_start(n, false);
   for (size_t k = 0; k < n; ++k) {
     share[k] = extra[k].share();
-    epoch_start[k] = work[k].forked_without_data_ranges && share[k] <= kEpochStartMaxExtraSteps;
     if (!steps[k].warmup && steps[k].left_out.empty() && !epoch_start[k]) sorted.push_back(share[k]);
   }
-  if (sorted.empty()) return 0;
+  if (sorted.empty()) return marked;
   std::sort(sorted.begin(), sorted.end(), std::greater<double>());
   // The first break from the top: the largest extras that stand apart.
   double threshold = 0;  // 0: none stands apart
@@ -391,7 +448,7 @@ size_t MarkExtraCpuWorkSteps(std::vector<StepWindow>& steps, const std::vector<S
     const double next = c < sorted.size() ? sorted[c] : 0;
     if (sorted[c - 1] >= kMinCpuExtraOfStep && sorted[c - 1] >= kCpuExtraGap * next) threshold = sorted[c - 1];
   }
-  if (threshold == 0) return 0;
+  if (threshold == 0) return marked;
   // Extras that would move the mean step by less than kMinCpuExtraOfRun
   // stay in: telling so little from noise is not worth the risk.
   double run = 0, extras = 0;
@@ -400,8 +457,7 @@ size_t MarkExtraCpuWorkSteps(std::vector<StepWindow>& steps, const std::vector<S
     run += static_cast<double>(totals[k]);
     if (share[k] >= threshold && !epoch_start[k]) extras += static_cast<double>(extra[k].ns);
   }
-  if (extras < kMinCpuExtraOfRun * run) return 0;
-  size_t marked = 0;
+  if (extras < kMinCpuExtraOfRun * run) return marked;
   for (size_t k = 0; k < n; ++k) {
     StepWindow& w = steps[k];
     if (w.warmup || !w.left_out.empty() || share[k] < threshold || epoch_start[k]) continue;
@@ -413,6 +469,7 @@ size_t MarkExtraCpuWorkSteps(std::vector<StepWindow>& steps, const std::vector<S
     ++marked;
     if (marked_steps != nullptr) marked_steps->push_back(k);
   }
+  if (marked_steps != nullptr) std::sort(marked_steps->begin(), marked_steps->end());
   return marked;
 }
 

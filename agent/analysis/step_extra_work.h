@@ -48,14 +48,25 @@
 //     together they are less than 2% of the CPU work of the steps (the mean
 //     would move by less than that: a few spikes of a busy machine, a rare
 //     garbage collection, are not worth the risk);
+//   - before that, where the Python hook's loss.backward() marks cut the
+//     stretches, a step that makes at least 2m + 8 other calls of the
+//     autograd engine (torch.autograd.grad), m those of the median step,
+//     is extra work whatever its CPU time (an evaluation that adapts to
+//     each task before it scores, as MAML's: ten times a training
+//     iteration's calls), unless more than a quarter of the steps are;
 //   - fewer than 5 steps: nothing is marked;
-//   - a step in which the loop's thread forked a process, in a trace with
-//     no data-loader ranges (no Python hook), is a new epoch's DataLoader
-//     iterator forking its workers (data loading, which the job's own
-//     timing counts in the iteration) unless its extra exceeds
-//     kEpochStartMaxExtraSteps steady steps (an evaluation pass whose own
-//     loader forks workers is more work than that): it is neither marked
-//     nor counted for the break.
+//   - a step in which the loop's thread forked a process, and the step
+//     after it, are a new epoch's DataLoader iterator starting its workers
+//     (data loading, which the job's own timing counts in the iteration):
+//     neither marked nor counted for the break, unless their extra together
+//     exceeds what starting the workers costs: kEpochStartMaxExtraSteps
+//     steady steps where no data-loader range (no Python hook) holds the
+//     fork's own CPU time, plus kForkFaultMaxNs for each page fault of the
+//     loop's thread beyond the steady step's (after a fork, each page the
+//     parent writes is copied at its first write, into the next iteration:
+//     thousands of faults, 40-90 us each on a VM whose hypervisor shadows
+//     the page tables, a few us on bare metal).  An evaluation pass whose
+//     own loader forks workers is more work than that.
 // Cost: O(steps x 16 log 16).
 
 #include <cstdint>
@@ -107,11 +118,21 @@ size_t SplitExtraWorkSteps(std::vector<StepWindow>& steps, const std::vector<Seq
 // strictly inside it (one stretch when none is).
 struct StepCpuWork {
   std::vector<uint64_t> stretches_ns;
-  // The loop's thread forked a process within the step, and no data-loader
-  // range says what for.
-  bool forked_without_data_ranges = false;
+  // The loop's thread forked a process within the step.
+  bool forked = false;
+  // No data-loader range holds the fork, so its CPU time is in the stretches.
+  bool fork_in_stretches = false;
+  // The loop's thread's page faults within the step.
+  uint64_t page_faults = 0;
+  // Calls of the autograd engine (the uprobe's) within the step that are
+  // not the loop's loss.backward() (the Python hook's, which cut the
+  // stretches): torch.autograd.grad's.  0 where the stretches are cut at
+  // the uprobe's calls themselves.
+  size_t other_engine_calls = 0;
 };
 inline constexpr double kEpochStartMaxExtraSteps = 3.0;
+inline constexpr uint64_t kForkFaultMaxNs = 80'000;
+inline constexpr size_t kMinExtraEngineCalls = 8;
 
 // `work[i]` for `steps[i]`.  Returns how many steps were newly marked left
 // out; `marked`, where given, gets their indices.

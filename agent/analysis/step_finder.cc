@@ -111,10 +111,10 @@ void StepLocator::Add(const v1::Event& e) {
     case v1::Event::kCudaApi: {
       const v1::CudaApiCall& call = e.cuda_api();
       ThreadApi& t = api_.try_emplace(ThreadKey(e.pid(), e.tid()), options_).first->second;
-      if (ClassifyCudaApi(call.name()) == CudaApiClass::kLaunch) ++t.launches;
+      const CudaApiClass api_class = ClassifyCudaApi(call.name());
+      if (api_class == CudaApiClass::kLaunch) ++t.launches;
       t.first_ns = std::min(t.first_ns, e.ts_ns());
       t.rhythm.Add(call.name(), e.ts_ns() + call.duration_ns());
-      const CudaApiClass api_class = ClassifyCudaApi(call.name());
       // Allocations come and go with the caching allocator's state, not
       // the step's work: no token, as for the other calls.
       if (api_class == CudaApiClass::kOther || api_class == CudaApiClass::kAllocate) break;
@@ -146,14 +146,14 @@ void StepLocator::Add(const v1::Event& e) {
       gpu_names_.try_emplace(ThreadKey(e.pid(), e.gpu_memset().correlation_id()),
                              Symbol(absl::StrCat("memset ", e.gpu_memset().bytes(), " B")));
       break;
+    case v1::Event::kPageFaults:
     case v1::Event::kOffCpu:
     case v1::Event::kMmap:
     case v1::Event::kMunmap:
       cpu_.Add(e);
       break;
     case v1::Event::kNvtxMark:
-      // gpuos-trace's own mark of a backward pass's start (the uprobe on
-      // the autograd engine), never a user's.
+      // gpuos-trace's own mark of a backward pass's start (the autograd engine's uprobe), never a user's.
       if (e.nvtx_mark().domain() == kBackwardUprobeDomain && e.nvtx_mark().name() == kDefaultBackwardRangeName) {
         backward_uprobe_starts_[ThreadKey(e.pid(), e.tid())].push_back(Range{e.ts_ns(), e.ts_ns(), -1});
       } else if (e.nvtx_mark().domain() == kLiveRhythmDomain) {

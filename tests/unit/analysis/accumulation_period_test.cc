@@ -162,5 +162,49 @@ TEST(AccumulationPeriodTest, ClearUpdatesAreFoundWhereTheyAreNotOnlyAtThePhase) 
   for (size_t i = 0; i < updates.size(); ++i) EXPECT_EQ(updates[i], q.phase + 3 * i);
 }
 
+TEST(AccumulationPeriodTest, ASmallUpdateUnderHeavyJitterIsFound) {
+  // ddp_tutorial on a noisy 2-CPU VM: SGD's update is 8% of a micro-batch
+  // under +-12% jitter, so it wins about 3 groups in 4.
+  const AccumulationPeriod p = FindAccumulationPeriod(Accumulation(2, 120, 56 * kMs / 100, 0, 0.12, 11));
+  ASSERT_TRUE(p.found) << p.evidence;
+  EXPECT_EQ(p.k, 2u);
+  EXPECT_EQ(p.phase, 1u);
+  EXPECT_LT(p.wins, p.groups * 85 / 100) << p.evidence;
+}
+
+TEST(AccumulationPeriodTest, NoiseInsideGroupsAndEvaluationsOfAnyLengthKeepTheUpdates) {
+  // MAML on a noisy VM: 4 adaptation gradients of 5 ms and the meta-update
+  // of 26 ms an iteration; in one iteration in 5, two adaptation intervals
+  // run 13 ms (as slow as the threshold); after every 10th iteration an
+  // evaluation adapts with `eval_passes` gradients of 1.4 ms and no update.
+  const auto maml = [](int eval_passes, std::vector<size_t>& expected) {
+    std::vector<uint64_t> w;
+    for (int it = 1; it <= 60; ++it) {
+      for (int g = 0; g < 4; ++g) w.push_back((it % 5 == 2 && g >= 2 ? 13 : 5) * kMs + g * 10'000);
+      expected.push_back(w.size());
+      w.push_back(26 * kMs);
+      if (it % 10 == 0) {
+        for (int e = 0; e < eval_passes; ++e) w.push_back((e % 5 == 4 ? 4 : 1) * kMs + 400'000);
+      }
+    }
+    return w;
+  };
+  std::vector<size_t> expected;
+  const std::vector<uint64_t> w = maml(20, expected);
+  const AccumulationPeriod p = FindAccumulationPeriod(w);
+  ASSERT_TRUE(p.found) << p.evidence;
+  EXPECT_EQ(p.k, 5u);
+  EXPECT_EQ(UpdateIntervals(w, p), expected);
+
+  // 23 gradients an evaluation move the phase: the period is found before
+  // the first (a trace that ends there), and the updates after each
+  // evaluation are found all the same.
+  std::vector<size_t> moved;
+  const std::vector<uint64_t> m = maml(23, moved);
+  const AccumulationPeriod q = FindAccumulationPeriod(std::vector<uint64_t>(m.begin(), m.begin() + 50));
+  ASSERT_TRUE(q.found) << q.evidence;
+  EXPECT_EQ(UpdateIntervals(m, q), moved);
+}
+
 }  // namespace
 }  // namespace gpuos

@@ -9,9 +9,10 @@
 // between two marks running far longer, no backward pass in it) are left
 // out, jitter, a garbage collection and a merged step (more backward
 // passes) are not, nor anything in a loop whose work varies.
-// A step whose loop thread forked a process with no data-loader range to
-// say why (no Python hook) is a new epoch's DataLoader workers starting,
-// unless its extra is larger than an epoch start's.
+// A step whose loop thread forked a process is a new epoch's DataLoader
+// workers starting, unless its extra is larger than an epoch start's: the
+// fork's own CPU time where no data-loader range holds it (no Python hook),
+// and the copy-on-write page faults that follow it.
 // SplitExtraCpuWorkSteps cuts the iteration off such a step where its data
 // loading begins (a new epoch's iterator chained to its first fetch).
 #include "analysis/step_extra_work.h"
@@ -247,7 +248,7 @@ TEST(StepExtraWorkTest, AnEpochsWorkerForksWithoutTheHookAreDataLoadingButAnEval
   std::vector<StepCpuWork> work = steady();
   for (size_t i : {20u, 40u}) {
     work[i].stretches_ns[0] += 17 * kMs;
-    work[i].forked_without_data_ranges = true;
+    work[i].forked = work[i].fork_in_stretches = true;
   }
   work[30].stretches_ns[0] += 17 * kMs;
   std::vector<StepWindow> steps = Windows(60);
@@ -255,8 +256,13 @@ TEST(StepExtraWorkTest, AnEpochsWorkerForksWithoutTheHookAreDataLoadingButAnEval
   EXPECT_EQ(MarkExtraCpuWorkSteps(steps, work, &marked), 1u);
   EXPECT_EQ(marked, (std::vector<size_t>{30}));
   for (size_t i : {20u, 40u}) EXPECT_TRUE(steps[i].left_out.empty()) << i << ": " << steps[i].left_out;
-  // Where nothing says a fork is a loader's, the same steps are extra work.
-  for (StepCpuWork& w : work) w.forked_without_data_ranges = false;
+  // Where nothing says a fork is a loader's, the same steps are extra work;
+  // so are they where the fork's own time is in a data-loader range (the
+  // Python hook's) and no page faults followed it.
+  for (StepCpuWork& w : work) w.forked = w.fork_in_stretches = false;
+  steps = Windows(60);
+  EXPECT_EQ(MarkExtraCpuWorkSteps(steps, work), 3u);
+  for (size_t i : {20u, 40u}) work[i].forked = true;
   steps = Windows(60);
   EXPECT_EQ(MarkExtraCpuWorkSteps(steps, work), 3u);
 
@@ -265,12 +271,92 @@ TEST(StepExtraWorkTest, AnEpochsWorkerForksWithoutTheHookAreDataLoadingButAnEval
   work = steady();
   for (size_t i : {20u, 30u, 40u}) {
     work[i].stretches_ns[0] += (i == 30 ? 60 : 17) * kMs;
-    work[i].forked_without_data_ranges = true;
+    work[i].forked = work[i].fork_in_stretches = true;
   }
   steps = Windows(60);
   marked.clear();
   EXPECT_EQ(MarkExtraCpuWorkSteps(steps, work, &marked), 1u);
   EXPECT_EQ(marked, (std::vector<size_t>{30}));
+}
+
+TEST(StepExtraWorkTest, TheCopyOnWriteFaultsAfterAnEpochsWorkerForksAreDataLoadingToo) {
+  // Hogwild on a VM whose hypervisor shadows the page tables: 15 ms steps
+  // with 7 page faults each; every 64 steps a new epoch's iterator forks
+  // its worker, and the loop's thread then takes about 3,100 copy-on-write
+  // faults over that step and the next, 155 to 205 ms more than two steps,
+  // with the Python hook (the
+  // fork's own time in a data-loader range) or without it.  An evaluation
+  // pass of 200 ms with no fork, and one whose own loader forks but that
+  // runs 300 ms more, are extra work.
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<double> noise(0.95, 1.05);
+  for (const bool hook : {true, false}) {
+    std::vector<StepCpuWork> work(200);
+    for (StepCpuWork& w : work) {
+      w.stretches_ns = {static_cast<uint64_t>(15 * kMs * noise(rng))};
+      w.page_faults = 7;
+    }
+    for (size_t i : {64u, 128u}) {
+      work[i].stretches_ns[0] += (hook ? 120 : 170) * kMs;
+      work[i].forked = true;
+      work[i].fork_in_stretches = !hook;
+      work[i].page_faults = 2'700;
+      // The faults run on into the next iteration.
+      work[i + 1].stretches_ns[0] += 35 * kMs;
+      work[i + 1].page_faults = 400;
+    }
+    work[100].stretches_ns[0] += 200 * kMs;
+    work[160].stretches_ns[0] += 300 * kMs;
+    work[160].forked = true;
+    work[160].fork_in_stretches = !hook;
+    work[160].page_faults = 2'700;
+    std::vector<StepWindow> steps = Windows(200);
+    std::vector<size_t> marked;
+    EXPECT_EQ(MarkExtraCpuWorkSteps(steps, work, &marked), 2u) << hook;
+    EXPECT_EQ(marked, (std::vector<size_t>{100, 160})) << hook;
+    // Without the faults, the fork alone does not explain 120 ms (the steps
+    // after, 35 ms more, fall below the break).
+    for (size_t i : {64u, 65u, 128u, 129u}) work[i].page_faults = 7;
+    steps = Windows(200);
+    marked.clear();
+    EXPECT_EQ(MarkExtraCpuWorkSteps(steps, work, &marked), 4u) << hook;
+    EXPECT_EQ(marked, (std::vector<size_t>{64, 100, 128, 160})) << hook;
+  }
+}
+
+TEST(StepExtraWorkTest, AnEvaluationThatAdaptsIsToldByItsAutogradCallsOnANoisyMachine) {
+  // MAML with the Python hook: one loss.backward() an iteration cuts two
+  // stretches, and 4 torch.autograd.grad calls adapt to the tasks; every
+  // 20th step also holds an evaluation that adapts with 40 more calls and
+  // runs 55-65 ms more than a 40 ms step.  The machine is noisy: 30-58 ms
+  // for the same work, one step 36 ms more, so no break in the CPU time
+  // sets the evaluations apart.  Their engine calls do.
+  std::mt19937 rng(8);
+  std::uniform_real_distribution<double> noise(0.75, 1.45);
+  std::vector<StepCpuWork> work(80);
+  for (StepCpuWork& w : work) {
+    w.stretches_ns = {static_cast<uint64_t>(36 * kMs * noise(rng)), static_cast<uint64_t>(4 * kMs * noise(rng))};
+    w.other_engine_calls = 4;
+  }
+  for (size_t i : {19u, 39u, 59u}) {
+    work[i].stretches_ns[0] += (50 + i / 4) * kMs;
+    work[i].other_engine_calls = 44;
+  }
+  work[47].stretches_ns[0] += 36 * kMs;
+  std::vector<StepWindow> steps = Windows(80);
+  std::vector<size_t> marked;
+  EXPECT_EQ(MarkExtraCpuWorkSteps(steps, work, &marked), 3u);
+  EXPECT_EQ(marked, (std::vector<size_t>{19, 39, 59}));
+  EXPECT_NE(steps[19].left_out.find("44 calls of the autograd engine"), std::string::npos) << steps[19].left_out;
+
+  // A gradient penalty's one call every step, and a few steps with 3 more
+  // (under 2m + 8), are training work.
+  for (StepCpuWork& w : work) w.other_engine_calls = 1;
+  for (size_t i : {19u, 39u, 59u}) work[i].other_engine_calls = 4;
+  steps = Windows(80);
+  marked.clear();
+  MarkExtraCpuWorkSteps(steps, work, &marked);
+  for (size_t k : marked) EXPECT_EQ(steps[k].left_out.find("autograd engine"), std::string::npos) << k;
 }
 
 TEST(StepExtraWorkTest, AFewSpikesInALongRunStayIn) {
