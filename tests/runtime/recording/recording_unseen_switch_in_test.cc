@@ -57,6 +57,11 @@ constexpr uint64_t kFakeOffCpuNs = 50'000'000;
 constexpr uint64_t kRunTimeStaleNs = 12'000'000;
 // How long the thread spins between the write and its move to another CPU.
 constexpr uint64_t kSpinBeforeMoveUs = 2'000;
+// How long before the switch-out's tracepoint the scheduler last charged
+// the thread its run time (picking the next task comes between them): an
+// interval closed by the run time since ends that much past the read.
+// 1 us seen on a VM whose hypervisor shadows the page tables.
+constexpr uint64_t kSwitchPathNs = 20'000;
 
 // An fd of each map named `name` whose value is `value_size` bytes.
 std::vector<int> MapsNamed(const std::string& name, uint32_t value_size) {
@@ -398,7 +403,8 @@ TEST_P(RecordingUnseenSwitchIn, WithNoSyscallBeforeItsNextSwitchOutItEndsThereLe
     EXPECT_FALSE(off.end_seen_running());
     const uint64_t end = found->ts_ns() + off.duration_ns();
     EXPECT_GE(end + kRunTimeStaleNs, round.run_read_from_ns) << "the run time was at most a tick stale";
-    EXPECT_LE(end, round.run_read_until_ns) << "the run time read was brought up to date before the read";
+    EXPECT_LE(end, round.run_read_until_ns + kSwitchPathNs)
+        << "the run time read was brought up to date before the read";
     EXPECT_LT(end, round.moved_ns) << "it ends before the switch-out";
   }
   EXPECT_GE(conclusive, kMinConclusiveRounds);
