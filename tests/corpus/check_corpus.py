@@ -901,6 +901,11 @@ class Harness:
         if "ranks" in spec:
             rank_checks.check(row, spec, self.check_steps)
         elif "processes" in spec:
+            # The row shows the own timing of the process whose steps are the report's own.
+            own_pid = (row.report.get("step_analysis") or {}).get("pid")
+            p = next((p for p, pid in row.process_pid.items() if pid == own_pid), None)
+            if row.process_own.get(p) is not None:
+                row.own_ms = row.process_own[p]
             process_checks.check(row, spec, self.check_steps)
         else:
             self.check_steps(row)
