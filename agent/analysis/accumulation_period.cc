@@ -81,18 +81,21 @@ AccumulationPeriod FindAccumulationPeriod(const std::vector<uint64_t>& work_ns, 
     if (work_ns.size() < 2 * static_cast<size_t>(k)) break;
     for (uint32_t p = 0; p < k; ++p) all.push_back(Score(work_ns, k, p));
   }
+  // Every (k, phase) pair is a chance to win by luck: the bound is for them all.
+  AccumulationOptions per_candidate = options;
+  per_candidate.max_chance = all.empty() ? options.max_chance : options.max_chance / static_cast<double>(all.size());
   const Candidate* best = nullptr;  // the smallest qualifying k, its best phase
   const Candidate* closest = nullptr;
   for (const Candidate& c : all) {
     if (closest == nullptr || c.share() > closest->share()) closest = &c;
-    if (!Qualifies(c, options)) continue;
+    if (!Qualifies(c, per_candidate)) continue;
     if (best == nullptr || c.k < best->k || (c.k == best->k && c.share() > best->share())) best = &c;
   }
   // With accumulation of k, a divisor d of k qualifies too (its groups
   // that hold an update win, the others win 1/d of the time: 3/4 for k=4,
   // d=2); a multiple that wins clearly more often is the period.
   for (const Candidate& c : all) {
-    if (best != nullptr && Qualifies(c, options) && c.k > best->k && c.k % best->k == 0 &&
+    if (best != nullptr && Qualifies(c, per_candidate) && c.k > best->k && c.k % best->k == 0 &&
         c.share() >= best->share() + kMultipleWinMargin) {
       best = &c;
     }
@@ -114,7 +117,7 @@ AccumulationPeriod FindAccumulationPeriod(const std::vector<uint64_t>& work_ns, 
   r.other_median_ns = best->other_median;
   r.evidence = Evidence(*best);
   for (const Candidate& c : all) {
-    if (Qualifies(c, options) && c.k % best->k != 0 && best->k % c.k != 0) {
+    if (Qualifies(c, per_candidate) && c.k % best->k != 0 && best->k % c.k != 0) {
       r.ambiguous = true;
       r.evidence = absl::StrCat(r.evidence, "; but also ", Evidence(c));
       return r;

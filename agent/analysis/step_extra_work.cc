@@ -436,7 +436,7 @@ size_t MarkExtraCpuWorkSteps(std::vector<StepWindow>& steps, const std::vector<S
   std::vector<double> share(n, 0);
   std::vector<double> sorted;
   for (size_t k = 0; k < n; ++k) {
-    share[k] = extra[k].share();
+    share[k] = extra[k].ns >= kMinCpuExtraNs ? extra[k].share() : 0;
     if (!steps[k].warmup && steps[k].left_out.empty() && !epoch_start[k]) sorted.push_back(share[k]);
   }
   if (sorted.empty()) return marked;

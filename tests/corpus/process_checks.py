@@ -70,7 +70,14 @@ def mean_step_ms(row, p, entry):
             return sum(kept) / len(kept) / 1e6
     if entry.get("attach_coverage") and p in row.process_lines:
         # Attached: own_over_steps takes the job's lines over the span the
-        # steps hold; the steps are compared whole.
+        # steps hold; the steps are compared over the span those lines cover
+        # (a DataLoader restart near the window's end is in the steps, and
+        # its line after the window), else whole.
+        _, span = lines_in_steps(row, p, entry)
+        inside = [st["duration_ns"] for st in steps if span and not st.get("warmup") and not st.get("left_out")
+                  and st["start_ns"] >= span[0] and st["start_ns"] + st["duration_ns"] <= span[1]]
+        if len(inside) >= 3:
+            return sum(inside) / len(inside) / 1e6
         mean = (entry.get("step_ns") or {}).get("mean") if entry.get("steps") else None
         return mean / 1e6 if mean else None
     span = row.process_span.get(p)
@@ -83,6 +90,21 @@ def mean_step_ms(row, p, entry):
     return mean / 1e6 if mean else None
 
 
+def lines_in_steps(row, p, entry):
+    """Attached: the "ms/iter" figures of process P's lines whose interval
+    lies inside the span its steps hold, and the span those intervals cover
+    ([], None where there are none)."""
+    steps = entry.get("step_comm") or []
+    if not steps or not entry.get("attach_coverage") or p not in row.process_lines:
+        return [], None
+    lo, hi = steps[0]["start_ns"], steps[-1]["start_ns"] + steps[-1]["duration_ns"]
+    lines = row.process_lines[p]
+    inside = [(t0, t1, ms) for (t0, _), (t1, ms) in zip(lines, lines[1:]) if t0 >= lo and t1 <= hi]
+    if not inside:
+        return [], None
+    return [ms for _, _, ms in inside], (inside[0][0], inside[-1][1])
+
+
 def own_over_steps(row, p, entry, note=True):
     """Attached: process P's own mean over its timing lines inside the span
     its steps hold (where at least 2 are), and a note of the share of the
@@ -91,16 +113,11 @@ def own_over_steps(row, p, entry, note=True):
     figure of the report covers, and says so (attach_coverage); its own
     timing over the whole window counts that time.  Else its own mean."""
     own = row.process_own.get(p)
-    steps = entry.get("step_comm") or []
     coverage = entry.get("attach_coverage")
-    if not steps or not coverage or p not in row.process_lines:
+    inside, _ = lines_in_steps(row, p, entry)
+    if not coverage or len(inside) < 2:
         return own
-    lo, hi = steps[0]["start_ns"], steps[-1]["start_ns"] + steps[-1]["duration_ns"]
-    lines = row.process_lines[p]
-    inside = [ms for (t0, _), (t1, ms) in zip(lines, lines[1:]) if t0 >= lo and t1 <= hi]
     share = coverage["in_steps_ns"] / coverage["window_ns"] if coverage.get("window_ns") else 0
-    if len(inside) < 2:
-        return own
     if note:
         row.notes.append("process %d: its steps hold %.1f%% of the window; own timing over the %d lines inside "
                          "them" % (p, 100 * share, len(inside)))
