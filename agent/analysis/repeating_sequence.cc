@@ -490,13 +490,23 @@ void FillIterations(const std::vector<SequenceToken>& t, const Segmentation& fin
     first_steady = std::min(first_steady, i);
     last_steady = i;
   }
+  std::vector<uint64_t> steady_ns;
+  for (size_t i = 0; i < fin.segments(); ++i) {
+    if (fin.steady[i]) {
+      steady_ns.push_back(Boundary(t, fin.cuts[i + 1], options.tokens_are_waits) -
+                          Boundary(t, fin.cuts[i], options.tokens_are_waits));
+    }
+  }
+  const uint64_t steady_median_ns = steady_ns.empty() ? 0 : Median(steady_ns);
   for (size_t i = 0; i < fin.segments(); ++i) {
     Iteration it;
     it.first_token = fin.cuts[i];
     it.tokens = fin.cuts[i + 1] - fin.cuts[i];
     it.start_ns = Boundary(t, fin.cuts[i], options.tokens_are_waits);
     it.end_ns = Boundary(t, fin.cuts[i + 1], options.tokens_are_waits);
-    if (!fin.steady[i]) {
+    const bool fewer_waits_not_less_time = options.tokens_are_waits && i > first_steady && i < last_steady &&
+                                           it.tokens < fin.unit && it.end_ns - it.start_ns >= steady_median_ns;
+    if (!fin.steady[i] && !fewer_waits_not_less_time) {
       it.warmup = i < first_steady;
       it.left_out = LeftOutReason(i, first_steady, last_steady, it.tokens, fin.unit);
     }

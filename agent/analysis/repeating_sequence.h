@@ -72,7 +72,11 @@
 //     is left out with the reason: a leading run is warm-up (autotuning,
 //     compilation), a trailing one the end of the run (a smaller last
 //     batch), one in between an evaluation pass, checkpoint or epoch
-//     boundary.
+//     boundary; except, with tokens_are_waits, one in between with fewer
+//     tokens that took at least the steady iterations' median time: its
+//     thread blocked at fewer points (a batch ready, a wait that became a
+//     preemption), not less work, and it stays (batch inference on a noisy
+//     VM: 29 of 105 such, 30.6 ms against 27.5, were left out).
 // Cost: O(tokens) per anchor tested, memory O(tokens + symbols).
 #pragma once
 
