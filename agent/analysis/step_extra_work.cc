@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <functional>
 #include <numeric>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -260,6 +261,25 @@ size_t SplitMarked(std::vector<StepWindow>& steps, const std::vector<size_t>& ma
   return split;
 }
 
+// Marks left out, with `reason(k)`, each step `is_extra(k)`, unless more than
+// kMaxExtraShare of the steps are (the work varies: none is told apart).
+size_t MarkStepsApart(std::vector<StepWindow>& steps, const std::function<bool(size_t)>& is_extra,
+                      const std::function<std::string(size_t)>& reason, std::vector<size_t>* marked_steps) {
+  const size_t n = steps.size();
+  size_t candidates = 0, marked = 0;
+  for (size_t k = 0; k < n; ++k) candidates += is_extra(k);
+  if (candidates > n * kMaxExtraShare) return 0;
+  for (size_t k = 0; k < n; ++k) {
+    StepWindow& w = steps[k];
+    if (w.warmup || !w.left_out.empty() || !is_extra(k)) continue;
+    w.warmup = true;
+    w.left_out = reason(k);
+    ++marked;
+    if (marked_steps != nullptr) marked_steps->push_back(k);
+  }
+  return marked;
+}
+
 }  // namespace
 
 size_t MarkExtraWorkSteps(std::vector<StepWindow>& steps, const std::vector<SequenceToken>& tokens,
@@ -277,28 +297,19 @@ size_t MarkExtraWorkSteps(std::vector<StepWindow>& steps, const std::vector<Sequ
   }
   const size_t foreign_limit =
       std::max<size_t>(kMinForeignTokens, static_cast<size_t>(kForeignShare * static_cast<double>(median)));
-  auto extra = [&](size_t k) {
+  // An evaluation pass or checkpoint is occasional; many such steps are dynamic shapes.
+  const auto extra = [&](size_t k) {
     return count[k] > kMaxWorkRatio * static_cast<double>(median) || foreign[k] >= foreign_limit;
   };
-  // An evaluation pass or checkpoint is occasional: when many steps differ,
-  // the work varies from step to step (dynamic shapes) and no step can be
-  // told apart as extra.
-  size_t candidates = 0;
-  for (size_t k = 0; k < n; ++k) candidates += extra(k);
-  if (candidates > n * kMaxExtraShare) return 0;
-  size_t marked = 0;
-  for (size_t k = 0; k < n; ++k) {
-    StepWindow& w = steps[k];
-    if (w.warmup || !w.left_out.empty() || !extra(k)) continue;
-    w.warmup = true;
-    w.left_out = absl::StrFormat(
-        "extra work: %d GPU operations, the median step has %d, %d of them of kinds most steps lack (an "
-        "evaluation pass or checkpoint?)",
-        count[k], median, foreign[k]);
-    ++marked;
-    if (marked_steps != nullptr) marked_steps->push_back(k);
-  }
-  return marked;
+  return MarkStepsApart(
+      steps, extra,
+      [&](size_t k) {
+        return absl::StrFormat(
+            "extra work: %d GPU operations, the median step has %d, %d of them of kinds most steps lack (an "
+            "evaluation pass or checkpoint?)",
+            count[k], median, foreign[k]);
+      },
+      marked_steps);
 }
 
 size_t SplitExtraWorkSteps(std::vector<StepWindow>& steps, const std::vector<SequenceToken>& tokens,
@@ -399,23 +410,15 @@ size_t MarkExtraEngineCallSteps(std::vector<StepWindow>& steps, const std::vecto
   std::vector<uint64_t> calls(n);
   for (size_t k = 0; k < n; ++k) calls[k] = work[k].other_engine_calls;
   const uint64_t median = Median(calls);
-  const auto extra = [&](size_t k) { return work[k].other_engine_calls >= 2 * median + kMinExtraEngineCalls; };
-  size_t candidates = 0;
-  for (size_t k = 0; k < n; ++k) candidates += extra(k);
-  if (candidates == 0 || candidates > n * kMaxExtraShare) return 0;
-  size_t marked = 0;
-  for (size_t k = 0; k < n; ++k) {
-    StepWindow& w = steps[k];
-    if (w.warmup || !w.left_out.empty() || !extra(k)) continue;
-    w.warmup = true;
-    w.left_out = absl::StrFormat(
-        "extra autograd work: %d calls of the autograd engine besides the loop's loss.backward(), the median step "
-        "makes %d (an evaluation that adapts with torch.autograd.grad before it scores?)",
-        work[k].other_engine_calls, median);
-    ++marked;
-    if (marked_steps != nullptr) marked_steps->push_back(k);
-  }
-  return marked;
+  return MarkStepsApart(
+      steps, [&](size_t k) { return work[k].other_engine_calls >= 2 * median + kMinExtraEngineCalls; },
+      [&](size_t k) {
+        return absl::StrFormat(
+            "extra autograd work: %d calls of the autograd engine besides the loop's loss.backward(), the median "
+            "step makes %d (an evaluation that adapts with torch.autograd.grad before it scores?)",
+            work[k].other_engine_calls, median);
+      },
+      marked_steps);
 }
 
 }  // namespace
