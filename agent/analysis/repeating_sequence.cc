@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "analysis/sequence_segmentation.h"
+#include "common/count_in_range.h"
 #include "common/median.h"
 
 namespace gpuos {
@@ -164,8 +165,7 @@ size_t BackwardStartsInSegment(const std::vector<SequenceToken>& t, const Segmen
                                const std::vector<uint64_t>& backward_starts) {
   const uint64_t from = t[s.cuts[i]].start_ns;
   const uint64_t to = s.cuts[i + 1] < t.size() ? t[s.cuts[i + 1]].start_ns : t.back().end_ns;
-  auto first = std::lower_bound(backward_starts.begin(), backward_starts.end(), from);
-  return static_cast<size_t>(std::lower_bound(first, backward_starts.end(), to) - first);
+  return CountInRange(backward_starts, from, to);
 }
 
 // The share of a segmentation's steady segments in which a backward pass

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/count_in_range.h"
 #include "common/median.h"
 
 namespace gpuos {
@@ -18,6 +19,7 @@ constexpr double kMaxWorkRatio = 1.5;
 constexpr size_t kMinForeignTokens = 16;
 constexpr double kForeignShare = 0.05;
 constexpr double kMaxExtraShare = 0.25;
+constexpr double kGpuExtraGap = 2.0;
 constexpr double kMinCpuExtraOfStep = 0.75;
 constexpr double kCpuExtraGap = 2.0;
 constexpr double kMinCpuExtraOfRun = 0.02;
@@ -187,17 +189,6 @@ StepTokens TokensByStep(const std::vector<StepWindow>& steps, const std::vector<
   return out;
 }
 
-// How many of `sorted` lie in [from, to).
-size_t CountIn(const std::vector<uint64_t>& sorted, uint64_t from, uint64_t to) {
-  auto first = std::lower_bound(sorted.begin(), sorted.end(), from);
-  return static_cast<size_t>(std::lower_bound(first, sorted.end(), to) - first);
-}
-
-// How many of `backward_starts` (sorted) fall inside `step`.
-size_t BackwardStartsIn(const StepWindow& step, const std::vector<uint64_t>& backward_starts) {
-  return CountIn(backward_starts, step.start_ns, step.end_ns);
-}
-
 // Where a marked step's iteration begins, given the step and its first
 // backward start: `at` 0 where it does not; `work`, the part from there on
 // as a share of the median step's work.
@@ -240,7 +231,7 @@ size_t SplitMarked(std::vector<StepWindow>& steps, const std::vector<size_t>& ma
                    const std::vector<uint64_t>& backward_starts,
                    const std::function<IterationCut(const StepWindow&, uint64_t)>& cut_of, const char* suffix) {
   std::vector<size_t> backward(steps.size());
-  for (size_t k = 0; k < steps.size(); ++k) backward[k] = BackwardStartsIn(steps[k], backward_starts);
+  for (size_t k = 0; k < steps.size(); ++k) backward[k] = CountInRange(backward_starts, steps[k].start_ns, steps[k].end_ns);
   const size_t median_backward = Median(backward);
   if (median_backward == 0) return 0;
   std::vector<uint64_t> cut_at(steps.size(), 0);
@@ -250,7 +241,7 @@ size_t SplitMarked(std::vector<StepWindow>& steps, const std::vector<size_t>& ma
     auto first_backward = std::lower_bound(backward_starts.begin(), backward_starts.end(), w.start_ns);
     if (first_backward == backward_starts.end() || *first_backward >= w.end_ns) continue;
     const IterationCut cut = cut_of(w, *first_backward);
-    if (cut.at == 0 || CountIn(backward_starts, cut.at, w.end_ns) != median_backward || cut.work < 2.0 / 3 ||
+    if (cut.at == 0 || CountInRange(backward_starts, cut.at, w.end_ns) != median_backward || cut.work < 2.0 / 3 ||
         cut.work > 1.5) {
       continue;
     }
@@ -280,6 +271,24 @@ size_t MarkStepsApart(std::vector<StepWindow>& steps, const std::function<bool(s
   return marked;
 }
 
+// The least score of the steps that stand apart: the largest c such that
+// the c-th highest score of the steps not left out is at least 1 and at
+// least kGpuExtraGap times the next (a continuum, as varying sequence
+// lengths make, holds no such c).  0 where none does.
+double LeastScoreApart(const std::vector<StepWindow>& steps, const std::vector<double>& score) {
+  std::vector<double> sorted;
+  for (size_t k = 0; k < steps.size(); ++k) {
+    if (!steps[k].warmup && steps[k].left_out.empty()) sorted.push_back(score[k]);
+  }
+  std::sort(sorted.begin(), sorted.end(), std::greater<double>());
+  sorted.push_back(0);
+  const size_t most = static_cast<size_t>(static_cast<double>(steps.size()) * kMaxExtraShare);
+  for (size_t c = std::min(most, sorted.size() - 1); c >= 1; --c) {
+    if (sorted[c - 1] >= 1 && sorted[c - 1] >= kGpuExtraGap * sorted[c]) return sorted[c - 1];
+  }
+  return 0;
+}
+
 }  // namespace
 
 size_t MarkExtraWorkSteps(std::vector<StepWindow>& steps, const std::vector<SequenceToken>& tokens,
@@ -297,10 +306,16 @@ size_t MarkExtraWorkSteps(std::vector<StepWindow>& steps, const std::vector<Sequ
   }
   const size_t foreign_limit =
       std::max<size_t>(kMinForeignTokens, static_cast<size_t>(kForeignShare * static_cast<double>(median)));
+  // Each step's extra as a share of the least that counts (1: at the limit).
+  std::vector<double> score(n, 0);
+  for (size_t k = 0; k < n; ++k) {
+    const double more = count[k] > median ? static_cast<double>(count[k] - median) / static_cast<double>(median) : 0;
+    score[k] = std::max(more / (kMaxWorkRatio - 1), static_cast<double>(foreign[k]) / static_cast<double>(foreign_limit));
+  }
+  const double least = LeastScoreApart(steps, score);
+  if (least == 0) return 0;
   // An evaluation pass or checkpoint is occasional; many such steps are dynamic shapes.
-  const auto extra = [&](size_t k) {
-    return count[k] > kMaxWorkRatio * static_cast<double>(median) || foreign[k] >= foreign_limit;
-  };
+  const auto extra = [&](size_t k) { return score[k] >= least; };
   return MarkStepsApart(
       steps, extra,
       [&](size_t k) {
@@ -474,127 +489,6 @@ size_t MarkExtraCpuWorkSteps(std::vector<StepWindow>& steps, const std::vector<S
   }
   if (marked_steps != nullptr) std::sort(marked_steps->begin(), marked_steps->end());
   return marked;
-}
-
-namespace {
-
-// One step from each of `at` (one period k apart; the first within k of the
-// start, the last within k of the end) to the next; the steps before the
-// first make one step left out with `head_reason`.  Returns the period, 0
-// when `at` is not such a series.
-uint32_t FoldAt(std::vector<StepWindow>& steps, const std::vector<size_t>& at, const char* head_reason) {
-  const size_t n = steps.size();
-  if (at.size() < 3) return 0;
-  const size_t k = at[1] - at[0];
-  if (k < 2 || at[0] > k || n - at.back() > k) return 0;
-  for (size_t j = 1; j < at.size(); ++j) {
-    if (at[j] - at[j - 1] != k) return 0;
-  }
-  std::vector<StepWindow> folded;
-  if (at[0] > 0) {
-    StepWindow head;
-    head.start_ns = steps[0].start_ns;
-    head.end_ns = steps[at[0] - 1].end_ns;
-    head.warmup = true;
-    head.left_out = head_reason;
-    folded.push_back(head);
-  }
-  for (size_t j = 0; j < at.size(); ++j) {
-    const size_t last = std::min(at[j] + k, n) - 1;
-    StepWindow w;
-    w.index = j + 1;
-    w.start_ns = steps[at[j]].start_ns;
-    w.end_ns = steps[last].end_ns;
-    if (last - at[j] + 1 < k) {
-      w.warmup = true;
-      w.left_out = absl::StrFormat("the job ended inside this iteration (%d of its %d repeats)", last - at[j] + 1, k);
-    }
-    folded.push_back(w);
-  }
-  if (steps[0].warmup) folded[0].warmup = true;
-  steps = std::move(folded);
-  return static_cast<uint32_t>(k);
-}
-
-}  // namespace
-
-PeriodicFold FoldPeriodicExtraWork(std::vector<StepWindow>& steps, const std::vector<bool>& fetches) {
-  const size_t n = steps.size();
-  if (fetches.size() != n) return {};
-  std::vector<size_t> at;
-  uint64_t extra_ns = 0, wall_ns = 0;
-  for (size_t i = 0; i < n; ++i) {
-    if (steps[i].left_out.empty()) continue;
-    if (fetches[i]) return {};
-    at.push_back(i);
-    extra_ns += steps[i].end_ns - steps[i].start_ns;
-  }
-  if (at.empty()) return {};
-  for (size_t i = at[0]; i < n; ++i) wall_ns += steps[i].end_ns - steps[i].start_ns;
-  if (3 * extra_ns < wall_ns) return {};
-  PeriodicFold out;
-  out.occurrences = static_cast<uint32_t>(at.size());
-  out.share = static_cast<double>(extra_ns) / static_cast<double>(wall_ns);
-  out.period = FoldAt(steps, at, "the iteration began before the first mark (its periodic work is not in the trace)");
-  return out;
-}
-
-bool UnitHoldsNoBackwardPass(const std::vector<StepWindow>& steps, const std::vector<uint64_t>& backward_starts) {
-  if (backward_starts.empty()) return false;
-  size_t steady = 0, steady_training = 0, outside = 0;
-  for (const StepWindow& w : steps) {
-    const size_t starts = BackwardStartsIn(w, backward_starts);
-    if (w.left_out.empty()) {
-      ++steady;
-      steady_training += starts > 0;
-    } else {
-      outside += starts;
-    }
-  }
-  return steady > 0 && 20 * steady_training <= steady && outside >= kMinBackwardOutsideUnit;
-}
-
-PeriodicFold FoldAroundTrainingSteps(std::vector<StepWindow>& steps, const std::vector<uint64_t>& backward_starts) {
-  if (!UnitHoldsNoBackwardPass(steps, backward_starts)) return {};
-  std::vector<size_t> at;
-  for (size_t i = 0; i < steps.size(); ++i) {
-    if (!steps[i].left_out.empty() && BackwardStartsIn(steps[i], backward_starts) > 0) at.push_back(i);
-  }
-  PeriodicFold out;
-  out.occurrences = static_cast<uint32_t>(at.size());
-  out.period = FoldAt(steps, at, "before the first stretch with backward passes (a partial iteration)");
-  return out;
-}
-
-PeriodicFold FoldExtraTrainingSteps(std::vector<StepWindow>& steps, const std::vector<uint64_t>& backward_starts) {
-  if (backward_starts.empty()) return {};
-  const size_t n = steps.size();
-  std::vector<size_t> starts_in(n, 0);
-  std::vector<size_t> steady;
-  for (size_t i = 0; i < n; ++i) {
-    starts_in[i] = BackwardStartsIn(steps[i], backward_starts);
-    if (steps[i].left_out.empty()) steady.push_back(starts_in[i]);
-  }
-  if (steady.empty()) return {};
-  const size_t steady_starts = Median(steady);
-  // Another update adds about a unit's backward passes (a generator's one
-  // or two); many more, with no update of their own, are an evaluation that
-  // adapts before it scores (MAML's torch.autograd.grad calls), left out.
-  const size_t most_starts = 2 * std::max<size_t>(steady_starts, 1) + 1;
-  std::vector<size_t> at;
-  for (size_t i = 0; i < n; ++i) {
-    if (!steps[i].left_out.empty() && starts_in[i] > steady_starts && starts_in[i] <= most_starts) at.push_back(i);
-  }
-  if (at.size() >= 4 && at[1] - at[0] != at[2] - at[1]) at.erase(at.begin());
-  // Each iteration ends with the unit that holds the extra update.
-  std::vector<size_t> after;
-  for (size_t i : at) {
-    if (i + 1 < n) after.push_back(i + 1);
-  }
-  PeriodicFold out;
-  out.occurrences = static_cast<uint32_t>(at.size());
-  out.period = FoldAt(steps, after, "before the first stretch with the extra update (a partial iteration)");
-  return out;
 }
 
 }  // namespace gpuos

@@ -8,9 +8,11 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "analysis/accumulation_period.h"
+#include "analysis/periodic_extra_work.h"
 #include "analysis/step_extra_work.h"
 #include "analysis/step_finder.h"
 #include "analysis/thread_roles.h"
+#include "common/count_in_range.h"
 #include "common/interval_union.h"
 
 namespace gpuos {
@@ -230,28 +232,23 @@ std::vector<StepCpuWork> StepLocator::CpuWork(const StepPlan& plan) const {
   std::vector<uint64_t> forks;
   if (auto it = forks_.find(ThreadKey(plan.pid, plan.tid)); it != forks_.end()) forks = it->second;
   std::sort(forks.begin(), forks.end());
-  // Where the hook's loss.backward() marks cut the stretches, the uprobe's
-  // engine calls beyond them are torch.autograd.grad's.
-  std::vector<uint64_t> engine_calls, loop_backwards;
+  // Where the hook's loss.backward() marks cut the stretches (`starts`),
+  // the uprobe's engine calls beyond them are torch.autograd.grad's.
+  std::vector<uint64_t> engine_calls;
   if (auto hook = backward_ranges_.find(ThreadKey(plan.pid, plan.tid));
       hook != backward_ranges_.end() && hook->second.size() >= 2) {
-    loop_backwards = starts;
     if (auto uprobe = backward_uprobe_starts_.find(hook->first); uprobe != backward_uprobe_starts_.end()) {
       for (const Range& r : uprobe->second) engine_calls.push_back(r.start_ns);
     }
     std::sort(engine_calls.begin(), engine_calls.end());
   }
-  const auto count_in = [](const std::vector<uint64_t>& sorted, uint64_t from, uint64_t to) {
-    return static_cast<size_t>(std::lower_bound(sorted.begin(), sorted.end(), to) -
-                               std::lower_bound(sorted.begin(), sorted.end(), from));
-  };
   for (const StepWindow& w : plan.steps) {
     StepCpuWork work;
     auto fork = std::lower_bound(forks.begin(), forks.end(), w.start_ns);
     work.forked = fork != forks.end() && *fork < w.end_ns;
     work.fork_in_stretches = work.forked && data.empty();
-    const size_t calls = count_in(engine_calls, w.start_ns, w.end_ns);
-    const size_t loop = count_in(loop_backwards, w.start_ns, w.end_ns);
+    const size_t calls = CountInRange(engine_calls, w.start_ns, w.end_ns);
+    const size_t loop = CountInRange(starts, w.start_ns, w.end_ns);
     work.other_engine_calls = calls > loop ? calls - loop : 0;
     work.page_faults = cpu_.PageFaults(plan.tid, w.start_ns, w.end_ns);
     uint64_t from = w.start_ns;

@@ -1,5 +1,5 @@
 // The step locator's steps from repeating sequences: of the GPU work
-// (source 4, with the folds of step_extra_work.h) and of the CPU activity
+// (source 4, with the folds of periodic_extra_work.h) and of the CPU activity
 // (source 7); see step_finder.h.
 #include <algorithm>
 
@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "analysis/cuda_api_class.h"
-#include "analysis/step_extra_work.h"
+#include "analysis/periodic_extra_work.h"
 #include "analysis/step_finder.h"
 
 namespace gpuos {

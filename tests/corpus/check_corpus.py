@@ -218,6 +218,13 @@ PROFILES = {
                      "--batch-size", "32", "--dataset-size", "4096", "--val-size", "512", "--workers", "1",
                      "--log-every", "10"],
             "iters": 120},
+        "seq2seq_attention": {
+            "args": ["--device", "cpu", "--vocab", "500", "--hidden-size", "128", "--pairs", "2000",
+                     "--print-every", "25"],
+            "iters": 250},
+        "pinn_lbfgs": {
+            "args": ["--device", "cpu", "--layers", "6", "--n-f", "500", "--log-every", "15"],
+            "iters": 150},
         "trainer": {
             "args": ["--device", "cpu", "--model", "mlp", "--hidden", "256", "--layers", "2",
                      "--batch-size", "64", "--workers", "2", "--warmup", "5"],
@@ -365,6 +372,12 @@ PROFILES = {
             "script": "ddp_tutorial", "ranks": 2, "launcher": "spawn",
             "args": ["--device", "cuda", "--workers", "4", "--log-every", "20"],
             "iters": 400},
+        "seq2seq_attention": {
+            "args": ["--device", "cuda", "--print-every", "100"],
+            "iters": 1500},
+        "pinn_lbfgs": {
+            "args": ["--device", "cuda", "--log-every", "100"],
+            "iters": 1500},
         "trainer": {
             "args": ["--device", "cuda", "--model", "cnn", "--batch-size", "64", "--workers", "4",
                      "--pin-memory", "--non-blocking", "--image-size", "3x64x64", "--warmup", "5"],
