@@ -25,11 +25,19 @@ bool IsSpace(char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
 
 }  // namespace
 
-// ^(step|iteration|batch|ProfilerStep#?)\s*#?\s*\d*$, case-insensitive.
+// ^(train(ing)?[ _-]?)?(step|iter(ation)?|batch|ProfilerStep#?)\s*[#_:=-]?\s*\d*$,
+// case-insensitive (kDefaultStepRegex of agent/analysis/step_options.h).
 bool IsStepRangeName(std::string_view name) {
+  for (std::string_view prefix : {"training", "train"}) {
+    if (StartsWithNoCase(name, prefix)) {
+      name.remove_prefix(prefix.size());
+      if (!name.empty() && (name[0] == ' ' || name[0] == '_' || name[0] == '-')) name.remove_prefix(1);
+      break;
+    }
+  }
   std::string_view rest;
   bool matched = false, profiler = false;
-  for (std::string_view word : {"profilerstep", "iteration", "step", "batch"}) {
+  for (std::string_view word : {"profilerstep", "iteration", "iter", "step", "batch"}) {
     if (StartsWithNoCase(name, word)) {
       rest = name.substr(word.size());
       matched = true;
@@ -41,7 +49,7 @@ bool IsStepRangeName(std::string_view name) {
   size_t i = 0;
   if (profiler && i < rest.size() && rest[i] == '#') ++i;  // ProfilerStep#
   while (i < rest.size() && IsSpace(rest[i])) ++i;
-  if (i < rest.size() && rest[i] == '#') ++i;
+  if (i < rest.size() && std::string_view("#_:=-").find(rest[i]) != std::string_view::npos) ++i;
   while (i < rest.size() && IsSpace(rest[i])) ++i;
   while (i < rest.size() && IsDigit(rest[i])) ++i;
   return i == rest.size();

@@ -9,8 +9,11 @@
 
 namespace gpuos {
 
-// "step", "step 12", "Batch 3", "ProfilerStep#5", "iteration 7".
-inline constexpr char kDefaultStepRegex[] = R"(^(step|iteration|batch|ProfilerStep#?)\s*#?\s*\d*$)";
+// "step", "step 12", "step_12", "Batch 3", "ProfilerStep#5", "iteration 7",
+// "iter_7", "train_step", "Training step 4"; cupti_shim/capture_windows.cc
+// (IsStepRangeName) matches the same names without a regex.
+inline constexpr char kDefaultStepRegex[] =
+    R"(^(train(ing)?[ _-]?)?(step|iter(ation)?|batch|ProfilerStep#?)\s*[#_:=-]?\s*\d*$)";
 // "get batch" (gpuos-trainer, the Nsight articles), "DataLoader fetch" (the
 // Python start-up hook), "fetch batch", "load_batch", "next batch", "data loading".
 inline constexpr char kDefaultDataRangeRegex[] =

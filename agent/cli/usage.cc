@@ -12,7 +12,7 @@ const char kUsage[] =
     "       gpuos-trace --prepare [--] COMMAND [ARGS...]      run COMMAND with the shim loaded but idle, for a later\n"
     "                                                         attach where ptrace is not allowed\n"
     "       gpuos-trace report FILE [--format text|json]      steps, GPU idle causes, diagnosis, OS and CUDA tables\n"
-    "                  [--step-regex RE]       NVTX ranges that are steps (default: step, iteration, Batch N, ProfilerStep#N)\n"
+    "                  [--step-regex RE]       NVTX ranges that are steps (default: step N, step_N, iter N, train_step, Batch N, ProfilerStep#N)\n"
     "                  [--data-range-regex RE] NVTX ranges that wait for data (default: get batch, DataLoader fetch or iter)\n"
     "                  [--warmup-steps N]      steps left out of summaries and diagnosis (default 1)\n"
     "                  [--html OUT.html]       also write the report as one self-contained web page\n"

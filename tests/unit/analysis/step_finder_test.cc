@@ -70,11 +70,11 @@ bool DefaultStepMatch(const std::string& name) {
 TEST(StepFinderTest, DefaultStepRegex) {
   for (const char* yes : {"step", "step 12", "Step 12", "STEP", "step12", "step #3", "Batch 3", "batch",
                           "ProfilerStep#5", "profilerstep#5", "ProfilerStep 5", "iteration 7", "Iteration",
-                          "step  3"}) {
+                          "step  3", "step_3", "iter_7", "train_step", "training step 3", "Train Iter 2"}) {
     EXPECT_TRUE(DefaultStepMatch(yes)) << yes;
   }
   for (const char* no : {"get batch", "optimizer step", "optimizer.step", "step forward", "steps", "batch 3a",
-                         "training step 3", "", "step 3 ", "ProfilerStep#5#"}) {
+                         "", "step 3 ", "ProfilerStep#5#", "train", "epoch 2 step 3", "iterations"}) {
     EXPECT_FALSE(DefaultStepMatch(no)) << no;
   }
 }

@@ -2,10 +2,12 @@
 // (cupti_shim/capture_spec.h, shared with the agent's option parsing) and
 // the window decisions (cupti_shim/capture_windows.h) fed step marks, NVTX
 // ranges, time and on-demand requests as the job would make them.
+#include <regex>
 #include <string>
 #include <vector>
 
 #include "capture_spec.h"
+#include "analysis/step_options.h"
 #include "capture_windows.h"
 #include "gtest/gtest.h"
 
@@ -90,15 +92,27 @@ TEST(CaptureSpec, RefusesBadSpecsWithOneLine) {
 }
 
 TEST(StepRangeNames, FollowTheReportsDefaultRule) {
-  for (const char* name : {"step 12", "Step12", "iteration 3", "Batch 7", "ProfilerStep#5", "profilerstep # 5",
-                           "step", "STEP #4", "step\t3"}) {
+  const std::vector<const char*> steps = {
+      "step 12",  "Step12",      "iteration 3", "Batch 7",    "ProfilerStep#5", "profilerstep # 5", "step",
+      "STEP #4",  "step\t3",    "step_12",     "iter_7",     "iter 7",         "Iter",             "step-3",
+      "step: 4",  "step=4",      "train_step",  "train step", "trainstep 2",    "training_step_9",  "Training Step 4",
+      "train-iter 3", "train_batch"};
+  const std::vector<const char*> others = {
+      "forward",   "steps 1",      "step 1a",    "my step 1", "get batch", "step##4",     "optimizer.step",
+      "step 12 ",  "iterations 3", "step__4",    "train",     "training",  "train_loop", "epoch 1 step 2",
+      "iterate 2", "train__step"};
+  const std::regex report_rule(gpuos::kDefaultStepRegex, std::regex::ECMAScript | std::regex::icase);
+  for (const char* name : steps) {
     EXPECT_TRUE(IsStepRangeName(name)) << name;
+    EXPECT_TRUE(std::regex_match(name, report_rule)) << name;
   }
-  for (const char* name : {"forward", "steps 1", "step 1a", "my step 1", "get batch", "step##4", "optimizer.step", "step 12 "}) {
+  for (const char* name : others) {
     EXPECT_FALSE(IsStepRangeName(name)) << name;
+    EXPECT_EQ(std::regex_match(name, report_rule), IsStepRangeName(name)) << name;
   }
   EXPECT_EQ(StepNumber("step 12"), 12);
   EXPECT_EQ(StepNumber("ProfilerStep#5"), 5);
+  EXPECT_EQ(StepNumber("train_step_9"), 9);
   EXPECT_EQ(StepNumber("step"), -1);
 }
 
