@@ -422,6 +422,12 @@ void CaptureOnRangeEnd(std::string_view domain, std::string_view name, uint64_t 
         return;
       }
       if (!o.ends_step) return;
+      // An optimizer took over: its earlier returns since the old
+      // boundary's last ended steps in the report; count them here.
+      for (uint32_t k = 0; k < o.earlier_boundaries && c.python_step_open; ++k) {
+        OnStepEnd(c, ts_ns);
+        OnStepBegin(c, -1, ts_ns);
+      }
     }
     if (!optimizer && !c.python_step_open && !c.python_backward_seen) {
       c.python_backward_seen = true;

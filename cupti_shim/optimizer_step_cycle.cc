@@ -70,6 +70,7 @@ OptimizerStepCycle::Outcome OptimizerStepCycle::Add(uint32_t optimizer) {
       boundary_ = optimizer;
       learning_ = false;
       out.ends_step = true;
+      out.earlier_boundaries = static_cast<uint32_t>(r.since_boundary - 1);
     }
   }
   if (out.ends_step) BoundaryReturned();

@@ -27,7 +27,10 @@
 //     return (its second at least) when the boundary has not returned for
 //     more than 4 times the longest cycle seen (a new optimizer that
 //     replaced the old one while it still lives);
-//   - an optimizer that steps once and never again changes nothing.
+//   - an optimizer that steps once and never again changes nothing;
+//   - where an optimizer takes over, its returns since the old boundary's
+//     last return end steps too (`earlier_boundaries`): the report counts
+//     them where they were, the shim's live count at the takeover.
 // Every return of the boundary optimizer ends a step and begins the next.
 // With one optimizer this is every return.
 #pragma once
@@ -55,6 +58,10 @@ class OptimizerStepCycle {
     // `began_at` (counting from 0), ending at this one (ends_step is set).
     // -1: no such change.
     int64_t began_at = -1;
+    // An optimizer took over at this return (ends_step is set): its last
+    // `earlier_boundaries` returns before this one, all after the old
+    // boundary's last return, end steps too.
+    uint32_t earlier_boundaries = 0;
   };
 
   // The next optimizer step's return (in time order), by OptimizerNumber.

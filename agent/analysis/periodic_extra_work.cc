@@ -92,7 +92,8 @@ PeriodicFold FoldAroundTrainingSteps(std::vector<StepWindow>& steps, const std::
   if (!UnitHoldsNoBackwardPass(steps, backward_starts)) return {};
   std::vector<size_t> at;
   for (size_t i = 0; i < steps.size(); ++i) {
-    if (!steps[i].left_out.empty() && CountInRange(backward_starts, steps[i].start_ns, steps[i].end_ns) > 0) at.push_back(i);
+    const bool with_backward = CountInRange(backward_starts, steps[i].start_ns, steps[i].end_ns) > 0;
+    if (!steps[i].left_out.empty() && with_backward) at.push_back(i);
   }
   PeriodicFold out;
   out.occurrences = static_cast<uint32_t>(at.size());

@@ -231,7 +231,9 @@ size_t SplitMarked(std::vector<StepWindow>& steps, const std::vector<size_t>& ma
                    const std::vector<uint64_t>& backward_starts,
                    const std::function<IterationCut(const StepWindow&, uint64_t)>& cut_of, const char* suffix) {
   std::vector<size_t> backward(steps.size());
-  for (size_t k = 0; k < steps.size(); ++k) backward[k] = CountInRange(backward_starts, steps[k].start_ns, steps[k].end_ns);
+  for (size_t k = 0; k < steps.size(); ++k) {
+    backward[k] = CountInRange(backward_starts, steps[k].start_ns, steps[k].end_ns);
+  }
   const size_t median_backward = Median(backward);
   if (median_backward == 0) return 0;
   std::vector<uint64_t> cut_at(steps.size(), 0);
@@ -310,7 +312,8 @@ size_t MarkExtraWorkSteps(std::vector<StepWindow>& steps, const std::vector<Sequ
   std::vector<double> score(n, 0);
   for (size_t k = 0; k < n; ++k) {
     const double more = count[k] > median ? static_cast<double>(count[k] - median) / static_cast<double>(median) : 0;
-    score[k] = std::max(more / (kMaxWorkRatio - 1), static_cast<double>(foreign[k]) / static_cast<double>(foreign_limit));
+    const double rare = static_cast<double>(foreign[k]) / static_cast<double>(foreign_limit);
+    score[k] = std::max(more / (kMaxWorkRatio - 1), rare);
   }
   const double least = LeastScoreApart(steps, score);
   if (least == 0) return 0;
@@ -383,6 +386,50 @@ size_t SplitExtraCpuWorkSteps(std::vector<StepWindow>& steps, const std::vector<
   };
   return SplitMarked(steps, marked, backward_starts, cut_of,
                      "; the iteration after it, from its data loading on, is measured on its own");
+}
+
+size_t SplitAtEpochStarts(std::vector<StepWindow>& steps, const std::vector<uint64_t>& forks,
+                          const std::vector<std::pair<uint64_t, uint64_t>>& data_ranges,
+                          const std::vector<uint64_t>& backward_starts,
+                          const std::function<uint64_t(uint64_t, uint64_t)>& cpu_ns) {
+  if (forks.empty() || backward_starts.empty() || steps.empty()) return 0;
+  // Where a step begins at a backward start, its part before the cut holds
+  // that iteration's backward pass and update too: up to a whole step more.
+  std::vector<uint64_t> step_cpu;
+  for (const StepWindow& w : steps) {
+    if (!w.warmup && w.left_out.empty()) step_cpu.push_back(cpu_ns(w.start_ns, w.end_ns));
+  }
+  const uint64_t steady_cpu = Median(step_cpu);
+  std::vector<uint64_t> cut_at(steps.size(), 0);
+  size_t split = 0;
+  for (size_t k = 0; k < steps.size(); ++k) {
+    StepWindow& w = steps[k];
+    if (w.warmup || !w.left_out.empty()) continue;
+    // Steps from backward passes begin at one and end at the next, the
+    // iteration's.
+    auto first_backward = std::upper_bound(backward_starts.begin(), backward_starts.end(), w.start_ns);
+    if (first_backward == backward_starts.end() || *first_backward > w.end_ns) continue;
+    auto from = std::lower_bound(forks.begin(), forks.end(), w.start_ns);
+    auto fork = std::lower_bound(from, forks.end(), *first_backward);
+    if (fork == from) continue;
+    for (--fork; fork != from && *fork - *(fork - 1) <= kForkChainNs;) --fork;
+    uint64_t cut = *fork;
+    auto range = std::upper_bound(data_ranges.begin(), data_ranges.end(), cut,
+                                  [](uint64_t t, const std::pair<uint64_t, uint64_t>& r) { return t < r.first; });
+    if (range != data_ranges.begin() && std::prev(range)->second > cut) cut = std::prev(range)->first;
+    const bool at_backward = std::binary_search(backward_starts.begin(), backward_starts.end(), w.start_ns);
+    const uint64_t least = kMinCpuExtraNs + (at_backward ? steady_cpu : 0);
+    if (cut <= w.start_ns || cpu_ns(w.start_ns, cut) < least) continue;
+    w.warmup = true;
+    w.left_out =
+        "the end of an epoch: the loop's work after its last update and before the next epoch's DataLoader "
+        "started its workers (an evaluation pass, a checkpoint?); the iteration after it, from the workers' "
+        "start on, is measured on its own";
+    cut_at[k] = cut;
+    ++split;
+  }
+  if (split > 0) SplitAt(steps, cut_at, "");
+  return split;
 }
 
 namespace {

@@ -173,4 +173,31 @@ size_t SplitExtraCpuWorkSteps(std::vector<StepWindow>& steps, const std::vector<
                               const std::vector<uint64_t>& backward_starts,
                               const std::function<uint64_t(uint64_t, uint64_t)>& cpu_ns);
 
+// A step in which the loop's thread forked (a new epoch's DataLoader
+// iterator starting its workers) begins its iteration there: what ran
+// before it since the step began is the end of the previous epoch (its
+// evaluation pass, its checkpoint, the next cross-validation fold's model
+// and loaders), which a job's own per-iteration timing leaves out, as the
+// ImageNet example's does (its timer starts with the epoch's loop).  The
+// rule, for each step not left out already:
+//   - the cut is the first of the last run of forks (each at most
+//     kForkChainNs after the one before: one iterator's workers) before
+//     the step's first backward start, taken back to the start of the
+//     data-loader range that holds it (the Python hook's `iter(loader)`);
+//   - the part before the cut holds at least kMinCpuExtraNs of the loop's
+//     CPU time (`cpu_ns`, outside its data ranges): less is the old
+//     iterator's shutdown, not worth a step of its own.  Where the step
+//     begins at a backward start (steps from backward passes, no optimizer
+//     marks), that part also holds the iteration's backward pass and
+//     update: it must hold kMinCpuExtraNs more than the median step's CPU
+//     time, and then that epoch's first iteration is measured short by
+//     those.
+// Then the step is two: the epoch's end, left out, and the iteration,
+// measured.  Returns how many steps were split; steps are numbered again.
+inline constexpr uint64_t kForkChainNs = 50'000'000;
+size_t SplitAtEpochStarts(std::vector<StepWindow>& steps, const std::vector<uint64_t>& forks,
+                          const std::vector<std::pair<uint64_t, uint64_t>>& data_ranges,
+                          const std::vector<uint64_t>& backward_starts,
+                          const std::function<uint64_t(uint64_t, uint64_t)>& cpu_ns);
+
 }  // namespace gpuos

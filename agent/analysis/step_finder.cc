@@ -293,6 +293,11 @@ void StepLocator::OptimizerSteps(StepPlan& plan) {
   for (size_t i = 0; i < outer.size(); ++i) {
     const gpuos_capture::OptimizerStepCycle::Outcome o = cycle.Add(static_cast<uint32_t>(outer[i].number));
     if (o.began_at >= 0) boundaries.assign(1, static_cast<size_t>(o.began_at));
+    std::vector<size_t> earlier;  // the new boundary's returns since the old one's last
+    for (size_t j = i; j-- > 0 && earlier.size() < o.earlier_boundaries;) {
+      if (outer[j].number == outer[i].number) earlier.insert(earlier.begin(), j);
+    }
+    boundaries.insert(boundaries.end(), earlier.begin(), earlier.end());
     if (o.ends_step) boundaries.push_back(i);
   }
   // Step i runs from the end of the (i-1)th boundary optimizer step to
@@ -305,7 +310,15 @@ void StepLocator::OptimizerSteps(StepPlan& plan) {
     w.index = i;
     plan.steps.push_back(w);
   }
-  if (cycle.optimizers_seen() > 1 && !plan.steps.empty()) {
+  // Returns after the first boundary that end no step: other optimizers'
+  // updates inside the steps (none where each optimizer replaced the last).
+  const size_t inside = boundaries.empty() ? 0 : outer.size() - boundaries.front() - boundaries.size();
+  if (cycle.optimizers_seen() > 1 && !plan.steps.empty() && inside == 0) {
+    plan.note = absl::StrFormat(
+        "%d optimizers stepped on this thread one after another (each took over from the one before: a new "
+        "cross-validation fold, trial or training phase): every return of \"%s\" (any number) ends a step",
+        cycle.optimizers_seen(), options_.optimizer_range_name);
+  } else if (cycle.optimizers_seen() > 1 && !plan.steps.empty()) {
     const std::string boundary =
         cycle.boundary() == 1 ? options_.optimizer_range_name
                               : absl::StrCat(options_.optimizer_range_name, "#", cycle.boundary());

@@ -203,6 +203,9 @@ class StepLocator {
   // Steps from marks holding extra work (an evaluation pass, a checkpoint):
   // by their GPU work, or without any, by the loop's CPU work.
   void MarkExtraWork(StepPlan& plan);
+  // The end of an epoch cut off the step where the next epoch's DataLoader
+  // workers start (SplitAtEpochStarts).
+  void SplitEpochEnds(StepPlan& plan);
   // The CPU work of each step of `plan` (stretches between backward
   // passes), outside the loop thread's data-loader ranges (a new epoch's
   // iterator forks its workers: data loading, not extra work); empty when

@@ -263,8 +263,29 @@ std::vector<StepCpuWork> StepLocator::CpuWork(const StepPlan& plan) const {
   return out;
 }
 
+void StepLocator::SplitEpochEnds(StepPlan& plan) {
+  if (plan.tid != plan.pid || !cpu_.HasTimeline(plan.tid)) return;
+  auto forks = forks_.find(ThreadKey(plan.pid, plan.tid));
+  if (forks == forks_.end()) return;
+  std::vector<uint64_t> fork_times = forks->second;
+  std::sort(fork_times.begin(), fork_times.end());
+  const std::vector<Range> data = DataRanges(plan);
+  std::vector<std::pair<uint64_t, uint64_t>> ranges;
+  for (const Range& r : data) ranges.emplace_back(r.start_ns, r.end_ns);
+  const auto cpu_ns = [&](uint64_t from, uint64_t to) { return RunningOutsideData(plan, data, from, to); };
+  const size_t split =
+      SplitAtEpochStarts(plan.steps, fork_times, ranges, BackwardStarts(ThreadKey(plan.pid, plan.tid)), cpu_ns);
+  if (split == 0) return;
+  absl::StrAppend(&plan.note, plan.note.empty() ? "" : "; ",
+                  absl::StrFormat("%d steps held the end of an epoch (the loop's work after its last update and "
+                                  "before the next epoch's DataLoader started its workers): each was cut where the "
+                                  "workers started, the end left out and the iteration measured",
+                                  split));
+}
+
 void StepLocator::MarkExtraWork(StepPlan& plan) {
   // An evaluation pass or checkpoint between two marks falls into a step.
+  SplitEpochEnds(plan);
   size_t named = 0;
   const std::vector<SequenceToken> tokens = GpuTokens(plan.pid, named);
   std::vector<size_t> marked_steps;

@@ -167,7 +167,7 @@ def check_pair(row, ref, check_name, less_work, cut_off):
     for p in sorted(set(mine) & set(theirs)):
         a, b = mine[p], theirs[p]
         if check_name == "a=u":
-            ia, ib = rank_checks.iterations(a, less_work), rank_checks.iterations(b, cut_off)
+            ia, ib = rank_checks.iterations(a, less_work, cut_off), rank_checks.iterations(b, cut_off)
             if abs(ia - ib) > 1:
                 row.fail(check_name, "process %d: %d iterations vs %s's %d" % (p, ia, ref.mode, ib))
             continue

@@ -167,20 +167,20 @@ def rank_means(row):
     return out
 
 
-def iterations(entry, not_iterations):
+def iterations(entry, *not_iterations):
     """A rank's steps (every one, warm-up and left out included) less those
-    whose reason says they are no iteration."""
+    whose reason says they are no iteration (holds any of `not_iterations`)."""
     steps = entry.get("step_comm") or []
-    return len(steps) - sum(1 for st in steps if not_iterations in (st.get("left_out") or ""))
+    return len(steps) - sum(1 for st in steps if any(n in (st.get("left_out") or "") for n in not_iterations))
 
 
 def check_pair(row, ref, check_name, less_work, cut_off):
     """l=a and a=u, rank by rank: the same number of iterations (a=u,
     within 1: all steps, less the row's units of less work than an
-    iteration and the reference's extra work cut off an iteration) or the
+    iteration and either run's extra work cut off an iteration) or the
     same mean step over own time (l=a, within 3%)."""
     if check_name == "a=u":
-        a = {e.get("rank"): iterations(e, less_work) for e in row.report.get("ranks") or []}
+        a = {e.get("rank"): iterations(e, less_work, cut_off) for e in row.report.get("ranks") or []}
         b = {e.get("rank"): iterations(e, cut_off) for e in ref.report.get("ranks") or []}
         for r in sorted(set(a) & set(b), key=str):
             if abs(a[r] - b[r]) > 1:

@@ -585,3 +585,97 @@ TEST(StepExtraWorkTest, ACpuStepIsNotCutWhereTheEvaluationWouldStayInTheIteratio
 
 }  // namespace
 }  // namespace gpuos
+
+namespace gpuos {
+namespace {
+
+// A loop whose epochs end between two steps: optimizer-mark steps of a
+// 1 ms fetch, 4 ms of forward and 5 ms of backward and update; at each
+// epoch's end, `epoch_end_ms` of the loop's work (an evaluation pass, or
+// only the old iterator's shutdown), then `iter(loader)` (a data range)
+// forking 2 workers 15 ms apart.
+struct EpochLoop {
+  std::vector<StepWindow> steps;
+  std::vector<uint64_t> forks, backward;
+  std::vector<std::pair<uint64_t, uint64_t>> data;
+  std::vector<uint64_t> iteration_starts;  // where each epoch's first iteration began
+  uint64_t now = 1'000 * kMs;
+  void Step(uint64_t epoch_end_ms = 0, bool new_epoch = false) {
+    StepWindow w;
+    w.index = steps.size();
+    w.start_ns = now;
+    if (new_epoch) {
+      now += epoch_end_ms * kMs;
+      iteration_starts.push_back(now);
+      const uint64_t iter_start = now;
+      now += kMs;
+      forks.push_back(now);
+      now += 15 * kMs;
+      forks.push_back(now);
+      now += 5 * kMs;
+      data.emplace_back(iter_start, now);
+    }
+    data.emplace_back(now, now + kMs);
+    now += kMs + 4 * kMs;
+    backward.push_back(now);
+    now += 5 * kMs;
+    w.end_ns = now;
+    steps.push_back(w);
+  }
+  uint64_t CpuNs(uint64_t from, uint64_t to) const {
+    uint64_t ns = to - from;
+    for (const auto& [a, b] : data) {
+      const uint64_t lo = std::max(a, from), hi = std::min(b, to);
+      if (hi > lo) ns -= hi - lo;
+    }
+    return ns;
+  }
+  size_t Split() {
+    return SplitAtEpochStarts(steps, forks, data, backward, [this](uint64_t a, uint64_t b) { return CpuNs(a, b); });
+  }
+};
+
+TEST(StepExtraWorkTest, AnEpochsEndBeforeItsWorkersStartIsCutOffTheIterationAfterIt) {
+  EpochLoop loop;
+  for (int i = 0; i < 30; ++i) loop.Step(i == 10 ? 40 : i == 20 ? 1 : 0, i == 10 || i == 20);
+  // Step 10 is cut where its iterator began (the data range holding the
+  // forks); step 20's 1 ms before the workers is no step of its own.
+  EXPECT_EQ(loop.Split(), 1u);
+  ASSERT_EQ(loop.steps.size(), 31u);
+  EXPECT_NE(loop.steps[10].left_out.find("the end of an epoch"), std::string::npos) << loop.steps[10].left_out;
+  EXPECT_NE(loop.steps[10].left_out.find("measured on its own"), std::string::npos);
+  EXPECT_TRUE(loop.steps[10].warmup);
+  EXPECT_EQ(loop.steps[10].end_ns, loop.iteration_starts[0]);
+  EXPECT_EQ(loop.steps[11].start_ns, loop.iteration_starts[0]);
+  EXPECT_TRUE(loop.steps[11].left_out.empty());
+  EXPECT_FALSE(loop.steps[11].warmup);
+  for (size_t k = 0; k < loop.steps.size(); ++k) {
+    EXPECT_EQ(loop.steps[k].index, k);
+    EXPECT_EQ(!loop.steps[k].left_out.empty(), k == 10) << k;
+  }
+}
+
+TEST(StepExtraWorkTest, StepsFromBackwardPassesAreCutOnlyWhereTheEpochsEndOutweighsAStep) {
+  // The same loop, its steps from one backward start to the next: the part
+  // before the workers holds the last iteration's backward and update
+  // (5 ms) whether or not an evaluation ran.
+  for (const uint64_t epoch_end_ms : {uint64_t{2}, uint64_t{40}}) {
+    EpochLoop loop;
+    for (int i = 0; i < 30; ++i) loop.Step(i == 10 ? epoch_end_ms : 0, i == 10);
+    std::vector<StepWindow> by_backward;
+    for (size_t k = 0; k + 1 < loop.backward.size(); ++k) {
+      StepWindow w;
+      w.index = k;
+      w.start_ns = loop.backward[k];
+      w.end_ns = loop.backward[k + 1];
+      by_backward.push_back(w);
+    }
+    loop.steps = by_backward;
+    const bool evaluation = epoch_end_ms == 40;
+    EXPECT_EQ(loop.Split(), evaluation ? 1u : 0u) << epoch_end_ms;
+    if (evaluation) EXPECT_EQ(loop.steps[10].start_ns, loop.iteration_starts[0]);
+  }
+}
+
+}  // namespace
+}  // namespace gpuos

@@ -21,6 +21,13 @@ std::vector<size_t> Boundaries(const std::vector<uint32_t>& returns, OptimizerSt
     const OptimizerStepCycle::Outcome o = cycle.Add(returns[i]);
     EXPECT_TRUE(o.began_at < 0 || o.ends_step) << "return " << i;
     if (o.began_at >= 0) boundaries.assign(1, static_cast<size_t>(o.began_at));
+    std::vector<size_t> earlier;
+    for (size_t j = i; j-- > 0 && earlier.size() < o.earlier_boundaries;) {
+      if (returns[j] == returns[i]) earlier.insert(earlier.begin(), j);
+    }
+    EXPECT_EQ(earlier.size(), o.earlier_boundaries) << "return " << i;
+    EXPECT_TRUE(boundaries.empty() || earlier.empty() || earlier.front() > boundaries.back()) << "return " << i;
+    boundaries.insert(boundaries.end(), earlier.begin(), earlier.end());
     if (o.ends_step) boundaries.push_back(i);
   }
   if (cycle_out != nullptr) *cycle_out = cycle;
@@ -122,18 +129,30 @@ TEST(OptimizerStepCycle, AnOptimizerThatStepsOnceChangesNothing) {
 
 TEST(OptimizerStepCycle, AnOptimizerThatTakesOverFromOneStillAliveBecomesTheBoundary) {
   // Pre-training with one optimizer, fine-tuning with a second while the
-  // first is still referenced: the second's second return takes over.
+  // first is still referenced: the second's second return takes over, and
+  // its first ends a step too.
   std::vector<uint32_t> returns = Repeat({1}, 4);
   const std::vector<uint32_t> then = Repeat({2}, 4);
   returns.insert(returns.end(), then.begin(), then.end());
-  EXPECT_EQ(Boundaries(returns), (std::vector<size_t>{0, 1, 2, 3, 5, 6, 7}));
+  EXPECT_EQ(Boundaries(returns), (std::vector<size_t>{0, 1, 2, 3, 4, 5, 6, 7}));
   // After a GAN's cycle was learned (3 returns the longest, counting the
   // learning one): once the boundary has been silent for more than 4 of
-  // them.
+  // them; each of the new optimizer's returns since ends a step.
   returns = Repeat({1, 2}, 3);
   const std::vector<uint32_t> third = Repeat({3}, 16);
   returns.insert(returns.end(), third.begin(), third.end());
-  EXPECT_EQ(Boundaries(returns), (std::vector<size_t>{1, 3, 5, 18, 19, 20, 21}));
+  std::vector<size_t> expected = {1, 3, 5};
+  for (size_t i = 6; i < 22; ++i) expected.push_back(i);
+  EXPECT_EQ(Boundaries(returns), expected);
+  // Cross-validation folds, each with a new optimizer while the last one
+  // is still alive (the hook's numbers 1, 2, then 1 again once the first
+  // was collected): every return ends a step.
+  returns = Repeat({1}, 30);
+  for (uint32_t fold : {2u, 1u, 2u}) {
+    const std::vector<uint32_t> next = Repeat({fold}, 30);
+    returns.insert(returns.end(), next.begin(), next.end());
+  }
+  EXPECT_EQ(Boundaries(returns).size(), returns.size());
 }
 
 TEST(OptimizerStepCycle, ManyOptimizersAreBoundedNotLost) {
