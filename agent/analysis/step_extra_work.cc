@@ -395,11 +395,18 @@ size_t SplitAtEpochStarts(std::vector<StepWindow>& steps, const std::vector<uint
   if (forks.empty() || backward_starts.empty() || steps.empty()) return 0;
   // Where a step begins at a backward start, its part before the cut holds
   // that iteration's backward pass and update too: up to a whole step more.
-  std::vector<uint64_t> step_cpu;
-  for (const StepWindow& w : steps) {
-    if (!w.warmup && w.left_out.empty()) step_cpu.push_back(cpu_ns(w.start_ns, w.end_ns));
-  }
-  const uint64_t steady_cpu = Median(step_cpu);
+  // Taken only where a step forked (most traces' steps never do).
+  uint64_t steady_cpu = UINT64_MAX;
+  const auto steady_step_cpu = [&] {
+    if (steady_cpu == UINT64_MAX) {
+      std::vector<uint64_t> step_cpu;
+      for (const StepWindow& s : steps) {
+        if (!s.warmup && s.left_out.empty()) step_cpu.push_back(cpu_ns(s.start_ns, s.end_ns));
+      }
+      steady_cpu = Median(step_cpu);
+    }
+    return steady_cpu;
+  };
   std::vector<uint64_t> cut_at(steps.size(), 0);
   size_t split = 0;
   for (size_t k = 0; k < steps.size(); ++k) {
@@ -418,7 +425,7 @@ size_t SplitAtEpochStarts(std::vector<StepWindow>& steps, const std::vector<uint
                                   [](uint64_t t, const std::pair<uint64_t, uint64_t>& r) { return t < r.first; });
     if (range != data_ranges.begin() && std::prev(range)->second > cut) cut = std::prev(range)->first;
     const bool at_backward = std::binary_search(backward_starts.begin(), backward_starts.end(), w.start_ns);
-    const uint64_t least = kMinCpuExtraNs + (at_backward ? steady_cpu : 0);
+    const uint64_t least = kMinCpuExtraNs + (at_backward ? steady_step_cpu() : 0);
     if (cut <= w.start_ns || cpu_ns(w.start_ns, cut) < least) continue;
     w.warmup = true;
     w.left_out =

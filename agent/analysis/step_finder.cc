@@ -294,11 +294,13 @@ void StepLocator::OptimizerSteps(StepPlan& plan) {
   for (size_t i = 0; i < outer.size(); ++i) {
     const gpuos_capture::OptimizerStepCycle::Outcome o = cycle.Add(static_cast<uint32_t>(outer[i].number));
     if (o.began_at >= 0) boundaries.assign(1, static_cast<size_t>(o.began_at));
-    std::vector<size_t> earlier;  // the new boundary's returns since the old one's last
-    for (size_t j = i; j-- > 0 && earlier.size() < o.earlier_boundaries;) {
-      if (outer[j].number == outer[i].number) earlier.insert(earlier.begin(), j);
+    // The new boundary's returns since the old one's last.
+    const size_t first_new = boundaries.size();
+    const size_t after_last = boundaries.empty() ? 0 : boundaries.back() + 1;
+    for (size_t j = i; j-- > after_last && boundaries.size() - first_new < o.earlier_boundaries;) {
+      if (outer[j].number == outer[i].number) boundaries.push_back(j);
     }
-    boundaries.insert(boundaries.end(), earlier.begin(), earlier.end());
+    std::reverse(boundaries.begin() + static_cast<std::ptrdiff_t>(first_new), boundaries.end());
     if (o.ends_step) boundaries.push_back(i);
   }
   // Step i runs from the end of the (i-1)th boundary optimizer step to

@@ -211,10 +211,14 @@ class StepLocator {
   // iterator forks its workers: data loading, not extra work); empty when
   // the loop's thread is not a main thread with a timeline.
   std::vector<StepCpuWork> CpuWork(const StepPlan& plan) const;
+  // The times the loop's thread forked a process, sorted.
+  std::vector<uint64_t> LoopForks(const StepPlan& plan) const;
   // Whether a data-loader range began on the loop's thread inside each step.
   std::vector<bool> FetchesInSteps(const StepPlan& plan) const;
   // The loop thread's data-loader ranges, overlapping ones merged, sorted.
   std::vector<Range> DataRanges(const StepPlan& plan) const;
+  // [start, end) of each range, as the extra-work rules take them.
+  static std::vector<std::pair<uint64_t, uint64_t>> Spans(const std::vector<Range>& ranges);
   // The iterations at the end of the `marked` steps with extra work, cut
   // off and measured (SplitExtraWorkSteps by the GPU work's `tokens`, or
   // without any, SplitExtraCpuWorkSteps by the data ranges and `cpu_work`).

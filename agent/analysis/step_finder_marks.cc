@@ -223,15 +223,27 @@ uint64_t StepLocator::RunningOutsideData(const StepPlan& plan, const std::vector
   return ns;
 }
 
+std::vector<std::pair<uint64_t, uint64_t>> StepLocator::Spans(const std::vector<Range>& ranges) {
+  std::vector<std::pair<uint64_t, uint64_t>> out;
+  out.reserve(ranges.size());
+  for (const Range& r : ranges) out.emplace_back(r.start_ns, r.end_ns);
+  return out;
+}
+
+std::vector<uint64_t> StepLocator::LoopForks(const StepPlan& plan) const {
+  std::vector<uint64_t> forks;
+  if (auto it = forks_.find(ThreadKey(plan.pid, plan.tid)); it != forks_.end()) forks = it->second;
+  std::sort(forks.begin(), forks.end());
+  return forks;
+}
+
 std::vector<StepCpuWork> StepLocator::CpuWork(const StepPlan& plan) const {
   std::vector<StepCpuWork> out;
   if (plan.tid != plan.pid || !cpu_.HasTimeline(plan.tid)) return out;
   const std::vector<uint64_t> starts = BackwardStarts(ThreadKey(plan.pid, plan.tid));
   const std::vector<Range> data = DataRanges(plan);
   auto running = [&](uint64_t from, uint64_t to) { return RunningOutsideData(plan, data, from, to); };
-  std::vector<uint64_t> forks;
-  if (auto it = forks_.find(ThreadKey(plan.pid, plan.tid)); it != forks_.end()) forks = it->second;
-  std::sort(forks.begin(), forks.end());
+  const std::vector<uint64_t> forks = LoopForks(plan);
   // Where the hook's loss.backward() marks cut the stretches (`starts`),
   // the uprobe's engine calls beyond them are torch.autograd.grad's.
   std::vector<uint64_t> engine_calls;
@@ -265,16 +277,12 @@ std::vector<StepCpuWork> StepLocator::CpuWork(const StepPlan& plan) const {
 
 void StepLocator::SplitEpochEnds(StepPlan& plan) {
   if (plan.tid != plan.pid || !cpu_.HasTimeline(plan.tid)) return;
-  auto forks = forks_.find(ThreadKey(plan.pid, plan.tid));
-  if (forks == forks_.end()) return;
-  std::vector<uint64_t> fork_times = forks->second;
-  std::sort(fork_times.begin(), fork_times.end());
+  const std::vector<uint64_t> fork_times = LoopForks(plan);
+  if (fork_times.empty()) return;
   const std::vector<Range> data = DataRanges(plan);
-  std::vector<std::pair<uint64_t, uint64_t>> ranges;
-  for (const Range& r : data) ranges.emplace_back(r.start_ns, r.end_ns);
   const auto cpu_ns = [&](uint64_t from, uint64_t to) { return RunningOutsideData(plan, data, from, to); };
   const size_t split =
-      SplitAtEpochStarts(plan.steps, fork_times, ranges, BackwardStarts(ThreadKey(plan.pid, plan.tid)), cpu_ns);
+      SplitAtEpochStarts(plan.steps, fork_times, Spans(data), BackwardStarts(ThreadKey(plan.pid, plan.tid)), cpu_ns);
   if (split == 0) return;
   absl::StrAppend(&plan.note, plan.note.empty() ? "" : "; ",
                   absl::StrFormat("%d steps held the end of an epoch (the loop's work after its last update and "
@@ -329,9 +337,7 @@ void StepLocator::SplitOffIterations(StepPlan& plan, const std::vector<SequenceT
     for (const Range& r : data) fetches.push_back(r.start_ns);
     split = SplitExtraWorkSteps(plan.steps, tokens, marked, fetches, backward);
   } else {
-    std::vector<std::pair<uint64_t, uint64_t>> ranges;
-    for (const Range& r : data) ranges.emplace_back(r.start_ns, r.end_ns);
-    split = SplitExtraCpuWorkSteps(plan.steps, marked, cpu_work, ranges, backward, [&](uint64_t from, uint64_t to) {
+    split = SplitExtraCpuWorkSteps(plan.steps, marked, cpu_work, Spans(data), backward, [&](uint64_t from, uint64_t to) {
       return RunningOutsideData(plan, data, from, to);
     });
   }
