@@ -390,43 +390,55 @@ size_t SplitExtraCpuWorkSteps(std::vector<StepWindow>& steps, const std::vector<
 
 size_t SplitAtEpochStarts(std::vector<StepWindow>& steps, const std::vector<uint64_t>& forks,
                           const std::vector<std::pair<uint64_t, uint64_t>>& data_ranges,
-                          const std::vector<uint64_t>& backward_starts,
+                          const std::vector<uint64_t>& backward_starts, const std::vector<uint64_t>& loop_gpu_calls,
                           const std::function<uint64_t(uint64_t, uint64_t)>& cpu_ns) {
   if (forks.empty() || backward_starts.empty() || steps.empty()) return 0;
-  // Where a step begins at a backward start, its part before the cut holds
-  // that iteration's backward pass and update too: up to a whole step more.
-  // Taken only where a step forked (most traces' steps never do).
+  const auto first_backward_after = [&](const StepWindow& w) {
+    auto b = std::upper_bound(backward_starts.begin(), backward_starts.end(), w.start_ns);
+    return b == backward_starts.end() || *b > w.end_ns ? uint64_t{0} : *b;
+  };
+  // What a step that did not fork runs before its backward pass: the
+  // previous update's tail and the forward pass, or, where steps begin at
+  // backward starts, the whole step.  Taken only where a step forked (most
+  // traces' steps never do).
   uint64_t steady_cpu = UINT64_MAX;
-  const auto steady_step_cpu = [&] {
+  const auto steady_cpu_before_backward = [&] {
     if (steady_cpu == UINT64_MAX) {
-      std::vector<uint64_t> step_cpu;
+      std::vector<uint64_t> before;
       for (const StepWindow& s : steps) {
-        if (!s.warmup && s.left_out.empty()) step_cpu.push_back(cpu_ns(s.start_ns, s.end_ns));
+        const uint64_t backward = first_backward_after(s);
+        if (s.warmup || !s.left_out.empty() || backward == 0 || CountInRange(forks, s.start_ns, s.end_ns) > 0) {
+          continue;
+        }
+        before.push_back(cpu_ns(s.start_ns, backward));
       }
-      steady_cpu = Median(step_cpu);
+      steady_cpu = Median(before);
     }
     return steady_cpu;
+  };
+  // Whether the loop did less between forks at `earlier` and `later` than
+  // a step's work before its backward pass, and none of it on the GPU.
+  const auto one_run = [&](uint64_t earlier, uint64_t later) {
+    if (later - earlier <= kForkChainNs) return true;
+    if (CountInRange(loop_gpu_calls, earlier, later) > 0) return false;
+    return cpu_ns(earlier, later) < std::max(kMinCpuExtraNs, steady_cpu_before_backward());
   };
   std::vector<uint64_t> cut_at(steps.size(), 0);
   size_t split = 0;
   for (size_t k = 0; k < steps.size(); ++k) {
     StepWindow& w = steps[k];
     if (w.warmup || !w.left_out.empty()) continue;
-    // Steps from backward passes begin at one and end at the next, the
-    // iteration's.
-    auto first_backward = std::upper_bound(backward_starts.begin(), backward_starts.end(), w.start_ns);
-    if (first_backward == backward_starts.end() || *first_backward > w.end_ns) continue;
+    const uint64_t first_backward = first_backward_after(w);
+    if (first_backward == 0) continue;
     auto from = std::lower_bound(forks.begin(), forks.end(), w.start_ns);
-    auto fork = std::lower_bound(from, forks.end(), *first_backward);
+    auto fork = std::lower_bound(from, forks.end(), first_backward);
     if (fork == from) continue;
-    for (--fork; fork != from && *fork - *(fork - 1) <= kForkChainNs;) --fork;
+    for (--fork; fork != from && one_run(*(fork - 1), *fork);) --fork;
     uint64_t cut = *fork;
     auto range = std::upper_bound(data_ranges.begin(), data_ranges.end(), cut,
                                   [](uint64_t t, const std::pair<uint64_t, uint64_t>& r) { return t < r.first; });
     if (range != data_ranges.begin() && std::prev(range)->second > cut) cut = std::prev(range)->first;
-    const bool at_backward = std::binary_search(backward_starts.begin(), backward_starts.end(), w.start_ns);
-    const uint64_t least = kMinCpuExtraNs + (at_backward ? steady_step_cpu() : 0);
-    if (cut <= w.start_ns || cpu_ns(w.start_ns, cut) < least) continue;
+    if (cut <= w.start_ns || cpu_ns(w.start_ns, cut) < kMinCpuExtraNs + steady_cpu_before_backward()) continue;
     w.warmup = true;
     w.left_out =
         "the end of an epoch: the loop's work after its last update and before the next epoch's DataLoader "

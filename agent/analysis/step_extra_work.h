@@ -180,24 +180,35 @@ size_t SplitExtraCpuWorkSteps(std::vector<StepWindow>& steps, const std::vector<
 // and loaders), which a job's own per-iteration timing leaves out, as the
 // ImageNet example's does (its timer starts with the epoch's loop).  The
 // rule, for each step not left out already:
-//   - the cut is the first of the last run of forks (each at most
-//     kForkChainNs after the one before: one iterator's workers) before
-//     the step's first backward start, taken back to the start of the
+//   - the forks before the step's first backward start fall into runs, one
+//     per iterator started: a fork joins the run before it when it comes
+//     at most kForkChainNs after that run's last fork (one iterator's
+//     workers), or when the loop did less between them than a step's work
+//     before its backward pass (the median below; at least
+//     kMinCpuExtraNs) and made no GPU call (`loop_gpu_calls`, the loop
+//     thread's, sorted).  Several loaders restarted for one iteration
+//     (semi-supervised loops draw from a labeled and an unlabeled loader
+//     and restart each when it runs out: between them the loop finishes
+//     the first iterator's start, 30-40 ms of its CPU time a worker on the
+//     VM, and waits for its first batch) so make one run; an evaluation's
+//     loader, whose batches the loop then computes on, stays a run of its
+//     own;
+//   - the cut is the last run's first fork, taken back to the start of the
 //     data-loader range that holds it (the Python hook's `iter(loader)`);
 //   - the part before the cut holds at least kMinCpuExtraNs of the loop's
-//     CPU time (`cpu_ns`, outside its data ranges): less is the old
-//     iterator's shutdown, not worth a step of its own.  Where the step
-//     begins at a backward start (steps from backward passes, no optimizer
-//     marks), that part also holds the iteration's backward pass and
-//     update: it must hold kMinCpuExtraNs more than the median step's CPU
-//     time, and then that epoch's first iteration is measured short by
-//     those.
+//     CPU time (`cpu_ns`, outside its data ranges) more than the median
+//     step that did not fork holds from its start to its first backward
+//     start: the old iterator's shutdown and the previous update's tail are
+//     no step of their own.  Where steps begin at backward starts (no
+//     optimizer marks), that median is the whole step's, since the part
+//     also holds the iteration's backward pass and update; that epoch's
+//     first iteration is then measured short by those.
 // Then the step is two: the epoch's end, left out, and the iteration,
 // measured.  Returns how many steps were split; steps are numbered again.
 inline constexpr uint64_t kForkChainNs = 50'000'000;
 size_t SplitAtEpochStarts(std::vector<StepWindow>& steps, const std::vector<uint64_t>& forks,
                           const std::vector<std::pair<uint64_t, uint64_t>>& data_ranges,
-                          const std::vector<uint64_t>& backward_starts,
+                          const std::vector<uint64_t>& backward_starts, const std::vector<uint64_t>& loop_gpu_calls,
                           const std::function<uint64_t(uint64_t, uint64_t)>& cpu_ns);
 
 }  // namespace gpuos

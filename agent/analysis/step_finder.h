@@ -213,6 +213,8 @@ class StepLocator {
   std::vector<StepCpuWork> CpuWork(const StepPlan& plan) const;
   // The times the loop's thread forked a process, sorted.
   std::vector<uint64_t> LoopForks(const StepPlan& plan) const;
+  // The starts of the loop thread's GPU calls (launches, copies, syncs), sorted.
+  std::vector<uint64_t> LoopGpuCalls(const StepPlan& plan) const;
   // Whether a data-loader range began on the loop's thread inside each step.
   std::vector<bool> FetchesInSteps(const StepPlan& plan) const;
   // The loop thread's data-loader ranges, overlapping ones merged, sorted.

@@ -237,6 +237,15 @@ std::vector<uint64_t> StepLocator::LoopForks(const StepPlan& plan) const {
   return forks;
 }
 
+std::vector<uint64_t> StepLocator::LoopGpuCalls(const StepPlan& plan) const {
+  std::vector<uint64_t> calls;
+  for (const GpuCall& c : gpu_calls_) {
+    if (c.pid == plan.pid && c.tid == plan.tid) calls.push_back(c.start_ns);
+  }
+  std::sort(calls.begin(), calls.end());
+  return calls;
+}
+
 std::vector<StepCpuWork> StepLocator::CpuWork(const StepPlan& plan) const {
   std::vector<StepCpuWork> out;
   if (plan.tid != plan.pid || !cpu_.HasTimeline(plan.tid)) return out;
@@ -282,7 +291,8 @@ void StepLocator::SplitEpochEnds(StepPlan& plan) {
   const std::vector<Range> data = DataRanges(plan);
   const auto cpu_ns = [&](uint64_t from, uint64_t to) { return RunningOutsideData(plan, data, from, to); };
   const size_t split =
-      SplitAtEpochStarts(plan.steps, fork_times, Spans(data), BackwardStarts(ThreadKey(plan.pid, plan.tid)), cpu_ns);
+      SplitAtEpochStarts(plan.steps, fork_times, Spans(data), BackwardStarts(ThreadKey(plan.pid, plan.tid)),
+                         LoopGpuCalls(plan), cpu_ns);
   if (split == 0) return;
   absl::StrAppend(&plan.note, plan.note.empty() ? "" : "; ",
                   absl::StrFormat("%d steps held the end of an epoch (the loop's work after its last update and "

@@ -231,6 +231,13 @@ PROFILES = {
             # Ends inside an epoch: a new fold's optimizer that has stepped
             # fewer than 5 times when the trace ends has not taken over yet.
             "iters": 480},
+        "fixmatch_semisup": {
+            # Restarts the labeled loader every 25 iterations, the unlabeled
+            # one every 50, an evaluation and checkpoint every 100.
+            "args": ["--device", "cpu", "--num-labeled", "100", "--num-unlabeled", "400", "--num-test", "128",
+                     "--batch-size", "4", "--mu", "2", "--width", "1", "--workers", "1", "--eval-step", "100",
+                     "--print-freq", "10"],
+            "iters": 300},
         "trainer": {
             "args": ["--device", "cpu", "--model", "mlp", "--hidden", "256", "--layers", "2",
                      "--batch-size", "64", "--workers", "2", "--warmup", "5"],
@@ -387,6 +394,9 @@ PROFILES = {
         "kfold_cv": {
             "args": ["--device", "cuda", "--log-every", "50"],
             "iters": 2000},
+        "fixmatch_semisup": {
+            "args": ["--device", "cuda", "--eval-step", "200", "--print-freq", "20"],
+            "iters": 600},
         "trainer": {
             "args": ["--device", "cuda", "--model", "cnn", "--batch-size", "64", "--workers", "4",
                      "--pin-memory", "--non-blocking", "--image-size", "3x64x64", "--warmup", "5"],

@@ -596,7 +596,7 @@ namespace {
 // forking 2 workers 15 ms apart.
 struct EpochLoop {
   std::vector<StepWindow> steps;
-  std::vector<uint64_t> forks, backward;
+  std::vector<uint64_t> forks, backward, gpu_calls;
   std::vector<std::pair<uint64_t, uint64_t>> data;
   std::vector<uint64_t> iteration_starts;  // where each epoch's first iteration began
   uint64_t now = 1'000 * kMs;
@@ -631,7 +631,8 @@ struct EpochLoop {
     return ns;
   }
   size_t Split() {
-    return SplitAtEpochStarts(steps, forks, data, backward, [this](uint64_t a, uint64_t b) { return CpuNs(a, b); });
+    return SplitAtEpochStarts(steps, forks, data, backward, gpu_calls,
+                              [this](uint64_t a, uint64_t b) { return CpuNs(a, b); });
   }
 };
 
@@ -674,6 +675,110 @@ TEST(StepExtraWorkTest, StepsFromBackwardPassesAreCutOnlyWhereTheEpochsEndOutwei
     const bool evaluation = epoch_end_ms == 40;
     EXPECT_EQ(loop.Split(), evaluation ? 1u : 0u) << epoch_end_ms;
     if (evaluation) EXPECT_EQ(loop.steps[10].start_ns, loop.iteration_starts[0]);
+  }
+}
+
+
+// A loop whose steps (optimizer marks) run 6 ms of the last update's tail,
+// a 1 ms fetch, 4 ms of forward and 5 ms of backward and update.  In step
+// 10 the loop first runs `before_ms` of its own work, then starts one
+// iterator (5 ms, forking at 1 and 3 ms), then `between_ms` of its own
+// work (with GPU calls when `gpu_between`), waits 60 ms for a batch (not
+// running), and starts another iterator the same way.  `ranges`: whether
+// the Python hook's data ranges cover the iterators and fetches.
+struct TwoIteratorLoop {
+  std::vector<StepWindow> steps;
+  std::vector<uint64_t> forks, backward, gpu_calls;
+  std::vector<std::pair<uint64_t, uint64_t>> data, waits;
+  uint64_t first_iterator = 0, second_iterator = 0;
+  uint64_t now = 1'000 * kMs;
+  TwoIteratorLoop(bool ranges, uint64_t before_ms, uint64_t between_ms, bool gpu_between) {
+    for (int i = 0; i < 30; ++i) {
+      StepWindow w;
+      w.index = steps.size();
+      w.start_ns = now;
+      now += 6 * kMs;
+      if (i == 10) {
+        now += before_ms * kMs;
+        first_iterator = StartIterator(ranges);
+        if (gpu_between) {
+          for (uint64_t t = 0; t < between_ms; ++t) gpu_calls.push_back(now + t * kMs);
+        }
+        now += between_ms * kMs;
+        waits.emplace_back(now, now + 60 * kMs);
+        if (ranges) data.emplace_back(now, now + 60 * kMs);
+        now += 60 * kMs;
+        second_iterator = StartIterator(ranges);
+      }
+      if (ranges) data.emplace_back(now, now + kMs);
+      now += kMs + 4 * kMs;
+      backward.push_back(now);
+      now += 5 * kMs;
+      w.end_ns = now;
+      steps.push_back(w);
+    }
+  }
+  uint64_t StartIterator(bool ranges) {
+    const uint64_t start = now;
+    forks.push_back(now + kMs);
+    forks.push_back(now + 3 * kMs);
+    if (ranges) data.emplace_back(now, now + 5 * kMs);
+    now += 5 * kMs;
+    return start;
+  }
+  uint64_t CpuNs(uint64_t from, uint64_t to) const {
+    uint64_t ns = to - from;
+    std::vector<std::pair<uint64_t, uint64_t>> idle = data;
+    idle.insert(idle.end(), waits.begin(), waits.end());
+    std::sort(idle.begin(), idle.end());
+    uint64_t covered_to = from;
+    for (const auto& [a, b] : idle) {
+      const uint64_t lo = std::max(a, covered_to), hi = std::min(b, to);
+      if (hi > lo) ns -= hi - lo;
+      covered_to = std::max(covered_to, std::min(b, to));
+    }
+    return ns;
+  }
+  size_t Split() {
+    return SplitAtEpochStarts(steps, forks, data, backward, gpu_calls,
+                              [this](uint64_t a, uint64_t b) { return CpuNs(a, b); });
+  }
+};
+
+TEST(StepExtraWorkTest, LoadersRestartedForOneIterationAreOneRunAndNoEpochsEnd) {
+  // A semi-supervised loop's labeled and unlabeled loaders both ran out:
+  // the loop waited for the first's batch, then started the second.  Its
+  // 9 ms of CPU between the forks (the first iterator's start, its batch)
+  // are less than a step's work before its backward pass (11 ms without
+  // the hook's ranges); the update's tail before them is in every step.
+  for (const bool ranges : {true, false}) {
+    TwoIteratorLoop loop(ranges, 0, 6, false);
+    EXPECT_EQ(loop.Split(), 0u) << ranges;
+    EXPECT_EQ(loop.steps.size(), 30u);
+    for (const StepWindow& w : loop.steps) EXPECT_TRUE(w.left_out.empty()) << w.index << " " << w.left_out;
+  }
+}
+
+TEST(StepExtraWorkTest, AnEpochsEndBeforeRestartedLoadersIsCutAtTheFirst) {
+  for (const bool ranges : {true, false}) {
+    TwoIteratorLoop loop(ranges, 40, 6, false);
+    ASSERT_EQ(loop.Split(), 1u) << ranges;
+    ASSERT_EQ(loop.steps.size(), 31u);
+    EXPECT_NE(loop.steps[10].left_out.find("the end of an epoch"), std::string::npos);
+    // With the hook's ranges the cut is the iterator's start, without them
+    // its first fork.
+    EXPECT_EQ(loop.steps[11].start_ns, loop.first_iterator + (ranges ? 0 : kMs)) << ranges;
+  }
+}
+
+TEST(StepExtraWorkTest, AnEvaluationLoadersWorkersStayARunOfTheirOwn) {
+  // The evaluation's loader starts, the loop computes on its batches (on
+  // the CPU, or launching GPU work and waiting for it), then the next
+  // epoch's loader starts: the iteration begins at the second.
+  for (const bool gpu : {false, true}) {
+    TwoIteratorLoop loop(true, 40, gpu ? 4 : 30, gpu);
+    ASSERT_EQ(loop.Split(), 1u) << gpu;
+    EXPECT_EQ(loop.steps[11].start_ns, loop.second_iterator) << gpu;
   }
 }
 
