@@ -223,13 +223,36 @@ void SplitAt(std::vector<StepWindow>& steps, const std::vector<uint64_t>& cut_at
   steps = std::move(out);
 }
 
+// The bounds on an iteration's work, as a share of the median step's: 2/3
+// to 3/2, wider where the steps themselves spread wider (a multi-scale
+// detector's batch sizes, sentence lengths): their 10th and 90th
+// percentiles.  Refusing the longer iterations there would leave the
+// longer ones out and measure the rest short.
+struct WorkBounds {
+  double least = 2.0 / 3;
+  double most = 1.5;
+};
+WorkBounds IterationWorkBounds(std::vector<uint64_t> steady_work) {
+  WorkBounds bounds;
+  if (steady_work.size() < kMinSteps) return bounds;
+  std::sort(steady_work.begin(), steady_work.end());
+  const double median = static_cast<double>(steady_work[steady_work.size() / 2]);
+  if (median == 0) return bounds;
+  const double p10 = static_cast<double>(steady_work[steady_work.size() / 10]);
+  const double p90 = static_cast<double>(steady_work[steady_work.size() * 9 / 10]);
+  bounds.least = std::min(bounds.least, p10 / median);
+  bounds.most = std::max(bounds.most, p90 / median);
+  return bounds;
+}
+
 // The `marked` steps with a backward start inside, split where `cut_of`
 // says when the part from there on is a whole iteration: the median step's
-// backward starts (at least one), and 2/3 to 3/2 of its work.  Returns how
-// many were split.
+// backward starts (at least one), and its share of the median step's work
+// within `bounds`.  Returns how many were split.
 size_t SplitMarked(std::vector<StepWindow>& steps, const std::vector<size_t>& marked,
                    const std::vector<uint64_t>& backward_starts,
-                   const std::function<IterationCut(const StepWindow&, uint64_t)>& cut_of, const char* suffix) {
+                   const std::function<IterationCut(const StepWindow&, uint64_t)>& cut_of, const WorkBounds& bounds,
+                   const char* suffix) {
   std::vector<size_t> backward(steps.size());
   for (size_t k = 0; k < steps.size(); ++k) {
     backward[k] = CountInRange(backward_starts, steps[k].start_ns, steps[k].end_ns);
@@ -243,8 +266,8 @@ size_t SplitMarked(std::vector<StepWindow>& steps, const std::vector<size_t>& ma
     auto first_backward = std::lower_bound(backward_starts.begin(), backward_starts.end(), w.start_ns);
     if (first_backward == backward_starts.end() || *first_backward >= w.end_ns) continue;
     const IterationCut cut = cut_of(w, *first_backward);
-    if (cut.at == 0 || CountInRange(backward_starts, cut.at, w.end_ns) != median_backward || cut.work < 2.0 / 3 ||
-        cut.work > 1.5) {
+    if (cut.at == 0 || CountInRange(backward_starts, cut.at, w.end_ns) != median_backward ||
+        cut.work < bounds.least || cut.work > bounds.most) {
       continue;
     }
     cut_at[k] = cut.at;
@@ -355,7 +378,7 @@ size_t SplitExtraWorkSteps(std::vector<StepWindow>& steps, const std::vector<Seq
     const size_t after = end - starts_before(extra_end);
     return IterationCut{extra_end, static_cast<double>(after) / static_cast<double>(by_step.median)};
   };
-  return SplitMarked(steps, marked, backward_starts, cut_of,
+  return SplitMarked(steps, marked, backward_starts, cut_of, WorkBounds(),
                      "; the iteration after it, from the end of that work, is measured on its own");
 }
 
@@ -371,6 +394,7 @@ size_t SplitExtraCpuWorkSteps(std::vector<StepWindow>& steps, const std::vector<
   }
   const double steady = steady_cpu.empty() ? 0 : static_cast<double>(Median(steady_cpu));
   if (steady == 0) return 0;
+  const WorkBounds bounds = IterationWorkBounds(steady_cpu);
   const auto cut_of = [&](const StepWindow& w, uint64_t first_backward) {
     // The last data range starting in (step start, first backward), then
     // back over the ranges chained right before it.
@@ -382,15 +406,22 @@ size_t SplitExtraCpuWorkSteps(std::vector<StepWindow>& steps, const std::vector<
            std::prev(r)->second + kDataRangeChainNs >= r->first) {
       --r;
     }
-    return IterationCut{r->first, static_cast<double>(cpu_ns(r->first, w.end_ns)) / steady};
+    const double before = static_cast<double>(cpu_ns(w.start_ns, r->first));
+    const double after = static_cast<double>(cpu_ns(r->first, w.end_ns));
+    // An iteration over the bounds is still one where the part left out
+    // holds more than its excess over a steady step: the first iteration
+    // after an evaluation runs longer (its memory mapped again, caches
+    // cold), and the job's own timing counts that.
+    const double work = after / steady;
+    return IterationCut{r->first, before >= after - steady ? std::min(work, bounds.most) : work};
   };
-  return SplitMarked(steps, marked, backward_starts, cut_of,
+  return SplitMarked(steps, marked, backward_starts, cut_of, bounds,
                      "; the iteration after it, from its data loading on, is measured on its own");
 }
 
 size_t SplitAtEpochStarts(std::vector<StepWindow>& steps, const std::vector<uint64_t>& forks,
                           const std::vector<std::pair<uint64_t, uint64_t>>& data_ranges,
-                          const std::vector<uint64_t>& backward_starts, const std::vector<uint64_t>& loop_gpu_calls,
+                          const std::vector<uint64_t>& backward_starts,
                           const std::function<uint64_t(uint64_t, uint64_t)>& cpu_ns) {
   if (forks.empty() || backward_starts.empty() || steps.empty()) return 0;
   const auto first_backward_after = [&](const StepWindow& w) {
@@ -416,13 +447,6 @@ size_t SplitAtEpochStarts(std::vector<StepWindow>& steps, const std::vector<uint
     }
     return steady_cpu;
   };
-  // Whether the loop did less between forks at `earlier` and `later` than
-  // a step's work before its backward pass, and none of it on the GPU.
-  const auto one_run = [&](uint64_t earlier, uint64_t later) {
-    if (later - earlier <= kForkChainNs) return true;
-    if (CountInRange(loop_gpu_calls, earlier, later) > 0) return false;
-    return cpu_ns(earlier, later) < std::max(kMinCpuExtraNs, steady_cpu_before_backward());
-  };
   std::vector<uint64_t> cut_at(steps.size(), 0);
   size_t split = 0;
   for (size_t k = 0; k < steps.size(); ++k) {
@@ -430,10 +454,8 @@ size_t SplitAtEpochStarts(std::vector<StepWindow>& steps, const std::vector<uint
     if (w.warmup || !w.left_out.empty()) continue;
     const uint64_t first_backward = first_backward_after(w);
     if (first_backward == 0) continue;
-    auto from = std::lower_bound(forks.begin(), forks.end(), w.start_ns);
-    auto fork = std::lower_bound(from, forks.end(), first_backward);
-    if (fork == from) continue;
-    for (--fork; fork != from && one_run(*(fork - 1), *fork);) --fork;
+    auto fork = std::lower_bound(forks.begin(), forks.end(), w.start_ns);
+    if (fork == forks.end() || *fork >= first_backward) continue;
     uint64_t cut = *fork;
     auto range = std::upper_bound(data_ranges.begin(), data_ranges.end(), cut,
                                   [](uint64_t t, const std::pair<uint64_t, uint64_t>& r) { return t < r.first; });
@@ -502,6 +524,21 @@ size_t MarkExtraEngineCallSteps(std::vector<StepWindow>& steps, const std::vecto
       marked_steps);
 }
 
+// Steps in which the loop started a DataLoader whose workers ended before
+// its next backward pass, with extra CPU work (see the header).
+size_t MarkEvaluationLoaderSteps(std::vector<StepWindow>& steps, const std::vector<StepCpuWork>& work,
+                                 const std::vector<CpuExtra>& extra, std::vector<size_t>* marked_steps) {
+  return MarkStepsApart(
+      steps, [&](size_t k) { return work[k].evaluation_loader && extra[k].ns >= kMinCpuExtraNs; },
+      [&](size_t k) {
+        return absl::StrFormat(
+            "an evaluation's DataLoader: the loop's thread started worker processes that ended before its next "
+            "backward pass, and ran %.3f ms more than the steady step around it (%.3f ms)",
+            extra[k].ns / 1e6, extra[k].steady_total_ns / 1e6);
+      },
+      marked_steps);
+}
+
 }  // namespace
 
 size_t MarkExtraCpuWorkSteps(std::vector<StepWindow>& steps, const std::vector<StepCpuWork>& work,
@@ -513,6 +550,7 @@ size_t MarkExtraCpuWorkSteps(std::vector<StepWindow>& steps, const std::vector<S
   if (Median(totals) == 0) return 0;
   size_t marked = MarkExtraEngineCallSteps(steps, work, marked_steps);
   const std::vector<CpuExtra> extra = CpuExtras(steps, work, totals, SteadyStretches(work));
+  marked += MarkEvaluationLoaderSteps(steps, work, extra, marked_steps);
   const std::vector<bool> epoch_start = EpochStarts(work, extra);
   // Each extra as a share of its steady step; steps already left out
   // (warm-up: its first-time work can dwarf an evaluation pass) do not set

@@ -56,6 +56,12 @@
 //     together they are less than 2% of the CPU work of the steps (the mean
 //     would move by less than that: a few spikes of a busy machine, a rare
 //     garbage collection, are not worth the risk);
+//   - a step in which the loop's thread started processes that all ended
+//     before its next backward start (an evaluation's DataLoader: a
+//     training loader's workers feed that backward pass) is extra work
+//     where its extra is at least kMinCpuExtraNs, whether or not it
+//     stands apart (a multi-scale detector's batches vary its steps' work
+//     as much), unless more than a quarter of the steps are;
 //   - before that, where the Python hook's loss.backward() marks cut the
 //     stretches, a step that makes at least 2m + 8 other calls of the
 //     autograd engine (torch.autograd.grad), m those of the median step,
@@ -139,6 +145,9 @@ struct StepCpuWork {
   // stretches): torch.autograd.grad's.  0 where the stretches are cut at
   // the uprobe's calls themselves.
   size_t other_engine_calls = 0;
+  // The loop's thread forked processes in the step that all ended before
+  // its next backward start: an evaluation's DataLoader workers.
+  bool evaluation_loader = false;
 };
 inline constexpr double kEpochStartMaxExtraSteps = 3.0;
 inline constexpr uint64_t kForkFaultMaxNs = 120'000;
@@ -163,7 +172,15 @@ size_t MarkExtraCpuWorkSteps(std::vector<StepWindow>& steps, const std::vector<S
 //     median step's number of backward starts (at least one) and its CPU
 //     time (`cpu_ns` over [from, to): the loop's thread running, outside
 //     its data ranges) is between 2/3 and 3/2 of the median step's (the
-//     totals of `work`, over the steps not left out).
+//     totals of `work`, over the steps not left out), or within the 10th
+//     to 90th percentile of those where they spread wider: refusing the
+//     longer iterations of a loop whose batches vary (a multi-scale
+//     detector's) would leave them out and measure the rest short.  More
+//     is still an iteration where the part before the cut holds more CPU
+//     time than the part after holds beyond the median step (the first
+//     iteration after an evaluation runs longer: memory mapped again,
+//     caches cold; an iteration reaching back over the evaluation's
+//     chained fetches holds the evaluation, and the part before it little).
 // The extra before it stays left out; steps are numbered again.  Returns
 // how many steps were split.
 inline constexpr uint64_t kDataRangeChainNs = 1'000'000;
@@ -173,28 +190,22 @@ size_t SplitExtraCpuWorkSteps(std::vector<StepWindow>& steps, const std::vector<
                               const std::vector<uint64_t>& backward_starts,
                               const std::function<uint64_t(uint64_t, uint64_t)>& cpu_ns);
 
-// A step in which the loop's thread forked (a new epoch's DataLoader
-// iterator starting its workers) begins its iteration there: what ran
-// before it since the step began is the end of the previous epoch (its
-// evaluation pass, its checkpoint, the next cross-validation fold's model
-// and loaders), which a job's own per-iteration timing leaves out, as the
+// A step in which the loop's thread forked workers that fed its training
+// (a new epoch's DataLoader iterator starting them; `forks`, sorted, leave
+// out processes that ended before the loop's next backward start, an
+// evaluation loader's) begins its iteration there: what ran before it
+// since the step began is the end of the previous epoch (its evaluation
+// pass, its checkpoint, the next cross-validation fold's model and
+// loaders), which a job's own per-iteration timing leaves out, as the
 // ImageNet example's does (its timer starts with the epoch's loop).  The
 // rule, for each step not left out already:
-//   - the forks before the step's first backward start fall into runs, one
-//     per iterator started: a fork joins the run before it when it comes
-//     at most kForkChainNs after that run's last fork (one iterator's
-//     workers), or when the loop did less between them than a step's work
-//     before its backward pass (the median below; at least
-//     kMinCpuExtraNs) and made no GPU call (`loop_gpu_calls`, the loop
-//     thread's, sorted).  Several loaders restarted for one iteration
-//     (semi-supervised loops draw from a labeled and an unlabeled loader
-//     and restart each when it runs out: between them the loop finishes
-//     the first iterator's start, 30-40 ms of its CPU time a worker on the
-//     VM, and waits for its first batch) so make one run; an evaluation's
-//     loader, whose batches the loop then computes on, stays a run of its
-//     own;
-//   - the cut is the last run's first fork, taken back to the start of the
-//     data-loader range that holds it (the Python hook's `iter(loader)`);
+//   - the cut is the first such fork before the step's first backward
+//     start, taken back to the start of the data-loader range that holds
+//     it (the Python hook's `iter(loader)`).  Every later fork before the
+//     backward pass starts workers for the same iteration: several
+//     loaders restarted at once (semi-supervised loops draw from a labeled
+//     and an unlabeled loader and restart each when it runs out), or one
+//     loader's workers slow to fork;
 //   - the part before the cut holds at least kMinCpuExtraNs of the loop's
 //     CPU time (`cpu_ns`, outside its data ranges) more than the median
 //     step that did not fork holds from its start to its first backward
@@ -205,10 +216,9 @@ size_t SplitExtraCpuWorkSteps(std::vector<StepWindow>& steps, const std::vector<
 //     first iteration is then measured short by those.
 // Then the step is two: the epoch's end, left out, and the iteration,
 // measured.  Returns how many steps were split; steps are numbered again.
-inline constexpr uint64_t kForkChainNs = 50'000'000;
 size_t SplitAtEpochStarts(std::vector<StepWindow>& steps, const std::vector<uint64_t>& forks,
                           const std::vector<std::pair<uint64_t, uint64_t>>& data_ranges,
-                          const std::vector<uint64_t>& backward_starts, const std::vector<uint64_t>& loop_gpu_calls,
+                          const std::vector<uint64_t>& backward_starts,
                           const std::function<uint64_t(uint64_t, uint64_t)>& cpu_ns);
 
 }  // namespace gpuos

@@ -196,7 +196,7 @@ void StepLocator::SeeProcessLife(const v1::Event& e) {
   lifetimes_[e.pid()] = {e.ts_ns(), UINT64_MAX};
   // A process found running at the attach was not forked then.
   if (!e.process_start().preexisting()) {
-    forks_[ThreadKey(e.process_start().ppid(), e.process_start().parent_tid())].push_back(e.ts_ns());
+    forks_[ThreadKey(e.process_start().ppid(), e.process_start().parent_tid())].push_back({e.ts_ns(), e.pid()});
   }
 }
 

@@ -211,10 +211,13 @@ class StepLocator {
   // iterator forks its workers: data loading, not extra work); empty when
   // the loop's thread is not a main thread with a timeline.
   std::vector<StepCpuWork> CpuWork(const StepPlan& plan) const;
-  // The times the loop's thread forked a process, sorted.
-  std::vector<uint64_t> LoopForks(const StepPlan& plan) const;
-  // The starts of the loop thread's GPU calls (launches, copies, syncs), sorted.
-  std::vector<uint64_t> LoopGpuCalls(const StepPlan& plan) const;
+  // The times the loop's thread forked a process that was still alive at
+  // the loop's next backward start, sorted: workers that fed the training
+  // (a new epoch's, a restarted loader's).  An evaluation's DataLoader
+  // forks workers that end with its pass, before the training's next
+  // backward pass: its start is extra work, not the iteration's data; those
+  // forks go to `ended_before_backward`, sorted, where given.
+  std::vector<uint64_t> LoopForks(const StepPlan& plan, std::vector<uint64_t>* ended_before_backward = nullptr) const;
   // Whether a data-loader range began on the loop's thread inside each step.
   std::vector<bool> FetchesInSteps(const StepPlan& plan) const;
   // The loop thread's data-loader ranges, overlapping ones merged, sorted.
@@ -299,8 +302,13 @@ class StepLocator {
   absl::flat_hash_map<uint64_t, std::vector<uint64_t>> live_rhythm_marks_;
   std::string live_rhythm_call_;
   absl::flat_hash_map<uint32_t, uint32_t> parent_;  // pid -> ppid
-  // When each thread forked a process, by (pid << 32 | tid) of the parent.
-  absl::flat_hash_map<uint64_t, std::vector<uint64_t>> forks_;
+  // When each thread forked a process, and the child's pid, by
+  // (pid << 32 | tid) of the parent.
+  struct Fork {
+    uint64_t ts_ns;
+    uint32_t child;
+  };
+  absl::flat_hash_map<uint64_t, std::vector<Fork>> forks_;
   // Each process's start and exit, where the trace has them.
   absl::flat_hash_map<uint32_t, std::pair<uint64_t, uint64_t>> lifetimes_;
   // tid -> the comm with the latest timestamp.

@@ -230,20 +230,25 @@ std::vector<std::pair<uint64_t, uint64_t>> StepLocator::Spans(const std::vector<
   return out;
 }
 
-std::vector<uint64_t> StepLocator::LoopForks(const StepPlan& plan) const {
+std::vector<uint64_t> StepLocator::LoopForks(const StepPlan& plan, std::vector<uint64_t>* ended_before_backward) const {
   std::vector<uint64_t> forks;
-  if (auto it = forks_.find(ThreadKey(plan.pid, plan.tid)); it != forks_.end()) forks = it->second;
-  std::sort(forks.begin(), forks.end());
-  return forks;
-}
-
-std::vector<uint64_t> StepLocator::LoopGpuCalls(const StepPlan& plan) const {
-  std::vector<uint64_t> calls;
-  for (const GpuCall& c : gpu_calls_) {
-    if (c.pid == plan.pid && c.tid == plan.tid) calls.push_back(c.start_ns);
+  auto it = forks_.find(ThreadKey(plan.pid, plan.tid));
+  if (it == forks_.end()) return forks;
+  const std::vector<uint64_t> backward = BackwardStarts(ThreadKey(plan.pid, plan.tid));
+  for (const Fork& f : it->second) {
+    auto next_backward = std::upper_bound(backward.begin(), backward.end(), f.ts_ns);
+    auto life = lifetimes_.find(f.child);
+    const bool ended_before = next_backward != backward.end() && life != lifetimes_.end() &&
+                              life->second.second != 0 && life->second.second < *next_backward;
+    if (!ended_before) {
+      forks.push_back(f.ts_ns);
+    } else if (ended_before_backward != nullptr) {
+      ended_before_backward->push_back(f.ts_ns);
+    }
   }
-  std::sort(calls.begin(), calls.end());
-  return calls;
+  std::sort(forks.begin(), forks.end());
+  if (ended_before_backward != nullptr) std::sort(ended_before_backward->begin(), ended_before_backward->end());
+  return forks;
 }
 
 std::vector<StepCpuWork> StepLocator::CpuWork(const StepPlan& plan) const {
@@ -252,7 +257,8 @@ std::vector<StepCpuWork> StepLocator::CpuWork(const StepPlan& plan) const {
   const std::vector<uint64_t> starts = BackwardStarts(ThreadKey(plan.pid, plan.tid));
   const std::vector<Range> data = DataRanges(plan);
   auto running = [&](uint64_t from, uint64_t to) { return RunningOutsideData(plan, data, from, to); };
-  const std::vector<uint64_t> forks = LoopForks(plan);
+  std::vector<uint64_t> evaluation_forks;
+  const std::vector<uint64_t> forks = LoopForks(plan, &evaluation_forks);
   // Where the hook's loss.backward() marks cut the stretches (`starts`),
   // the uprobe's engine calls beyond them are torch.autograd.grad's.
   std::vector<uint64_t> engine_calls;
@@ -268,6 +274,7 @@ std::vector<StepCpuWork> StepLocator::CpuWork(const StepPlan& plan) const {
     auto fork = std::lower_bound(forks.begin(), forks.end(), w.start_ns);
     work.forked = fork != forks.end() && *fork < w.end_ns;
     work.fork_in_stretches = work.forked && data.empty();
+    work.evaluation_loader = CountInRange(evaluation_forks, w.start_ns, w.end_ns) > 0;
     const size_t calls = CountInRange(engine_calls, w.start_ns, w.end_ns);
     const size_t loop = CountInRange(starts, w.start_ns, w.end_ns);
     work.other_engine_calls = calls > loop ? calls - loop : 0;
@@ -291,8 +298,7 @@ void StepLocator::SplitEpochEnds(StepPlan& plan) {
   const std::vector<Range> data = DataRanges(plan);
   const auto cpu_ns = [&](uint64_t from, uint64_t to) { return RunningOutsideData(plan, data, from, to); };
   const size_t split =
-      SplitAtEpochStarts(plan.steps, fork_times, Spans(data), BackwardStarts(ThreadKey(plan.pid, plan.tid)),
-                         LoopGpuCalls(plan), cpu_ns);
+      SplitAtEpochStarts(plan.steps, fork_times, Spans(data), BackwardStarts(ThreadKey(plan.pid, plan.tid)), cpu_ns);
   if (split == 0) return;
   absl::StrAppend(&plan.note, plan.note.empty() ? "" : "; ",
                   absl::StrFormat("%d steps held the end of an epoch (the loop's work after its last update and "

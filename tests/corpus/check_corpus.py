@@ -238,6 +238,15 @@ PROFILES = {
                      "--batch-size", "4", "--mu", "2", "--width", "1", "--workers", "1", "--eval-step", "100",
                      "--print-freq", "10"],
             "iters": 300},
+        "yolo_multiscale": {
+            # 4 batches (32 to 96 px) an optimizer step, 10 steps an epoch,
+            # each epoch followed by a validation and a checkpoint.  No
+            # warm-up ramp of the batches an update takes: its short first
+            # updates would count in the report's mean, not the script's.
+            "args": ["--device", "cpu", "--img-size", "64", "--batch-size", "16", "--dataset-size", "640",
+                     "--val-size", "64", "--width", "8", "--workers", "1", "--warmup-batches", "0",
+                     "--log-every", "5"],
+            "iters": 100},
         "trainer": {
             "args": ["--device", "cpu", "--model", "mlp", "--hidden", "256", "--layers", "2",
                      "--batch-size", "64", "--workers", "2", "--warmup", "5"],
@@ -397,6 +406,9 @@ PROFILES = {
         "fixmatch_semisup": {
             "args": ["--device", "cuda", "--eval-step", "200", "--print-freq", "20"],
             "iters": 600},
+        "yolo_multiscale": {
+            "args": ["--device", "cuda", "--warmup-batches", "0", "--log-every", "10"],
+            "iters": 400},
         "trainer": {
             "args": ["--device", "cuda", "--model", "cnn", "--batch-size", "64", "--workers", "4",
                      "--pin-memory", "--non-blocking", "--image-size", "3x64x64", "--warmup", "5"],
