@@ -6,7 +6,8 @@
 # waited for to start again) a "DataLoader iter" range, every
 # optimizer step an "optimizer.step" range ("optimizer.step#2", #3, ... for
 # the second, third optimizer stepping in the process: a GAN steps two an
-# iteration) and every loss.backward() (through torch.autograd.backward) an
+# iteration; a GradScaler's step(optimizer), which skips the optimizer's
+# where gradients overflowed, is its optimizer's range) and every loss.backward() (through torch.autograd.backward) an
 # "autograd.backward" range, in the NVTX domain "gpuos.python", recorded by
 # the gpuos-trace shim that is preloaded into the process; and a process
 # whose init_process_group returns states its rank (a "torch.distributed
@@ -143,21 +144,21 @@ def _optimizer_labels():
     return label
 
 
-def _patch_optimizers(push, pop, module):
-    base = getattr(module, "Optimizer", None)
-    if base is None:
-        return
+def _optimizer_step_marks(push, pop):
+    """ranged_step(step, optimizer_of): `step` wrapped to run inside the
+    range of the optimizer that optimizer_of(self, args) names."""
     import functools
     import threading
     label = _optimizer_labels()
     # An optimizer whose step calls another's (a wrapper: Accelerate's
-    # AcceleratedOptimizer, a subclass calling super().step()) makes one
-    # range, the outer one.  [0] outside a marked step, [1] inside.
+    # AcceleratedOptimizer, a subclass calling super().step(); a
+    # GradScaler's step) makes one range, the outer one.  [0] outside a
+    # marked step, [1] inside.
     marking = threading.local()
 
     compiling = _compiling
 
-    def ranged_step(step):
+    def ranged_step(step, optimizer_of):
         @functools.wraps(step)
         def wrapper(self, *args, **kwargs):
             if compiling[0] is not None and compiling[0]():
@@ -168,7 +169,7 @@ def _patch_optimizers(push, pop, module):
             if state[0]:
                 return step(self, *args, **kwargs)
             try:
-                name = label(self)
+                name = label(optimizer_of(self, args))
             except Exception:
                 name = b"optimizer.step"
             push(name)
@@ -180,11 +181,32 @@ def _patch_optimizers(push, pop, module):
                 pop()
         wrapper._gpuos_wrapped = True
         return wrapper
+    return ranged_step
+
+
+def _patch_grad_scaler(ranged_step, module):
+    # scaler.step(optimizer) skips optimizer.step() where the gradients
+    # overflowed (mixed precision's first iterations, now and then later):
+    # the iteration still ran, so its range is the scaler's step, named for
+    # its optimizer.
+    cls = getattr(module, "GradScaler", None)
+    step = cls.__dict__.get("step") if cls is not None else None
+    if step is not None and not getattr(step, "_gpuos_wrapped", False):
+        cls.step = ranged_step(step, lambda scaler, args: args[0])
+
+
+def _patch_optimizers(ranged_step, module):
+    base = getattr(module, "Optimizer", None)
+    if base is None:
+        return
+
+    def own(optimizer, args):
+        return optimizer
 
     def wrap_class(cls):
         step = cls.__dict__.get("step")
         if step is not None and not getattr(step, "_gpuos_wrapped", False):
-            cls.step = ranged_step(step)
+            cls.step = ranged_step(step, own)
 
     # Optimizers defined later (torch.optim.SGD, user classes) are
     # wrapped as they are created.
@@ -315,9 +337,12 @@ def _install():
         return  # the shim is not in this process
     import functools
     ranged = functools.partial(_ranged, push, pop)
+    ranged_step = _optimizer_step_marks(push, pop)
     patches = {
         "torch.utils.data.dataloader": functools.partial(_patch_dataloader, ranged),
-        "torch.optim.optimizer": functools.partial(_patch_optimizers, push, pop),
+        "torch.optim.optimizer": functools.partial(_patch_optimizers, ranged_step),
+        "torch.amp.grad_scaler": functools.partial(_patch_grad_scaler, ranged_step),
+        "torch.cuda.amp.grad_scaler": functools.partial(_patch_grad_scaler, ranged_step),
         "torch.autograd": functools.partial(_patch_autograd, push, pop),
         "torch.distributed.distributed_c10d": functools.partial(_patch_distributed, push, pop),
         "torch.compiler": _note_compiler,

@@ -372,6 +372,41 @@ for _ in range(10):
   for (const StepRecord& s : analysis->steps) EXPECT_EQ(s.cuda_detail, s.index == 3 || s.index == 4) << s.index;
 }
 
+TEST_F(PythonHooksTest, AGradScalersStepIsItsOptimizersRangeEvenWhereItSkipsTheOptimizer) {
+  // Mixed precision: scaler.step(optimizer) skips optimizer.step() where the
+  // gradients overflowed.  The iteration ran all the same.  (CPU torch 1.13
+  // cannot overflow a scaler: iterations 2 and 3 take the optimizer's step
+  // away, as a skip does; the disabled scaler calls it otherwise.)
+  std::ofstream(dir_ + "/amp.py") << R"(
+import torch
+try:
+    from torch.amp import GradScaler
+except ImportError:
+    from torch.cuda.amp import GradScaler
+m = torch.nn.Linear(4, 1)
+opt = torch.optim.SGD(m.parameters(), lr=0.1)
+scaler = GradScaler(enabled=False)
+for i in range(10):
+    opt.zero_grad()
+    scaler.scale(m(torch.randn(8, 4)).sum()).backward()
+    if i in (2, 3):
+        opt.step = lambda *args, **kwargs: None
+    else:
+        opt.__dict__.pop("step", None)
+    scaler.step(opt)
+    scaler.update()
+)";
+  const std::string trace = dir_ + "/amp.gpuos";
+  ASSERT_EQ(Shell(kTracer + " -q -o " + trace + " -- " + kPython + " " + dir_ + "/amp.py"), 0);
+  EXPECT_EQ(CaptureFromMarks(trace, "optimizer.step").ends.size(), 10u)
+      << "one range a scaler step, none more for the optimizer's own";
+  EXPECT_EQ(CaptureFromMarks(trace, "optimizer.step#2").ends.size(), 0u);
+  auto analysis = AnalyzeSteps(trace, StepOptions());
+  ASSERT_TRUE(analysis.ok()) << analysis.status();
+  EXPECT_EQ(analysis->source, StepSource::kOptimizerSteps);
+  EXPECT_EQ(analysis->steps.size(), 9u);
+}
+
 TEST_F(PythonHooksTest, NoPythonHooksTurnsThemOff) {
   std::string trace = dir_ + "/nohooks.gpuos";
   ASSERT_EQ(Shell(kTracer + " -q --no-python-hooks -o " + trace + " -- " + kPython + " " + script_), 0);
