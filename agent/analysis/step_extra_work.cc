@@ -551,6 +551,7 @@ size_t MarkExtraCpuWorkSteps(std::vector<StepWindow>& steps, const std::vector<S
   size_t marked = MarkExtraEngineCallSteps(steps, work, marked_steps);
   const std::vector<CpuExtra> extra = CpuExtras(steps, work, totals, SteadyStretches(work));
   marked += MarkEvaluationLoaderSteps(steps, work, extra, marked_steps);
+  if (marked_steps != nullptr) std::sort(marked_steps->begin(), marked_steps->end());
   const std::vector<bool> epoch_start = EpochStarts(work, extra);
   // Each extra as a share of its steady step; steps already left out
   // (warm-up: its first-time work can dwarf an evaluation pass) do not set
