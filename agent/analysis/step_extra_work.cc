@@ -195,6 +195,7 @@ StepTokens TokensByStep(const std::vector<StepWindow>& steps, const std::vector<
 struct IterationCut {
   uint64_t at = 0;
   double work = 0;
+  bool longer_is_iteration = false;  // work over the bounds is still one iteration's
 };
 
 // Each step k with cut_at[k] != 0 becomes two: the extra work before the
@@ -267,7 +268,7 @@ size_t SplitMarked(std::vector<StepWindow>& steps, const std::vector<size_t>& ma
     if (first_backward == backward_starts.end() || *first_backward >= w.end_ns) continue;
     const IterationCut cut = cut_of(w, *first_backward);
     if (cut.at == 0 || CountInRange(backward_starts, cut.at, w.end_ns) != median_backward ||
-        cut.work < bounds.least || cut.work > bounds.most) {
+        cut.work < bounds.least || (cut.work > bounds.most && !cut.longer_is_iteration)) {
       continue;
     }
     cut_at[k] = cut.at;
@@ -412,8 +413,7 @@ size_t SplitExtraCpuWorkSteps(std::vector<StepWindow>& steps, const std::vector<
     // holds more than its excess over a steady step: the first iteration
     // after an evaluation runs longer (its memory mapped again, caches
     // cold), and the job's own timing counts that.
-    const double work = after / steady;
-    return IterationCut{r->first, before >= after - steady ? std::min(work, bounds.most) : work};
+    return IterationCut{r->first, after / steady, before >= after - steady};
   };
   return SplitMarked(steps, marked, backward_starts, cut_of, bounds,
                      "; the iteration after it, from its data loading on, is measured on its own");

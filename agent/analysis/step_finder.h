@@ -204,13 +204,15 @@ class StepLocator {
   // by their GPU work, or without any, by the loop's CPU work.
   void MarkExtraWork(StepPlan& plan);
   // The end of an epoch cut off the step where the next epoch's DataLoader
-  // workers start (SplitAtEpochStarts).
-  void SplitEpochEnds(StepPlan& plan);
+  // workers start (SplitAtEpochStarts), from LoopForks' `fork_times`.
+  void SplitEpochEnds(StepPlan& plan, const std::vector<uint64_t>& fork_times);
   // The CPU work of each step of `plan` (stretches between backward
   // passes), outside the loop thread's data-loader ranges (a new epoch's
   // iterator forks its workers: data loading, not extra work); empty when
-  // the loop's thread is not a main thread with a timeline.
-  std::vector<StepCpuWork> CpuWork(const StepPlan& plan) const;
+  // the loop's thread is not a main thread with a timeline.  `forks` and
+  // `evaluation_forks`: LoopForks'.
+  std::vector<StepCpuWork> CpuWork(const StepPlan& plan, const std::vector<uint64_t>& forks,
+                                   const std::vector<uint64_t>& evaluation_forks) const;
   // The times the loop's thread forked a process that was still alive at
   // the loop's next backward start, sorted: workers that fed the training
   // (a new epoch's, a restarted loader's).  An evaluation's DataLoader

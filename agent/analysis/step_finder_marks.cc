@@ -251,14 +251,13 @@ std::vector<uint64_t> StepLocator::LoopForks(const StepPlan& plan, std::vector<u
   return forks;
 }
 
-std::vector<StepCpuWork> StepLocator::CpuWork(const StepPlan& plan) const {
+std::vector<StepCpuWork> StepLocator::CpuWork(const StepPlan& plan, const std::vector<uint64_t>& forks,
+                                             const std::vector<uint64_t>& evaluation_forks) const {
   std::vector<StepCpuWork> out;
   if (plan.tid != plan.pid || !cpu_.HasTimeline(plan.tid)) return out;
   const std::vector<uint64_t> starts = BackwardStarts(ThreadKey(plan.pid, plan.tid));
   const std::vector<Range> data = DataRanges(plan);
   auto running = [&](uint64_t from, uint64_t to) { return RunningOutsideData(plan, data, from, to); };
-  std::vector<uint64_t> evaluation_forks;
-  const std::vector<uint64_t> forks = LoopForks(plan, &evaluation_forks);
   // Where the hook's loss.backward() marks cut the stretches (`starts`),
   // the uprobe's engine calls beyond them are torch.autograd.grad's.
   std::vector<uint64_t> engine_calls;
@@ -291,9 +290,8 @@ std::vector<StepCpuWork> StepLocator::CpuWork(const StepPlan& plan) const {
   return out;
 }
 
-void StepLocator::SplitEpochEnds(StepPlan& plan) {
+void StepLocator::SplitEpochEnds(StepPlan& plan, const std::vector<uint64_t>& fork_times) {
   if (plan.tid != plan.pid || !cpu_.HasTimeline(plan.tid)) return;
-  const std::vector<uint64_t> fork_times = LoopForks(plan);
   if (fork_times.empty()) return;
   const std::vector<Range> data = DataRanges(plan);
   const auto cpu_ns = [&](uint64_t from, uint64_t to) { return RunningOutsideData(plan, data, from, to); };
@@ -309,11 +307,14 @@ void StepLocator::SplitEpochEnds(StepPlan& plan) {
 
 void StepLocator::MarkExtraWork(StepPlan& plan) {
   // An evaluation pass or checkpoint between two marks falls into a step.
-  SplitEpochEnds(plan);
+  std::vector<uint64_t> evaluation_forks;
+  const std::vector<uint64_t> forks = LoopForks(plan, &evaluation_forks);
+  SplitEpochEnds(plan, forks);
   size_t named = 0;
   const std::vector<SequenceToken> tokens = GpuTokens(plan.pid, named);
   std::vector<size_t> marked_steps;
-  const std::vector<StepCpuWork> cpu_work = tokens.empty() ? CpuWork(plan) : std::vector<StepCpuWork>();
+  const std::vector<StepCpuWork> cpu_work =
+      tokens.empty() ? CpuWork(plan, forks, evaluation_forks) : std::vector<StepCpuWork>();
   const size_t marked = tokens.empty() ? MarkExtraCpuWorkSteps(plan.steps, cpu_work, &marked_steps)
                                        : MarkExtraWorkSteps(plan.steps, tokens, &marked_steps);
   if (marked == 0) {
