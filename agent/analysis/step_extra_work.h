@@ -84,6 +84,7 @@
 //     that (on bare metal, an evaluation of less CPU time than the bound
 //     times the faults, often hundreds of ms, stays in the step).
 // Cost: O(steps x 16 log 16).
+#pragma once
 
 #include <cstdint>
 #include <functional>

@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "common/ms_text.h"
 #include "analysis/cuda_api_class.h"
+#include "analysis/thread_activity.h"
 #include "cupti_shim/optimizer_step_cycle.h"
 #include "stream/event_comm.h"
 
@@ -134,21 +135,14 @@ void StepLocator::Add(const v1::Event& e) {
       break;
     }
     case v1::Event::kGpuKernel:
-      gpu_names_.try_emplace(ThreadKey(e.pid(), e.gpu_kernel().correlation_id()), Symbol(e.gpu_kernel().name()));
-      break;
-    case v1::Event::kGpuMemcpy: {
-      const v1::GpuMemcpy& m = e.gpu_memcpy();
-      gpu_names_.try_emplace(
-          ThreadKey(e.pid(), m.correlation_id()),
-          Symbol(absl::StrCat("memcpy ", DirectionToken(m.direction()), " ", m.bytes(), " B")));
-      break;
-    }
+    case v1::Event::kGpuMemcpy:
     case v1::Event::kGpuMemset:
-      gpu_names_.try_emplace(ThreadKey(e.pid(), e.gpu_memset().correlation_id()),
-                             Symbol(absl::StrCat("memset ", e.gpu_memset().bytes(), " B")));
+      SeeGpuRecord(e);
       break;
-    case v1::Event::kPageFaults:
     case v1::Event::kOffCpu:
+      SeeLoopWait(e);
+      [[fallthrough]];
+    case v1::Event::kPageFaults:
     case v1::Event::kMmap:
     case v1::Event::kMunmap:
       cpu_.Add(e);
@@ -184,6 +178,25 @@ void StepLocator::Add(const v1::Event& e) {
   }
   SeeProcessLife(e);
   if (const std::string* comm = StatedComm(e)) SeeComm(e.ts_ns(), e.pid(), e.tid(), *comm);
+}
+
+void StepLocator::SeeGpuRecord(const v1::Event& e) {
+  if (e.has_gpu_kernel()) {
+    gpu_names_.try_emplace(ThreadKey(e.pid(), e.gpu_kernel().correlation_id()), Symbol(e.gpu_kernel().name()));
+  } else if (e.has_gpu_memcpy()) {
+    const v1::GpuMemcpy& m = e.gpu_memcpy();
+    gpu_names_.try_emplace(ThreadKey(e.pid(), m.correlation_id()),
+                           Symbol(absl::StrCat("memcpy ", DirectionToken(m.direction()), " ", m.bytes(), " B")));
+  } else if (e.has_gpu_memset()) {
+    gpu_names_.try_emplace(ThreadKey(e.pid(), e.gpu_memset().correlation_id()),
+                           Symbol(absl::StrCat("memset ", e.gpu_memset().bytes(), " B")));
+  }
+}
+
+void StepLocator::SeeLoopWait(const v1::Event& e) {
+  const v1::OffCpu& off = e.off_cpu();
+  if (e.tid() != e.pid() || TrustedWaker(off) == 0 || off.waker_pid() == 0 || off.waker_pid() == e.pid()) return;
+  loop_waits_[e.tid()].push_back(LoopWait{e.ts_ns(), e.ts_ns() + off.duration_ns(), off.waker_pid()});
 }
 
 void StepLocator::SeeProcessLife(const v1::Event& e) {
@@ -238,14 +251,15 @@ StepPlan StepLocator::Finish() {
   }
   if (attached_ && !plan.steps.empty()) ClipToAttachWindow(plan);
   for (size_t i = 0; i < plan.steps.size() && i < options_.warmup_steps; ++i) plan.steps[i].warmup = true;
+  if (plan.source == StepSource::kNone) return plan;
+  // The extra-work rules tell the loop's workers' waits by them.
+  FindWorkers(plan);
   if (plan.source == StepSource::kOptimizerSteps || plan.source == StepSource::kBackwardRanges ||
       plan.source == StepSource::kBackwardUprobe || plan.source == StepSource::kBackwardGroups) {
     MarkExtraWork(plan);
   }
-  if (plan.source == StepSource::kNone) return plan;
   auto comm = comm_.find(plan.tid);
   if (comm != comm_.end()) plan.thread_comm = comm->second.second;
-  FindWorkers(plan);
   return plan;
 }
 

@@ -85,6 +85,14 @@ const char* StepSourceText(StepSource source);
 // Steps found without annotations, whose note says how.
 bool StepSourceIsInferred(StepSource source);
 
+// One off-CPU interval of a main thread that a thread of another process
+// ended (the kernel's waker, trusted: thread_activity.h).
+struct LoopWait {
+  uint64_t start_ns = 0;
+  uint64_t end_ns = 0;
+  uint32_t waker_pid = 0;
+};
+
 struct StepWindow {
   uint64_t index = 0;
   uint64_t start_ns = 0;
@@ -190,6 +198,11 @@ class StepLocator {
   using RangesByThread = absl::flat_hash_map<uint64_t, std::vector<Range>>;
   void SeeComm(uint64_t ts, uint32_t pid, uint32_t tid, const std::string& comm);
   // A process's start (its parent, the forking thread) or exit.
+  // A GPU record's name, by its process and correlation id (gpu_names_).
+  void SeeGpuRecord(const v1::Event& e);
+  // A main thread's off-CPU interval that another process's thread ended
+  // (loop_waits_).
+  void SeeLoopWait(const v1::Event& e);
   void SeeProcessLife(const v1::Event& e);
   // The most of `pids` alive at once.
   uint32_t PeakAlive(const absl::flat_hash_set<uint32_t>& pids) const;
@@ -231,6 +244,9 @@ class StepLocator {
   // without any, SplitExtraCpuWorkSteps by the data ranges and `cpu_work`).
   void SplitOffIterations(StepPlan& plan, const std::vector<SequenceToken>& tokens, const std::vector<size_t>& marked,
                           const std::vector<StepCpuWork>& cpu_work);
+  // Where steps begin at backward starts: MoveLoaderRestarts
+  // (loader_restart.h) on the `marked` steps, and the note.
+  void MoveRestarts(StepPlan& plan, const std::vector<size_t>& marked) const;
   // The loop thread's running time in [from, to) outside the `data` ranges.
   uint64_t RunningOutsideData(const StepPlan& plan, const std::vector<Range>& data, uint64_t from, uint64_t to) const;
   // The backward passes' starts on thread `key` (the Python hook's, the
@@ -300,6 +316,9 @@ class StepLocator {
   absl::flat_hash_map<uint64_t, std::vector<Range>> step_ranges_;
   absl::flat_hash_map<uint64_t, std::vector<Range>> optimizer_ranges_;
   absl::flat_hash_map<uint64_t, std::vector<Range>> data_ranges_;  // data-loader ranges (fetches, iterators)
+  // Main thread -> its waits that another process's thread ended, in any
+  // order until MoveRestarts sorts a copy.
+  absl::flat_hash_map<uint32_t, std::vector<LoopWait>> loop_waits_;
   // The shim's live rhythm marks by thread, and the call they are named after.
   absl::flat_hash_map<uint64_t, std::vector<uint64_t>> live_rhythm_marks_;
   std::string live_rhythm_call_;

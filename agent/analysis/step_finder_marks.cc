@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "analysis/accumulation_period.h"
+#include "analysis/loader_restart.h"
 #include "analysis/periodic_extra_work.h"
 #include "analysis/step_extra_work.h"
 #include "analysis/step_finder.h"
@@ -331,7 +332,11 @@ void StepLocator::MarkExtraWork(StepPlan& plan) {
   const PeriodicFold fold =
       fetches_seen ? FoldPeriodicExtraWork(plan.steps, FetchesInSteps(plan)) : PeriodicFold{};
   if (fold.period == 0) {
-    if (plan.source == StepSource::kOptimizerSteps) SplitOffIterations(plan, tokens, marked_steps, cpu_work);
+    if (plan.source == StepSource::kOptimizerSteps) {
+      SplitOffIterations(plan, tokens, marked_steps, cpu_work);
+    } else {
+      MoveRestarts(plan, marked_steps);
+    }
     NoteLeftOut(plan);
     return;
   }
@@ -366,6 +371,23 @@ void StepLocator::SplitOffIterations(StepPlan& plan, const std::vector<SequenceT
                                   split,
                                   tokens.empty() ? "the iteration's data loading began"
                                                  : "the extra work's last GPU operation ended"));
+}
+
+void StepLocator::MoveRestarts(StepPlan& plan, const std::vector<size_t>& marked) const {
+  auto it = loop_waits_.find(plan.tid);
+  if (plan.tid != plan.pid || it == loop_waits_.end()) return;
+  std::vector<LoopWait> waits = it->second;
+  std::sort(waits.begin(), waits.end(), [](const LoopWait& a, const LoopWait& b) { return a.start_ns < b.start_ns; });
+  uint64_t wait_ns = 0;
+  const size_t moved = MoveLoaderRestarts(plan.steps, marked, BackwardStarts(ThreadKey(plan.pid, plan.tid)), waits,
+                                          plan.worker_pids, &wait_ns);
+  if (moved == 0) return;
+  absl::StrAppend(&plan.note, plan.note.empty() ? "" : "; ",
+                  absl::StrFormat("%d of the steps with extra work ended with a new epoch's DataLoader restart "
+                                  "(persistent workers resumed: %.3f ms of waits for them in all): each restart, "
+                                  "from the first of those waits, is measured with the next step, as the job's own "
+                                  "per-iteration timing counts it in the epoch's first iteration",
+                                  moved, static_cast<double>(wait_ns) / 1e6));
 }
 
 std::vector<StepLocator::Range> StepLocator::DataRanges(const StepPlan& plan) const {
