@@ -148,8 +148,12 @@ TEST_F(SweepTrainer, WorkersAndAFailingRun) {
   // with them it waits in futex for the workers' batches.  Whether two
   // workers make the step shorter depends on free cores, which a shared
   // CI machine does not promise: the knee test above controls step times.
+  // The rest of a step without workers is the tiny model's work and the
+  // loop's page faults and munmaps, several times dearer under this VM's
+  // hypervisor: 3-4% in four quiet runs, 10.03% in one CI run (12 steps:
+  // one slow munmap or burst of faults shows).
   auto idle = [](const RunFacts& run, IdleCause cause) { return run.gpu_idle_pct[static_cast<size_t>(cause)]; };
-  EXPECT_GT(idle(c.runs[0], IdleCause::kDataWaitRunning) + idle(c.runs[0], IdleCause::kPreemptedRunqueue), 90.0);
+  EXPECT_GT(idle(c.runs[0], IdleCause::kDataWaitRunning) + idle(c.runs[0], IdleCause::kPreemptedRunqueue), 85.0);
   EXPECT_LT(idle(c.runs[0], IdleCause::kDataWaitFutex), 5.0);
   EXPECT_GT(idle(c.runs[1], IdleCause::kDataWaitFutex), 50.0);
   ASSERT_EQ(c.deltas.size(), 1u);
