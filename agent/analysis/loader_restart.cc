@@ -18,6 +18,11 @@ uint64_t LastBackwardStart(const std::vector<uint64_t>& backward_starts, const S
   return *std::prev(after);
 }
 
+// The first of the `waits` (sorted by start) starting at or after `t`.
+std::vector<LoopWait>::const_iterator FirstWaitFrom(const std::vector<LoopWait>& waits, uint64_t t) {
+  return std::lower_bound(waits.begin(), waits.end(), t, [](const LoopWait& w, uint64_t v) { return w.start_ns < v; });
+}
+
 // The waits in `waits` by `training` workers that start in [from, to): their
 // sum, and the first one's start (0: none).
 struct WaitsIn {
@@ -27,9 +32,7 @@ struct WaitsIn {
 WaitsIn TrainingWaitsIn(const std::vector<LoopWait>& waits, const absl::flat_hash_set<uint32_t>& training,
                         uint64_t from, uint64_t to) {
   WaitsIn in;
-  auto it = std::lower_bound(waits.begin(), waits.end(), from,
-                             [](const LoopWait& w, uint64_t t) { return w.start_ns < t; });
-  for (; it != waits.end() && it->start_ns < to; ++it) {
+  for (auto it = FirstWaitFrom(waits, from); it != waits.end() && it->start_ns < to; ++it) {
     if (!training.contains(it->waker_pid)) continue;
     if (in.first_ns == 0) in.first_ns = it->start_ns;
     in.total_ns += std::min(it->end_ns, to) - it->start_ns;
@@ -45,9 +48,7 @@ absl::flat_hash_set<uint32_t> TrainingWorkers(const std::vector<StepWindow>& ste
   for (const StepWindow& w : steps) {
     if (!Measured(w)) continue;
     absl::flat_hash_set<uint32_t> here;
-    auto it = std::lower_bound(waits.begin(), waits.end(), w.start_ns,
-                               [](const LoopWait& x, uint64_t t) { return x.start_ns < t; });
-    for (; it != waits.end() && it->start_ns < w.end_ns; ++it) {
+    for (auto it = FirstWaitFrom(waits, w.start_ns); it != waits.end() && it->start_ns < w.end_ns; ++it) {
       if (worker_pids.contains(it->waker_pid)) here.insert(it->waker_pid);
     }
     for (uint32_t pid : here) ++steps_woken[pid];

@@ -28,9 +28,12 @@ struct Loop {
   absl::flat_hash_set<uint32_t> workers = {kTrainingWorker, kEvaluationWorker};
   uint64_t now = 1'000 * kMs;
 
-  // A steady step: backward passes at 0 and 4 ms, a 0.5 ms wait for the
+  // `n` steady steps: backward passes at 0 and 4 ms, a 0.5 ms wait for the
   // next batch at 8 ms, 10 ms long.
-  void Steady() {
+  void Steady(int n = 1) {
+    for (int i = 0; i < n; ++i) SteadyStep();
+  }
+  void SteadyStep() {
     const uint64_t s = now;
     backward.push_back(s);
     backward.push_back(s + 4 * kMs);
@@ -69,10 +72,10 @@ struct Loop {
 
 TEST(LoaderRestartTest, ARestartAfterAnEvaluationIsMeasuredWithTheNextStepFromItsFirstWait) {
   Loop loop;
-  for (int i = 0; i < 6; ++i) loop.Steady();
+  loop.Steady(6);
   const size_t evaluation = loop.Evaluation(kOtherRank, 4);
   const uint64_t evaluation_start = loop.steps[evaluation].start_ns;
-  for (int i = 0; i < 6; ++i) loop.Steady();
+  loop.Steady(6);
   const uint64_t next_end = loop.steps[evaluation + 1].end_ns;
   uint64_t wait_ns = 0;
   ASSERT_EQ(loop.Move({evaluation}, &wait_ns), 1u);
@@ -88,19 +91,19 @@ TEST(LoaderRestartTest, ARestartAfterAnEvaluationIsMeasuredWithTheNextStepFromIt
 
 TEST(LoaderRestartTest, AnEvaluationLoadersOwnWorkersAreTheEvaluations) {
   Loop loop;
-  for (int i = 0; i < 6; ++i) loop.Steady();
+  loop.Steady(6);
   // Its own workers wake the loop only in its step: the cut is still at
   // the training workers' first wait.
   const size_t evaluation = loop.Evaluation(kEvaluationWorker, 4);
   const uint64_t evaluation_start = loop.steps[evaluation].start_ns;
-  for (int i = 0; i < 6; ++i) loop.Steady();
+  loop.Steady(6);
   ASSERT_EQ(loop.Move({evaluation}), 1u);
   EXPECT_EQ(loop.steps[evaluation].end_ns, evaluation_start + 16 * kMs);
 }
 
 TEST(LoaderRestartTest, AWaitNoLongerThanASteadyStepsForItsBatchMovesNothing) {
   Loop loop;
-  for (int i = 0; i < 6; ++i) loop.Steady();
+  loop.Steady(6);
   // 2 x 2 ms of waits: less than the steady 0.5 ms plus 5 ms.
   const size_t evaluation = loop.Evaluation(kOtherRank, 2);
   loop.Steady();
@@ -113,7 +116,7 @@ TEST(LoaderRestartTest, AWaitNoLongerThanASteadyStepsForItsBatchMovesNothing) {
 TEST(LoaderRestartTest, WorkersThatFedNoMeasuredStepAreNoTrainingWorkers) {
   Loop loop;
   loop.workers = {kEvaluationWorker};  // the training loader's workers are no descendants here
-  for (int i = 0; i < 6; ++i) loop.Steady();
+  loop.Steady(6);
   const size_t evaluation = loop.Evaluation(kEvaluationWorker, 4);
   loop.Steady();
   const uint64_t end = loop.steps[evaluation].end_ns;
@@ -123,7 +126,7 @@ TEST(LoaderRestartTest, WorkersThatFedNoMeasuredStepAreNoTrainingWorkers) {
 
 TEST(LoaderRestartTest, ANextStepThatDoesNotFollowDirectlyOrNoneMovesNothing) {
   Loop loop;
-  for (int i = 0; i < 6; ++i) loop.Steady();
+  loop.Steady(6);
   const size_t last = loop.Evaluation(kOtherRank, 4);
   EXPECT_EQ(loop.Move({last}), 0u) << "no next step";
   loop.now += kMs;  // a gap: the next step is another window's
