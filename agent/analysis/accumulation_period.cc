@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -21,6 +22,8 @@ struct Candidate {
   uint64_t update_median = 0;
   uint64_t other_median = 0;
   double ratio = 0;
+  std::vector<size_t> updates;  // a chain whose phase changes (PhaseChangingChain)
+  size_t changes = 0;
   double share() const { return groups == 0 ? 0 : static_cast<double>(wins) / static_cast<double>(groups); }
 };
 
@@ -36,12 +39,28 @@ double BinomialTail(size_t groups, size_t wins, double q) {
   return std::min(1.0, tail);
 }
 
+
+// Medians of the update intervals and of the others, and their ratio.
+void SetMedians(const std::vector<uint64_t>& w, const std::vector<bool>& is_update, Candidate& c) {
+  std::vector<uint64_t> update, other;
+  for (size_t j = 0; j < w.size(); ++j) (is_update[j] ? update : other).push_back(w[j]);
+  c.update_median = Median(std::move(update));
+  c.other_median = Median(std::move(other));
+  c.ratio = c.other_median > 0 ? static_cast<double>(c.update_median) / static_cast<double>(c.other_median) : 0;
+}
+
+// Whether interval j ran longer than the g-1 before it (the group it closes).
+bool ClosesAWin(const std::vector<uint64_t>& w, size_t j, size_t g) {
+  for (size_t i = j + 1 - g; i < j; ++i) {
+    if (w[j] <= w[i]) return false;
+  }
+  return true;
+}
+
 Candidate Score(const std::vector<uint64_t>& w, uint32_t k, uint32_t phase) {
   Candidate c;
   c.k = k;
   c.phase = phase;
-  std::vector<uint64_t> update, other;
-  for (size_t j = 0; j < w.size(); ++j) (j % k == phase ? update : other).push_back(w[j]);
   for (size_t j = phase; j < w.size(); j += k) {
     if (j + 1 < k) continue;
     ++c.groups;
@@ -50,9 +69,86 @@ Candidate Score(const std::vector<uint64_t>& w, uint32_t k, uint32_t phase) {
     c.wins += busiest;
   }
   c.chance = BinomialTail(c.groups, c.wins, 1.0 / k);
-  c.update_median = Median(std::move(update));
-  c.other_median = Median(std::move(other));
-  c.ratio = c.other_median > 0 ? static_cast<double>(c.update_median) / static_cast<double>(c.other_median) : 0;
+  std::vector<bool> is_update(w.size());
+  for (size_t j = 0; j < w.size(); ++j) is_update[j] = j % k == phase;
+  SetMedians(w, is_update, c);
+  return c;
+}
+
+// Whether interval j, closing a group of g intervals where k is the period,
+// ran longer than the others of its group or, for a short group, than the
+// k-1 intervals before it other than the update that opened the group.
+bool LooksLikeAnUpdate(const std::vector<uint64_t>& w, size_t j, size_t g, size_t k) {
+  if (g >= k) return ClosesAWin(w, j, g);
+  if (j < k) return false;
+  for (size_t i = j - k; i < j; ++i) {
+    if (i != j - g && w[j] <= w[i]) return false;
+  }
+  return true;
+}
+
+// The chain of updates for k whose phase may change (see the header): by
+// dynamic programming over its last update, each group of k scoring its
+// win, each group of another size (1 to 2k-1 intervals) costing
+// kPhaseChangeCost where its last interval looks like an update
+// (LooksLikeAnUpdate), 1.5 wins more where not:
+// of two ways to move the phase (a group of k+r, or one of r and one of
+// k), the one whose updates look like updates.  The trace may begin and
+// end inside a group.  Its
+// chance is that of its wins among its groups of k, times the ways to
+// place its phase changes (positions and sizes) and its first phase.
+Candidate PhaseChangingChain(const std::vector<uint64_t>& w, uint32_t k) {
+  constexpr int64_t kNone = INT64_MIN;
+  constexpr size_t kStart = SIZE_MAX;
+  // In half wins.
+  const int64_t cost = 2 * static_cast<int64_t>(kPhaseChangeCost);
+  const size_t n = w.size(), max_gap = 2 * static_cast<size_t>(k) - 1;
+  const auto group = [&](size_t j, size_t g) -> int64_t {
+    if (g == k) return 2 * static_cast<int64_t>(ClosesAWin(w, j, k));
+    return -cost - (LooksLikeAnUpdate(w, j, g, k) ? 0 : 3);
+  };
+  std::vector<int64_t> score(n, kNone);
+  std::vector<size_t> before(n, kStart);
+  for (size_t j = 0; j < n; ++j) {
+    if (j + 1 < k) score[j] = 0;
+    if (j + 1 == k) score[j] = group(j, k);
+    if (j + 1 > k && j + 1 <= max_gap) score[j] = group(j, j + 1);
+    for (size_t g = 1; g <= max_gap && g <= j; ++g) {
+      if (score[j - g] == kNone) continue;
+      const int64_t s = score[j - g] + group(j, g);
+      if (s > score[j]) score[j] = s, before[j] = j - g;
+    }
+  }
+  size_t last = kStart;
+  int64_t total = kNone;
+  for (size_t j = 0; j < n; ++j) {
+    const size_t after = n - 1 - j;
+    if (score[j] == kNone || after >= max_gap) continue;
+    const int64_t end = score[j] - (after >= k ? cost + 3 : 0);
+    if (end > total) total = end, last = j;
+  }
+  Candidate c;
+  c.k = k;
+  if (last == kStart) return c;
+  for (size_t j = last; j != kStart; j = before[j]) c.updates.push_back(j);
+  std::reverse(c.updates.begin(), c.updates.end());
+  std::vector<bool> is_update(n, false);
+  for (size_t i = 0; i < c.updates.size(); ++i) {
+    const size_t j = c.updates[i];
+    is_update[j] = true;
+    const size_t g = i == 0 ? j + 1 : j - c.updates[i - 1];
+    if (g == k) {
+      ++c.groups;
+      c.wins += ClosesAWin(w, j, k);
+    } else if (i > 0 || g > k) {
+      ++c.changes;
+    }
+  }
+  c.phase = static_cast<uint32_t>(last % k);
+  SetMedians(w, is_update, c);
+  const double places = static_cast<double>(c.groups + c.changes);
+  const double log_ways = std::lgamma(places + 1.0) - std::lgamma(c.changes + 1.0) - std::lgamma(c.groups + 1.0);
+  c.chance = std::min(1.0, BinomialTail(c.groups, c.wins, 1.0 / k) * std::exp(log_ways));
   return c;
 }
 
@@ -65,11 +161,48 @@ bool Qualifies(const Candidate& c, const AccumulationOptions& o) {
 }
 
 std::string Evidence(const Candidate& c) {
+  if (!c.updates.empty()) {
+    return absl::StrFormat(
+        "k=%d with the phase changing %d times (groups of another size, as where an epoch ends inside a group): the "
+        "interval that closes a group ran longer than the %d before it in %d of %d groups of %d (%.0f%%), median "
+        "CPU time %.3f ms vs %.3f ms for the others",
+        c.k, c.changes, c.k - 1, c.wins, c.groups, c.k, 100 * c.share(), c.update_median / 1e6,
+        c.other_median / 1e6);
+  }
   return absl::StrFormat(
       "k=%d: the interval after backward passes %d, %d, %d... (counting from 0) ran longer than the %d before it "
       "in %d of %d groups (%.0f%%), median CPU time %.3f ms vs %.3f ms for the others",
       c.k, c.phase, c.phase + c.k, c.phase + 2 * c.k, c.k - 1, c.wins, c.groups, 100 * c.share(),
       c.update_median / 1e6, c.other_median / 1e6);
+}
+
+// The period among candidates that qualify under `o`: the smallest k with
+// its best phase, or a multiple of it that wins clearly more often (with
+// accumulation of k, a divisor d of k qualifies too: its groups that hold
+// an update win, the others win 1/d of the time, 3/4 for k=4, d=2).
+// Ambiguous where another qualifying k neither divides it nor is a multiple.
+const Candidate* Select(const std::vector<Candidate>& all, const AccumulationOptions& o, bool& ambiguous,
+                        std::string& also) {
+  const Candidate* best = nullptr;
+  for (const Candidate& c : all) {
+    if (!Qualifies(c, o)) continue;
+    if (best == nullptr || c.k < best->k || (c.k == best->k && c.share() > best->share())) best = &c;
+  }
+  for (const Candidate& c : all) {
+    if (best != nullptr && Qualifies(c, o) && c.k > best->k && c.k % best->k == 0 &&
+        c.share() >= best->share() + kMultipleWinMargin) {
+      best = &c;
+    }
+  }
+  ambiguous = false;
+  for (const Candidate& c : all) {
+    if (best != nullptr && Qualifies(c, o) && c.k % best->k != 0 && best->k % c.k != 0) {
+      ambiguous = true;
+      also = Evidence(c);
+      break;
+    }
+  }
+  return best;
 }
 
 }  // namespace
@@ -81,23 +214,33 @@ AccumulationPeriod FindAccumulationPeriod(const std::vector<uint64_t>& work_ns, 
     if (work_ns.size() < 2 * static_cast<size_t>(k)) break;
     for (uint32_t p = 0; p < k; ++p) all.push_back(Score(work_ns, k, p));
   }
-  // Every (k, phase) pair is a chance to win by luck: the bound is for them all.
-  AccumulationOptions per_candidate = options;
-  per_candidate.max_chance = all.empty() ? options.max_chance : options.max_chance / static_cast<double>(all.size());
-  const Candidate* best = nullptr;  // the smallest qualifying k, its best phase
   const Candidate* closest = nullptr;
   for (const Candidate& c : all) {
     if (closest == nullptr || c.share() > closest->share()) closest = &c;
-    if (!Qualifies(c, per_candidate)) continue;
-    if (best == nullptr || c.k < best->k || (c.k == best->k && c.share() > best->share())) best = &c;
   }
-  // With accumulation of k, a divisor d of k qualifies too (its groups
-  // that hold an update win, the others win 1/d of the time: 3/4 for k=4,
-  // d=2); a multiple that wins clearly more often is the period.
-  for (const Candidate& c : all) {
-    if (best != nullptr && Qualifies(c, per_candidate) && c.k > best->k && c.k % best->k == 0 &&
-        c.share() >= best->share() + kMultipleWinMargin) {
-      best = &c;
+  // Every (k, phase) pair and every chain is a chance to win by luck: the
+  // bound is for them all.
+  const size_t chains = all.empty() ? 0 : all.back().k - 1;
+  AccumulationOptions per_candidate = options;
+  per_candidate.max_chance = all.empty() ? options.max_chance
+                                         : options.max_chance / static_cast<double>(all.size() + chains);
+  bool ambiguous = false;
+  std::string also;
+  const Candidate* best = Select(all, per_candidate, ambiguous, also);
+  std::vector<Candidate> changing;
+  for (uint32_t k = 2; k < 2 + chains; ++k) {
+    Candidate c = PhaseChangingChain(work_ns, k);
+    if (c.changes > 0) changing.push_back(std::move(c));
+  }
+  if (best == nullptr) {
+    best = Select(changing, per_candidate, ambiguous, also);
+  } else {
+    // A phase that moves by a multiple of a divisor d of k keeps d's phase:
+    // d qualifies with a fixed phase, k only as a chain.
+    for (const Candidate& c : changing) {
+      if (Qualifies(c, per_candidate) && c.k % best->k == 0 && c.share() >= best->share() + kMultipleWinMargin) {
+        best = &c;
+      }
     }
   }
   if (best == nullptr) {
@@ -115,13 +258,13 @@ AccumulationPeriod FindAccumulationPeriod(const std::vector<uint64_t>& work_ns, 
   r.ratio = best->ratio;
   r.update_median_ns = best->update_median;
   r.other_median_ns = best->other_median;
+  r.updates = best->updates;
+  r.phase_changes = best->changes;
   r.evidence = Evidence(*best);
-  for (const Candidate& c : all) {
-    if (Qualifies(c, per_candidate) && c.k % best->k != 0 && best->k % c.k != 0) {
-      r.ambiguous = true;
-      r.evidence = absl::StrCat(r.evidence, "; but also ", Evidence(c));
-      return r;
-    }
+  if (ambiguous) {
+    r.ambiguous = true;
+    r.evidence = absl::StrCat(r.evidence, "; but also ", also);
+    return r;
   }
   r.found = true;
   return r;
@@ -204,6 +347,48 @@ std::vector<size_t> ClearUpdates(const std::vector<uint64_t>& work_ns, const Acc
   return updates;
 }
 
+// A chain whose phase changes, placed again by how much each update looks
+// like one (UpdateScore against the chain's own medians) rather than by
+// wins: where the phase moves, a group of k that won by noise must not
+// decide between a group of k+r and one of r followed by one of k.  Each
+// group of another size costs kPhaseChangeCost; the trace may begin and
+// end inside a group.  The chain found by wins where the medians do not
+// tell updates apart.
+std::vector<size_t> PlaceChangingChain(const std::vector<uint64_t>& work_ns, const AccumulationPeriod& period) {
+  const double update = static_cast<double>(period.update_median_ns);
+  const double other = static_cast<double>(period.other_median_ns);
+  const size_t n = work_ns.size(), k = period.k, max_gap = 2 * k - 1;
+  if (other <= 0 || update <= other || n < k) return period.updates;
+  const double threshold = std::sqrt(update * other), cost = static_cast<double>(kPhaseChangeCost);
+  constexpr double kNone = -1e300;
+  constexpr size_t kStart = SIZE_MAX;
+  std::vector<double> best(n, kNone);
+  std::vector<size_t> before(n, kStart);
+  for (size_t j = 0; j < n; ++j) {
+    if (j + 1 <= k) best[j] = 0;
+    if (j + 1 > k && j + 1 <= max_gap) best[j] = -cost;
+    for (size_t g = 1; g <= max_gap && g <= j; ++g) {
+      if (best[j - g] == kNone) continue;
+      const double chain = best[j - g] - (g == k ? 0 : cost);
+      if (chain > best[j]) best[j] = chain, before[j] = j - g;
+    }
+    if (best[j] != kNone) best[j] += UpdateScore(work_ns[j], threshold, update);
+  }
+  size_t last = kStart;
+  double total = kNone;
+  for (size_t j = 0; j < n; ++j) {
+    const size_t after = n - 1 - j;
+    if (best[j] == kNone || after >= max_gap) continue;
+    const double end = best[j] - (after >= k ? cost : 0);
+    if (end > total) total = end, last = j;
+  }
+  if (last == kStart) return period.updates;
+  std::vector<size_t> updates;
+  for (size_t j = last; j != kStart; j = before[j]) updates.push_back(j);
+  std::reverse(updates.begin(), updates.end());
+  return updates;
+}
+
 }  // namespace
 
 double ClearUpdateThreshold(const std::vector<uint64_t>& work_ns, const AccumulationPeriod& period) {
@@ -216,6 +401,7 @@ double ClearUpdateThreshold(const std::vector<uint64_t>& work_ns, const Accumula
 
 std::vector<size_t> UpdateIntervals(const std::vector<uint64_t>& work_ns, const AccumulationPeriod& period) {
   if (!period.found || period.k == 0) return {};
+  if (!period.updates.empty()) return PlaceChangingChain(work_ns, period);
   if (std::vector<size_t> clear = ClearUpdates(work_ns, period); !clear.empty()) return clear;
   std::vector<size_t> updates;
   for (size_t j = period.phase; j < work_ns.size(); j += period.k) updates.push_back(j);

@@ -29,7 +29,23 @@
 //     qualifying k that is neither a multiple nor a divisor makes the
 //     grouping ambiguous, and then nothing is grouped;
 //   - no qualifying k: one backward pass is one step (no accumulation, or
-//     an update too small to tell apart from the noise).
+//     an update too small to tell apart from the noise), unless a period
+//     qualifies whose phase changes now and then (below).
+// Loops that count micro-batches per epoch (`(i + 1) % k == 0` with `i`
+// from `enumerate(loader)`, Lightning's and Hugging Face's trainers) start
+// a new group with each epoch, so where an epoch's batches are not a
+// multiple of k the phase moves at every epoch's end: the last group is
+// shorter (the trainer steps at the epoch's end) or longer (the next
+// epoch's first group takes it over).  No fixed phase wins then.  Where no
+// (k, phase) qualifies, each k is tried again as a chain of updates, at
+// most 2k-1 intervals apart: the chain with the most wins among its groups
+// of k, each group of another size costing kPhaseChangeCost wins and not
+// counted.  Such a chain qualifies as a (k, phase) does, its chance
+// multiplied by the number of ways to place its phase changes among its
+// groups (random work of 40-440 intervals: 0 of 12,000 series grouped by
+// a chain).  A chain of a multiple of the period found with a fixed phase
+// that wins clearly more often is the period (a phase that moves by 2 at
+// k=4 keeps k=2's phase fixed).
 // Evaluation passes and checkpoints fall into update intervals (they run
 // after an optimizer step) and only make those busier.  A loop without
 // accumulation that does much more CPU work every k-th iteration (costly
@@ -58,6 +74,10 @@ struct AccumulationPeriod {
   bool ambiguous = false;  // two periods that do not divide each other both qualify
   uint32_t k = 1;          // backward passes per optimizer step
   uint32_t phase = 0;      // interval j (after backward pass j) holds the update when j % k == phase
+  // Where the phase changes: the intervals that hold an update, in order
+  // (empty for a fixed phase), and how many groups are not of k.
+  std::vector<size_t> updates;
+  size_t phase_changes = 0;
   size_t groups = 0;       // of the chosen (or, not found, the closest) period
   size_t wins = 0;
   double ratio = 0;                // median CPU time, update intervals vs the others
@@ -72,7 +92,7 @@ AccumulationPeriod FindAccumulationPeriod(const std::vector<uint64_t>& work_ns,
                                           const AccumulationOptions& options = AccumulationOptions());
 
 // Where a found period's updates are: the intervals j that hold an
-// optimizer update, in order.
+// optimizer update, in order.  A period whose phase changes: its chain.
 //   - Where the update stands clear (its median at least kClearUpdateRatio
 //     times the median of the busiest other position of the group), the
 //     chain of intervals at least k apart that look most like updates,
@@ -86,6 +106,9 @@ AccumulationPeriod FindAccumulationPeriod(const std::vector<uint64_t>& work_ns,
 //   - Otherwise, or where more than 1 in 20 of the chosen intervals ran
 //     below the threshold, every k-th interval at the period's phase.
 inline constexpr double kClearUpdateRatio = 2.0;
+// What a group of another size than k costs a chain whose phase changes, in
+// wins: an epoch's end every few dozen groups is worth it, noise is not.
+inline constexpr size_t kPhaseChangeCost = 3;
 // The CPU time from which an interval holds a clear update (the geometric
 // mean above), or 0 where the update does not stand clear.
 double ClearUpdateThreshold(const std::vector<uint64_t>& work_ns, const AccumulationPeriod& period);

@@ -26,8 +26,17 @@ uint32_t CpuActivityTokens::Symbol(const std::string& name) {
 }
 
 void CpuActivityTokens::Add(const v1::Event& e) {
-  // Other threads (intra-op pools that spin then sleep, timer threads)
-  // block on their own clocks, not the loop's.
+  // Every thread's timeline: a loop may run on any thread.
+  if (e.payload_case() == v1::Event::kOffCpu) {
+    off_cpu_[e.tid()].emplace_back(e.ts_ns(), e.ts_ns() + e.off_cpu().duration_ns());
+    sorted_ = false;
+  } else if (e.payload_case() == v1::Event::kPageFaults) {
+    page_faults_[e.tid()].emplace_back(e.ts_ns(), e.page_faults().count());
+    sorted_ = false;
+    return;
+  }
+  // Tokens: other threads (intra-op pools that spin then sleep, timer
+  // threads) block on their own clocks, not the loop's.
   if (e.tid() != e.pid()) return;
   const char* role = "main thread";
   std::string name;
@@ -35,18 +44,12 @@ void CpuActivityTokens::Add(const v1::Event& e) {
   switch (e.payload_case()) {
     case v1::Event::kOffCpu: {
       const v1::OffCpu& off = e.off_cpu();
-      off_cpu_[e.tid()].emplace_back(e.ts_ns(), e.ts_ns() + off.duration_ns());
-      sorted_ = false;
       if (off.cause() == v1::OFF_CPU_CAUSE_PREEMPTED || (!off.voluntary() && off.prev_state() == 0)) return;
       name = absl::StrCat(role, " blocked: ", CauseName(off.cause()));
       if (off.syscall_nr() >= 0) absl::StrAppend(&name, " in syscall ", off.syscall_nr());
       duration = off.duration_ns();
       break;
     }
-    case v1::Event::kPageFaults:
-      page_faults_[e.tid()].emplace_back(e.ts_ns(), e.page_faults().count());
-      sorted_ = false;
-      return;
     case v1::Event::kMmap:
       name = absl::StrCat(role, " mmap ", e.mmap().length(), " B");
       duration = e.mmap().duration_ns();

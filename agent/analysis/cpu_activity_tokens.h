@@ -16,10 +16,12 @@
 // A loop that never blocks and reuses its memory (a single-threaded,
 // compute-bound CPU loop) leaves no tokens to repeat: then there is no
 // period to find, and the report says so.
-// It also keeps each main thread's off-CPU intervals (every cause) to say
-// how long the thread ran between two moments: the CPU work between two
+// It also keeps every thread's off-CPU intervals (every cause) to say how
+// long the thread ran between two moments: the CPU work between two
 // backward passes or in a step (accumulation_period.h, step_extra_work.h),
-// and its page faults (the copy-on-write faults after a fork).
+// and its page faults (the copy-on-write faults after a fork); the loop
+// may run on a thread of its own (Ray Train, a launcher that keeps the main
+// thread for signals).
 #pragma once
 
 #include <cstdint>
@@ -44,13 +46,13 @@ class CpuActivityTokens {
   std::vector<SequenceToken> Tokens(uint32_t pid, std::vector<std::string>& names) const;
   size_t TokenCount(uint32_t pid) const;
 
-  // Whether main thread `tid` went off the CPU at all in the trace (without
+  // Whether thread `tid` went off the CPU at all in the trace (without
   // that, how long it ran is unknown).
   bool HasTimeline(uint32_t tid) const;
-  // The time main thread `tid` was on the CPU in [from, to): the span less
-  // its off-CPU intervals, blocked or preempted.  After every Add.
+  // The time thread `tid` was on the CPU in [from, to): the span less its
+  // off-CPU intervals, blocked or preempted.  After every Add.
   uint64_t RunningNs(uint32_t tid, uint64_t from, uint64_t to) const;
-  // The page faults of main thread `tid` recorded in [from, to).
+  // The page faults of thread `tid` recorded in [from, to).
   uint64_t PageFaults(uint32_t tid, uint64_t from, uint64_t to) const;
 
  private:
@@ -62,11 +64,11 @@ class CpuActivityTokens {
   uint32_t Symbol(const std::string& name);
   void SortOnce() const;
   absl::flat_hash_map<uint32_t, std::vector<Token>> by_pid_;
-  // Main thread -> its off-CPU intervals (start, end); sorted on first use
+  // Thread -> its off-CPU intervals (start, end); sorted on first use
   // (events come in any order).
   mutable absl::flat_hash_map<uint32_t, std::vector<std::pair<uint64_t, uint64_t>>> off_cpu_;
   mutable bool sorted_ = true;
-  // Main thread -> its page-fault records (time, faults), sorted likewise.
+  // Thread -> its page-fault records (time, faults), sorted likewise.
   mutable absl::flat_hash_map<uint32_t, std::vector<std::pair<uint64_t, uint64_t>>> page_faults_;
   absl::flat_hash_map<std::string, uint32_t> ids_;
   std::vector<std::string> names_;

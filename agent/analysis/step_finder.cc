@@ -195,7 +195,7 @@ void StepLocator::SeeGpuRecord(const v1::Event& e) {
 
 void StepLocator::SeeLoopWait(const v1::Event& e) {
   const v1::OffCpu& off = e.off_cpu();
-  if (e.tid() != e.pid() || TrustedWaker(off) == 0 || off.waker_pid() == 0 || off.waker_pid() == e.pid()) return;
+  if (TrustedWaker(off) == 0 || off.waker_pid() == 0 || off.waker_pid() == e.pid()) return;
   loop_waits_[e.tid()].push_back(LoopWait{e.ts_ns(), e.ts_ns() + off.duration_ns(), off.waker_pid()});
 }
 

@@ -85,7 +85,7 @@ const char* StepSourceText(StepSource source);
 // Steps found without annotations, whose note says how.
 bool StepSourceIsInferred(StepSource source);
 
-// One off-CPU interval of a main thread that a thread of another process
+// One off-CPU interval of a thread that a thread of another process
 // ended (the kernel's waker, trusted: thread_activity.h).
 struct LoopWait {
   uint64_t start_ns = 0;
@@ -200,7 +200,7 @@ class StepLocator {
   // A process's start (its parent, the forking thread) or exit.
   // A GPU record's name, by its process and correlation id (gpu_names_).
   void SeeGpuRecord(const v1::Event& e);
-  // A main thread's off-CPU interval that another process's thread ended
+  // A thread's off-CPU interval that another process's thread ended
   // (loop_waits_).
   void SeeLoopWait(const v1::Event& e);
   void SeeProcessLife(const v1::Event& e);
@@ -222,7 +222,7 @@ class StepLocator {
   // The CPU work of each step of `plan` (stretches between backward
   // passes), outside the loop thread's data-loader ranges (a new epoch's
   // iterator forks its workers: data loading, not extra work); empty when
-  // the loop's thread is not a main thread with a timeline.  `forks` and
+  // the loop's thread has no timeline (never went off the CPU).  `forks` and
   // `evaluation_forks`: LoopForks'.
   std::vector<StepCpuWork> CpuWork(const StepPlan& plan, const std::vector<uint64_t>& forks,
                                    const std::vector<uint64_t>& evaluation_forks) const;
@@ -279,10 +279,11 @@ class StepLocator {
   // (gpuos-trace's uprobes), grouped k at a time when the CPU work between
   // them has a period; false when there are fewer than two.
   bool BackwardSteps(StepPlan& plan, const std::string& why, bool from_uprobe = false);
-  // Steps of k backward marks each (`bounds`, sorted, on main thread `tid`)
+  // Steps of k backward marks each (`bounds`, sorted, on thread `tid`)
   // when the CPU work between them has a period of k
   // (accumulation_period.h), following the updates: a group with more
-  // marks before its update is left out.  Returns k and the evidence in
+  // marks before its update is left out (unless the period's phase
+  // changes: then any group is a step).  Returns k and the evidence in
   // `detail`, or 0 and why not.
   uint32_t GroupBackwardSteps(StepPlan& plan, const std::vector<uint64_t>& bounds, uint32_t tid, std::string& detail);
   // Source 4 on process `pid`; false (with `why_not`) when it has no period.
@@ -316,8 +317,8 @@ class StepLocator {
   absl::flat_hash_map<uint64_t, std::vector<Range>> step_ranges_;
   absl::flat_hash_map<uint64_t, std::vector<Range>> optimizer_ranges_;
   absl::flat_hash_map<uint64_t, std::vector<Range>> data_ranges_;  // data-loader ranges (fetches, iterators)
-  // Main thread -> its waits that another process's thread ended, in any
-  // order until MoveRestarts sorts a copy.
+  // Thread -> its waits that another process's thread ended, in any order
+  // until MoveRestarts sorts a copy.
   absl::flat_hash_map<uint32_t, std::vector<LoopWait>> loop_waits_;
   // The shim's live rhythm marks by thread, and the call they are named after.
   absl::flat_hash_map<uint64_t, std::vector<uint64_t>> live_rhythm_marks_;

@@ -119,10 +119,9 @@ bool StepLocator::BackwardSteps(StepPlan& plan, const std::string& why, bool fro
 
 uint32_t StepLocator::GroupBackwardSteps(StepPlan& plan, const std::vector<uint64_t>& bounds, uint32_t tid,
                                          std::string& detail) {
-  if (plan.pid != tid || !cpu_.HasTimeline(tid)) {
+  if (!cpu_.HasTimeline(tid)) {
     detail = absl::StrCat("how long thread ", ThreadText(tid),
-                           " ran between them is unknown (not a process's main thread, or no off-CPU records), so "
-                           "they are not grouped");
+                           " ran between them is unknown (no off-CPU records), so they are not grouped");
     return 0;
   }
   std::vector<uint64_t> work;
@@ -151,7 +150,10 @@ uint32_t StepLocator::GroupBackwardSteps(StepPlan& plan, const std::vector<uint6
     w.start_ns = bounds[group_starts[g]];
     w.end_ns = bounds[group_starts[g + 1]];
     w.index = steps.size();
-    if (const size_t passes = group_starts[g + 1] - group_starts[g]; passes > period.k) {
+    // Where the phase changes (an epoch's end inside a group), a group of
+    // another size is still one optimizer step.
+    if (const size_t passes = group_starts[g + 1] - group_starts[g];
+        passes > period.k && period.phase_changes == 0) {
       w.warmup = true;
       w.left_out = absl::StrFormat("%d backward passes before one update where the others have %d: backward passes "
                                    "with no update of their own (an evaluation that adapts before it scores, as "
@@ -168,6 +170,12 @@ uint32_t StepLocator::GroupBackwardSteps(StepPlan& plan, const std::vector<uint6
   plan.steps = std::move(steps);
   plan.source = StepSource::kBackwardGroups;
   detail = period.evidence;
+  if (period.phase_changes > 0) {
+    absl::StrAppend(&detail, absl::StrFormat("; the %d groups of another size are steps too (a loop that counts its "
+                                             "micro-batches per epoch steps at an epoch's end, or carries them "
+                                             "into the next epoch's first step)",
+                                             period.phase_changes));
+  }
   if (without_update > 0) {
     absl::StrAppend(&detail, absl::StrFormat("; the groups follow the updates (intervals %d apart that ran "
                                              "like one: mostly %.3f ms CPU time or more), and %d held more backward "
@@ -255,7 +263,7 @@ std::vector<uint64_t> StepLocator::LoopForks(const StepPlan& plan, std::vector<u
 std::vector<StepCpuWork> StepLocator::CpuWork(const StepPlan& plan, const std::vector<uint64_t>& forks,
                                              const std::vector<uint64_t>& evaluation_forks) const {
   std::vector<StepCpuWork> out;
-  if (plan.tid != plan.pid || !cpu_.HasTimeline(plan.tid)) return out;
+  if (!cpu_.HasTimeline(plan.tid)) return out;
   const std::vector<uint64_t> starts = BackwardStarts(ThreadKey(plan.pid, plan.tid));
   const std::vector<Range> data = DataRanges(plan);
   auto running = [&](uint64_t from, uint64_t to) { return RunningOutsideData(plan, data, from, to); };
@@ -292,7 +300,7 @@ std::vector<StepCpuWork> StepLocator::CpuWork(const StepPlan& plan, const std::v
 }
 
 void StepLocator::SplitEpochEnds(StepPlan& plan, const std::vector<uint64_t>& fork_times) {
-  if (plan.tid != plan.pid || !cpu_.HasTimeline(plan.tid)) return;
+  if (!cpu_.HasTimeline(plan.tid)) return;
   if (fork_times.empty()) return;
   const std::vector<Range> data = DataRanges(plan);
   const auto cpu_ns = [&](uint64_t from, uint64_t to) { return RunningOutsideData(plan, data, from, to); };
@@ -375,7 +383,7 @@ void StepLocator::SplitOffIterations(StepPlan& plan, const std::vector<SequenceT
 
 void StepLocator::MoveRestarts(StepPlan& plan, const std::vector<size_t>& marked) const {
   auto it = loop_waits_.find(plan.tid);
-  if (plan.tid != plan.pid || it == loop_waits_.end()) return;
+  if (it == loop_waits_.end()) return;
   std::vector<LoopWait> waits = it->second;
   std::sort(waits.begin(), waits.end(), [](const LoopWait& a, const LoopWait& b) { return a.start_ns < b.start_ns; });
   uint64_t wait_ns = 0;

@@ -254,6 +254,20 @@ PROFILES = {
                      "--batch-size", "64", "--dataset-size", "4000", "--workers", "1", "--ckpt-every", "40",
                      "--log-every", "10"],
             "iters": 200},
+        "lightning_loop": {
+            # Forward and backward inside optimizer.step(closure); workers
+            # forked again each epoch (31 steps); a validation every 25.
+            "args": ["--device", "cpu", "--image-size", "16", "--width", "8", "--batch-size", "32",
+                     "--train-size", "2000", "--val-size", "256", "--workers", "1", "--val-check-interval", "25",
+                     "--log-every", "10"],
+            "iters": 200},
+        "lightning_accum": {
+            # 3 batches a step: two closures called, the third inside the step.
+            "script": "lightning_loop",
+            "args": ["--device", "cpu", "--image-size", "16", "--width", "8", "--batch-size", "32",
+                     "--train-size", "2000", "--val-size", "256", "--workers", "1", "--val-check-interval", "25",
+                     "--accumulate-grad-batches", "3", "--log-every", "5"],
+            "iters": 80},
         "trainer": {
             "args": ["--device", "cpu", "--model", "mlp", "--hidden", "256", "--layers", "2",
                      "--batch-size", "64", "--workers", "2", "--warmup", "5"],
@@ -419,6 +433,13 @@ PROFILES = {
         "threaded_loop": {
             "args": ["--device", "cuda", "--workers", "4", "--log-every", "20"],
             "iters": 600},
+        "lightning_loop": {
+            "args": ["--device", "cuda", "--workers", "4", "--log-every", "20"],
+            "iters": 600},
+        "lightning_accum": {
+            "script": "lightning_loop",
+            "args": ["--device", "cuda", "--workers", "4", "--accumulate-grad-batches", "4", "--log-every", "10"],
+            "iters": 200},
         "trainer": {
             "args": ["--device", "cuda", "--model", "cnn", "--batch-size", "64", "--workers", "4",
                      "--pin-memory", "--non-blocking", "--image-size", "3x64x64", "--warmup", "5"],

@@ -4,7 +4,8 @@
 // interval), no accumulation (jittered, and with a rare extra), random
 // work, too few intervals, two periods that do not divide each other, and
 // where the updates are (UpdateIntervals): by their length where they stand
-// clear (MAML's evaluations adapt with no update), else by position.
+// clear (MAML's evaluations adapt with no update), else by position; and
+// micro-batches counted per epoch, whose phase moves at each epoch's end.
 // (A loop without accumulation that does extra CPU work every k-th
 // iteration, such as expensive logging, looks the same as accumulation of
 // k: the header says so.)
@@ -68,6 +69,56 @@ TEST(AccumulationPeriodTest, TheGroupsCanStartAnywhere) {
   EXPECT_EQ(p.phase, 1u);
 }
 
+// Micro-batches counted per epoch (`(i + 1) % k == 0` over
+// enumerate(loader)), `epochs` epochs of `batches` each: with
+// `step_at_end` the epoch's last group is shorter (Lightning steps there),
+// without it its micro-batches go into the next epoch's first step.
+// `updates` gets the intervals that hold an update.
+std::vector<uint64_t> EpochAccumulation(uint32_t k, size_t batches, size_t epochs, bool step_at_end, uint32_t seed,
+                                        std::vector<size_t>& updates) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> noise(0.92, 1.08);
+  std::vector<uint64_t> w;
+  for (size_t e = 0; e < epochs; ++e) {
+    for (size_t i = 0; i < batches; ++i) {
+      double ns = 7.0 * kMs * noise(rng);
+      if ((i + 1) % k == 0 || (step_at_end && i + 1 == batches)) {
+        ns += 1.5 * kMs;
+        updates.push_back(w.size());
+      }
+      w.push_back(static_cast<uint64_t>(ns));
+    }
+  }
+  return w;
+}
+
+TEST(AccumulationPeriodTest, APhaseThatMovesAtEachEpochsEndIsFollowed) {
+  for (const bool step_at_end : {true, false}) {
+    for (const uint32_t k : {2u, 3u, 4u, 6u}) {
+      std::vector<size_t> want;
+      const std::vector<uint64_t> w = EpochAccumulation(k, 10 * k + (k < 4 ? 1 : 2), 4, step_at_end, k, want);
+      const AccumulationPeriod p = FindAccumulationPeriod(w);
+      // k=4 and 6 with 2 batches left at each epoch's end: the phase of k/2
+      // stays, and only the chain tells k.
+      ASSERT_TRUE(p.found) << k << " " << step_at_end << ": " << p.evidence;
+      EXPECT_EQ(p.k, k) << p.evidence;
+      EXPECT_EQ(p.phase_changes, 3u) << p.evidence;
+      EXPECT_NE(p.evidence.find("phase changing 3 times"), std::string::npos) << p.evidence;
+      const std::vector<size_t> got = UpdateIntervals(w, p);
+      // The last update may be cut off with the trace's end.
+      ASSERT_GE(got.size() + 1, want.size());
+      for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], want[i]) << k << " " << step_at_end << " " << i;
+    }
+  }
+}
+
+TEST(AccumulationPeriodTest, AFixedPhaseNeedsNoChain) {
+  const AccumulationPeriod p = FindAccumulationPeriod(Accumulation(3, 60, 2 * kMs, 0, 0.08, 31));
+  ASSERT_TRUE(p.found) << p.evidence;
+  EXPECT_EQ(p.phase_changes, 0u);
+  EXPECT_TRUE(p.updates.empty());
+}
+
 TEST(AccumulationPeriodTest, NoAccumulationIsNoPeriod) {
   // One backward pass an optimizer step, jittered, an evaluation pass
   // every 10 and a few extras at random (a garbage collection): no k
@@ -82,9 +133,10 @@ TEST(AccumulationPeriodTest, NoAccumulationIsNoPeriod) {
 }
 
 TEST(AccumulationPeriodTest, IrregularWorkIsNoPeriod) {
+  // Neither with a fixed phase nor as a chain whose phase moves.
   std::mt19937 rng(13);
   std::uniform_int_distribution<uint64_t> work(2 * kMs, 20 * kMs);
-  for (int trial = 0; trial < 20; ++trial) {
+  for (int trial = 0; trial < 200; ++trial) {
     std::vector<uint64_t> w;
     for (int j = 0; j < 200; ++j) w.push_back(work(rng));
     const AccumulationPeriod p = FindAccumulationPeriod(w);

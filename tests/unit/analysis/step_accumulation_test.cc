@@ -5,7 +5,8 @@
 // work between backward passes, with evaluation passes every 10 optimizer
 // steps left out; no accumulation (one backward pass a step, evaluation
 // left out); irregular work (not grouped, and why); a loop off the main
-// thread (not grouped: its CPU time is unknown); and the Python hook's
+// thread (grouped by its own timeline); micro-batches counted per epoch,
+// whose groups' phase moves at each epoch's end; and the Python hook's
 // optimizer.step and autograd.backward ranges with CPU evaluation passes
 // inside their steps, left out.
 #include <algorithm>
@@ -50,17 +51,32 @@ class CpuLoop {
   uint64_t eval_ns = 40 * kMs;
 
   void OptimizerStep() {
-    ++steps_;
-    for (uint32_t m = 0; m < k_; ++m) {
-      Off(Jitter(1 * kMs), v1::OFF_CPU_CAUSE_FUTEX);  // waiting for the batch
-      Run(Jitter(3 * kMs));                           // forward
-      if (rng_() % 4 == 0) Off(Jitter(kMs / 2), v1::OFF_CPU_CAUSE_PREEMPTED);
-      backward_starts.push_back(now_);
-      const uint64_t backward = Jitter(4 * kMs);
-      events.push_back(Mark(now_));
-      if (hook) events.push_back(Range("autograd.backward", now_, backward));
-      Run(backward);
+    for (uint32_t m = 0; m < k_; ++m) MicroBatch();
+    Update();
+  }
+  // An epoch of `batches` micro-batches counted from 0 in it, an update
+  // after every k-th and, with `step_at_end`, after the last (Lightning);
+  // without, the last group's micro-batches go into the next epoch's first
+  // step (`(i + 1) % k == 0` over enumerate(loader)).
+  void Epoch(size_t batches, bool step_at_end) {
+    for (size_t i = 0; i < batches; ++i) {
+      MicroBatch();
+      if ((i + 1) % k_ == 0 || (step_at_end && i + 1 == batches)) Update();
     }
+  }
+  void MicroBatch() {
+    Off(Jitter(1 * kMs), v1::OFF_CPU_CAUSE_FUTEX);  // waiting for the batch
+    Run(Jitter(3 * kMs));                           // forward
+    if (rng_() % 4 == 0) Off(Jitter(kMs / 2), v1::OFF_CPU_CAUSE_PREEMPTED);
+    backward_starts.push_back(now_);
+    const uint64_t backward = Jitter(4 * kMs);
+    events.push_back(Mark(now_));
+    if (hook) events.push_back(Range("autograd.backward", now_, backward));
+    Run(backward);
+  }
+  void Update() {
+    ++steps_;
+    group_starts.push_back(backward_starts.size());
     const uint64_t update = Jitter(update_ns);
     if (hook) events.push_back(Range("optimizer.step", now_, update));
     Run(update);
@@ -71,6 +87,7 @@ class CpuLoop {
   }
   std::vector<v1::Event> events;
   std::vector<uint64_t> backward_starts;
+  std::vector<size_t> group_starts;  // the backward pass after each update
   std::vector<uint64_t> eval_starts;
 
  private:
@@ -181,14 +198,49 @@ TEST(StepAccumulationTest, IrregularWorkIsNotGrouped) {
   EXPECT_NE(plan.note.find("no k from 2 to 8"), std::string::npos) << plan.note;
 }
 
-TEST(StepAccumulationTest, ALoopOffTheMainThreadIsNotGrouped) {
+TEST(StepAccumulationTest, ALoopOffTheMainThreadIsGroupedToo) {
+  // Ray Train's session thread, a launcher that keeps the main thread for
+  // signals: the loop thread's own timeline says how long it ran.
   CpuLoop loop(3, 0.1, 3, kPid + 5);
   for (int s = 0; s < 30; ++s) loop.OptimizerStep();
   const StepPlan plan = Locate(loop.events);
-  ASSERT_EQ(plan.source, StepSource::kBackwardUprobe) << plan.note;
+  ASSERT_EQ(plan.source, StepSource::kBackwardGroups) << plan.note;
   EXPECT_EQ(plan.tid, kPid + 5);
-  EXPECT_EQ(plan.steps.size(), 89u);
-  EXPECT_NE(plan.note.find("is unknown"), std::string::npos) << plan.note;
+  ASSERT_EQ(plan.steps.size(), 29u);
+  for (size_t i = 0; i < plan.steps.size(); ++i) EXPECT_EQ(plan.steps[i].start_ns, loop.backward_starts[3 * i]);
+  ExpectEvalStepsLeftOut(plan, loop.eval_starts);
+}
+
+TEST(StepAccumulationTest, GroupsFollowAPhaseThatMovesAtEachEpochsEnd) {
+  // Micro-batches counted per epoch, an epoch not a multiple of k: the last
+  // group of each epoch is shorter (a step at the epoch's end) or carried
+  // into the next epoch's first step.  Every step starts after an update.
+  for (const bool step_at_end : {true, false}) {
+    for (const uint32_t k : {2u, 3u, 4u}) {
+      CpuLoop loop(k, 0.1, 20 + k);
+      loop.eval_every = 0;
+      for (int epoch = 0; epoch < 4; ++epoch) loop.Epoch(k * 20 + 1, step_at_end);
+      const StepPlan plan = Locate(loop.events);
+      ASSERT_EQ(plan.source, StepSource::kBackwardGroups) << k << " " << step_at_end << ": " << plan.note;
+      EXPECT_NE(plan.note.find("phase changing"), std::string::npos) << plan.note;
+      std::vector<uint64_t> want = {loop.backward_starts[0]};
+      for (size_t g : loop.group_starts) {
+        if (g < loop.backward_starts.size()) want.push_back(loop.backward_starts[g]);
+      }
+      size_t matched = 0;
+      for (const StepWindow& w : plan.steps) {
+        const size_t here = std::count(want.begin(), want.end(), w.start_ns);
+        matched += here;
+        if (here == 0) {
+          ADD_FAILURE() << k << " " << step_at_end << ": a step starts at backward pass "
+                        << std::find(loop.backward_starts.begin(), loop.backward_starts.end(), w.start_ns) -
+                               loop.backward_starts.begin();
+        }
+      }
+      EXPECT_EQ(matched, plan.steps.size()) << k << " " << step_at_end << ": " << plan.note;
+      EXPECT_GE(plan.steps.size() + 2, want.size()) << k << " " << step_at_end;
+    }
+  }
 }
 
 TEST(StepAccumulationTest, CpuEvaluationInsideOptimizerStepsIsLeftOut) {
