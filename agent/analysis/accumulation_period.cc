@@ -39,7 +39,6 @@ double BinomialTail(size_t groups, size_t wins, double q) {
   return std::min(1.0, tail);
 }
 
-
 // Medians of the update intervals and of the others, and their ratio.
 void SetMedians(const std::vector<uint64_t>& w, const std::vector<bool>& is_update, Candidate& c) {
   std::vector<uint64_t> update, other;
@@ -87,24 +86,29 @@ bool LooksLikeAnUpdate(const std::vector<uint64_t>& w, size_t j, size_t g, size_
   return true;
 }
 
-// The chain of updates for k whose phase may change (see the header): by
-// dynamic programming over its last update, each group of k scoring its
-// win, each group of another size (1 to 2k-1 intervals) costing
-// kPhaseChangeCost where its last interval looks like an update
-// (LooksLikeAnUpdate), 1.5 wins more where not:
-// of two ways to move the phase (a group of k+r, or one of r and one of
-// k), the one whose updates look like updates.  The trace may begin and
-// end inside a group.  Its
-// chance is that of its wins among its groups of k, times the ways to
-// place its phase changes (positions and sizes) and its first phase.
-Candidate PhaseChangingChain(const std::vector<uint64_t>& w, uint32_t k) {
+// The chain of updates for k whose phase may change (see the header), by
+// dynamic programming over its last update: each group of k scores its
+// win; each group of another size (1 to 2k-1 intervals), only where it
+// holds an epoch's start, costs
+// kPhaseChangeCost wins where its last interval looks like an update
+// (LooksLikeAnUpdate) and 1.5 more where not, so of two ways to move the
+// phase (a group of k+r, or one of r and one of k) the one whose updates
+// look like updates wins.  The trace may begin and end inside a group.
+// Its chance is that of its wins among its groups of k, times the ways to
+// place its phase changes among its groups.
+Candidate PhaseChangingChain(const std::vector<uint64_t>& w, const std::vector<bool>& epoch_starts, uint32_t k) {
   constexpr int64_t kNone = INT64_MIN;
   constexpr size_t kStart = SIZE_MAX;
   // In half wins.
   const int64_t cost = 2 * static_cast<int64_t>(kPhaseChangeCost);
   const size_t n = w.size(), max_gap = 2 * static_cast<size_t>(k) - 1;
+  // Intervals [from, to] hold an epoch's start.
+  std::vector<size_t> starts_upto(n + 1, 0);
+  for (size_t j = 0; j < n; ++j) starts_upto[j + 1] = starts_upto[j] + (j < epoch_starts.size() && epoch_starts[j]);
+  const auto holds_start = [&](size_t from, size_t to) { return starts_upto[to + 1] > starts_upto[from]; };
   const auto group = [&](size_t j, size_t g) -> int64_t {
     if (g == k) return 2 * static_cast<int64_t>(ClosesAWin(w, j, k));
+    if (!holds_start(j + 1 - g, j)) return kNone;
     return -cost - (LooksLikeAnUpdate(w, j, g, k) ? 0 : 3);
   };
   std::vector<int64_t> score(n, kNone);
@@ -114,16 +118,16 @@ Candidate PhaseChangingChain(const std::vector<uint64_t>& w, uint32_t k) {
     if (j + 1 == k) score[j] = group(j, k);
     if (j + 1 > k && j + 1 <= max_gap) score[j] = group(j, j + 1);
     for (size_t g = 1; g <= max_gap && g <= j; ++g) {
-      if (score[j - g] == kNone) continue;
-      const int64_t s = score[j - g] + group(j, g);
-      if (s > score[j]) score[j] = s, before[j] = j - g;
+      const int64_t here = group(j, g);
+      if (score[j - g] == kNone || here == kNone) continue;
+      if (score[j - g] + here > score[j]) score[j] = score[j - g] + here, before[j] = j - g;
     }
   }
   size_t last = kStart;
   int64_t total = kNone;
   for (size_t j = 0; j < n; ++j) {
     const size_t after = n - 1 - j;
-    if (score[j] == kNone || after >= max_gap) continue;
+    if (score[j] == kNone || after >= max_gap || (after >= k && !holds_start(j + 1, n - 1))) continue;
     const int64_t end = score[j] - (after >= k ? cost + 3 : 0);
     if (end > total) total = end, last = j;
   }
@@ -207,7 +211,8 @@ const Candidate* Select(const std::vector<Candidate>& all, const AccumulationOpt
 
 }  // namespace
 
-AccumulationPeriod FindAccumulationPeriod(const std::vector<uint64_t>& work_ns, const AccumulationOptions& options) {
+AccumulationPeriod FindAccumulationPeriod(const std::vector<uint64_t>& work_ns, const std::vector<bool>& epoch_starts,
+                                          const AccumulationOptions& options) {
   AccumulationPeriod r;
   std::vector<Candidate> all;
   for (uint32_t k = 2; k <= options.max_k; ++k) {
@@ -228,15 +233,17 @@ AccumulationPeriod FindAccumulationPeriod(const std::vector<uint64_t>& work_ns, 
   std::string also;
   const Candidate* best = Select(all, per_candidate, ambiguous, also);
   std::vector<Candidate> changing;
-  for (uint32_t k = 2; k < 2 + chains; ++k) {
-    Candidate c = PhaseChangingChain(work_ns, k);
+  const bool any_epoch_start = std::find(epoch_starts.begin(), epoch_starts.end(), true) != epoch_starts.end();
+  for (uint32_t k = 2; any_epoch_start && k < 2 + chains; ++k) {
+    Candidate c = PhaseChangingChain(work_ns, epoch_starts, k);
     if (c.changes > 0) changing.push_back(std::move(c));
   }
   if (best == nullptr) {
     best = Select(changing, per_candidate, ambiguous, also);
   } else {
     // A phase that moves by a multiple of a divisor d of k keeps d's phase:
-    // d qualifies with a fixed phase, k only as a chain.
+    // d qualifies with a fixed phase, k only as a chain.  And a chain of
+    // the same k that wins clearly more often follows a phase that moved.
     for (const Candidate& c : changing) {
       if (Qualifies(c, per_candidate) && c.k % best->k == 0 && c.share() >= best->share() + kMultipleWinMargin) {
         best = &c;
@@ -260,6 +267,7 @@ AccumulationPeriod FindAccumulationPeriod(const std::vector<uint64_t>& work_ns, 
   r.other_median_ns = best->other_median;
   r.updates = best->updates;
   r.phase_changes = best->changes;
+  if (r.phase_changes > 0) r.epoch_starts = epoch_starts;
   r.evidence = Evidence(*best);
   if (ambiguous) {
     r.ambiguous = true;
@@ -349,7 +357,7 @@ std::vector<size_t> ClearUpdates(const std::vector<uint64_t>& work_ns, const Acc
 
 // A chain whose phase changes, placed again by how much each update looks
 // like one (UpdateScore against the chain's own medians) rather than by
-// wins: where the phase moves, a group of k that won by noise must not
+// wins, its groups of another size again only where an epoch starts: where the phase moves, a group of k that won by noise must not
 // decide between a group of k+r and one of r followed by one of k.  Each
 // group of another size costs kPhaseChangeCost; the trace may begin and
 // end inside a group.  The chain found by wins where the medians do not
@@ -362,13 +370,17 @@ std::vector<size_t> PlaceChangingChain(const std::vector<uint64_t>& work_ns, con
   const double threshold = std::sqrt(update * other), cost = static_cast<double>(kPhaseChangeCost);
   constexpr double kNone = -1e300;
   constexpr size_t kStart = SIZE_MAX;
+  const std::vector<bool>& starts = period.epoch_starts;
+  std::vector<size_t> starts_upto(n + 1, 0);
+  for (size_t j = 0; j < n; ++j) starts_upto[j + 1] = starts_upto[j] + (j < starts.size() && starts[j]);
+  const auto holds_start = [&](size_t from, size_t to) { return starts_upto[to + 1] > starts_upto[from]; };
   std::vector<double> best(n, kNone);
   std::vector<size_t> before(n, kStart);
   for (size_t j = 0; j < n; ++j) {
     if (j + 1 <= k) best[j] = 0;
-    if (j + 1 > k && j + 1 <= max_gap) best[j] = -cost;
+    if (j + 1 > k && j + 1 <= max_gap && holds_start(0, j)) best[j] = -cost;
     for (size_t g = 1; g <= max_gap && g <= j; ++g) {
-      if (best[j - g] == kNone) continue;
+      if (best[j - g] == kNone || (g != k && !holds_start(j + 1 - g, j))) continue;
       const double chain = best[j - g] - (g == k ? 0 : cost);
       if (chain > best[j]) best[j] = chain, before[j] = j - g;
     }
@@ -378,7 +390,7 @@ std::vector<size_t> PlaceChangingChain(const std::vector<uint64_t>& work_ns, con
   double total = kNone;
   for (size_t j = 0; j < n; ++j) {
     const size_t after = n - 1 - j;
-    if (best[j] == kNone || after >= max_gap) continue;
+    if (best[j] == kNone || after >= max_gap || (after >= k && !holds_start(j + 1, n - 1))) continue;
     const double end = best[j] - (after >= k ? cost : 0);
     if (end > total) total = end, last = j;
   }

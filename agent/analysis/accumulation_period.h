@@ -40,7 +40,11 @@
 // (k, phase) qualifies, each k is tried again as a chain of updates, at
 // most 2k-1 intervals apart: the chain with the most wins among its groups
 // of k, each group of another size costing kPhaseChangeCost wins and not
-// counted.  Such a chain qualifies as a (k, phase) does, its chance
+// counted, and allowed only where it holds an epoch's start (the training
+// DataLoader forked its workers).  Without that, quasi-periodic work whose
+// phase drifts (Python's garbage collector every few iterations of a loop
+// with no accumulation: a chain of k=4 won 71% of its groups) would pass
+// for accumulation.  Such a chain qualifies as a (k, phase) does, its chance
 // multiplied by the number of ways to place its phase changes among its
 // groups (random work of 40-440 intervals: 0 of 12,000 series grouped by
 // a chain).  A chain of a multiple of the period found with a fixed phase
@@ -78,6 +82,7 @@ struct AccumulationPeriod {
   // (empty for a fixed phase), and how many groups are not of k.
   std::vector<size_t> updates;
   size_t phase_changes = 0;
+  std::vector<bool> epoch_starts;  // where the phase may change (FindAccumulationPeriod's)
   size_t groups = 0;       // of the chosen (or, not found, the closest) period
   size_t wins = 0;
   double ratio = 0;                // median CPU time, update intervals vs the others
@@ -87,8 +92,10 @@ struct AccumulationPeriod {
 };
 
 // `work_ns[j]`: the CPU time of the interval after backward pass j (to the
-// next one), in time order.
+// next one), in time order; `epoch_starts[j]`: whether an epoch starts in
+// interval j (empty: nowhere known, so the phase is fixed).
 AccumulationPeriod FindAccumulationPeriod(const std::vector<uint64_t>& work_ns,
+                                          const std::vector<bool>& epoch_starts = {},
                                           const AccumulationOptions& options = AccumulationOptions());
 
 // Where a found period's updates are: the intervals j that hold an

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "analysis/step_split.h"
 #include "common/count_in_range.h"
 #include "common/median.h"
 
@@ -198,31 +199,6 @@ struct IterationCut {
   bool longer_is_iteration = false;  // work over the bounds is still one iteration's
 };
 
-// Each step k with cut_at[k] != 0 becomes two: the extra work before the
-// cut, left out as before (its reason + `suffix`), and the iteration from
-// it, measured.  Steps are numbered again in order.
-void SplitAt(std::vector<StepWindow>& steps, const std::vector<uint64_t>& cut_at, const char* suffix) {
-  std::vector<StepWindow> out;
-  out.reserve(steps.size() * 2);
-  for (size_t k = 0; k < steps.size(); ++k) {
-    if (cut_at[k] == 0) {
-      out.push_back(steps[k]);
-      continue;
-    }
-    StepWindow extra = steps[k];
-    extra.end_ns = cut_at[k];
-    absl::StrAppend(&extra.left_out, suffix);
-    StepWindow iteration = steps[k];
-    iteration.start_ns = cut_at[k];
-    iteration.warmup = false;
-    iteration.left_out.clear();
-    out.push_back(std::move(extra));
-    out.push_back(std::move(iteration));
-  }
-  const uint64_t first_index = steps.front().index;
-  for (size_t k = 0; k < out.size(); ++k) out[k].index = first_index + k;
-  steps = std::move(out);
-}
 
 // The bounds on an iteration's work, as a share of the median step's: 2/3
 // to 3/2, wider where the steps themselves spread wider (a multi-scale
@@ -274,7 +250,7 @@ size_t SplitMarked(std::vector<StepWindow>& steps, const std::vector<size_t>& ma
     cut_at[k] = cut.at;
     ++split;
   }
-  if (split > 0) SplitAt(steps, cut_at, suffix);
+  if (split > 0) SplitStepsAt(steps, cut_at, suffix);
   return split;
 }
 
@@ -419,59 +395,6 @@ size_t SplitExtraCpuWorkSteps(std::vector<StepWindow>& steps, const std::vector<
                      "; the iteration after it, from its data loading on, is measured on its own");
 }
 
-size_t SplitAtEpochStarts(std::vector<StepWindow>& steps, const std::vector<uint64_t>& forks,
-                          const std::vector<std::pair<uint64_t, uint64_t>>& data_ranges,
-                          const std::vector<uint64_t>& backward_starts,
-                          const std::function<uint64_t(uint64_t, uint64_t)>& cpu_ns) {
-  if (forks.empty() || backward_starts.empty() || steps.empty()) return 0;
-  const auto first_backward_after = [&](const StepWindow& w) {
-    auto b = std::upper_bound(backward_starts.begin(), backward_starts.end(), w.start_ns);
-    return b == backward_starts.end() || *b > w.end_ns ? uint64_t{0} : *b;
-  };
-  // What a step that did not fork runs before its backward pass: the
-  // previous update's tail and the forward pass, or, where steps begin at
-  // backward starts, the whole step.  Taken only where a step forked (most
-  // traces' steps never do).
-  uint64_t steady_cpu = UINT64_MAX;
-  const auto steady_cpu_before_backward = [&] {
-    if (steady_cpu == UINT64_MAX) {
-      std::vector<uint64_t> before;
-      for (const StepWindow& s : steps) {
-        const uint64_t backward = first_backward_after(s);
-        if (s.warmup || !s.left_out.empty() || backward == 0 || CountInRange(forks, s.start_ns, s.end_ns) > 0) {
-          continue;
-        }
-        before.push_back(cpu_ns(s.start_ns, backward));
-      }
-      steady_cpu = Median(before);
-    }
-    return steady_cpu;
-  };
-  std::vector<uint64_t> cut_at(steps.size(), 0);
-  size_t split = 0;
-  for (size_t k = 0; k < steps.size(); ++k) {
-    StepWindow& w = steps[k];
-    if (w.warmup || !w.left_out.empty()) continue;
-    const uint64_t first_backward = first_backward_after(w);
-    if (first_backward == 0) continue;
-    auto fork = std::lower_bound(forks.begin(), forks.end(), w.start_ns);
-    if (fork == forks.end() || *fork >= first_backward) continue;
-    uint64_t cut = *fork;
-    auto range = std::upper_bound(data_ranges.begin(), data_ranges.end(), cut,
-                                  [](uint64_t t, const std::pair<uint64_t, uint64_t>& r) { return t < r.first; });
-    if (range != data_ranges.begin() && std::prev(range)->second > cut) cut = std::prev(range)->first;
-    if (cut <= w.start_ns || cpu_ns(w.start_ns, cut) < kMinCpuExtraNs + steady_cpu_before_backward()) continue;
-    w.warmup = true;
-    w.left_out =
-        "the end of an epoch: the loop's work after its last update and before the next epoch's DataLoader "
-        "started its workers (an evaluation pass, a checkpoint?); the iteration after it, from the workers' "
-        "start on, is measured on its own";
-    cut_at[k] = cut;
-    ++split;
-  }
-  if (split > 0) SplitAt(steps, cut_at, "");
-  return split;
-}
 
 namespace {
 

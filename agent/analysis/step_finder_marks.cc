@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "analysis/accumulation_period.h"
+#include "analysis/epoch_end_split.h"
 #include "analysis/loader_restart.h"
 #include "analysis/periodic_extra_work.h"
 #include "analysis/step_extra_work.h"
@@ -126,7 +127,13 @@ uint32_t StepLocator::GroupBackwardSteps(StepPlan& plan, const std::vector<uint6
   }
   std::vector<uint64_t> work;
   for (size_t j = 0; j + 1 < bounds.size(); ++j) work.push_back(cpu_.RunningNs(tid, bounds[j], bounds[j + 1]));
-  const AccumulationPeriod period = FindAccumulationPeriod(work);
+  // Where the training DataLoader forked its workers: an epoch's start.
+  std::vector<bool> epoch_starts(work.size(), false);
+  for (uint64_t fork : LoopForks(plan)) {
+    auto next = std::upper_bound(bounds.begin(), bounds.end(), fork);
+    if (next != bounds.begin() && next != bounds.end()) epoch_starts[next - bounds.begin() - 1] = true;
+  }
+  const AccumulationPeriod period = FindAccumulationPeriod(work, epoch_starts);
   if (!period.found) {
     detail = period.ambiguous
                   ? absl::StrCat("the CPU work between them repeats with two periods that do not divide each other, "
@@ -304,14 +311,23 @@ void StepLocator::SplitEpochEnds(StepPlan& plan, const std::vector<uint64_t>& fo
   if (fork_times.empty()) return;
   const std::vector<Range> data = DataRanges(plan);
   const auto cpu_ns = [&](uint64_t from, uint64_t to) { return RunningOutsideData(plan, data, from, to); };
-  const size_t split =
-      SplitAtEpochStarts(plan.steps, fork_times, Spans(data), BackwardStarts(ThreadKey(plan.pid, plan.tid)), cpu_ns);
-  if (split == 0) return;
-  absl::StrAppend(&plan.note, plan.note.empty() ? "" : "; ",
-                  absl::StrFormat("%d steps held the end of an epoch (the loop's work after its last update and "
-                                  "before the next epoch's DataLoader started its workers): each was cut where the "
-                                  "workers started, the end left out and the iteration measured",
-                                  split));
+  const std::vector<uint64_t> backward = BackwardStarts(ThreadKey(plan.pid, plan.tid));
+  const size_t split = SplitAtEpochStarts(plan.steps, fork_times, Spans(data), backward, cpu_ns);
+  if (split > 0) {
+    absl::StrAppend(&plan.note, plan.note.empty() ? "" : "; ",
+                    absl::StrFormat("%d steps held the end of an epoch (the loop's work after its last update and "
+                                    "before the next epoch's DataLoader started its workers): each was cut where "
+                                    "the workers started, the end left out and the iteration measured",
+                                    split));
+  }
+  if (plan.source != StepSource::kBackwardGroups) return;
+  if (const size_t ended = EndEpochsInGroups(plan.steps, fork_times, Spans(data), backward, cpu_ns); ended > 0) {
+    absl::StrAppend(&plan.note, plan.note.empty() ? "" : "; ",
+                    absl::StrFormat("%d groups held the end of an epoch after their last backward pass (an "
+                                    "evaluation pass, a checkpoint?): each was left out and ended where the next "
+                                    "epoch's DataLoader started its workers, where the next step begins",
+                                    ended));
+  }
 }
 
 void StepLocator::MarkExtraWork(StepPlan& plan) {

@@ -73,9 +73,11 @@ TEST(AccumulationPeriodTest, TheGroupsCanStartAnywhere) {
 // enumerate(loader)), `epochs` epochs of `batches` each: with
 // `step_at_end` the epoch's last group is shorter (Lightning steps there),
 // without it its micro-batches go into the next epoch's first step.
-// `updates` gets the intervals that hold an update.
+// `updates` gets the intervals that hold an update, `epoch_starts` those
+// in which the next epoch starts (its DataLoader forks its workers after
+// the epoch's last backward pass).
 std::vector<uint64_t> EpochAccumulation(uint32_t k, size_t batches, size_t epochs, bool step_at_end, uint32_t seed,
-                                        std::vector<size_t>& updates) {
+                                        std::vector<size_t>& updates, std::vector<bool>& epoch_starts) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<double> noise(0.92, 1.08);
   std::vector<uint64_t> w;
@@ -87,6 +89,7 @@ std::vector<uint64_t> EpochAccumulation(uint32_t k, size_t batches, size_t epoch
         updates.push_back(w.size());
       }
       w.push_back(static_cast<uint64_t>(ns));
+      epoch_starts.push_back(i + 1 == batches && e + 1 < epochs);
     }
   }
   return w;
@@ -96,8 +99,11 @@ TEST(AccumulationPeriodTest, APhaseThatMovesAtEachEpochsEndIsFollowed) {
   for (const bool step_at_end : {true, false}) {
     for (const uint32_t k : {2u, 3u, 4u, 6u}) {
       std::vector<size_t> want;
-      const std::vector<uint64_t> w = EpochAccumulation(k, 10 * k + (k < 4 ? 1 : 2), 4, step_at_end, k, want);
-      const AccumulationPeriod p = FindAccumulationPeriod(w);
+      std::vector<bool> epoch_starts;
+      const std::vector<uint64_t> w =
+          EpochAccumulation(k, 10 * k + (k < 4 ? 1 : 2), 4, step_at_end, k, want, epoch_starts);
+      EXPECT_FALSE(FindAccumulationPeriod(w).found && FindAccumulationPeriod(w).k == k) << "no epoch starts known";
+      const AccumulationPeriod p = FindAccumulationPeriod(w, epoch_starts);
       // k=4 and 6 with 2 batches left at each epoch's end: the phase of k/2
       // stays, and only the chain tells k.
       ASSERT_TRUE(p.found) << k << " " << step_at_end << ": " << p.evidence;
@@ -110,6 +116,30 @@ TEST(AccumulationPeriodTest, APhaseThatMovesAtEachEpochsEndIsFollowed) {
       for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], want[i]) << k << " " << step_at_end << " " << i;
     }
   }
+}
+
+TEST(AccumulationPeriodTest, WorkWhosePhaseDriftsIsNoPeriod) {
+  // No accumulation; Python's garbage collector runs every 700 allocations,
+  // about every fourth iteration, its phase drifting.  Without an epoch's
+  // start where the phase changes, no chain follows it; and the epoch
+  // starts of a DataLoader do not make the drift a period either.
+  std::mt19937 rng(41);
+  std::uniform_real_distribution<double> noise(0.95, 1.05);
+  std::vector<uint64_t> w;
+  std::vector<bool> epoch_starts;
+  double allocations = 0;
+  for (int j = 0; j < 1000; ++j) {
+    double ns = 1.0 * kMs * noise(rng);
+    allocations += 170 + rng() % 20;
+    if (allocations >= 700) ns += 0.12 * kMs, allocations -= 700;
+    w.push_back(static_cast<uint64_t>(ns));
+    epoch_starts.push_back(j % 312 == 311);
+  }
+  const AccumulationPeriod p = FindAccumulationPeriod(w);
+  EXPECT_FALSE(p.found) << p.evidence;
+  EXPECT_EQ(p.phase_changes, 0u);
+  const AccumulationPeriod with_epochs = FindAccumulationPeriod(w, epoch_starts);
+  EXPECT_FALSE(with_epochs.found) << with_epochs.evidence;
 }
 
 TEST(AccumulationPeriodTest, AFixedPhaseNeedsNoChain) {

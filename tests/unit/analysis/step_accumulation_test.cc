@@ -6,11 +6,14 @@
 // steps left out; no accumulation (one backward pass a step, evaluation
 // left out); irregular work (not grouped, and why); a loop off the main
 // thread (grouped by its own timeline); micro-batches counted per epoch,
-// whose groups' phase moves at each epoch's end; and the Python hook's
+// whose groups' phase moves at each epoch's end, and an evaluation at each
+// epoch's end after a group (left out; the next step holds the restart);
+// and the Python hook's
 // optimizer.step and autograd.backward ranges with CPU evaluation passes
 // inside their steps, left out.
 #include <algorithm>
 #include <cstdint>
+#include <iterator>
 #include <random>
 #include <string>
 #include <vector>
@@ -58,11 +61,27 @@ class CpuLoop {
   // after every k-th and, with `step_at_end`, after the last (Lightning);
   // without, the last group's micro-batches go into the next epoch's first
   // step (`(i + 1) % k == 0` over enumerate(loader)).
+  // An evaluation of `epoch_end_eval_ns` after the epoch's last update.
   void Epoch(size_t batches, bool step_at_end) {
+    if (!backward_starts.empty()) ForkWorker();
     for (size_t i = 0; i < batches; ++i) {
       MicroBatch();
       if ((i + 1) % k_ == 0 || (step_at_end && i + 1 == batches)) Update();
     }
+    Run(epoch_end_eval_ns);
+  }
+  uint64_t epoch_end_eval_ns = 0;
+  std::vector<uint64_t> fork_times;
+  // A new epoch's DataLoader forks a worker from the loop's thread.
+  void ForkWorker() {
+    fork_times.push_back(now_);
+    v1::Event e = Base(now_);
+    e.set_pid(kPid + 1000 + static_cast<uint32_t>(steps_));
+    e.set_tid(e.pid());
+    e.mutable_process_start()->set_ppid(kPid);
+    e.mutable_process_start()->set_parent_tid(tid_);
+    events.push_back(e);
+    Run(kMs);
   }
   void MicroBatch() {
     Off(Jitter(1 * kMs), v1::OFF_CPU_CAUSE_FUTEX);  // waiting for the batch
@@ -214,33 +233,71 @@ TEST(StepAccumulationTest, ALoopOffTheMainThreadIsGroupedToo) {
 TEST(StepAccumulationTest, GroupsFollowAPhaseThatMovesAtEachEpochsEnd) {
   // Micro-batches counted per epoch, an epoch not a multiple of k: the last
   // group of each epoch is shorter (a step at the epoch's end) or carried
-  // into the next epoch's first step.  Every step starts after an update.
+  // into the next epoch's first step.  Every step starts after an update;
+  // where the group is carried, the new epoch's restart makes the carried
+  // micro-batch's interval look like an update as much as the update's
+  // (both hold extra CPU work), and the step may begin at the epoch's first
+  // backward pass instead, one micro-batch late.
   for (const bool step_at_end : {true, false}) {
     for (const uint32_t k : {2u, 3u, 4u}) {
       CpuLoop loop(k, 0.1, 20 + k);
       loop.eval_every = 0;
-      for (int epoch = 0; epoch < 4; ++epoch) loop.Epoch(k * 20 + 1, step_at_end);
+      const size_t batches = k * 20 + 1;
+      for (int epoch = 0; epoch < 4; ++epoch) loop.Epoch(batches, step_at_end);
+      // The same loop with no fork seen (persistent workers, none): the
+      // phase cannot move, and no k is found.
+      std::vector<v1::Event> no_forks;
+      std::copy_if(loop.events.begin(), loop.events.end(), std::back_inserter(no_forks),
+                   [](const v1::Event& e) { return e.payload_case() != v1::Event::kProcessStart; });
+      EXPECT_NE(Locate(no_forks).source, StepSource::kBackwardGroups) << k << " " << step_at_end;
       const StepPlan plan = Locate(loop.events);
       ASSERT_EQ(plan.source, StepSource::kBackwardGroups) << k << " " << step_at_end << ": " << plan.note;
-      EXPECT_NE(plan.note.find("phase changing"), std::string::npos) << plan.note;
+      EXPECT_NE(plan.note.find("phase changing 3 times"), std::string::npos) << plan.note;
       std::vector<uint64_t> want = {loop.backward_starts[0]};
       for (size_t g : loop.group_starts) {
         if (g < loop.backward_starts.size()) want.push_back(loop.backward_starts[g]);
       }
-      size_t matched = 0;
+      size_t late = 0;
       for (const StepWindow& w : plan.steps) {
-        const size_t here = std::count(want.begin(), want.end(), w.start_ns);
-        matched += here;
-        if (here == 0) {
-          ADD_FAILURE() << k << " " << step_at_end << ": a step starts at backward pass "
-                        << std::find(loop.backward_starts.begin(), loop.backward_starts.end(), w.start_ns) -
-                               loop.backward_starts.begin();
+        const size_t pass =
+            std::find(loop.backward_starts.begin(), loop.backward_starts.end(), w.start_ns) - loop.backward_starts.begin();
+        if (std::count(want.begin(), want.end(), w.start_ns) == 1) continue;
+        if (!step_at_end && pass % batches == 0) {
+          ++late;
+          continue;
         }
+        ADD_FAILURE() << k << " " << step_at_end << ": a step starts at backward pass " << pass;
       }
-      EXPECT_EQ(matched, plan.steps.size()) << k << " " << step_at_end << ": " << plan.note;
+      EXPECT_LE(late, 3u);
       EXPECT_GE(plan.steps.size() + 2, want.size()) << k << " " << step_at_end;
+      EXPECT_LE(plan.steps.size(), want.size() + late) << k << " " << step_at_end;
     }
   }
+}
+
+TEST(StepAccumulationTest, AnEpochsEndAfterAGroupIsLeftOutAndTheNextStepHoldsTheRestart) {
+  // Lightning: 3 micro-batches a step, the epoch's last 2 a step of their
+  // own, then a 40 ms evaluation, then the next epoch's workers start.
+  CpuLoop loop(3, 0.1, 51);
+  loop.eval_every = 0;
+  loop.epoch_end_eval_ns = 40 * kMs;
+  for (int epoch = 0; epoch < 4; ++epoch) loop.Epoch(62, true);
+  const StepPlan plan = Locate(loop.events);
+  ASSERT_EQ(plan.source, StepSource::kBackwardGroups) << plan.note;
+  ASSERT_EQ(loop.fork_times.size(), 3u);
+  for (uint64_t fork : loop.fork_times) {
+    auto ends = std::find_if(plan.steps.begin(), plan.steps.end(), [&](const StepWindow& w) { return w.end_ns == fork; });
+    ASSERT_NE(ends, plan.steps.end()) << "no step ends at the fork: " << plan.note;
+    EXPECT_TRUE(ends->warmup);
+    EXPECT_NE(ends->left_out.find("the end of an epoch"), std::string::npos) << ends->left_out;
+    ASSERT_NE(ends + 1, plan.steps.end());
+    EXPECT_EQ((ends + 1)->start_ns, fork);
+    EXPECT_TRUE((ends + 1)->left_out.empty()) << (ends + 1)->left_out;
+  }
+  size_t left_out = 0;
+  for (const StepWindow& w : plan.steps) left_out += !w.left_out.empty();
+  EXPECT_EQ(left_out, 3u) << plan.note;
+  EXPECT_NE(plan.note.find("3 groups held the end of an epoch"), std::string::npos) << plan.note;
 }
 
 TEST(StepAccumulationTest, CpuEvaluationInsideOptimizerStepsIsLeftOut) {

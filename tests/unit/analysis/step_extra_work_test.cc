@@ -16,6 +16,7 @@
 // and the copy-on-write page faults that follow it.
 // SplitExtraCpuWorkSteps cuts the iteration off such a step where its data
 // loading begins (a new epoch's iterator chained to its first fetch).
+#include "analysis/epoch_end_split.h"
 #include "analysis/step_extra_work.h"
 
 #include <algorithm>
