@@ -12,7 +12,7 @@
 // counts it in the epoch's first iteration, as it counts an epoch's first
 // fetch, and leaving it out measures the steps short by the restart once an
 // epoch.  (Workers forked again each epoch are found by their forks:
-// SplitAtEpochStarts, step_extra_work.h.)
+// SplitAtEpochStarts, epoch_end_split.h.)
 //
 // The rule, for each marked step whose next step follows it directly:
 //   - the loop's waits for the training workers: its off-CPU intervals

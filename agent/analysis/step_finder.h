@@ -217,7 +217,7 @@ class StepLocator {
   // by their GPU work, or without any, by the loop's CPU work.
   void MarkExtraWork(StepPlan& plan);
   // The end of an epoch cut off the step where the next epoch's DataLoader
-  // workers start (SplitAtEpochStarts), from LoopForks' `fork_times`.
+  // workers start (SplitAtEpochStarts, EndEpochsInGroups), from LoopForks' `fork_times`.
   void SplitEpochEnds(StepPlan& plan, const std::vector<uint64_t>& fork_times);
   // The CPU work of each step of `plan` (stretches between backward
   // passes), outside the loop thread's data-loader ranges (a new epoch's
