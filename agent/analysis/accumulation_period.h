@@ -15,8 +15,8 @@
 //   - (k, p) qualifies when at least min_win_share of its groups win, when
 //     that many wins are unlikely by chance (a binomial tail, each group
 //     winning with probability 1/k, below max_chance shared among all the
-//     (k, p) pairs tried, 35 for max_k 8: enough groups; 5 wins of 7 at
-//     k=7 is not), and
+//     (k, p) pairs and chains tried, 35 + 7 for max_k 8: enough groups; 5
+//     wins of 7 at k=7 is not), and
 //     when the median of the phase-p intervals is at least min_ratio times
 //     the others' median (the update is real work, not a tie broken by
 //     noise);
@@ -47,15 +47,16 @@
 // for accumulation.  Such a chain qualifies as a (k, phase) does, its chance
 // multiplied by the number of ways to place its phase changes among its
 // groups (random work of 40-440 intervals: 0 of 12,000 series grouped by
-// a chain).  A chain of a multiple of the period found with a fixed phase
-// that wins clearly more often is the period (a phase that moves by 2 at
-// k=4 keeps k=2's phase fixed).
+// a chain).  A chain of the period found with a fixed phase, or of a
+// multiple of it, that wins clearly more often is the period (a phase that
+// moves by 2 at k=4 keeps k=2's phase fixed).
 // Evaluation passes and checkpoints fall into update intervals (they run
 // after an optimizer step) and only make those busier.  A loop without
 // accumulation that does much more CPU work every k-th iteration (costly
 // logging every other step) looks the same from the CPU and would be
 // grouped too: the note shows the evidence.
-// Cost: O(n * max_k) time for n intervals, O(n) memory.
+// Cost: O(n * max_k^2) time for n intervals (a chain is O(n * k^2)), O(n)
+// memory.
 #pragma once
 
 #include <cstdint>
