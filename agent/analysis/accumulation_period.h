@@ -55,7 +55,7 @@
 // accumulation that does much more CPU work every k-th iteration (costly
 // logging every other step) looks the same from the CPU and would be
 // grouped too: the note shows the evidence.
-// Cost: O(n * max_k^2) time for n intervals (a chain is O(n * k^2)), O(n)
+// Cost: O(n * max_k^3) time for n intervals (a chain of k is O(n * k^2)), O(n)
 // memory.
 #pragma once
 
