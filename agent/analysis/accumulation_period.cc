@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <functional>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -63,9 +65,7 @@ Candidate Score(const std::vector<uint64_t>& w, uint32_t k, uint32_t phase) {
   for (size_t j = phase; j < w.size(); j += k) {
     if (j + 1 < k) continue;
     ++c.groups;
-    bool busiest = true;
-    for (size_t i = j + 1 - k; i < j && busiest; ++i) busiest = w[j] > w[i];
-    c.wins += busiest;
+    c.wins += ClosesAWin(w, j, k);
   }
   c.chance = BinomialTail(c.groups, c.wins, 1.0 / k);
   std::vector<bool> is_update(w.size());
@@ -86,10 +86,80 @@ bool LooksLikeAnUpdate(const std::vector<uint64_t>& w, size_t j, size_t g, size_
   return true;
 }
 
-// The chain of updates for k whose phase may change (see the header), by
-// dynamic programming over its last update: each group of k scores its
-// win; each group of another size (1 to 2k-1 intervals), only where it
-// holds an epoch's start, costs
+// How much interval j looks like an update: on a log scale, 1 at the
+// updates' median, 0 at the threshold, -1 at the busiest other position's
+// median, no lower than -kMaxMissScore (an evaluation's short gradient
+// steps are far below, and no one interval outweighs many).
+constexpr double kMaxMissScore = 3;
+// What a group of more than k backward passes costs: one interval that
+// ran like an update, or three that ran like no update, is not enough to
+// break the period.
+constexpr double kIrregularGroupCost = 3;
+
+double UpdateScore(uint64_t work_ns, double threshold, double update_median) {
+  const double scale = std::log(update_median / threshold);
+  const double score = std::log(std::max<double>(static_cast<double>(work_ns), 1) / threshold) / scale;
+  return std::clamp(score, -kMaxMissScore, 1.0);
+}
+
+// Which intervals hold an epoch's start, for ranges of them.
+class EpochStartIndex {
+ public:
+  EpochStartIndex(const std::vector<bool>& starts, size_t n) : upto_(n + 1, 0) {
+    for (size_t j = 0; j < n; ++j) upto_[j + 1] = upto_[j] + (j < starts.size() && starts[j]);
+  }
+  // Whether one of intervals from..to (both included) holds one.
+  bool Any(size_t from, size_t to) const { return upto_[to + 1] > upto_[from]; }
+
+ private:
+  std::vector<size_t> upto_;
+};
+
+// How BestChain scores a chain of updates for period k; nullopt where a
+// part is not allowed.
+struct ChainScores {
+  // A group of g intervals that update j closes, after the previous update.
+  std::function<std::optional<double>(size_t j, size_t g)> group;
+  // The trace's first group: the j+1 intervals up to update j.
+  std::function<std::optional<double>(size_t j)> first;
+  // The `after` intervals that follow the chain's last update.
+  std::function<std::optional<double>(size_t after)> last;
+  // Update j itself.
+  std::function<double(size_t j)> update = [](size_t) { return 0.0; };
+};
+
+// The chain of updates at most 2k-1 intervals apart with the best score,
+// by dynamic programming over its last update (ties: the earlier found);
+// empty where none is allowed.
+std::vector<size_t> BestChain(size_t n, size_t k, const ChainScores& scores) {
+  constexpr size_t kStart = SIZE_MAX;
+  const size_t max_gap = 2 * k - 1;
+  std::vector<std::optional<double>> best(n);
+  std::vector<size_t> before(n, kStart);
+  for (size_t j = 0; j < n; ++j) {
+    if (j + 1 <= max_gap) best[j] = scores.first(j);
+    for (size_t g = 1; g <= max_gap && g <= j; ++g) {
+      if (!best[j - g]) continue;
+      const std::optional<double> here = scores.group(j, g);
+      if (here && (!best[j] || *best[j - g] + *here > *best[j])) best[j] = *best[j - g] + *here, before[j] = j - g;
+    }
+    if (best[j]) *best[j] += scores.update(j);
+  }
+  size_t last = kStart;
+  double total = 0;
+  for (size_t j = 0; j < n; ++j) {
+    const std::optional<double> tail = best[j] ? scores.last(n - 1 - j) : std::nullopt;
+    if (tail && (last == kStart || *best[j] + *tail > total)) total = *best[j] + *tail, last = j;
+  }
+  std::vector<size_t> chain;
+  for (size_t j = last; j != kStart; j = before[j]) chain.push_back(j);
+  std::reverse(chain.begin(), chain.end());
+  return chain;
+}
+
+// The chain of updates for k whose phase may change (see the header)
+// (BestChain): each group of k scores its win; each group of another size
+// (1 to 2k-1 intervals), only where it holds an epoch's start, costs
 // kPhaseChangeCost wins where its last interval looks like an update
 // (LooksLikeAnUpdate) and 1.5 more where not, so of two ways to move the
 // phase (a group of k+r, or one of r and one of k) the one whose updates
@@ -97,45 +167,27 @@ bool LooksLikeAnUpdate(const std::vector<uint64_t>& w, size_t j, size_t g, size_
 // Its chance is that of its wins among its groups of k, times the ways to
 // place its phase changes among its groups.
 Candidate PhaseChangingChain(const std::vector<uint64_t>& w, const std::vector<bool>& epoch_starts, uint32_t k) {
-  constexpr int64_t kNone = INT64_MIN;
-  constexpr size_t kStart = SIZE_MAX;
+  const size_t n = w.size();
+  const EpochStartIndex starts(epoch_starts, n);
   // In half wins.
-  const int64_t cost = 2 * static_cast<int64_t>(kPhaseChangeCost);
-  const size_t n = w.size(), max_gap = 2 * static_cast<size_t>(k) - 1;
-  // Intervals [from, to] hold an epoch's start.
-  std::vector<size_t> starts_upto(n + 1, 0);
-  for (size_t j = 0; j < n; ++j) starts_upto[j + 1] = starts_upto[j] + (j < epoch_starts.size() && epoch_starts[j]);
-  const auto holds_start = [&](size_t from, size_t to) { return starts_upto[to + 1] > starts_upto[from]; };
-  const auto group = [&](size_t j, size_t g) -> int64_t {
-    if (g == k) return 2 * static_cast<int64_t>(ClosesAWin(w, j, k));
-    if (!holds_start(j + 1 - g, j)) return kNone;
+  const double cost = 2.0 * static_cast<double>(kPhaseChangeCost);
+  ChainScores scores;
+  scores.group = [&](size_t j, size_t g) -> std::optional<double> {
+    if (g == k) return ClosesAWin(w, j, k) ? 2.0 : 0.0;
+    if (!starts.Any(j + 1 - g, j)) return std::nullopt;
     return -cost - (LooksLikeAnUpdate(w, j, g, k) ? 0 : 3);
   };
-  std::vector<int64_t> score(n, kNone);
-  std::vector<size_t> before(n, kStart);
-  for (size_t j = 0; j < n; ++j) {
-    if (j + 1 < k) score[j] = 0;
-    if (j + 1 == k) score[j] = group(j, k);
-    if (j + 1 > k && j + 1 <= max_gap) score[j] = group(j, j + 1);
-    for (size_t g = 1; g <= max_gap && g <= j; ++g) {
-      const int64_t here = group(j, g);
-      if (score[j - g] == kNone || here == kNone) continue;
-      if (score[j - g] + here > score[j]) score[j] = score[j - g] + here, before[j] = j - g;
-    }
-  }
-  size_t last = kStart;
-  int64_t total = kNone;
-  for (size_t j = 0; j < n; ++j) {
-    const size_t after = n - 1 - j;
-    if (score[j] == kNone || after >= max_gap || (after >= k && !holds_start(j + 1, n - 1))) continue;
-    const int64_t end = score[j] - (after >= k ? cost + 3 : 0);
-    if (end > total) total = end, last = j;
-  }
+  scores.first = [&](size_t j) -> std::optional<double> { return j + 1 < k ? 0.0 : scores.group(j, j + 1); };
+  scores.last = [&](size_t after) -> std::optional<double> {
+    if (after < k) return 0.0;
+    if (after >= 2 * static_cast<size_t>(k) - 1 || !starts.Any(n - after, n - 1)) return std::nullopt;
+    return -cost - 3;
+  };
   Candidate c;
   c.k = k;
-  if (last == kStart) return c;
-  for (size_t j = last; j != kStart; j = before[j]) c.updates.push_back(j);
-  std::reverse(c.updates.begin(), c.updates.end());
+  c.updates = BestChain(n, k, scores);
+  if (c.updates.empty()) return c;
+  const size_t last = c.updates.back();
   std::vector<bool> is_update(n, false);
   for (size_t i = 0; i < c.updates.size(); ++i) {
     const size_t j = c.updates[i];
@@ -154,6 +206,42 @@ Candidate PhaseChangingChain(const std::vector<uint64_t>& w, const std::vector<b
   const double log_ways = std::lgamma(places + 1.0) - std::lgamma(c.changes + 1.0) - std::lgamma(c.groups + 1.0);
   c.chance = std::min(1.0, BinomialTail(c.groups, c.wins, 1.0 / k) * std::exp(log_ways));
   return c;
+}
+
+// A chain whose phase changes, placed again by how much each update looks
+// like one (UpdateScore against the chain's own medians) rather than by
+// wins, its groups of another size again only where an epoch starts: where
+// the phase moves, a group of k that won by noise must not decide between
+// a group of k+r and one of r followed by one of k.  Each group of another
+// size costs kPhaseChangeCost; the trace may begin and end inside a group.
+// The chain found by wins where the medians do not tell updates apart.
+std::vector<size_t> PlaceChangingChain(const std::vector<uint64_t>& w, const std::vector<bool>& epoch_starts,
+                                       const Candidate& chain) {
+  const double update = static_cast<double>(chain.update_median);
+  const double other = static_cast<double>(chain.other_median);
+  const size_t n = w.size(), k = chain.k;
+  if (other <= 0 || update <= other || n < k) return chain.updates;
+  const EpochStartIndex starts(epoch_starts, n);
+  const double threshold = std::sqrt(update * other), cost = static_cast<double>(kPhaseChangeCost);
+  ChainScores scores;
+  scores.group = [&](size_t j, size_t g) -> std::optional<double> {
+    if (g == k) return 0.0;
+    if (!starts.Any(j + 1 - g, j)) return std::nullopt;
+    return -cost;
+  };
+  scores.first = [&](size_t j) -> std::optional<double> {
+    if (j + 1 <= k) return 0.0;
+    if (!starts.Any(0, j)) return std::nullopt;
+    return -cost;
+  };
+  scores.last = [&](size_t after) -> std::optional<double> {
+    if (after < k) return 0.0;
+    if (after >= 2 * k - 1 || !starts.Any(n - after, n - 1)) return std::nullopt;
+    return -cost;
+  };
+  scores.update = [&](size_t j) { return UpdateScore(w[j], threshold, update); };
+  std::vector<size_t> placed = BestChain(n, k, scores);
+  return placed.empty() ? chain.updates : placed;
 }
 
 // How much more often a multiple of the smallest qualifying k must win to be
@@ -265,9 +353,8 @@ AccumulationPeriod FindAccumulationPeriod(const std::vector<uint64_t>& work_ns, 
   r.ratio = best->ratio;
   r.update_median_ns = best->update_median;
   r.other_median_ns = best->other_median;
-  r.updates = best->updates;
   r.phase_changes = best->changes;
-  if (r.phase_changes > 0) r.epoch_starts = epoch_starts;
+  if (r.phase_changes > 0) r.updates = PlaceChangingChain(work_ns, epoch_starts, *best);
   r.evidence = Evidence(*best);
   if (ambiguous) {
     r.ambiguous = true;
@@ -293,21 +380,6 @@ double BusiestOtherPosition(const std::vector<uint64_t>& work_ns, const Accumula
   return busiest;
 }
 
-// How much interval j looks like an update: on a log scale, 1 at the
-// updates' median, 0 at the threshold, -1 at the busiest other position's
-// median, no lower than -kMaxMissScore (an evaluation's short gradient
-// steps are far below, and no one interval outweighs many).
-constexpr double kMaxMissScore = 3;
-// What a group of more than k backward passes costs: one interval that
-// ran like an update, or three that ran like no update, is not enough to
-// break the period.
-constexpr double kIrregularGroupCost = 3;
-
-double UpdateScore(uint64_t work_ns, double threshold, double update_median) {
-  const double scale = std::log(update_median / threshold);
-  const double score = std::log(std::max<double>(static_cast<double>(work_ns), 1) / threshold) / scale;
-  return std::clamp(score, -kMaxMissScore, 1.0);
-}
 
 // The updates where they stand clear: of the sets of intervals at least k
 // apart, the one whose intervals look most like updates (UpdateScore),
@@ -355,51 +427,6 @@ std::vector<size_t> ClearUpdates(const std::vector<uint64_t>& work_ns, const Acc
   return updates;
 }
 
-// A chain whose phase changes, placed again by how much each update looks
-// like one (UpdateScore against the chain's own medians) rather than by
-// wins, its groups of another size again only where an epoch starts: where the phase moves, a group of k that won by noise must not
-// decide between a group of k+r and one of r followed by one of k.  Each
-// group of another size costs kPhaseChangeCost; the trace may begin and
-// end inside a group.  The chain found by wins where the medians do not
-// tell updates apart.
-std::vector<size_t> PlaceChangingChain(const std::vector<uint64_t>& work_ns, const AccumulationPeriod& period) {
-  const double update = static_cast<double>(period.update_median_ns);
-  const double other = static_cast<double>(period.other_median_ns);
-  const size_t n = work_ns.size(), k = period.k, max_gap = 2 * k - 1;
-  if (other <= 0 || update <= other || n < k) return period.updates;
-  const double threshold = std::sqrt(update * other), cost = static_cast<double>(kPhaseChangeCost);
-  constexpr double kNone = -1e300;
-  constexpr size_t kStart = SIZE_MAX;
-  const std::vector<bool>& starts = period.epoch_starts;
-  std::vector<size_t> starts_upto(n + 1, 0);
-  for (size_t j = 0; j < n; ++j) starts_upto[j + 1] = starts_upto[j] + (j < starts.size() && starts[j]);
-  const auto holds_start = [&](size_t from, size_t to) { return starts_upto[to + 1] > starts_upto[from]; };
-  std::vector<double> best(n, kNone);
-  std::vector<size_t> before(n, kStart);
-  for (size_t j = 0; j < n; ++j) {
-    if (j + 1 <= k) best[j] = 0;
-    if (j + 1 > k && j + 1 <= max_gap && holds_start(0, j)) best[j] = -cost;
-    for (size_t g = 1; g <= max_gap && g <= j; ++g) {
-      if (best[j - g] == kNone || (g != k && !holds_start(j + 1 - g, j))) continue;
-      const double chain = best[j - g] - (g == k ? 0 : cost);
-      if (chain > best[j]) best[j] = chain, before[j] = j - g;
-    }
-    if (best[j] != kNone) best[j] += UpdateScore(work_ns[j], threshold, update);
-  }
-  size_t last = kStart;
-  double total = kNone;
-  for (size_t j = 0; j < n; ++j) {
-    const size_t after = n - 1 - j;
-    if (best[j] == kNone || after >= max_gap || (after >= k && !holds_start(j + 1, n - 1))) continue;
-    const double end = best[j] - (after >= k ? cost : 0);
-    if (end > total) total = end, last = j;
-  }
-  if (last == kStart) return period.updates;
-  std::vector<size_t> updates;
-  for (size_t j = last; j != kStart; j = before[j]) updates.push_back(j);
-  std::reverse(updates.begin(), updates.end());
-  return updates;
-}
 
 }  // namespace
 
@@ -413,7 +440,7 @@ double ClearUpdateThreshold(const std::vector<uint64_t>& work_ns, const Accumula
 
 std::vector<size_t> UpdateIntervals(const std::vector<uint64_t>& work_ns, const AccumulationPeriod& period) {
   if (!period.found || period.k == 0) return {};
-  if (!period.updates.empty()) return PlaceChangingChain(work_ns, period);
+  if (!period.updates.empty()) return period.updates;
   if (std::vector<size_t> clear = ClearUpdates(work_ns, period); !clear.empty()) return clear;
   std::vector<size_t> updates;
   for (size_t j = period.phase; j < work_ns.size(); j += period.k) updates.push_back(j);

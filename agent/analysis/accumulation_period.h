@@ -83,7 +83,6 @@ struct AccumulationPeriod {
   // (empty for a fixed phase), and how many groups are not of k.
   std::vector<size_t> updates;
   size_t phase_changes = 0;
-  std::vector<bool> epoch_starts;  // where the phase may change (FindAccumulationPeriod's)
   size_t groups = 0;       // of the chosen (or, not found, the closest) period
   size_t wins = 0;
   double ratio = 0;                // median CPU time, update intervals vs the others
