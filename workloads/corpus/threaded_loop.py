@@ -102,8 +102,7 @@ class AsyncCheckpointWriter:
         self.written = 0
 
     def save(self, step, model, optimizer):
-        staged = {"step": step,
-                  "model": {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()},
+        staged = {"step": step, "model": _copy_to_cpu(model.state_dict()),
                   "optimizer": _copy_to_cpu(optimizer.state_dict())}
         self.pending.put(staged)
 
